@@ -1,0 +1,41 @@
+"""Printing for the CLI: tables for people, ``--json`` for machines."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+import click
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, default=_default, ensure_ascii=False, indent=2))
+
+
+def emit_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
+               title: str | None = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    cols = list(columns or (rows[0].keys() if rows else []))
+    table = Table(title=title)
+    for c in cols:
+        table.add_column(c)
+    for r in rows:
+        table.add_row(*["" if r.get(c) is None else str(r.get(c)) for c in cols])
+    Console().print(table)

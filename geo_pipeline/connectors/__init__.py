@@ -1,0 +1,1 @@
+"""Engine connectors: the contract (base), one module per protocol, and the registry."""

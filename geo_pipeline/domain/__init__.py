@@ -1,0 +1,1 @@
+"""Pure logic: values in, values out. No I/O here; everything is unit-tested without services."""

@@ -1,0 +1,188 @@
+"""The sampling plan: Q x T x R samples with their identity (R3, R5), batches within the
+submission caps, and the quote snapshot (R4, R23). Pure: the same snapshot and run id always give
+the same plan, which is what makes re-planning idempotent.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.money import Money
+from geo_pipeline.domain.platforms import PriceList
+
+
+@dataclass(frozen=True, slots=True)
+class PlannedSample:
+    sample_id: str
+    run_id: str
+    question_revision: str
+    question_index: int
+    platform: str
+    device: str
+    region: str
+    mode: str
+    repeat_index: int
+    screenshot_policy: str
+    batch_no: int = -1
+
+    @property
+    def identity(self) -> tuple[str, str, str, str, str, str, int]:
+        return (self.run_id, self.question_revision, self.platform, self.device, self.region,
+                self.mode, self.repeat_index)
+
+    @property
+    def channel(self) -> str:
+        return f"{self.platform}__{self.device}"
+
+
+def sample_id_for(run_id: str, question_revision: str, platform: str, device: str, region: str,
+                  mode: str, repeat_index: int) -> str:
+    """Deterministic id from the identity of R5 (a retry keeps it; a new run changes it)."""
+    key = "\x1f".join([run_id, question_revision, platform, device, region, mode,
+                       str(repeat_index)])
+    return "s" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
+
+
+def expand(config: NormalisedConfig, run_id: str) -> list[PlannedSample]:
+    """Q x T x R, ordered by target, then question, then repeat."""
+    out = []
+    for t in config.targets:
+        for qi, q in enumerate(config.questions):
+            for r in range(config.repeats):
+                out.append(PlannedSample(
+                    sample_id=sample_id_for(run_id, q.revision, t.platform, t.device, t.region,
+                                            t.mode, r),
+                    run_id=run_id, question_revision=q.revision, question_index=qi,
+                    platform=t.platform, device=t.device, region=t.region, mode=t.mode,
+                    repeat_index=r, screenshot_policy=t.screenshot))
+    return out
+
+
+@dataclass(frozen=True)
+class Batch:
+    batch_no: int
+    size: int
+    platform_counts: dict[str, int]
+
+
+def assign_batches(samples: list[PlannedSample], submit_cap: int,
+                   platform_caps: Mapping[str, int]) -> tuple[list[PlannedSample], list[Batch]]:
+    """Greedy, deterministic split: a batch holds at most ``submit_cap`` samples and at most a
+    platform's own cap of that platform's samples. With one cap of 100, 160 samples -> 2 batches.
+    """
+    if submit_cap < 1:
+        raise ValueError("submit_cap must be at least 1")
+    assigned: list[PlannedSample] = []
+    batches: list[Batch] = []
+    open_batches: list[Counter[str]] = []
+    sizes: list[int] = []
+    for s in samples:
+        cap_p = max(1, platform_caps.get(s.platform, submit_cap))
+        for b, counts in enumerate(open_batches):
+            if sizes[b] < submit_cap and counts[s.platform] < cap_p:
+                break
+        else:
+            open_batches.append(Counter())
+            sizes.append(0)
+            b = len(open_batches) - 1
+        open_batches[b][s.platform] += 1
+        sizes[b] += 1
+        assigned.append(_with_batch(s, b))
+    for b, counts in enumerate(open_batches):
+        batches.append(Batch(b, sizes[b], dict(sorted(counts.items()))))
+    return assigned, batches
+
+
+def _with_batch(s: PlannedSample, batch_no: int) -> PlannedSample:
+    return PlannedSample(s.sample_id, s.run_id, s.question_revision, s.question_index,
+                         s.platform, s.device, s.region, s.mode, s.repeat_index,
+                         s.screenshot_policy, batch_no)
+
+
+# --------------------------------------------------------------------------- quote (R4, R23)
+@dataclass(frozen=True)
+class QuoteLine:
+    platform: str
+    price_version: str
+    item: str
+    mode: str
+    unit_price_minor: int
+    quantity: int
+
+    @property
+    def amount_minor(self) -> int:
+        return self.unit_price_minor * self.quantity
+
+
+@dataclass(frozen=True)
+class Quote:
+    currency: str
+    lines: tuple[QuoteLine, ...]
+    price_versions: dict[str, str]
+
+    @property
+    def estimated_max(self) -> Money:
+        return Money(sum(line.amount_minor for line in self.lines), self.currency)
+
+    @property
+    def quote_id(self) -> str:
+        body = json.dumps({"currency": self.currency, "versions": self.price_versions,
+                           "lines": [line.__dict__ for line in self.lines]},
+                          sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(body.encode()).hexdigest()
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "quote_id": self.quote_id,
+            "currency": self.currency,
+            "estimated_max_minor": self.estimated_max.amount_minor,
+            "price_versions": self.price_versions,
+            "lines": [dict(line.__dict__, amount_minor=line.amount_minor) for line in self.lines],
+        }
+
+
+class QuoteError(ValueError):
+    pass
+
+
+def quote(config: NormalisedConfig, prices: Mapping[str, PriceList]) -> Quote:
+    """The price of the plan from the platforms' own price lists (R4): a base price per mode,
+    surcharges only for what the mode or screenshot policy will use, and a retry allowance on
+    platforms that charge retries (R15), so ``estimated_max`` is a true upper bound."""
+    currencies = {prices[t.platform].currency for t in config.targets}
+    if len(currencies) != 1:
+        raise QuoteError(f"the channels' price lists are in several currencies {sorted(currencies)}; "
+                         "a run is quoted in one currency")
+    currency = currencies.pop()
+    per_target = Counter()  # type: Counter[tuple[str, str, str]]
+    n_per_target = len(config.questions) * config.repeats
+    for t in config.targets:
+        per_target[(t.platform, t.mode, t.screenshot)] += n_per_target
+    lines: list[QuoteLine] = []
+    for (platform, mode, shot), n in sorted(per_target.items()):
+        p = prices[platform]
+        if mode not in p.base:
+            raise QuoteError(f"{platform} price list {p.version} has no base price for mode {mode!r}")
+        attempts = config.max_attempts if p.retry_fee_rule == "charged" else 1
+        unit = p.base[mode]
+        lines.append(QuoteLine(platform, p.version, "base", mode, unit, n))
+        if mode == "deep_thinking" and p.deep_thinking:
+            lines.append(QuoteLine(platform, p.version, "deep_thinking", mode, p.deep_thinking, n))
+            unit += p.deep_thinking
+        if mode == "web_search" and p.web_search:
+            lines.append(QuoteLine(platform, p.version, "web_search", mode, p.web_search, n))
+            unit += p.web_search
+        if shot != "off" and p.screenshot:
+            lines.append(QuoteLine(platform, p.version, "screenshot", mode, p.screenshot, n))
+            unit += p.screenshot
+        if attempts > 1:
+            lines.append(QuoteLine(platform, p.version, "retry_allowance", mode, unit,
+                                   n * (attempts - 1)))
+    versions = {t.platform: prices[t.platform].version for t in config.targets}
+    return Quote(currency, tuple(lines), dict(sorted(versions.items())))

@@ -1,0 +1,68 @@
+"""What a platform (AI answer engine) can do and what it charges: its capabilities (R16).
+
+This is the value the connector registry hands to planning and execution; planning validates a
+config against it before anything is submitted, so unsupported options never reach an engine.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+RetryFeeRule = Literal["charged", "free_after_failure", "free"]
+"""Whether the platform charges a retry (R15): 'charged' = every accepted attempt is billed;
+'free_after_failure' = an attempt whose upstream task failed is not billed; 'free' = only the
+first accepted attempt of a sample is billed. The platform's rule, never our assumption."""
+
+
+@dataclass(frozen=True)
+class PriceList:
+    """A platform's published prices, in integer minor units (R4, R23)."""
+
+    version: str
+    currency: str
+    # Base price of one answer, per mode (e.g. {"standard": 8, "deep_thinking": 8}).
+    base: dict[str, int]
+    # Surcharges that apply only when the feature is used and charged.
+    deep_thinking: int = 0
+    web_search: int = 0
+    screenshot: int = 0
+    retry_fee_rule: RetryFeeRule = "charged"
+
+    def __post_init__(self) -> None:
+        for name, value in [*self.base.items(), ("deep_thinking", self.deep_thinking),
+                            ("web_search", self.web_search), ("screenshot", self.screenshot)]:
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"price {name} must be a non-negative integer of minor units, "
+                                 f"got {value!r}")
+
+
+@dataclass(frozen=True)
+class RateLimits:
+    submit_per_second: float = 50.0
+    poll_per_second: float = 200.0
+    screenshot_per_second: float = 20.0
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    platform: str
+    devices: tuple[str, ...]
+    regions: tuple[str, ...]
+    modes: tuple[str, ...]
+    screenshot: bool
+    submit_cap: int
+    prices: PriceList
+    rate_limits: RateLimits = field(default_factory=RateLimits)
+    idempotency_keys: bool = True     # submit accepts an idempotency key
+    lookup_by_key: bool = True        # an accepted task can be found again by that key
+    cancellable: bool = False         # upstream can stop an accepted task
+    asynchronous: bool = True         # False: a synchronous API adapted to submit/poll
+
+    def channels(self) -> list[str]:
+        return [f"{self.platform}__{device}" for device in self.devices]
+
+
+def channel_key(platform: str, device: str) -> str:
+    """The Dagster partition key of a channel: platform + device (DESIGN.md section 5)."""
+    return f"{platform}__{device}"

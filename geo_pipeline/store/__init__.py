@@ -1,0 +1,1 @@
+"""PostgreSQL access: connections, named queries (SQL text lives in sql/queries/), migrations."""

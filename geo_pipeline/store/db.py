@@ -1,0 +1,86 @@
+"""Connections to the system's PostgreSQL.
+
+One place decides where the database is: ``GEO_DATABASE_URL`` (D2: credentials only from the
+environment). Runtime code uses psycopg 3; pools have an upper bound (D8).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from contextlib import contextmanager
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg_pool import ConnectionPool
+
+DATABASE_URL_ENV = "GEO_DATABASE_URL"
+
+
+class DatabaseUnavailable(RuntimeError):
+    """The database could not be reached; the message says which URL and how to start one."""
+
+
+def database_url(explicit: str | None = None) -> str:
+    url = explicit or os.environ.get(DATABASE_URL_ENV)
+    if not url:
+        raise DatabaseUnavailable(
+            f"no database configured: set {DATABASE_URL_ENV} "
+            "(e.g. postgresql://postgres@127.0.0.1:5432/geo) or run `geo-pipeline demo`, "
+            "which starts an embedded PostgreSQL"
+        )
+    return to_psycopg_url(url)
+
+
+def to_psycopg_url(url: str) -> str:
+    """Accept SQLAlchemy-style schemes too; psycopg wants plain ``postgresql://``."""
+    for prefix in ("postgresql+psycopg2://", "postgresql+psycopg://", "postgres://"):
+        if url.startswith(prefix):
+            return "postgresql://" + url[len(prefix):]
+    return url
+
+
+def redact(url: str) -> str:
+    """The URL with any password replaced, safe for logs and error messages (D2)."""
+    try:
+        from urllib.parse import urlsplit, urlunsplit
+
+        parts = urlsplit(url)
+        if parts.password:
+            netloc = parts.netloc.replace(f":{parts.password}@", ":***@")
+            return urlunsplit(parts._replace(netloc=netloc))
+    except ValueError:
+        pass
+    return url
+
+
+def connect(url: str | None = None, *, autocommit: bool = False) -> psycopg.Connection:
+    target = database_url(url)
+    try:
+        return psycopg.connect(target, autocommit=autocommit, row_factory=dict_row)  # type: ignore[return-value]
+    except psycopg.OperationalError as exc:
+        raise DatabaseUnavailable(
+            f"cannot connect to PostgreSQL at {redact(target)}: {exc}".strip()
+        ) from exc
+
+
+@contextmanager
+def transaction(url: str | None = None) -> Iterator[psycopg.Connection]:
+    """A connection inside one transaction: committed on success, rolled back on error."""
+    with connect(url) as conn, conn.transaction():
+        yield conn
+
+
+def make_pool(url: str | None = None, *, min_size: int = 1, max_size: int = 10,
+              name: str = "geo") -> ConnectionPool:
+    """A bounded pool (D8). Opened here; the caller closes it."""
+    pool = ConnectionPool(
+        database_url(url),
+        min_size=min_size,
+        max_size=max_size,
+        kwargs={"row_factory": dict_row},
+        name=name,
+        open=False,
+    )
+    pool.open(wait=True, timeout=30)
+    return pool

@@ -1,0 +1,184 @@
+"""Persisting a plan: config snapshot, quote snapshot, run, batches and samples, in one
+transaction (R2, R3, R5, R23). Re-planning the same config for the same run id is a no-op; the
+same run id with a different config is refused.
+"""
+
+from __future__ import annotations
+
+import secrets
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from datetime import UTC, date, datetime
+from typing import Any
+
+import psycopg
+from psycopg.types.json import Jsonb
+
+from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.plan import Batch, PlannedSample, Quote, assign_batches, expand
+from geo_pipeline.store.queries import Q
+
+
+class RunConflict(ValueError):
+    """The run id exists with a different config snapshot."""
+
+
+class RunNotFound(LookupError):
+    pass
+
+
+@dataclass(frozen=True)
+class Plan:
+    run_id: str
+    config: NormalisedConfig
+    quote: Quote
+    samples: list[PlannedSample]
+    batches: list[Batch]
+
+    def summary(self) -> dict[str, Any]:
+        per_channel: dict[str, int] = {}
+        for s in self.samples:
+            per_channel[s.channel] = per_channel.get(s.channel, 0) + 1
+        c = self.config
+        return {
+            "run_id": self.run_id,
+            "tenant": c.tenant,
+            "snapshot_id": c.snapshot_id,
+            "questions": len(c.questions),
+            "targets": len(c.targets),
+            "repeats": c.repeats,
+            "samples": len(self.samples),
+            "formula": f"{len(c.questions)} x {len(c.targets)} x {c.repeats} = {len(self.samples)}",
+            "channels": per_channel,
+            "batches": [{"batch_no": b.batch_no, "size": b.size,
+                         "platform_counts": b.platform_counts} for b in self.batches],
+            "submit_cap": c.submit_cap,
+            "duplicates_removed": [str(p) for p in c.duplicates],
+            "quote": self.quote.as_dict(),
+        }
+
+
+def new_run_id(today: date | None = None) -> str:
+    day = (today or datetime.now(UTC).date()).strftime("%Y%m%d")
+    return f"r{day}-{secrets.token_hex(4)}"
+
+
+def build_plan(config: NormalisedConfig, quote: Quote, run_id: str) -> Plan:
+    samples, batches = assign_batches(expand(config, run_id), config.submit_cap,
+                                      config.platform_caps)
+    return Plan(run_id, config, quote, samples, batches)
+
+
+# A hook that posts the run's estimate to the ledger in the same transaction (billing, R23).
+EstimateHook = Callable[[psycopg.Connection, Plan], None]
+_estimate_hooks: list[EstimateHook] = []
+
+
+def on_run_created(hook: EstimateHook) -> EstimateHook:
+    _estimate_hooks.append(hook)
+    return hook
+
+
+def create_run(conn: psycopg.Connection, plan: Plan, *, monitor_id: str | None = None,
+               scheduled_for: date | None = None, dispatch: bool = True,
+               monitor_config: Mapping[str, Any] | None = None) -> tuple[str, bool]:
+    """Persist the plan in one transaction. Returns (run_id, created_now).
+
+    ``monitor_config``: the raw, editable config to save as the monitor's config (when the run
+    belongs to a monitor); the run itself executes the frozen snapshot only (R2)."""
+    c = plan.config
+    monitor_id = monitor_id if monitor_id is not None else c.monitor
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(Q("runs.lock_run"), {"run_id": plan.run_id})
+        cur.execute(Q("runs.get_run"), {"run_id": plan.run_id})
+        existing = cur.fetchone()
+        if existing is not None:
+            row = dict(existing) if isinstance(existing, Mapping) else None
+            if row is None or row["snapshot_id"] != c.snapshot_id:
+                raise RunConflict(f"run {plan.run_id} already exists with another config snapshot; "
+                                  "a changed config needs a new run id")
+            return plan.run_id, False
+        cur.execute(Q("runs.upsert_tenant"), {"tenant_id": c.tenant, "currency": plan.quote.currency})
+        if monitor_id is not None:
+            cur.execute(Q("runs.upsert_monitor"), {
+                "monitor_id": monitor_id, "tenant_id": c.tenant,
+                "config": Jsonb(dict(monitor_config) if monitor_config else c.canonical())})
+            if cur.fetchone() is None:
+                raise RunConflict(f"monitor {monitor_id!r} belongs to another tenant")
+        cur.execute(Q("runs.insert_snapshot"), {"snapshot_id": c.snapshot_id, "tenant_id": c.tenant,
+                                                "config": Jsonb(c.canonical())})
+        cur.execute(Q("runs.insert_question_revisions"),
+                    {"revisions": [q.revision for q in c.questions],
+                     "texts": [q.text for q in c.questions]})
+        q = plan.quote
+        cur.execute(Q("runs.insert_quote"), {
+            "quote_id": q.quote_id, "tenant_id": c.tenant, "currency": q.currency,
+            "estimated_max_minor": q.estimated_max.amount_minor,
+            "price_versions": Jsonb(q.price_versions)})
+        if cur.fetchone() is not None:
+            cur.executemany(Q("runs.insert_quote_line"), [
+                {"quote_id": q.quote_id, "line_no": i, **line.__dict__,
+                 "amount_minor": line.amount_minor} for i, line in enumerate(q.lines)])
+        cur.execute(Q("runs.insert_run"), {
+            "run_id": plan.run_id, "tenant_id": c.tenant, "monitor_id": monitor_id,
+            "snapshot_id": c.snapshot_id, "quote_id": q.quote_id, "scheduled_for": scheduled_for,
+            "priority": c.priority, "sample_count": len(plan.samples)})
+        cur.executemany(Q("runs.insert_batch"), [
+            {"run_id": plan.run_id, "batch_no": b.batch_no, "size": b.size,
+             "platform_counts": Jsonb(b.platform_counts)} for b in plan.batches])
+        # COPY: a 100k-sample run is one round trip of rows, not 100k statements.
+        with cur.copy(Q("runs.copy_samples")) as copy:  # type: ignore[arg-type]
+            for s in plan.samples:
+                copy.write_row((s.sample_id, s.run_id, c.tenant, s.batch_no, s.question_revision,
+                                s.question_index, s.platform, s.device, s.region, s.mode,
+                                s.repeat_index, s.screenshot_policy, c.priority))
+        for hook in _estimate_hooks:
+            hook(conn, plan)
+        if dispatch:
+            cur.execute(Q("runs.dispatch_collect"), {"run_id": plan.run_id, "channel": None})
+    return plan.run_id, True
+
+
+def dispatch(conn: psycopg.Connection, run_id: str, channel: str | None = None) -> int:
+    """Queue collect hints for never-dispatched samples of a run (or one channel). Idempotent."""
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(Q("runs.dispatch_collect"), {"run_id": run_id, "channel": channel})
+        return cur.rowcount
+
+
+def get_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
+    with conn.cursor() as cur:
+        cur.execute(Q("runs.get_run"), {"run_id": run_id})
+        row = cur.fetchone()
+    if row is None:
+        raise RunNotFound(f"no run with id {run_id!r}")
+    return dict(row)  # type: ignore[call-overload]
+
+
+def run_config(conn: psycopg.Connection, run_id: str) -> NormalisedConfig:
+    """The frozen config snapshot the run executes (R2)."""
+    run = get_run(conn, run_id)
+    with conn.cursor() as cur:
+        cur.execute(Q("runs.get_snapshot"), {"snapshot_id": run["snapshot_id"]})
+        row = cur.fetchone()
+    assert row is not None
+    return NormalisedConfig.from_canonical(dict(row)["config"])  # type: ignore[call-overload]
+
+
+def list_runs(conn: psycopg.Connection, tenant_id: str | None = None,
+              limit: int = 50) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q("runs.list_runs"), {"tenant_id": tenant_id, "limit": limit})
+        return [dict(r) for r in cur.fetchall()]  # type: ignore[call-overload]
+
+
+def quote_lines(conn: psycopg.Connection, quote_id: str) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q("runs.quote_lines"), {"quote_id": quote_id})
+        return [dict(r) for r in cur.fetchall()]  # type: ignore[call-overload]
+
+
+def batches(conn: psycopg.Connection, run_id: str) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q("runs.batches"), {"run_id": run_id})
+        return [dict(r) for r in cur.fetchall()]  # type: ignore[call-overload]

@@ -1,0 +1,93 @@
+-- name: upsert_tenant
+INSERT INTO geo.tenants (tenant_id, name, currency)
+VALUES (%(tenant_id)s, %(tenant_id)s, %(currency)s)
+ON CONFLICT (tenant_id) DO NOTHING;
+
+-- name: upsert_monitor
+-- The config file of a monitored run is the monitor's saved config (what the daily schedule
+-- re-samples). A monitor id never moves to another tenant.
+INSERT INTO geo.monitors AS m (monitor_id, tenant_id, config)
+VALUES (%(monitor_id)s, %(tenant_id)s, %(config)s)
+ON CONFLICT (monitor_id) DO UPDATE SET config = EXCLUDED.config, updated_at = now()
+WHERE m.tenant_id = EXCLUDED.tenant_id
+RETURNING monitor_id;
+
+-- name: insert_snapshot
+INSERT INTO geo.config_snapshots (snapshot_id, tenant_id, config)
+VALUES (%(snapshot_id)s, %(tenant_id)s, %(config)s)
+ON CONFLICT (snapshot_id) DO NOTHING;
+
+-- name: insert_question_revisions
+INSERT INTO geo.question_revisions (question_revision, text)
+SELECT * FROM unnest(%(revisions)s::text[], %(texts)s::text[])
+ON CONFLICT (question_revision) DO NOTHING;
+
+-- name: insert_quote
+INSERT INTO geo.quote_snapshots (quote_id, tenant_id, currency, estimated_max_minor, price_versions)
+VALUES (%(quote_id)s, %(tenant_id)s, %(currency)s, %(estimated_max_minor)s, %(price_versions)s)
+ON CONFLICT (quote_id) DO NOTHING
+RETURNING quote_id;
+
+-- name: insert_quote_line
+INSERT INTO geo.quote_lines (quote_id, line_no, platform, price_version, item, mode,
+                             unit_price_minor, quantity, amount_minor)
+VALUES (%(quote_id)s, %(line_no)s, %(platform)s, %(price_version)s, %(item)s, %(mode)s,
+        %(unit_price_minor)s, %(quantity)s, %(amount_minor)s);
+
+-- name: lock_run
+-- Serialises concurrent creation of the same run id (re-planning is a no-op, R5).
+SELECT pg_advisory_xact_lock(hashtext('geo.run:' || %(run_id)s));
+
+-- name: get_run
+SELECT r.*, q.currency, q.estimated_max_minor
+FROM geo.runs r JOIN geo.quote_snapshots q USING (quote_id)
+WHERE r.run_id = %(run_id)s;
+
+-- name: get_run_for_update
+SELECT * FROM geo.runs WHERE run_id = %(run_id)s FOR UPDATE;
+
+-- name: insert_run
+INSERT INTO geo.runs (run_id, tenant_id, monitor_id, snapshot_id, quote_id, scheduled_for,
+                      priority, sample_count)
+VALUES (%(run_id)s, %(tenant_id)s, %(monitor_id)s, %(snapshot_id)s, %(quote_id)s,
+        %(scheduled_for)s, %(priority)s, %(sample_count)s);
+
+-- name: insert_batch
+INSERT INTO geo.batches (run_id, batch_no, size, platform_counts)
+VALUES (%(run_id)s, %(batch_no)s, %(size)s, %(platform_counts)s);
+
+-- name: copy_samples
+COPY geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision, question_index,
+                  platform, device, region, mode, repeat_index, screenshot_policy, priority)
+FROM STDIN;
+
+-- name: get_snapshot
+SELECT config FROM geo.config_snapshots WHERE snapshot_id = %(snapshot_id)s;
+
+-- name: list_runs
+SELECT r.run_id, r.tenant_id, r.monitor_id, r.scheduled_for, r.sample_count, r.created_at,
+       r.cancel_requested_at, r.closed_at, q.currency, q.estimated_max_minor
+FROM geo.runs r JOIN geo.quote_snapshots q USING (quote_id)
+WHERE (%(tenant_id)s::text IS NULL OR r.tenant_id = %(tenant_id)s)
+ORDER BY r.created_at DESC, r.run_id
+LIMIT %(limit)s;
+
+-- name: quote_lines
+SELECT platform, price_version, item, mode, unit_price_minor, quantity, amount_minor
+FROM geo.quote_lines WHERE quote_id = %(quote_id)s ORDER BY line_no;
+
+-- name: batches
+SELECT batch_no, size, platform_counts FROM geo.batches WHERE run_id = %(run_id)s ORDER BY batch_no;
+
+-- name: dispatch_collect
+-- Queue a collect hint for every sample of the run (optionally one channel) that was never
+-- dispatched. Idempotent: a sample that already has a collect outbox row gets no second one.
+INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
+       jsonb_build_object('priority', s.priority)
+FROM geo.samples s
+WHERE s.run_id = %(run_id)s
+  AND (%(channel)s::text IS NULL OR s.channel = %(channel)s)
+  AND s.collection_state = 'queued' AND s.attempt_no = 0
+  AND NOT EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect')
+ORDER BY s.batch_no, s.sample_id;
