@@ -21,8 +21,10 @@ COMMAND_MODULES = ("db", "runs", "execution", "simulator", "evidence", "review",
 @click.option("-v", "--verbose", is_flag=True, help="Log debug details to stderr.")
 def cli(verbose: bool) -> None:
     """geo_pipeline: sample AI answer engines, keep evidence, analyse mentions, bill exactly."""
-    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    logging.basicConfig(
+        level=logging.DEBUG if verbose else logging.WARNING,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
 
 
 for _name in COMMAND_MODULES:

@@ -27,8 +27,9 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, default=_default, ensure_ascii=False, indent=2))
 
 
-def emit_table(rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None,
-               title: str | None = None) -> None:
+def emit_table(
+    rows: Sequence[dict[str, Any]], columns: Sequence[str] | None = None, title: str | None = None
+) -> None:
     from rich.console import Console
     from rich.table import Table
 

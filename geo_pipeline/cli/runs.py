@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import click
 
@@ -47,13 +48,31 @@ def _print_plan(summary: dict) -> None:
     click.echo(f"samples: {summary['formula']} (Q x T x R)")
     for dup in summary["duplicates_removed"]:
         click.echo(f"  note: {dup}")
-    emit_table([{"channel": k, "samples": v} for k, v in summary["channels"].items()],
-               title="samples per channel")
-    emit_table([{"batch": b["batch_no"], "size": b["size"], "platforms": b["platform_counts"]}
-                for b in summary["batches"]], title=f"batches (cap {summary['submit_cap']})")
+    emit_table(
+        [{"channel": k, "samples": v} for k, v in summary["channels"].items()],
+        title="samples per channel",
+    )
+    emit_table(
+        [
+            {"batch": b["batch_no"], "size": b["size"], "platforms": b["platform_counts"]}
+            for b in summary["batches"]
+        ],
+        title=f"batches (cap {summary['submit_cap']})",
+    )
     q = summary["quote"]
-    emit_table(q["lines"], ["platform", "price_version", "item", "mode", "unit_price_minor",
-                            "quantity", "amount_minor"], title="quote (minor units)")
+    emit_table(
+        q["lines"],
+        [
+            "platform",
+            "price_version",
+            "item",
+            "mode",
+            "unit_price_minor",
+            "quantity",
+            "amount_minor",
+        ],
+        title="quote (minor units)",
+    )
     click.echo(f"estimated max: {q['estimated_max_minor']} {q['currency']} (minor units)")
 
 
@@ -67,13 +86,20 @@ def create_cmd(config: Path, run_id: str | None, no_dispatch: bool, as_json: boo
     plan = plan_from_file(config, run_id)
     with dbmod.connect() as conn:
         try:
-            rid, created = runstore.create_run(conn, plan, monitor_id=plan.config.monitor,
-                                               dispatch=not no_dispatch)
+            rid, created = runstore.create_run(
+                conn, plan, monitor_id=plan.config.monitor, dispatch=not no_dispatch
+            )
         except runstore.RunConflict as exc:
             raise click.ClickException(str(exc)) from None
     if as_json:
-        emit_json({"run_id": rid, "created": created, "samples": len(plan.samples),
-                   "batches": len(plan.batches)})
+        emit_json(
+            {
+                "run_id": rid,
+                "created": created,
+                "samples": len(plan.samples),
+                "batches": len(plan.batches),
+            }
+        )
     else:
         click.echo(rid if created else f"{rid} (already existed with this config; nothing written)")
 
@@ -93,8 +119,19 @@ def list_cmd(tenant: str | None, limit: int, as_json: bool) -> None:
     if as_json:
         emit_json(rows)
     else:
-        emit_table(rows, ["run_id", "tenant_id", "sample_count", "status", "created_at",
-                          "estimated_max_minor", "currency"], title="runs")
+        emit_table(
+            rows,
+            [
+                "run_id",
+                "tenant_id",
+                "sample_count",
+                "status",
+                "created_at",
+                "estimated_max_minor",
+                "currency",
+            ],
+            title="runs",
+        )
 
 
 @runs_group.command("show")
@@ -108,27 +145,46 @@ def show_cmd(run_id: str, as_json: bool) -> None:
         except runstore.RunNotFound as exc:
             raise click.ClickException(str(exc)) from None
         st = statusmod.run_status(conn, run_id)
-        channels = {ch: statusmod.partition_status(conn, run_id, ch).as_dict()
-                    for ch in statusmod.channels_of_run(conn, run_id)}
-        detail = {"run": run, "status": st.as_dict(), "channels": channels,
-                  "batches": runstore.batches(conn, run_id),
-                  "quote_lines": runstore.quote_lines(conn, run["quote_id"])}
+        channels: dict[str, dict[str, Any]] = {
+            ch: statusmod.partition_status(conn, run_id, ch).as_dict()
+            for ch in statusmod.channels_of_run(conn, run_id)
+        }
+        detail = {
+            "run": run,
+            "status": st.as_dict(),
+            "channels": channels,
+            "batches": runstore.batches(conn, run_id),
+            "quote_lines": runstore.quote_lines(conn, run["quote_id"]),
+        }
     if as_json:
         emit_json(detail)
         return
-    click.echo(f"run {run_id}  tenant {run['tenant_id']}  status {st.overall}"
-               + ("  (analysing)" if st.analysing else "")
-               + (f"  uncertain {st.uncertain}" if st.uncertain else ""))
-    rows = [{"channel": ch, "overall": d["overall"], "total": d["total"],
-             **{f"col.{k}": v for k, v in d["collection"].items()},
-             **{f"ev.{k}": v for k, v in d["evidence"].items()}} for ch, d in channels.items()]
+    click.echo(
+        f"run {run_id}  tenant {run['tenant_id']}  status {st.overall}"
+        + ("  (analysing)" if st.analysing else "")
+        + (f"  uncertain {st.uncertain}" if st.uncertain else "")
+    )
+    rows = [
+        {
+            "channel": ch,
+            "overall": d["overall"],
+            "total": d["total"],
+            **{f"col.{k}": v for k, v in d["collection"].items()},
+            **{f"ev.{k}": v for k, v in d["evidence"].items()},
+        }
+        for ch, d in channels.items()
+    ]
     cols = sorted({k for r in rows for k in r}, key=lambda k: (k != "channel", k))
     emit_table(rows, cols, title="per channel")
     if st.counts.evidence_reasons:
-        click.echo("missing evidence: " + ", ".join(
-            f"{k} x{v}" for k, v in st.counts.evidence_reasons.items()))
+        click.echo(
+            "missing evidence: "
+            + ", ".join(f"{k} x{v}" for k, v in st.counts.evidence_reasons.items())
+        )
     if st.counts.failure_reasons:
-        click.echo("failures: " + ", ".join(f"{k} x{v}" for k, v in st.counts.failure_reasons.items()))
+        click.echo(
+            "failures: " + ", ".join(f"{k} x{v}" for k, v in st.counts.failure_reasons.items())
+        )
 
 
 def register(root: click.Group) -> None:

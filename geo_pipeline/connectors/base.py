@@ -17,22 +17,28 @@ from geo_pipeline.domain.platforms import Capabilities
 
 # --------------------------------------------------------------------------- errors (R13)
 ErrorClass = Literal[
-    "invalid_params",        # no retry; record
-    "no_permission",         # no retry; record
-    "rate_limited",          # honour Retry-After; bounded count and total time
-    "acceptance_unknown",    # timeout after send: look upstream up before anything else
-    "transient",             # 5xx / connection failure before send, or a poll failure
-    "upstream_failed",       # upstream says the task failed
-    "unparseable",           # keep raw, send to review, never re-ask
-    "not_found",             # lookup found nothing for the key / id
+    "invalid_params",  # no retry; record
+    "no_permission",  # no retry; record
+    "rate_limited",  # honour Retry-After; bounded count and total time
+    "acceptance_unknown",  # timeout after send: look upstream up before anything else
+    "transient",  # 5xx / connection failure before send, or a poll failure
+    "upstream_failed",  # upstream says the task failed
+    "unparseable",  # keep raw, send to review, never re-ask
+    "not_found",  # lookup found nothing for the key / id
 ]
 
 
 class ConnectorError(Exception):
     error_class: ErrorClass = "transient"
 
-    def __init__(self, message: str, *, status: int | None = None,
-                 retry_after_s: float | None = None, raw: bytes | None = None):
+    def __init__(
+        self,
+        message: str,
+        *,
+        status: int | None = None,
+        retry_after_s: float | None = None,
+        raw: bytes | None = None,
+    ):
         super().__init__(message)
         self.status = status
         self.retry_after_s = retry_after_s
@@ -86,7 +92,7 @@ class SubmitRequest:
     device: str
     region: str
     mode: str
-    screenshot: bool                  # the policy asks for one ('required' or 'optional')
+    screenshot: bool  # the policy asks for one ('required' or 'optional')
 
     @property
     def idempotency_key(self) -> str:
@@ -143,12 +149,12 @@ class Evidence:
     upstream_id: str
     collection_state: Literal["completed", "failed"]
     answer_text: str
-    raw_body: bytes                   # the response exactly as received
+    raw_body: bytes  # the response exactly as received
     raw_mime_type: str
     captured_at: datetime
     citations: tuple[Citation, ...] = ()
     screenshot: Attachment | None = None
-    warnings: tuple[str, ...] = ()    # e.g. SCREENSHOT_UNAVAILABLE, SCREENSHOT_PENDING
+    warnings: tuple[str, ...] = ()  # e.g. SCREENSHOT_UNAVAILABLE, SCREENSHOT_PENDING
     provider_truncated: bool = False  # e.g. finish_reason == "length"
     deep_thinking_used: bool = False
     web_search_used: bool = False
@@ -177,7 +183,7 @@ class FeeLine:
 @dataclass(frozen=True)
 class FeeStatement:
     platform: str
-    statement_date: str               # YYYY-MM-DD
+    statement_date: str  # YYYY-MM-DD
     currency: str
     lines: tuple[FeeLine, ...] = field(default_factory=tuple)
     raw: bytes = b""

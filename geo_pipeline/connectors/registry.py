@@ -53,8 +53,9 @@ class Registry:
         try:
             return self.entries[platform]
         except KeyError:
-            raise RegistryError(f"platform {platform!r} is not registered; known: "
-                                f"{', '.join(sorted(self.entries))}") from None
+            raise RegistryError(
+                f"platform {platform!r} is not registered; known: {', '.join(sorted(self.entries))}"
+            ) from None
 
 
 def _expand(value: Any) -> Any:
@@ -75,16 +76,22 @@ def parse_registry(data: Mapping[str, Any]) -> Registry:
         try:
             p = spec["prices"]
             prices = PriceList(
-                version=str(p["version"]), currency=str(p["currency"]),
+                version=str(p["version"]),
+                currency=str(p["currency"]),
                 base={str(k): int(v) for k, v in p["base"].items()},
-                deep_thinking=int(p.get("deep_thinking", 0)), web_search=int(p.get("web_search", 0)),
+                deep_thinking=int(p.get("deep_thinking", 0)),
+                web_search=int(p.get("web_search", 0)),
                 screenshot=int(p.get("screenshot", 0)),
                 retry_fee_rule=p.get("retry_fee_rule", "charged"),
             )
             caps = Capabilities(
-                platform=name, devices=tuple(spec["devices"]), regions=tuple(spec["regions"]),
-                modes=tuple(spec["modes"]), screenshot=bool(spec.get("screenshot", False)),
-                submit_cap=int(spec.get("submit_cap", 100)), prices=prices,
+                platform=name,
+                devices=tuple(spec["devices"]),
+                regions=tuple(spec["regions"]),
+                modes=tuple(spec["modes"]),
+                screenshot=bool(spec.get("screenshot", False)),
+                submit_cap=int(spec.get("submit_cap", 100)),
+                prices=prices,
                 rate_limits=RateLimits(**(spec.get("rate_limits") or {})),
                 idempotency_keys=bool(spec.get("idempotency_keys", True)),
                 lookup_by_key=bool(spec.get("lookup_by_key", True)),
@@ -94,9 +101,11 @@ def parse_registry(data: Mapping[str, Any]) -> Registry:
         except (KeyError, TypeError, ValueError) as exc:
             raise RegistryError(f"platforms.{name}: {exc!r}") from exc
         entries[name] = PlatformEntry(
-            platform=name, protocol=str(spec.get("protocol", "simulator")),
+            platform=name,
+            protocol=str(spec.get("protocol", "simulator")),
             base_url=str(spec.get("base_url") or defaults.get("base_url", "")),
-            capabilities=caps, api_key_env=spec.get("api_key_env"),
+            capabilities=caps,
+            api_key_env=spec.get("api_key_env"),
             options=spec.get("options") or {},
         )
     if not entries:

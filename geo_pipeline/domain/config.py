@@ -143,8 +143,9 @@ class NormalisedConfig:
         return data
 
     def canonical_json(self) -> str:
-        return json.dumps(self.canonical(), sort_keys=True, ensure_ascii=False,
-                          separators=(",", ":"))
+        return json.dumps(
+            self.canonical(), sort_keys=True, ensure_ascii=False, separators=(",", ":")
+        )
 
     @property
     def snapshot_id(self) -> str:
@@ -212,9 +213,13 @@ def load_config_file(path: str | Path) -> dict[str, Any]:
     try:
         data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
-        raise ConfigError([Problem(str(p), f"not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}")]) from exc
+        raise ConfigError(
+            [Problem(str(p), f"not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}")]
+        ) from exc
     if not isinstance(data, dict):
-        raise ConfigError([Problem("(root)", f"expected a mapping of fields, got {type(data).__name__}")])
+        raise ConfigError(
+            [Problem("(root)", f"expected a mapping of fields, got {type(data).__name__}")]
+        )
     return data
 
 
@@ -255,12 +260,21 @@ def normalise_and_validate(
 
     tenant = normalise_text(cfg.tenant)
     if not TENANT_RE.match(tenant):
-        problems.append(Problem("tenant", f"{cfg.tenant!r} is not a tenant id: use 1-63 of "
-                                "a-z, 0-9, '_' or '-', starting with a letter or digit"))
+        problems.append(
+            Problem(
+                "tenant",
+                f"{cfg.tenant!r} is not a tenant id: use 1-63 of "
+                "a-z, 0-9, '_' or '-', starting with a letter or digit",
+            )
+        )
     monitor = normalise_text(cfg.monitor) if cfg.monitor is not None else None
     if monitor is not None and not MONITOR_RE.match(monitor):
-        problems.append(Problem("monitor", f"{cfg.monitor!r} is not a monitor id: use 1-48 of "
-                                "A-Z, a-z, 0-9, '_' or '-'"))
+        problems.append(
+            Problem(
+                "monitor",
+                f"{cfg.monitor!r} is not a monitor id: use 1-48 of A-Z, a-z, 0-9, '_' or '-'",
+            )
+        )
 
     def brand(b: BrandIn, path: str) -> Brand:
         name = normalise_text(b.name)
@@ -274,20 +288,27 @@ def normalise_and_validate(
         domains = _unique([_normalise_domain(d) for d in b.domains])
         for i, d in enumerate(domains):
             if "." not in d or " " in d:
-                problems.append(Problem(f"{path}.domains[{i}]", f"{d!r} is not a domain name "
-                                        "like example.com"))
+                problems.append(
+                    Problem(f"{path}.domains[{i}]", f"{d!r} is not a domain name like example.com")
+                )
         return Brand(name, aliases, domains)
 
     target_brand = brand(cfg.brand, "brand")
     competitors = tuple(brand(c, f"competitors[{i}]") for i, c in enumerate(cfg.competitors))
     seen_brands: dict[str, str] = {}
-    for path, b in [("brand", target_brand)] + [(f"competitors[{i}]", c)
-                                                for i, c in enumerate(competitors)]:
+    for path, b in [("brand", target_brand)] + [
+        (f"competitors[{i}]", c) for i, c in enumerate(competitors)
+    ]:
         for n in b.names:
             key = n.casefold()
             if key in seen_brands and seen_brands[key] != path:
-                problems.append(Problem(f"{path}", f"name or alias {n!r} is also used by "
-                                        f"{seen_brands[key]}; each name must identify one brand"))
+                problems.append(
+                    Problem(
+                        f"{path}",
+                        f"name or alias {n!r} is also used by "
+                        f"{seen_brands[key]}; each name must identify one brand",
+                    )
+                )
             seen_brands.setdefault(key, path)
 
     # Questions: trim + NFKC, exact duplicates removed and reported, then length and count.
@@ -299,83 +320,139 @@ def normalise_and_validate(
             problems.append(Problem(f"questions[{i}]", "question is empty after trimming"))
             continue
         if len(text) < MIN_QUESTION_CHARS:
-            problems.append(Problem(f"questions[{i}]", f"question {text!r} is too short "
-                                    f"(at least {MIN_QUESTION_CHARS} characters)"))
+            problems.append(
+                Problem(
+                    f"questions[{i}]",
+                    f"question {text!r} is too short (at least {MIN_QUESTION_CHARS} characters)",
+                )
+            )
             continue
         if len(text) > MAX_QUESTION_CHARS:
-            problems.append(Problem(f"questions[{i}]", f"question has {len(text)} characters; "
-                                    f"at most {MAX_QUESTION_CHARS} are allowed"))
+            problems.append(
+                Problem(
+                    f"questions[{i}]",
+                    f"question has {len(text)} characters; "
+                    f"at most {MAX_QUESTION_CHARS} are allowed",
+                )
+            )
             continue
         if text in first_seen:
-            duplicates.append(Problem(f"questions[{i}]",
-                                      f"duplicate of questions[{first_seen[text]}], removed"))
+            duplicates.append(
+                Problem(f"questions[{i}]", f"duplicate of questions[{first_seen[text]}], removed")
+            )
             continue
         first_seen[text] = i
         questions.append(Question(question_revision(text), text))
     if not cfg.questions:
         problems.append(Problem("questions", "at least one question is required"))
     elif len(questions) > MAX_QUESTIONS:
-        problems.append(Problem("questions", f"{len(questions)} distinct questions; at most "
-                                f"{MAX_QUESTIONS} are allowed per run"))
+        problems.append(
+            Problem(
+                "questions",
+                f"{len(questions)} distinct questions; at most {MAX_QUESTIONS} are allowed per run",
+            )
+        )
 
     default_policy = cfg.screenshot
     if default_policy not in SCREENSHOT_POLICIES:
-        problems.append(Problem("screenshot", f"{default_policy!r} is not a screenshot policy; "
-                                f"allowed: {', '.join(SCREENSHOT_POLICIES)}"))
+        problems.append(
+            Problem(
+                "screenshot",
+                f"{default_policy!r} is not a screenshot policy; "
+                f"allowed: {', '.join(SCREENSHOT_POLICIES)}",
+            )
+        )
     if not (1 <= cfg.repeats <= MAX_REPEATS):
-        problems.append(Problem("repeats", f"{cfg.repeats} is out of range; allowed 1..{MAX_REPEATS}"))
+        problems.append(
+            Problem("repeats", f"{cfg.repeats} is out of range; allowed 1..{MAX_REPEATS}")
+        )
     if not (0 <= cfg.priority <= 9):
         problems.append(Problem("priority", f"{cfg.priority} is out of range; allowed 0..9"))
     if cfg.submit_cap < 1:
         problems.append(Problem("submit_cap", f"{cfg.submit_cap} must be at least 1"))
     if not (1 <= cfg.max_attempts <= MAX_ATTEMPTS_LIMIT):
-        problems.append(Problem("max_attempts", f"{cfg.max_attempts} is out of range; "
-                                f"allowed 1..{MAX_ATTEMPTS_LIMIT}"))
+        problems.append(
+            Problem(
+                "max_attempts",
+                f"{cfg.max_attempts} is out of range; allowed 1..{MAX_ATTEMPTS_LIMIT}",
+            )
+        )
 
     targets: list[ChannelTarget] = []
     platform_caps: dict[str, int] = {}
     if not cfg.channels:
         problems.append(Problem("channels", "at least one channel (platform x device) is required"))
     seen_targets: set[tuple[str, str, str, str]] = set()
+    target_key: tuple[str, str, str, str]
     for i, ch in enumerate(cfg.channels):
         path = f"channels[{i}]"
         platform = normalise_text(ch.platform).lower()
         device = normalise_text(ch.device).lower()
         caps = platforms.get(platform)
         if caps is None:
-            problems.append(Problem(f"{path}.platform", f"unknown platform {ch.platform!r}; "
-                                    f"known: {', '.join(sorted(platforms)) or '(none registered)'}"))
+            problems.append(
+                Problem(
+                    f"{path}.platform",
+                    f"unknown platform {ch.platform!r}; "
+                    f"known: {', '.join(sorted(platforms)) or '(none registered)'}",
+                )
+            )
             continue
         platform_caps[platform] = caps.submit_cap
         if device not in caps.devices:
-            problems.append(Problem(f"{path}.device", f"device {ch.device!r} is not supported by "
-                                    f"{platform}; supported: {', '.join(caps.devices)}"))
+            problems.append(
+                Problem(
+                    f"{path}.device",
+                    f"device {ch.device!r} is not supported by "
+                    f"{platform}; supported: {', '.join(caps.devices)}",
+                )
+            )
         regions = [normalise_text(r).lower() for r in (ch.regions or [caps.regions[0]])]
         for j, r in enumerate(regions):
             if r not in caps.regions:
-                problems.append(Problem(f"{path}.regions[{j}]", f"region {r!r} is not supported "
-                                        f"by {platform}; supported: {', '.join(caps.regions)}"))
+                problems.append(
+                    Problem(
+                        f"{path}.regions[{j}]",
+                        f"region {r!r} is not supported "
+                        f"by {platform}; supported: {', '.join(caps.regions)}",
+                    )
+                )
         modes = [normalise_text(m).lower() for m in (ch.modes or ["standard"])]
         for j, m in enumerate(modes):
             if m not in caps.modes:
-                problems.append(Problem(f"{path}.modes[{j}]", f"mode {m!r} is not supported by "
-                                        f"{platform}; supported: {', '.join(caps.modes)}"))
+                problems.append(
+                    Problem(
+                        f"{path}.modes[{j}]",
+                        f"mode {m!r} is not supported by "
+                        f"{platform}; supported: {', '.join(caps.modes)}",
+                    )
+                )
         policy = ch.screenshot if ch.screenshot is not None else default_policy
         if ch.screenshot is not None and policy not in SCREENSHOT_POLICIES:
-            problems.append(Problem(f"{path}.screenshot", f"{policy!r} is not a screenshot "
-                                    f"policy; allowed: {', '.join(SCREENSHOT_POLICIES)}"))
+            problems.append(
+                Problem(
+                    f"{path}.screenshot",
+                    f"{policy!r} is not a screenshot "
+                    f"policy; allowed: {', '.join(SCREENSHOT_POLICIES)}",
+                )
+            )
         elif policy == "required" and not caps.screenshot:
-            problems.append(Problem(f"{path}.screenshot", f"screenshots are required but "
-                                    f"{platform} cannot provide them; use 'optional' or 'off'"))
+            problems.append(
+                Problem(
+                    f"{path}.screenshot",
+                    f"screenshots are required but "
+                    f"{platform} cannot provide them; use 'optional' or 'off'",
+                )
+            )
         for r in regions:
             for m in modes:
-                key = (platform, device, r, m)
-                if key in seen_targets:
+                target_key = (platform, device, r, m)
+                if target_key in seen_targets:
                     problems.append(Problem(path, f"{platform}/{device}/{r}/{m} is listed twice"))
                     continue
-                seen_targets.add(key)
-                targets.append(ChannelTarget(platform, device, r, m,
-                                             policy if policy in SCREENSHOT_POLICIES else "off"))  # type: ignore[arg-type]
+                seen_targets.add(target_key)
+                shot: ScreenshotPolicy = policy if policy in SCREENSHOT_POLICIES else "off"  # type: ignore[assignment]
+                targets.append(ChannelTarget(platform, device, r, m, shot))
 
     if problems:
         raise ConfigError(problems)

@@ -26,8 +26,12 @@ class Money:
 
     def __post_init__(self) -> None:
         _require_int(self.amount_minor, "amount_minor")
-        if not (isinstance(self.currency, str) and len(self.currency) == 3
-                and self.currency.isalpha() and self.currency.isupper()):
+        if not (
+            isinstance(self.currency, str)
+            and len(self.currency) == 3
+            and self.currency.isalpha()
+            and self.currency.isupper()
+        ):
             raise MoneyError(f"currency must be an ISO 4217 code like 'CNY', got {self.currency!r}")
 
     @staticmethod

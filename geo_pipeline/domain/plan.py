@@ -33,19 +33,34 @@ class PlannedSample:
 
     @property
     def identity(self) -> tuple[str, str, str, str, str, str, int]:
-        return (self.run_id, self.question_revision, self.platform, self.device, self.region,
-                self.mode, self.repeat_index)
+        return (
+            self.run_id,
+            self.question_revision,
+            self.platform,
+            self.device,
+            self.region,
+            self.mode,
+            self.repeat_index,
+        )
 
     @property
     def channel(self) -> str:
         return f"{self.platform}__{self.device}"
 
 
-def sample_id_for(run_id: str, question_revision: str, platform: str, device: str, region: str,
-                  mode: str, repeat_index: int) -> str:
+def sample_id_for(
+    run_id: str,
+    question_revision: str,
+    platform: str,
+    device: str,
+    region: str,
+    mode: str,
+    repeat_index: int,
+) -> str:
     """Deterministic id from the identity of R5 (a retry keeps it; a new run changes it)."""
-    key = "\x1f".join([run_id, question_revision, platform, device, region, mode,
-                       str(repeat_index)])
+    key = "\x1f".join(
+        [run_id, question_revision, platform, device, region, mode, str(repeat_index)]
+    )
     return "s" + hashlib.sha256(key.encode("utf-8")).hexdigest()[:24]
 
 
@@ -55,12 +70,22 @@ def expand(config: NormalisedConfig, run_id: str) -> list[PlannedSample]:
     for t in config.targets:
         for qi, q in enumerate(config.questions):
             for r in range(config.repeats):
-                out.append(PlannedSample(
-                    sample_id=sample_id_for(run_id, q.revision, t.platform, t.device, t.region,
-                                            t.mode, r),
-                    run_id=run_id, question_revision=q.revision, question_index=qi,
-                    platform=t.platform, device=t.device, region=t.region, mode=t.mode,
-                    repeat_index=r, screenshot_policy=t.screenshot))
+                out.append(
+                    PlannedSample(
+                        sample_id=sample_id_for(
+                            run_id, q.revision, t.platform, t.device, t.region, t.mode, r
+                        ),
+                        run_id=run_id,
+                        question_revision=q.revision,
+                        question_index=qi,
+                        platform=t.platform,
+                        device=t.device,
+                        region=t.region,
+                        mode=t.mode,
+                        repeat_index=r,
+                        screenshot_policy=t.screenshot,
+                    )
+                )
     return out
 
 
@@ -71,8 +96,9 @@ class Batch:
     platform_counts: dict[str, int]
 
 
-def assign_batches(samples: list[PlannedSample], submit_cap: int,
-                   platform_caps: Mapping[str, int]) -> tuple[list[PlannedSample], list[Batch]]:
+def assign_batches(
+    samples: list[PlannedSample], submit_cap: int, platform_caps: Mapping[str, int]
+) -> tuple[list[PlannedSample], list[Batch]]:
     """Greedy, deterministic split: a batch holds at most ``submit_cap`` samples and at most a
     platform's own cap of that platform's samples. With one cap of 100, 160 samples -> 2 batches.
     """
@@ -100,9 +126,19 @@ def assign_batches(samples: list[PlannedSample], submit_cap: int,
 
 
 def _with_batch(s: PlannedSample, batch_no: int) -> PlannedSample:
-    return PlannedSample(s.sample_id, s.run_id, s.question_revision, s.question_index,
-                         s.platform, s.device, s.region, s.mode, s.repeat_index,
-                         s.screenshot_policy, batch_no)
+    return PlannedSample(
+        s.sample_id,
+        s.run_id,
+        s.question_revision,
+        s.question_index,
+        s.platform,
+        s.device,
+        s.region,
+        s.mode,
+        s.repeat_index,
+        s.screenshot_policy,
+        batch_no,
+    )
 
 
 # --------------------------------------------------------------------------- quote (R4, R23)
@@ -132,9 +168,15 @@ class Quote:
 
     @property
     def quote_id(self) -> str:
-        body = json.dumps({"currency": self.currency, "versions": self.price_versions,
-                           "lines": [line.__dict__ for line in self.lines]},
-                          sort_keys=True, separators=(",", ":"))
+        body = json.dumps(
+            {
+                "currency": self.currency,
+                "versions": self.price_versions,
+                "lines": [line.__dict__ for line in self.lines],
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
         return hashlib.sha256(body.encode()).hexdigest()
 
     def as_dict(self) -> dict[str, Any]:
@@ -157,8 +199,10 @@ def quote(config: NormalisedConfig, prices: Mapping[str, PriceList]) -> Quote:
     platforms that charge retries (R15), so ``estimated_max`` is a true upper bound."""
     currencies = {prices[t.platform].currency for t in config.targets}
     if len(currencies) != 1:
-        raise QuoteError(f"the channels' price lists are in several currencies {sorted(currencies)}; "
-                         "a run is quoted in one currency")
+        raise QuoteError(
+            f"the channels' price lists are in several currencies {sorted(currencies)}; "
+            "a run is quoted in one currency"
+        )
     currency = currencies.pop()
     per_target = Counter()  # type: Counter[tuple[str, str, str]]
     n_per_target = len(config.questions) * config.repeats
@@ -168,7 +212,9 @@ def quote(config: NormalisedConfig, prices: Mapping[str, PriceList]) -> Quote:
     for (platform, mode, shot), n in sorted(per_target.items()):
         p = prices[platform]
         if mode not in p.base:
-            raise QuoteError(f"{platform} price list {p.version} has no base price for mode {mode!r}")
+            raise QuoteError(
+                f"{platform} price list {p.version} has no base price for mode {mode!r}"
+            )
         attempts = config.max_attempts if p.retry_fee_rule == "charged" else 1
         unit = p.base[mode]
         lines.append(QuoteLine(platform, p.version, "base", mode, unit, n))
@@ -182,7 +228,8 @@ def quote(config: NormalisedConfig, prices: Mapping[str, PriceList]) -> Quote:
             lines.append(QuoteLine(platform, p.version, "screenshot", mode, p.screenshot, n))
             unit += p.screenshot
         if attempts > 1:
-            lines.append(QuoteLine(platform, p.version, "retry_allowance", mode, unit,
-                                   n * (attempts - 1)))
+            lines.append(
+                QuoteLine(platform, p.version, "retry_allowance", mode, unit, n * (attempts - 1))
+            )
     versions = {t.platform: prices[t.platform].version for t in config.targets}
     return Quote(currency, tuple(lines), dict(sorted(versions.items())))

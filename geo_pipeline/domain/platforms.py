@@ -30,11 +30,16 @@ class PriceList:
     retry_fee_rule: RetryFeeRule = "charged"
 
     def __post_init__(self) -> None:
-        for name, value in [*self.base.items(), ("deep_thinking", self.deep_thinking),
-                            ("web_search", self.web_search), ("screenshot", self.screenshot)]:
+        for name, value in [
+            *self.base.items(),
+            ("deep_thinking", self.deep_thinking),
+            ("web_search", self.web_search),
+            ("screenshot", self.screenshot),
+        ]:
             if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise ValueError(f"price {name} must be a non-negative integer of minor units, "
-                                 f"got {value!r}")
+                raise ValueError(
+                    f"price {name} must be a non-negative integer of minor units, got {value!r}"
+                )
 
 
 @dataclass(frozen=True)
@@ -54,10 +59,10 @@ class Capabilities:
     submit_cap: int
     prices: PriceList
     rate_limits: RateLimits = field(default_factory=RateLimits)
-    idempotency_keys: bool = True     # submit accepts an idempotency key
-    lookup_by_key: bool = True        # an accepted task can be found again by that key
-    cancellable: bool = False         # upstream can stop an accepted task
-    asynchronous: bool = True         # False: a synchronous API adapted to submit/poll
+    idempotency_keys: bool = True  # submit accepts an idempotency key
+    lookup_by_key: bool = True  # an accepted task can be found again by that key
+    cancellable: bool = False  # upstream can stop an accepted task
+    asynchronous: bool = True  # False: a synchronous API adapted to submit/poll
 
     def channels(self) -> list[str]:
         return [f"{self.platform}__{device}" for device in self.devices]

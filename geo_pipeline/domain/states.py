@@ -20,44 +20,55 @@ STATES: dict[Layer, tuple[str, ...]] = {
     "analysis": ("pending", "accepted", "review", "failed"),
 }
 INITIAL: dict[Layer, str] = {
-    "submission": "planned", "collection": "queued", "evidence": "pending", "analysis": "pending",
+    "submission": "planned",
+    "collection": "queued",
+    "evidence": "pending",
+    "analysis": "pending",
 }
 
 TRANSITIONS: dict[Layer, frozenset[tuple[str, str]]] = {
-    "submission": frozenset({
-        ("planned", "submitting"),
-        ("submitting", "accepted"),
-        ("submitting", "uncertain"),      # timed out after send: acceptance unknown (R12)
-        ("submitting", "planned"),        # definitely not accepted (error before acceptance)
-        ("uncertain", "accepted"),        # found upstream by idempotency key / operator verdict
-        ("uncertain", "planned"),         # verified not accepted: a new attempt may submit
-        ("accepted", "planned"),          # upstream task failed; a retry is a new attempt
-    }),
-    "collection": frozenset({
-        ("queued", "running"),
-        ("queued", "failed"),             # cancelled or rejected before any work
-        ("running", "queued"),            # handed back, lease lost, or retry scheduled
-        ("running", "completed"),
-        ("running", "failed"),
-    }),
-    "evidence": frozenset({
-        ("pending", "stored"),
-        ("pending", "partial"),           # e.g. text stored, screenshot unavailable (R6, R21)
-        ("pending", "failed"),
-        ("partial", "stored"),            # a repair adds a revision
-        ("failed", "stored"),
-        ("failed", "partial"),
-    }),
-    "analysis": frozenset({
-        ("pending", "accepted"),
-        ("pending", "review"),
-        ("pending", "failed"),
-        ("review", "accepted"),
-        ("review", "failed"),
-        ("accepted", "pending"),          # a newer detector re-analyses; history is kept
-        ("review", "pending"),
-        ("failed", "pending"),
-    }),
+    "submission": frozenset(
+        {
+            ("planned", "submitting"),
+            ("submitting", "accepted"),
+            ("submitting", "uncertain"),  # timed out after send: acceptance unknown (R12)
+            ("submitting", "planned"),  # definitely not accepted (error before acceptance)
+            ("uncertain", "accepted"),  # found upstream by idempotency key / operator verdict
+            ("uncertain", "planned"),  # verified not accepted: a new attempt may submit
+            ("accepted", "planned"),  # upstream task failed; a retry is a new attempt
+        }
+    ),
+    "collection": frozenset(
+        {
+            ("queued", "running"),
+            ("queued", "failed"),  # cancelled or rejected before any work
+            ("running", "queued"),  # handed back, lease lost, or retry scheduled
+            ("running", "completed"),
+            ("running", "failed"),
+        }
+    ),
+    "evidence": frozenset(
+        {
+            ("pending", "stored"),
+            ("pending", "partial"),  # e.g. text stored, screenshot unavailable (R6, R21)
+            ("pending", "failed"),
+            ("partial", "stored"),  # a repair adds a revision
+            ("failed", "stored"),
+            ("failed", "partial"),
+        }
+    ),
+    "analysis": frozenset(
+        {
+            ("pending", "accepted"),
+            ("pending", "review"),
+            ("pending", "failed"),
+            ("review", "accepted"),
+            ("review", "failed"),
+            ("accepted", "pending"),  # a newer detector re-analyses; history is kept
+            ("review", "pending"),
+            ("failed", "pending"),
+        }
+    ),
 }
 
 TERMINAL_COLLECTION = frozenset({"completed", "failed"})
@@ -74,8 +85,10 @@ def can_transition(layer: Layer, from_state: str, to_state: str) -> bool:
 def check_transition(layer: Layer, from_state: str, to_state: str) -> None:
     if not can_transition(layer, from_state, to_state):
         allowed = sorted(t for f, t in TRANSITIONS[layer] if f == from_state)
-        raise TransitionError(f"{layer}: {from_state} -> {to_state} is not allowed; from "
-                              f"{from_state} the allowed moves are {allowed or 'none (terminal)'}")
+        raise TransitionError(
+            f"{layer}: {from_state} -> {to_state} is not allowed; from "
+            f"{from_state} the allowed moves are {allowed or 'none (terminal)'}"
+        )
 
 
 def cross_layer_ok(s: Mapping[Layer, str]) -> bool:
@@ -108,8 +121,8 @@ class LayerCounts:
 class AggregateStatus:
     overall: Overall
     counts: LayerCounts
-    analysing: bool            # some completed sample still awaits analysis: show "analysing"
-    uncertain: int             # acceptance unknown, waiting for verification (R12)
+    analysing: bool  # some completed sample still awaits analysis: show "analysing"
+    uncertain: int  # acceptance unknown, waiting for verification (R12)
 
     @property
     def terminal(self) -> bool:
@@ -118,10 +131,15 @@ class AggregateStatus:
     def as_dict(self) -> dict[str, object]:
         c = self.counts
         return {
-            "overall": self.overall, "terminal": self.terminal, "analysing": self.analysing,
-            "uncertain": self.uncertain, "total": c.total,
-            "submission": dict(c.submission), "collection": dict(c.collection),
-            "evidence": dict(c.evidence), "analysis": dict(c.analysis),
+            "overall": self.overall,
+            "terminal": self.terminal,
+            "analysing": self.analysing,
+            "uncertain": self.uncertain,
+            "total": c.total,
+            "submission": dict(c.submission),
+            "collection": dict(c.collection),
+            "evidence": dict(c.evidence),
+            "analysis": dict(c.analysis),
             "evidence_reasons": dict(c.evidence_reasons),
             "failure_reasons": dict(c.failure_reasons),
         }
@@ -135,7 +153,8 @@ def derive_status(counts: LayerCounts) -> AggregateStatus:
     failed = col.get("failed", 0)
     uncertain = counts.submission.get("uncertain", 0)
     analysing = counts.analysis.get("pending", 0) > 0 and (
-        counts.evidence.get("stored", 0) + counts.evidence.get("partial", 0) > 0)
+        counts.evidence.get("stored", 0) + counts.evidence.get("partial", 0) > 0
+    )
     if counts.total == 0:
         overall: Overall = "empty"
     elif completed + failed < counts.total:

@@ -32,8 +32,8 @@ def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
 @dataclass
 class Service:
     url: str
-    source: str            # 'env', 'local' or 'embedded'
-    handle: Any = None     # keeps an embedded server alive
+    source: str  # 'env', 'local' or 'embedded'
+    handle: Any = None  # keeps an embedded server alive
 
     def stop(self) -> None:
         if self.handle is not None and hasattr(self.handle, "cleanup"):
@@ -54,14 +54,14 @@ def _can_login(url: str) -> bool:
         return False
 
 
-def postgres(state_dir: Path, *, env_var: str = "GEO_DATABASE_URL",
-             admin: bool = False) -> Service:
+def postgres(state_dir: Path, *, env_var: str = "GEO_DATABASE_URL", admin: bool = False) -> Service:
     """A PostgreSQL server. ``admin=True`` returns a URL of its maintenance database (to create
     databases from); otherwise the env URL as given."""
     from geo_pipeline.store.db import to_psycopg_url
 
     env = os.environ.get("GEO_TEST_DATABASE_URL" if admin else env_var) or (
-        os.environ.get(env_var) if admin else None)
+        os.environ.get(env_var) if admin else None
+    )
     if env:
         return Service(to_psycopg_url(env), "env")
     if port_open("127.0.0.1", 5432) and _can_login(LOCAL_POSTGRES):

@@ -9,12 +9,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any, TypeAlias
 
 import psycopg
 from psycopg.rows import dict_row
 from psycopg_pool import ConnectionPool
 
 DATABASE_URL_ENV = "GEO_DATABASE_URL"
+
+# The connection type used across the code base: rows come back as dicts.
+Conn: TypeAlias = psycopg.Connection[dict[str, Any]]
 
 
 class DatabaseUnavailable(RuntimeError):
@@ -36,7 +40,7 @@ def to_psycopg_url(url: str) -> str:
     """Accept SQLAlchemy-style schemes too; psycopg wants plain ``postgresql://``."""
     for prefix in ("postgresql+psycopg2://", "postgresql+psycopg://", "postgres://"):
         if url.startswith(prefix):
-            return "postgresql://" + url[len(prefix):]
+            return "postgresql://" + url[len(prefix) :]
     return url
 
 
@@ -54,10 +58,10 @@ def redact(url: str) -> str:
     return url
 
 
-def connect(url: str | None = None, *, autocommit: bool = False) -> psycopg.Connection:
+def connect(url: str | None = None, *, autocommit: bool = False) -> Conn:
     target = database_url(url)
     try:
-        return psycopg.connect(target, autocommit=autocommit, row_factory=dict_row)  # type: ignore[return-value]
+        return psycopg.connect(target, autocommit=autocommit, row_factory=dict_row)
     except psycopg.OperationalError as exc:
         raise DatabaseUnavailable(
             f"cannot connect to PostgreSQL at {redact(target)}: {exc}".strip()
@@ -65,16 +69,17 @@ def connect(url: str | None = None, *, autocommit: bool = False) -> psycopg.Conn
 
 
 @contextmanager
-def transaction(url: str | None = None) -> Iterator[psycopg.Connection]:
+def transaction(url: str | None = None) -> Iterator[Conn]:
     """A connection inside one transaction: committed on success, rolled back on error."""
     with connect(url) as conn, conn.transaction():
         yield conn
 
 
-def make_pool(url: str | None = None, *, min_size: int = 1, max_size: int = 10,
-              name: str = "geo") -> ConnectionPool:
+def make_pool(
+    url: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "geo"
+) -> ConnectionPool[Conn]:
     """A bounded pool (D8). Opened here; the caller closes it."""
-    pool = ConnectionPool(
+    pool: ConnectionPool[Conn] = ConnectionPool(
         database_url(url),
         min_size=min_size,
         max_size=max_size,

@@ -9,6 +9,7 @@ import hashlib
 import re
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import psycopg
 
@@ -52,17 +53,17 @@ def migrations(directory: Path | None = None) -> list[Migration]:
     return found
 
 
-def applied(conn: psycopg.Connection) -> dict[int, str]:
+def applied(conn: psycopg.Connection[Any]) -> dict[int, str]:
     with conn.cursor() as cur:
         cur.execute("SELECT to_regclass('public.geo_schema_migrations') IS NOT NULL AS present")
         row = cur.fetchone()
         if not row or not _first(row):
             return {}
         cur.execute("SELECT version, checksum FROM public.geo_schema_migrations")
-        return {int(_first(r)): str(_second(r)) for r in cur.fetchall()}
+        return {int(str(_first(r))): str(_second(r)) for r in cur.fetchall()}
 
 
-def upgrade(conn: psycopg.Connection) -> list[Migration]:
+def upgrade(conn: psycopg.Connection[Any]) -> list[Migration]:
     """Apply every pending migration; returns those applied now."""
     done: list[Migration] = []
     with conn.transaction():

@@ -43,7 +43,7 @@ def _load_all() -> dict[str, str]:
         matches = list(_NAME.finditer(text))
         for i, match in enumerate(matches):
             end = matches[i + 1].start() if i + 1 < len(matches) else len(text)
-            body = text[match.end():end].strip()
+            body = text[match.end() : end].strip()
             key = f"{path.stem}.{match.group(1)}"
             if key in queries:
                 raise ValueError(f"duplicate query name {key} in {path}")
@@ -51,7 +51,7 @@ def _load_all() -> dict[str, str]:
     return queries
 
 
-def Q(name: str) -> str:  # noqa: N802 - reads like a constant lookup at call sites
+def Q(name: str) -> str:
     """The SQL text of the named query; a KeyError names what exists."""
     queries = _load_all()
     try:

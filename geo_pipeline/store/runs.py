@@ -6,16 +6,17 @@ same run id with a different config is refused.
 from __future__ import annotations
 
 import secrets
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from typing import Any
 
-import psycopg
 from psycopg.types.json import Jsonb
 
+from geo_pipeline.billing import ledger
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.plan import Batch, PlannedSample, Quote, assign_batches, expand
+from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
 
@@ -50,8 +51,10 @@ class Plan:
             "samples": len(self.samples),
             "formula": f"{len(c.questions)} x {len(c.targets)} x {c.repeats} = {len(self.samples)}",
             "channels": per_channel,
-            "batches": [{"batch_no": b.batch_no, "size": b.size,
-                         "platform_counts": b.platform_counts} for b in self.batches],
+            "batches": [
+                {"batch_no": b.batch_no, "size": b.size, "platform_counts": b.platform_counts}
+                for b in self.batches
+            ],
             "submit_cap": c.submit_cap,
             "duplicates_removed": [str(p) for p in c.duplicates],
             "quote": self.quote.as_dict(),
@@ -64,28 +67,28 @@ def new_run_id(today: date | None = None) -> str:
 
 
 def build_plan(config: NormalisedConfig, quote: Quote, run_id: str) -> Plan:
-    samples, batches = assign_batches(expand(config, run_id), config.submit_cap,
-                                      config.platform_caps)
+    samples, batches = assign_batches(
+        expand(config, run_id), config.submit_cap, config.platform_caps
+    )
     return Plan(run_id, config, quote, samples, batches)
 
 
-# A hook that posts the run's estimate to the ledger in the same transaction (billing, R23).
-EstimateHook = Callable[[psycopg.Connection, Plan], None]
-_estimate_hooks: list[EstimateHook] = []
-
-
-def on_run_created(hook: EstimateHook) -> EstimateHook:
-    _estimate_hooks.append(hook)
-    return hook
-
-
-def create_run(conn: psycopg.Connection, plan: Plan, *, monitor_id: str | None = None,
-               scheduled_for: date | None = None, dispatch: bool = True,
-               monitor_config: Mapping[str, Any] | None = None) -> tuple[str, bool]:
+def create_run(
+    conn: Conn,
+    plan: Plan,
+    *,
+    monitor_id: str | None = None,
+    scheduled_for: date | None = None,
+    confirm: bool = True,
+    dispatch: bool = True,
+    monitor_config: Mapping[str, Any] | None = None,
+) -> tuple[str, bool]:
     """Persist the plan in one transaction. Returns (run_id, created_now).
 
     ``monitor_config``: the raw, editable config to save as the monitor's config (when the run
-    belongs to a monitor); the run itself executes the frozen snapshot only (R2)."""
+    belongs to a monitor); the run itself executes the frozen snapshot only (R2).
+    ``confirm``: reserve the quote's estimated_max now (billing refuses when the balance is
+    short, and then nothing at all is written). Work is dispatched only for a confirmed run."""
     c = plan.config
     monitor_id = monitor_id if monitor_id is not None else c.monitor
     with conn.transaction(), conn.cursor() as cur:
@@ -95,90 +98,151 @@ def create_run(conn: psycopg.Connection, plan: Plan, *, monitor_id: str | None =
         if existing is not None:
             row = dict(existing) if isinstance(existing, Mapping) else None
             if row is None or row["snapshot_id"] != c.snapshot_id:
-                raise RunConflict(f"run {plan.run_id} already exists with another config snapshot; "
-                                  "a changed config needs a new run id")
+                raise RunConflict(
+                    f"run {plan.run_id} already exists with another config snapshot; "
+                    "a changed config needs a new run id"
+                )
             return plan.run_id, False
-        cur.execute(Q("runs.upsert_tenant"), {"tenant_id": c.tenant, "currency": plan.quote.currency})
+        cur.execute(
+            Q("runs.upsert_tenant"), {"tenant_id": c.tenant, "currency": plan.quote.currency}
+        )
         if monitor_id is not None:
-            cur.execute(Q("runs.upsert_monitor"), {
-                "monitor_id": monitor_id, "tenant_id": c.tenant,
-                "config": Jsonb(dict(monitor_config) if monitor_config else c.canonical())})
+            cur.execute(
+                Q("runs.upsert_monitor"),
+                {
+                    "monitor_id": monitor_id,
+                    "tenant_id": c.tenant,
+                    "config": Jsonb(dict(monitor_config) if monitor_config else c.canonical()),
+                },
+            )
             if cur.fetchone() is None:
                 raise RunConflict(f"monitor {monitor_id!r} belongs to another tenant")
-        cur.execute(Q("runs.insert_snapshot"), {"snapshot_id": c.snapshot_id, "tenant_id": c.tenant,
-                                                "config": Jsonb(c.canonical())})
-        cur.execute(Q("runs.insert_question_revisions"),
-                    {"revisions": [q.revision for q in c.questions],
-                     "texts": [q.text for q in c.questions]})
+        cur.execute(
+            Q("runs.insert_snapshot"),
+            {"snapshot_id": c.snapshot_id, "tenant_id": c.tenant, "config": Jsonb(c.canonical())},
+        )
+        cur.execute(
+            Q("runs.insert_question_revisions"),
+            {
+                "revisions": [q.revision for q in c.questions],
+                "texts": [q.text for q in c.questions],
+            },
+        )
         q = plan.quote
-        cur.execute(Q("runs.insert_quote"), {
-            "quote_id": q.quote_id, "tenant_id": c.tenant, "currency": q.currency,
-            "estimated_max_minor": q.estimated_max.amount_minor,
-            "price_versions": Jsonb(q.price_versions)})
+        cur.execute(
+            Q("runs.insert_quote"),
+            {
+                "quote_id": q.quote_id,
+                "tenant_id": c.tenant,
+                "currency": q.currency,
+                "estimated_max_minor": q.estimated_max.amount_minor,
+                "price_versions": Jsonb(q.price_versions),
+            },
+        )
         if cur.fetchone() is not None:
-            cur.executemany(Q("runs.insert_quote_line"), [
-                {"quote_id": q.quote_id, "line_no": i, **line.__dict__,
-                 "amount_minor": line.amount_minor} for i, line in enumerate(q.lines)])
-        cur.execute(Q("runs.insert_run"), {
-            "run_id": plan.run_id, "tenant_id": c.tenant, "monitor_id": monitor_id,
-            "snapshot_id": c.snapshot_id, "quote_id": q.quote_id, "scheduled_for": scheduled_for,
-            "priority": c.priority, "sample_count": len(plan.samples)})
-        cur.executemany(Q("runs.insert_batch"), [
-            {"run_id": plan.run_id, "batch_no": b.batch_no, "size": b.size,
-             "platform_counts": Jsonb(b.platform_counts)} for b in plan.batches])
+            cur.executemany(
+                Q("runs.insert_quote_line"),
+                [
+                    {
+                        "quote_id": q.quote_id,
+                        "line_no": i,
+                        **line.__dict__,
+                        "amount_minor": line.amount_minor,
+                    }
+                    for i, line in enumerate(q.lines)
+                ],
+            )
+        cur.execute(
+            Q("runs.insert_run"),
+            {
+                "run_id": plan.run_id,
+                "tenant_id": c.tenant,
+                "monitor_id": monitor_id,
+                "snapshot_id": c.snapshot_id,
+                "quote_id": q.quote_id,
+                "scheduled_for": scheduled_for,
+                "priority": c.priority,
+                "sample_count": len(plan.samples),
+            },
+        )
+        cur.executemany(
+            Q("runs.insert_batch"),
+            [
+                {
+                    "run_id": plan.run_id,
+                    "batch_no": b.batch_no,
+                    "size": b.size,
+                    "platform_counts": Jsonb(b.platform_counts),
+                }
+                for b in plan.batches
+            ],
+        )
         # COPY: a 100k-sample run is one round trip of rows, not 100k statements.
         with cur.copy(Q("runs.copy_samples")) as copy:  # type: ignore[arg-type]
             for s in plan.samples:
-                copy.write_row((s.sample_id, s.run_id, c.tenant, s.batch_no, s.question_revision,
-                                s.question_index, s.platform, s.device, s.region, s.mode,
-                                s.repeat_index, s.screenshot_policy, c.priority))
-        for hook in _estimate_hooks:
-            hook(conn, plan)
-        if dispatch:
+                copy.write_row(
+                    (
+                        s.sample_id,
+                        s.run_id,
+                        c.tenant,
+                        s.batch_no,
+                        s.question_revision,
+                        s.question_index,
+                        s.platform,
+                        s.device,
+                        s.region,
+                        s.mode,
+                        s.repeat_index,
+                        s.screenshot_policy,
+                        c.priority,
+                    )
+                )
+        # Estimate (and, when confirmed, reservation) in the same transaction (R23).
+        ledger.record_run_created(conn, plan, confirm)
+        if dispatch and confirm:
             cur.execute(Q("runs.dispatch_collect"), {"run_id": plan.run_id, "channel": None})
     return plan.run_id, True
 
 
-def dispatch(conn: psycopg.Connection, run_id: str, channel: str | None = None) -> int:
+def dispatch(conn: Conn, run_id: str, channel: str | None = None) -> int:
     """Queue collect hints for never-dispatched samples of a run (or one channel). Idempotent."""
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(Q("runs.dispatch_collect"), {"run_id": run_id, "channel": channel})
         return cur.rowcount
 
 
-def get_run(conn: psycopg.Connection, run_id: str) -> dict[str, Any]:
+def get_run(conn: Conn, run_id: str) -> dict[str, Any]:
     with conn.cursor() as cur:
         cur.execute(Q("runs.get_run"), {"run_id": run_id})
         row = cur.fetchone()
     if row is None:
         raise RunNotFound(f"no run with id {run_id!r}")
-    return dict(row)  # type: ignore[call-overload]
+    return dict(row)
 
 
-def run_config(conn: psycopg.Connection, run_id: str) -> NormalisedConfig:
+def run_config(conn: Conn, run_id: str) -> NormalisedConfig:
     """The frozen config snapshot the run executes (R2)."""
     run = get_run(conn, run_id)
     with conn.cursor() as cur:
         cur.execute(Q("runs.get_snapshot"), {"snapshot_id": run["snapshot_id"]})
         row = cur.fetchone()
     assert row is not None
-    return NormalisedConfig.from_canonical(dict(row)["config"])  # type: ignore[call-overload]
+    return NormalisedConfig.from_canonical(dict(row)["config"])
 
 
-def list_runs(conn: psycopg.Connection, tenant_id: str | None = None,
-              limit: int = 50) -> list[dict[str, Any]]:
+def list_runs(conn: Conn, tenant_id: str | None = None, limit: int = 50) -> list[dict[str, Any]]:
     with conn.cursor() as cur:
         cur.execute(Q("runs.list_runs"), {"tenant_id": tenant_id, "limit": limit})
-        return [dict(r) for r in cur.fetchall()]  # type: ignore[call-overload]
+        return [dict(r) for r in cur.fetchall()]
 
 
-def quote_lines(conn: psycopg.Connection, quote_id: str) -> list[dict[str, Any]]:
+def quote_lines(conn: Conn, quote_id: str) -> list[dict[str, Any]]:
     with conn.cursor() as cur:
         cur.execute(Q("runs.quote_lines"), {"quote_id": quote_id})
-        return [dict(r) for r in cur.fetchall()]  # type: ignore[call-overload]
+        return [dict(r) for r in cur.fetchall()]
 
 
-def batches(conn: psycopg.Connection, run_id: str) -> list[dict[str, Any]]:
+def batches(conn: Conn, run_id: str) -> list[dict[str, Any]]:
     with conn.cursor() as cur:
         cur.execute(Q("runs.batches"), {"run_id": run_id})
-        return [dict(r) for r in cur.fetchall()]  # type: ignore[call-overload]
+        return [dict(r) for r in cur.fetchall()]

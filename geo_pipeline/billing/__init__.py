@@ -1,0 +1,1 @@
+"""Billing: quote snapshots, the append-only ledger, reconciliation against fee statements."""

@@ -1,0 +1,1 @@
+"""Metrics (Prometheus) and structured JSON logs (R26, D6, D11)."""
