@@ -1,0 +1,119 @@
+"""In-memory state of the simulator: tasks, the idempotency-key index and the counters tests read.
+
+Time is the process's monotonic clock: a task's status is *derived* from its deadlines when it is
+asked for, so no timer runs per task and the server stays cheap at thousands of tasks per second.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+
+from geo_pipeline.simulator.answers import GeneratedAnswer
+
+
+@dataclass(slots=True)
+class Task:
+    task_id: str
+    platform: str
+    key: str
+    question: str
+    device: str
+    region: str
+    mode: str
+    tenant: str
+    screenshot_requested: bool
+    accepted_at: datetime
+    t0: float  # monotonic time of acceptance
+    done_at: float  # monotonic time of completion (or failure)
+    fails: bool
+    shot: str  # available | late | never | unsupported | not_requested
+    shot_ready_at: float
+    cancelled_at: float | None = None
+    answer: GeneratedAnswer | None = None
+    result_body: bytes | None = None
+    png: bytes | None = None
+
+    def status(self, now: float) -> str:
+        if self.cancelled_at is not None and self.cancelled_at < self.done_at:
+            return "failed"
+        if now >= self.done_at:
+            return "failed" if self.fails else "completed"
+        # The first fifth of the run is queueing upstream; a platform reports that as pending.
+        return "pending" if now < self.t0 + (self.done_at - self.t0) * 0.2 else "running"
+
+    def error(self, now: float) -> str | None:
+        if self.cancelled_at is not None and self.cancelled_at < self.done_at:
+            return "cancelled"
+        if self.fails and now >= self.done_at:
+            return "upstream_task_failed"
+        return None
+
+    def finished_wallclock(self) -> datetime:
+        return self.accepted_at + timedelta(seconds=self.done_at - self.t0)
+
+
+@dataclass
+class TokenBucket:
+    rate: float
+    burst: float
+    tokens: float = 0.0
+    stamp: float = field(default_factory=time.monotonic)
+
+    def take(self, now: float) -> float:
+        """0.0 when a token was taken, else the seconds until one is available."""
+        self.tokens = min(self.burst, self.tokens + (now - self.stamp) * self.rate)
+        self.stamp = now
+        if self.tokens >= 1.0:
+            self.tokens -= 1.0
+            return 0.0
+        return (1.0 - self.tokens) / self.rate
+
+
+class SimState:
+    def __init__(self) -> None:
+        self.reset()
+
+    def reset(self) -> None:
+        self.tasks: dict[str, Task] = {}
+        self.by_key: dict[tuple[str, str], str] = {}
+        self.requests: Counter[str] = Counter()  # "platform:kind:status"
+        self.submit_calls: dict[tuple[str, str], int] = defaultdict(int)
+        self.tasks_created: dict[tuple[str, str], int] = defaultdict(int)
+        self.faults: Counter[str] = Counter()  # "platform:fault"
+        self.buckets: dict[str, TokenBucket] = {}
+        self.seq = 0
+
+    def next_id(self, platform: str) -> str:
+        self.seq += 1
+        return f"{platform}-{self.seq:08d}"
+
+    @staticmethod
+    def now_utc() -> datetime:
+        return datetime.now(UTC)
+
+    def stats(self, include_keys: bool = True, platform: str | None = None) -> dict[str, object]:
+        by_kind: Counter[str] = Counter()
+        for name, n in self.requests.items():
+            plat, kind, _status = name.split(":", 2)
+            if platform in (None, plat):
+                by_kind[kind] += n
+        out: dict[str, object] = {
+            "tasks": sum(1 for t in self.tasks.values() if platform in (None, t.platform)),
+            "requests": dict(sorted(self.requests.items())),
+            "requests_by_kind": dict(sorted(by_kind.items())),
+            "faults": dict(sorted(self.faults.items())),
+        }
+        if include_keys:
+            keys: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)
+            for (plat, key), calls in self.submit_calls.items():
+                if platform in (None, plat):
+                    keys[plat][key] = {
+                        "submit_calls": calls,
+                        "tasks_created": self.tasks_created.get((plat, key), 0),
+                    }
+            out["keys"] = keys
+            out["max_tasks_per_key"] = max(self.tasks_created.values(), default=0)
+        return out
