@@ -1,0 +1,204 @@
+"""Answer validity (R22): is a completed answer usable as evidence of what the engine says?
+
+Completed ≠ valid. Collection can complete with a login wall, a captcha, an error page, a refusal
+or a cut-off answer; this pure classifier says ``valid`` or gives one reason, and every verdict
+carries ``RULE_VERSION`` so that a stored verdict can be traced to the rules that made it (and
+re-judged when they change). Rules work on Chinese and English text. First match wins, in this
+order:
+
+1. ``empty`` — nothing but whitespace (incl. full-width and zero-width spaces).
+2. ``captcha`` / ``login_page`` / ``error_page`` — page-like texts. These phrases are judged only on
+   short texts (≤ ``PAGE_MAX_CHARS``): a real answer *about* captchas or logins is long.
+3. ``truncated`` — the provider said so (e.g. ``finish_reason == "length"``).
+4. ``refusal`` — a refusal phrase near the start of a short text (≤ ``REFUSAL_MAX_CHARS``), so a
+   long answer that opens with a caveat ("I can't give legal advice, but …") stays valid.
+5. ``truncated`` — an unclosed code fence, or cut mid-sentence: the last prose line ends on a
+   continuation mark (comma, colon, dash, opening bracket, …), on a dangling connective
+   ("and", "the", "的", "和", …), or on a word character after at least
+   ``MIN_CUT_LINE_CHARS`` characters with no closing punctuation. List items, table rows,
+   headings and code are not judged for sentence ends.
+6. ``too_short`` — less than ``MIN_WEIGHT`` of content (a CJK character weighs 2, any other
+   non-space character 1; Markdown markup does not count).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+RULE_VERSION = "validity-2026.11.1"
+
+Reason = Literal[
+    "empty", "login_page", "error_page", "captcha", "truncated", "refusal", "too_short"
+]
+
+PAGE_MAX_CHARS = 600
+REFUSAL_MAX_CHARS = 400
+REFUSAL_HEAD_CHARS = 120
+MIN_CUT_LINE_CHARS = 30
+MIN_WEIGHT = 24
+
+
+@dataclass(frozen=True)
+class Validity:
+    """The verdict: ``valid`` or a ``reason`` (with a short human ``detail``), and the rules'
+    version."""
+
+    valid: bool
+    reason: Reason | None
+    rule_version: str = RULE_VERSION
+    detail: str | None = None
+
+    @property
+    def label(self) -> str:
+        return "valid" if self.valid else "invalid"
+
+
+def _phrases(*items: str) -> re.Pattern[str]:
+    return re.compile("|".join(items), re.IGNORECASE)
+
+
+_CAPTCHA = _phrases(
+    r"captcha",
+    r"verify (that )?you are (a )?human",
+    r"are you a robot",
+    r"i'?m not a robot",
+    r"checking (if the site connection is secure|your browser)",
+    r"unusual traffic",
+    r"security check",
+    r"人机验证",
+    r"安全验证",
+    r"请完成.{0,6}验证",
+    r"滑动验证",
+    r"拖动(下方)?滑块",
+    r"验证码",
+    r"访问异常",
+)
+_LOGIN = _phrases(
+    r"please (log|sign) ?in",
+    r"(log|sign) ?in to (continue|view|see|use|access)",
+    r"(login|sign-?in) required",
+    r"you must be (logged|signed) in",
+    r"session (has )?expired",
+    r"create an account to continue",
+    r"请(先)?登录",
+    r"登录后(查看|继续|使用|可)",
+    r"扫码登录",
+    r"登录/注册",
+    r"未登录",
+    r"登录已过期",
+)
+_ERROR = _phrases(
+    r"internal server error",
+    r"\b50[0234]\b.{0,20}(error|bad gateway|unavailable|timeout)",
+    r"bad gateway",
+    r"service (temporarily )?unavailable",
+    r"gateway time-?out",
+    r"\b40[34]\b.{0,12}(forbidden|not found)",
+    r"something went wrong",
+    r"an (unexpected )?error (has )?occurred",
+    r"too many requests",
+    r"rate limit (exceeded|reached)",
+    r"network error",
+    r"request failed",
+    r"服务器(错误|繁忙|开小差)",
+    r"系统(繁忙|错误|异常)",
+    r"网络(错误|异常)",
+    r"出错了",
+    r"请稍后(再)?(试|重试)",
+    r"请求(过于)?频繁",
+    r"页面(不存在|找不到)",
+)
+_REFUSAL = _phrases(
+    r"i('m| am) (sorry,? )?(but )?(unable|not able) to (help|assist|answer|provide|comply)",
+    r"i can('|no)t (help|assist|answer|provide|comply|discuss)",
+    r"i('m| am) not able to (help|assist|answer|provide)",
+    r"i won'?t be able to (help|assist|answer)",
+    r"as an ai( language model)?,? i (can('|no)t|am unable|don'?t)",
+    r"sorry,? (but )?i can('|no)t",
+    r"(抱歉|对不起|很遗憾)[，,]?\s*(我)?(无法|不能|没法|暂时无法)",
+    r"我(无法|不能|没法)(回答|提供|协助|帮助|讨论)",
+    r"作为(一个)?(AI|人工智能)",
+    r"(这个|该)(问题|话题)我(暂时)?(无法|不能|还没学会)",
+    r"我还没(有)?学会(回答)?",
+    r"换个(话题|问题)",
+)
+
+_TERMINAL = frozenset(".!?…。！？」』）)]】\"'”’*`~>》")
+_CONTINUATION = frozenset(",，、:：;；-–—(（[【“‘《&+=")
+_DANGLING_EN = frozenset(
+    "and or the a an of to with for in on but because which that is are as by from".split()
+)
+_DANGLING_ZH = ("的", "和", "与", "及", "或", "是", "在", "但是", "因为", "以及", "包括", "比如")
+_SPACE = re.compile(r"[\s\u3000\u200b\u200c\u200d\ufeff]+")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
+_MARKUP = re.compile(r"[#*_`>|\-=~\[\]()!]")
+_NON_PROSE = re.compile(r"^\s*([-*+]\s|\d+[.)]\s|#|\||>|```|~~~|<)")
+_FENCE = re.compile(r"^\s{0,3}(```|~~~)", re.MULTILINE)
+_URL_END = re.compile(r"https?://\S+$")
+_LAST_WORD = re.compile(r"([A-Za-z]+)\W*$")
+
+
+def _unclosed_fence(text: str) -> bool:
+    return len(_FENCE.findall(text)) % 2 == 1
+
+
+def _cut_mid_sentence(text: str) -> str | None:
+    lines = [ln for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    last = lines[-1].rstrip()
+    if _NON_PROSE.match(last):
+        return None
+    if _URL_END.search(last):
+        return None  # a closing link ("see https://…") is a complete line
+    end = last[-1]
+    if end in _CONTINUATION:
+        return f"ends on {end!r}"
+    if end in _TERMINAL:
+        return None
+    word = _LAST_WORD.search(last)
+    if word and word.group(1).lower() in _DANGLING_EN:
+        return f"ends on the connective {word.group(1)!r}"
+    if last.endswith(_DANGLING_ZH):
+        return "ends on a connective"
+    if (end.isalnum() or _CJK.match(end)) and len(last.strip()) >= MIN_CUT_LINE_CHARS:
+        return "last sentence has no closing punctuation"
+    return None
+
+
+def _weight(text: str) -> int:
+    body = _MARKUP.sub("", _SPACE.sub("", text))
+    cjk = len(_CJK.findall(body))
+    return 2 * cjk + (len(body) - cjk)
+
+
+def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
+    """Judge one answer (rules and their order in the module docstring). Pure and total."""
+    compact = _SPACE.sub(" ", answer_text).strip()
+    if not compact:
+        return Validity(False, "empty")
+    if len(compact) <= PAGE_MAX_CHARS:
+        for reason, pattern in (
+            ("captcha", _CAPTCHA),
+            ("login_page", _LOGIN),
+            ("error_page", _ERROR),
+        ):
+            m = pattern.search(compact)
+            if m:
+                return Validity(False, reason, detail=f"matched {m.group(0)!r}")  # type: ignore[arg-type]
+    if provider_truncated:
+        return Validity(False, "truncated", detail="provider reported truncation")
+    if len(compact) <= REFUSAL_MAX_CHARS:
+        m = _REFUSAL.search(compact[:REFUSAL_HEAD_CHARS])
+        if m:
+            return Validity(False, "refusal", detail=f"matched {m.group(0)!r}")
+    if _unclosed_fence(answer_text):
+        return Validity(False, "truncated", detail="unclosed code fence")
+    cut = _cut_mid_sentence(answer_text)
+    if cut:
+        return Validity(False, "truncated", detail=cut)
+    if _weight(answer_text) < MIN_WEIGHT:
+        return Validity(False, "too_short")
+    return Validity(True, None)

@@ -1,0 +1,130 @@
+"""Authorised access to archived evidence (R20): a path or key alone grants nothing.
+
+Every read goes through these functions. Each first asks PostgreSQL whose sample it is and
+refuses (``EvidenceAccessDenied``) unless it is the caller's tenant; only then does it look up the
+object's key and digest in ``geo.evidence_objects`` and stream the object (verified against the
+recorded sha256) or hand out a short-lived presigned URL. A sample that does not exist and a
+sample of another tenant get the same answer, so ids cannot be probed across tenants.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from geo_pipeline.evidence.archive import Archive
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+KINDS = ("answer_raw", "answer_html", "citations", "response_raw", "screenshot", "thumbnail")
+PRESIGN_MAX_S = 3600
+
+
+class EvidenceAccessDenied(PermissionError):
+    """The caller's tenant may not read this evidence (or it does not exist for that tenant)."""
+
+
+class EvidenceNotFound(LookupError):
+    """The caller's sample has no archived object of that kind/revision."""
+
+
+@dataclass(frozen=True)
+class EvidenceObject:
+    object_id: int
+    sample_id: str
+    tenant_id: str
+    run_id: str
+    revision: int
+    kind: str
+    storage_key: str
+    sha256: str
+    size_bytes: int
+    mime_type: str
+    attempt_no: int | None
+    captured_at: datetime
+    stored_at: datetime
+
+    @classmethod
+    def from_row(cls, row: dict[str, Any]) -> EvidenceObject:
+        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+
+    def as_dict(self) -> dict[str, Any]:
+        return dict(self.__dict__)
+
+
+def authorise(conn: Conn, tenant_id: str, sample_id: str) -> None:
+    """Raise EvidenceAccessDenied unless the sample exists and belongs to ``tenant_id``."""
+    row = conn.execute(Q("evidence.sample_tenant"), {"sample_id": sample_id}).fetchone()
+    if row is None or row["tenant_id"] != tenant_id:
+        raise EvidenceAccessDenied(
+            f"no evidence of sample {sample_id} is visible to tenant {tenant_id}"
+        )
+
+
+def find_object(
+    conn: Conn, tenant_id: str, sample_id: str, kind: str, revision: int | None = None
+) -> EvidenceObject:
+    """The metadata of one object after the tenant check; newest revision when none given."""
+    if kind not in KINDS:
+        raise ValueError(f"unknown evidence kind {kind!r}; one of {', '.join(KINDS)}")
+    authorise(conn, tenant_id, sample_id)
+    row = conn.execute(
+        Q("evidence.object_for"),
+        {"sample_id": sample_id, "tenant_id": tenant_id, "kind": kind, "revision": revision},
+    ).fetchone()
+    if row is None:
+        which = f"revision {revision}" if revision is not None else "any revision"
+        raise EvidenceNotFound(f"sample {sample_id} has no archived {kind} ({which})")
+    return EvidenceObject.from_row(row)
+
+
+def list_objects(conn: Conn, tenant_id: str, sample_id: str) -> list[EvidenceObject]:
+    authorise(conn, tenant_id, sample_id)
+    rows = conn.execute(
+        Q("evidence.objects_of_sample"), {"sample_id": sample_id, "tenant_id": tenant_id}
+    ).fetchall()
+    return [EvidenceObject.from_row(r) for r in rows]
+
+
+def fetch_evidence_for(
+    conn: Conn,
+    archive: Archive,
+    tenant_id: str,
+    sample_id: str,
+    kind: str,
+    revision: int | None = None,
+) -> bytes:
+    """The object's bytes for an authorised tenant, verified against the recorded digest
+    (raises DigestMismatch when the stored bytes changed)."""
+    obj = find_object(conn, tenant_id, sample_id, kind, revision)
+    return archive.get(obj.storage_key, sha256=obj.sha256)
+
+
+def fetch_by_key(conn: Conn, archive: Archive, tenant_id: str, storage_key: str) -> bytes:
+    """The object under ``storage_key`` — only when the database records that key for a sample
+    of ``tenant_id``. A guessed or foreign key is refused before the archive is touched."""
+    row = conn.execute(
+        Q("evidence.object_by_key"), {"storage_key": storage_key, "tenant_id": tenant_id}
+    ).fetchone()
+    if row is None:
+        raise EvidenceAccessDenied(
+            f"no evidence object {storage_key!r} is visible to tenant {tenant_id}"
+        )
+    return archive.get(row["storage_key"], sha256=row["sha256"])
+
+
+def presign(
+    conn: Conn,
+    archive: Archive,
+    tenant_id: str,
+    sample_id: str,
+    kind: str,
+    revision: int | None = None,
+    *,
+    expires_s: int = 300,
+) -> str:
+    """A short-lived download URL (at most an hour) for an authorised tenant. The local directory
+    backend raises PresignUnsupported: stream with fetch_evidence_for instead."""
+    obj = find_object(conn, tenant_id, sample_id, kind, revision)
+    return archive.presign(obj.storage_key, expires_s=max(1, min(expires_s, PRESIGN_MAX_S)))

@@ -1,0 +1,359 @@
+"""The evidence archive: one interface, two backends (S3-compatible object storage and a local
+directory), chosen by ``GEO_EVIDENCE_URL``.
+
+* ``s3://bucket/prefix`` — AWS S3, MinIO, Aliyun OSS, SeaweedFS … through boto3. Endpoint from
+  ``GEO_S3_ENDPOINT_URL`` (unset = AWS), region from ``AWS_REGION``/``AWS_DEFAULT_REGION``,
+  credentials from boto3's usual chain (``AWS_ACCESS_KEY_ID``/``AWS_SECRET_ACCESS_KEY``, profile,
+  instance role) — never from code or configuration files of ours (D2). ``GEO_S3_ADDRESSING_STYLE``
+  (``path``/``virtual``/``auto``) defaults to ``path`` when an endpoint is set, which MinIO and
+  SeaweedFS need; OSS wants ``virtual``.
+* ``file:///path`` — the embedded default for a laptop and the demo.
+
+Invariants (R20, R21):
+* Writes are content-addressed and idempotent: the caller's key names the content (see
+  ``object_key``), a second write of the same bytes to the same key is a no-op, and a write of
+  *different* bytes to an existing key is refused (``ObjectConflict``) — nothing is overwritten.
+* Reads verify the sha256 the database recorded; a mismatch raises ``DigestMismatch``.
+* A key is a location, not a permission: authorisation happens in ``evidence.access`` before any
+  read; this module never decides who may read.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+from urllib.parse import unquote, urlsplit
+
+EVIDENCE_URL_ENV = "GEO_EVIDENCE_URL"
+S3_ENDPOINT_ENV = "GEO_S3_ENDPOINT_URL"
+S3_ADDRESSING_ENV = "GEO_S3_ADDRESSING_STYLE"
+DEFAULT_EVIDENCE_DIR = Path.home() / ".geo_pipeline" / "evidence"
+SHA256_METADATA = "sha256"
+
+# Key segments are ids from the database (tenant, run, sample) and our own kinds/revisions.
+_SEGMENT = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.=-]{0,127}$")
+
+
+class ArchiveError(RuntimeError):
+    """Base class of archive errors; messages name the key and the backend, never credentials."""
+
+
+class ArchiveUnavailable(ArchiveError):
+    """The storage could not be reached or refused the request (network, auth, missing bucket)."""
+
+
+class ObjectMissing(ArchiveError):
+    """No object under the key."""
+
+
+class ObjectConflict(ArchiveError):
+    """Different content already sits under a content-addressed key; nothing was overwritten."""
+
+
+class DigestMismatch(ArchiveError):
+    """The bytes read back do not have the sha256 the database recorded: the object was changed
+    or damaged after it was archived."""
+
+    def __init__(self, key: str, expected: str, actual: str):
+        super().__init__(
+            f"evidence object {key!r} is corrupt or was altered: sha256 {actual} "
+            f"does not match the recorded {expected}"
+        )
+        self.key = key
+        self.expected = expected
+        self.actual = actual
+
+
+class PresignUnsupported(ArchiveError):
+    """The backend cannot hand out URLs (the local directory); stream the object instead."""
+
+
+def sha256_hex(data: bytes) -> str:
+    return hashlib.sha256(data).hexdigest()
+
+
+def object_key(tenant_id: str, run_id: str, sample_id: str, revision: str, kind: str) -> str:
+    """``{tenant}/{run}/{sample}/{revision}/{kind}`` (R20). Every segment is checked, so a key can
+    never climb out of its tenant's prefix (no ``..``, no ``/`` inside a segment)."""
+    segments = (tenant_id, run_id, sample_id, revision, kind)
+    for seg in segments:
+        if not _SEGMENT.match(seg) or ".." in seg:
+            raise ValueError(f"invalid evidence key segment {seg!r}")
+    return "/".join(segments)
+
+
+def verify(key: str, data: bytes, expected_sha256: str | None) -> bytes:
+    if expected_sha256 is not None:
+        actual = sha256_hex(data)
+        if actual != expected_sha256:
+            raise DigestMismatch(key, expected_sha256, actual)
+    return data
+
+
+@dataclass(frozen=True)
+class PutResult:
+    key: str
+    sha256: str
+    size_bytes: int
+    created: bool  # False when the same content was already there (idempotent re-write)
+
+
+@runtime_checkable
+class Archive(Protocol):
+    """What the evidence layer needs from object storage."""
+
+    @property
+    def location(self) -> str:
+        """Where the archive is, for messages (no credentials)."""
+        ...
+
+    def put(self, key: str, data: bytes, *, mime_type: str) -> PutResult: ...
+
+    def get(self, key: str, *, sha256: str | None = None) -> bytes:
+        """The object's bytes, verified against ``sha256`` when given."""
+        ...
+
+    def exists(self, key: str) -> bool: ...
+
+    def presign(self, key: str, *, expires_s: int = 300) -> str: ...
+
+
+# --------------------------------------------------------------------------- local directory
+class LocalArchive:
+    """A directory on local disk. Objects are written to a temporary file, fsynced, then linked
+    into place, so a crash leaves either no object or a whole one and an existing object is never
+    replaced (``os.link`` fails when the target exists)."""
+
+    def __init__(self, root: str | Path):
+        self.root = Path(root).resolve()
+
+    @property
+    def location(self) -> str:
+        return self.root.as_uri()
+
+    def _path(self, key: str) -> Path:
+        if not key or key.startswith("/") or "\\" in key or ".." in key.split("/"):
+            raise ObjectMissing(f"invalid evidence key {key!r}")
+        path = (self.root / key).resolve()
+        if not path.is_relative_to(self.root):
+            raise ObjectMissing(f"invalid evidence key {key!r}")
+        return path
+
+    def put(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
+        del mime_type  # the database records it; a directory has nowhere to keep it
+        digest = sha256_hex(data)
+        path = self._path(key)
+        if path.exists():
+            return self._same_or_conflict(key, path, digest, len(data))
+        try:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
+            try:
+                with os.fdopen(fd, "wb") as fh:
+                    fh.write(data)
+                    fh.flush()
+                    os.fsync(fh.fileno())
+                os.link(tmp, path)
+            except FileExistsError:
+                return self._same_or_conflict(key, path, digest, len(data))
+            finally:
+                os.unlink(tmp)
+        except OSError as exc:
+            raise ArchiveUnavailable(f"cannot write {key!r} under {self.location}: {exc}") from exc
+        return PutResult(key, digest, len(data), created=True)
+
+    def _same_or_conflict(self, key: str, path: Path, digest: str, size: int) -> PutResult:
+        if sha256_hex(path.read_bytes()) != digest:
+            raise ObjectConflict(f"{key!r} under {self.location} holds different content")
+        return PutResult(key, digest, size, created=False)
+
+    def get(self, key: str, *, sha256: str | None = None) -> bytes:
+        path = self._path(key)
+        try:
+            data = path.read_bytes()
+        except FileNotFoundError:
+            raise ObjectMissing(f"no evidence object {key!r} under {self.location}") from None
+        except OSError as exc:
+            raise ArchiveUnavailable(f"cannot read {key!r} under {self.location}: {exc}") from exc
+        return verify(key, data, sha256)
+
+    def exists(self, key: str) -> bool:
+        return self._path(key).exists()
+
+    def presign(self, key: str, *, expires_s: int = 300) -> str:
+        raise PresignUnsupported(
+            f"the local evidence archive ({self.location}) cannot make download URLs; "
+            "fetch the object instead (e.g. `geo-pipeline evidence get ... --out FILE`)"
+        )
+
+
+# --------------------------------------------------------------------------- S3-compatible
+class S3Archive:
+    """A bucket (and key prefix) on any S3-compatible store, through a boto3 S3 client.
+
+    The sha256 of each object is kept in its user metadata so an idempotent re-write can be
+    recognised with one HEAD request; reads still hash the bytes themselves."""
+
+    def __init__(self, client: Any, bucket: str, prefix: str = ""):
+        self.client = client
+        self.bucket = bucket
+        self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+
+    @property
+    def location(self) -> str:
+        endpoint = getattr(getattr(self.client, "meta", None), "endpoint_url", "")
+        return f"s3://{self.bucket}/{self.prefix} ({endpoint})"
+
+    def _key(self, key: str) -> str:
+        if not key or key.startswith("/") or ".." in key.split("/"):
+            raise ObjectMissing(f"invalid evidence key {key!r}")
+        return self.prefix + key
+
+    @staticmethod
+    def _code(exc: Exception) -> str:
+        response = getattr(exc, "response", None) or {}
+        return str(response.get("Error", {}).get("Code", ""))
+
+    def _unavailable(self, action: str, key: str, exc: Exception) -> ArchiveUnavailable:
+        return ArchiveUnavailable(f"cannot {action} {key!r} at {self.location}: {exc}")
+
+    def _head(self, key: str) -> dict[str, Any] | None:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            head: dict[str, Any] = self.client.head_object(Bucket=self.bucket, Key=self._key(key))
+            return head
+        except ClientError as exc:
+            if self._code(exc) in ("404", "NoSuchKey", "NotFound"):
+                return None
+            raise self._unavailable("look up", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._unavailable("look up", key, exc) from exc
+
+    def put(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        digest = sha256_hex(data)
+        head = self._head(key)
+        if head is not None:
+            stored = (head.get("Metadata") or {}).get(SHA256_METADATA)
+            if stored is None:  # written by something else: compare the bytes themselves
+                stored = sha256_hex(self.get(key))
+            if stored != digest:
+                raise ObjectConflict(f"{key!r} at {self.location} holds different content")
+            return PutResult(key, digest, len(data), created=False)
+        try:
+            self.client.put_object(
+                Bucket=self.bucket,
+                Key=self._key(key),
+                Body=data,
+                ContentType=mime_type,
+                Metadata={SHA256_METADATA: digest},
+            )
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable("write", key, exc) from exc
+        return PutResult(key, digest, len(data), created=True)
+
+    def get(self, key: str, *, sha256: str | None = None) -> bytes:
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            response = self.client.get_object(Bucket=self.bucket, Key=self._key(key))
+            data: bytes = response["Body"].read()
+        except ClientError as exc:
+            if self._code(exc) in ("404", "NoSuchKey", "NotFound"):
+                raise ObjectMissing(f"no evidence object {key!r} at {self.location}") from None
+            raise self._unavailable("read", key, exc) from exc
+        except BotoCoreError as exc:
+            raise self._unavailable("read", key, exc) from exc
+        return verify(key, data, sha256)
+
+    def exists(self, key: str) -> bool:
+        return self._head(key) is not None
+
+    def presign(self, key: str, *, expires_s: int = 300) -> str:
+        url: str = self.client.generate_presigned_url(
+            "get_object",
+            Params={"Bucket": self.bucket, "Key": self._key(key)},
+            ExpiresIn=expires_s,
+        )
+        return url
+
+    def ensure_bucket(self) -> None:
+        """Create the bucket if it is missing (tests and the demo; production buckets are
+        provisioned by their owners)."""
+        from botocore.exceptions import ClientError
+
+        try:
+            self.client.head_bucket(Bucket=self.bucket)
+        except ClientError:
+            self.client.create_bucket(Bucket=self.bucket)
+
+
+def s3_client(
+    endpoint_url: str | None = None,
+    *,
+    region: str | None = None,
+    access_key: str | None = None,
+    secret_key: str | None = None,
+    addressing_style: str | None = None,
+) -> Any:
+    """A boto3 S3 client with bounded timeouts and retries (D4). Unset arguments come from the
+    environment (module docstring)."""
+    import boto3
+    from botocore.config import Config
+
+    endpoint_url = endpoint_url or os.environ.get(S3_ENDPOINT_ENV) or None
+    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    style = (
+        addressing_style
+        or os.environ.get(S3_ADDRESSING_ENV)
+        or ("path" if endpoint_url else "auto")
+    )
+    config = Config(
+        signature_version="s3v4",
+        s3={"addressing_style": style},
+        connect_timeout=5,
+        read_timeout=30,
+        retries={"max_attempts": 3, "mode": "standard"},
+    )
+    return boto3.client(
+        "s3",
+        endpoint_url=endpoint_url,
+        region_name=region or "us-east-1",
+        aws_access_key_id=access_key,
+        aws_secret_access_key=secret_key,
+        config=config,
+    )
+
+
+def s3_archive_from_client(client: Any, bucket: str, prefix: str = "") -> S3Archive:
+    """The S3 backend over an existing boto3 client, e.g. ``S3Resource.get_client()`` of
+    ``dagster_aws.s3`` in the Dagster layer."""
+    return S3Archive(client, bucket, prefix)
+
+
+def archive_from_s3_resource(resource: Any, bucket: str, prefix: str = "") -> S3Archive:
+    """The S3 backend from a ``dagster_aws.s3.S3Resource`` (its ``get_client()``)."""
+    return s3_archive_from_client(resource.get_client(), bucket, prefix)
+
+
+def archive_from_url(url: str | None = None) -> Archive:
+    """The archive named by ``url`` or ``GEO_EVIDENCE_URL``; unset = a local directory under
+    ``~/.geo_pipeline/evidence`` (the embedded default)."""
+    url = url or os.environ.get(EVIDENCE_URL_ENV) or DEFAULT_EVIDENCE_DIR.as_uri()
+    parts = urlsplit(url)
+    if parts.scheme == "file":
+        if parts.netloc not in ("", "localhost"):
+            raise ValueError(f"{EVIDENCE_URL_ENV}: file URLs must be file:///absolute/path: {url}")
+        return LocalArchive(unquote(parts.path))
+    if parts.scheme == "s3":
+        if not parts.netloc:
+            raise ValueError(f"{EVIDENCE_URL_ENV}: s3 URLs must name a bucket: {url}")
+        return S3Archive(s3_client(), parts.netloc, parts.path)
+    raise ValueError(f"{EVIDENCE_URL_ENV} must be s3://bucket/prefix or file:///path, not {url!r}")
