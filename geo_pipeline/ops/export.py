@@ -1,0 +1,141 @@
+"""``runs export``: a run's report as JSON, CSV or HTML (R7).
+
+Everything comes from :func:`geo_pipeline.ops.report.build_report`, i.e. the one aggregation
+service plus the analyst views, so an export can never disagree with ``runs show``.
+The HTML page renders only the sanitised answer (R19); every other value is escaped by Jinja's
+autoescape, and links are limited to http(s) and file URLs so a citation cannot smuggle in
+``javascript:``.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+from datetime import date, datetime
+from decimal import Decimal
+from typing import Any
+
+import jinja2
+
+from geo_pipeline.ops.report import RunReport
+
+FORMATS = ("json", "csv", "html")
+
+# One row per sample; the columns an analyst filters on first, then states and evidence.
+CSV_COLUMNS = (
+    "run_id",
+    "sample_id",
+    "question_index",
+    "question",
+    "channel",
+    "platform",
+    "device",
+    "region",
+    "mode",
+    "repeat_index",
+    "submission_state",
+    "collection_state",
+    "evidence_state",
+    "analysis_state",
+    "analysis_label",
+    "evidence_missing_reason",
+    "collection_reason",
+    "attempt_no",
+    "upstream_id",
+    "answer_revision",
+    "validity",
+    "validity_reason",
+    "citation_count",
+    "citation_urls",
+    "screenshot_key",
+    "thumbnail_key",
+)
+
+_SAFE_SCHEMES = ("http://", "https://", "file://")
+
+
+def safe_url(value: Any) -> str:
+    """The URL if its scheme is one a report may link to, else an inert '#'."""
+    text = "" if value is None else str(value).strip()
+    return text if text.lower().startswith(_SAFE_SCHEMES) else "#"
+
+
+def _default(value: Any) -> Any:
+    if isinstance(value, datetime | date):
+        return value.isoformat()
+    if isinstance(value, Decimal):
+        return str(value)
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+
+
+def to_json(report: RunReport) -> str:
+    return json.dumps(report.as_dict(), default=_default, ensure_ascii=False, indent=2)
+
+
+def csv_rows(report: RunReport) -> list[dict[str, Any]]:
+    rows = []
+    for s in report.samples:
+        d = s.as_dict()
+        d["run_id"] = report.run["run_id"]
+        d["citation_count"] = len(s.citations)
+        d["citation_urls"] = " ".join(c["normalized_url"] for c in s.citations)
+        d["screenshot_key"] = s.screenshot["storage_key"] if s.screenshot else None
+        d["thumbnail_key"] = s.thumbnail["storage_key"] if s.thumbnail else None
+        rows.append({k: d.get(k) for k in CSV_COLUMNS})
+    return rows
+
+
+def to_csv(report: RunReport) -> str:
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    writer.writeheader()
+    for row in csv_rows(report):
+        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+    return buf.getvalue()
+
+
+def _environment() -> jinja2.Environment:
+    env = jinja2.Environment(
+        loader=jinja2.PackageLoader("geo_pipeline.ops", "templates"),
+        autoescape=True,  # everything is escaped unless a template says |safe
+        undefined=jinja2.StrictUndefined,
+        trim_blocks=False,
+    )
+    env.filters["safe_url"] = safe_url
+    return env
+
+
+def to_html(report: RunReport) -> str:
+    columns: list[str] = []
+    for row in report.mention_rates:
+        for key in row:
+            if key not in columns and key != "run_id":
+                columns.append(key)
+    return (
+        _environment()
+        .get_template("report.html")
+        .render(
+            run=report.run,
+            status=report.status,
+            channels=report.channels,
+            samples=report.samples,
+            mention_rates=report.mention_rates,
+            mention_rates_source=report.mention_rates_source,
+            mention_columns=columns,
+            money=report.money,
+            generated_at=report.generated_at.isoformat(timespec="seconds"),
+        )
+    )
+
+
+def render(report: RunReport, fmt: str) -> str:
+    if fmt == "json":
+        return to_json(report)
+    if fmt == "csv":
+        return to_csv(report)
+    if fmt == "html":
+        return to_html(report)
+    raise ValueError(f"unknown export format {fmt!r}; choose one of {', '.join(FORMATS)}")

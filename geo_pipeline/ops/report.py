@@ -1,0 +1,202 @@
+"""The run report (R7): what a run collected, how complete its evidence is, what the brand's
+mention rates are, and what it cost against its quote.
+
+Every count of sample states comes from the one aggregation service
+(:mod:`geo_pipeline.store.status`); mention rates come from the analyst views of the
+``analytics`` schema; per-sample detail (the sanitised answer, citations, where the screenshot
+and thumbnail are stored) and money come from named read-only queries. The report never counts
+sample states itself, so it can never disagree with ``runs show``, the Dagster assets or an
+export.
+
+Invariants: a sample whose analysis is still pending is shown as "analysing", never as "not
+mentioned" (R6); a sample whose evidence is partial or failed always carries its reason (R6, R21);
+only ``geo.answers.sanitized_html`` is ever rendered, never the raw answer (R19).
+"""
+
+from __future__ import annotations
+
+import os
+from collections import defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from geo_pipeline.store import runs as runstore
+from geo_pipeline.store import status as statusmod
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+# Analyst views the report reads when they exist (they are built by the analysis work). Each is
+# optional so an export still works on a database that has not been analysed yet.
+MENTION_RATE_VIEWS = ("analytics.mention_rates", "analytics.brand_mention_rates")
+
+# A function that turns a stored evidence object into a link a reader may follow (an authorised
+# download URL, a local file URL in the demo). Without one, the report shows the storage key and
+# the command that downloads it after authorisation (R20: a key is not a permission).
+EVIDENCE_URL_ENV = "GEO_EVIDENCE_URL"
+LinkFor = Callable[[dict[str, Any]], str | None]
+
+
+@dataclass
+class SampleReport:
+    """One sample as a reader sees it: identity, state layers, reasons, answer, evidence."""
+
+    row: dict[str, Any]
+    citations: list[dict[str, Any]] = field(default_factory=list)
+    screenshot: dict[str, Any] | None = None
+    thumbnail: dict[str, Any] | None = None
+
+    @property
+    def evidence_missing_reason(self) -> str | None:
+        """Why evidence is incomplete, or None when it is all stored (or not yet due)."""
+        r = self.row
+        if r["collection_state"] == "failed":
+            return r["collection_reason"] or "COLLECTION_FAILED"
+        if r["evidence_state"] in ("partial", "failed"):
+            return r["evidence_reason"] or "UNSPECIFIED"
+        return None
+
+    @property
+    def analysis_label(self) -> str:
+        """R6: pending analysis of an answer that exists reads "analysing", not "not mentioned"."""
+        state = self.row["analysis_state"]
+        if state == "pending":
+            return "analysing" if self.row["evidence_state"] in ("stored", "partial") else "-"
+        return str(state)
+
+    def as_dict(self) -> dict[str, Any]:
+        out = {k: v for k, v in self.row.items()}
+        out["evidence_missing_reason"] = self.evidence_missing_reason
+        out["analysis_label"] = self.analysis_label
+        out["citations"] = self.citations
+        out["screenshot"] = self.screenshot
+        out["thumbnail"] = self.thumbnail
+        return out
+
+
+@dataclass
+class RunReport:
+    run: dict[str, Any]
+    status: dict[str, Any]
+    channels: dict[str, dict[str, Any]]
+    samples: list[SampleReport]
+    mention_rates: list[dict[str, Any]]
+    mention_rates_source: str | None
+    money: dict[str, Any]
+    generated_at: datetime
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run": self.run,
+            "status": self.status,
+            "channels": self.channels,
+            "samples": [s.as_dict() for s in self.samples],
+            "mention_rates": self.mention_rates,
+            "mention_rates_source": self.mention_rates_source,
+            "money": self.money,
+            "generated_at": self.generated_at,
+        }
+
+
+def local_link_for(evidence_url: str | None = None) -> LinkFor | None:
+    """Links for a local evidence directory (``GEO_EVIDENCE_URL`` = ``file://DIR`` or a path):
+    the reader of a local report already has the files, so a ``file://`` link authorises
+    nothing new. For object storage None: the report shows keys and the download command."""
+    url = evidence_url if evidence_url is not None else os.environ.get(EVIDENCE_URL_ENV, "")
+    if not url or ("://" in url and not url.startswith("file://")):
+        return None
+    root = Path(url.removeprefix("file://")).expanduser().resolve()
+
+    def link(obj: dict[str, Any]) -> str | None:
+        path = root / str(obj["storage_key"])
+        return path.as_uri() if path.is_file() else None
+
+    return link
+
+
+def _rows(conn: Conn, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q(name), params)
+        return [dict(r) for r in cur.fetchall()]
+
+
+def relation_exists(conn: Conn, name: str) -> bool:
+    rows = _rows(conn, "ops.relation_exists", {"name": name})
+    return bool(rows and rows[0]["present"])
+
+
+def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | None]:
+    """Rows of the first analyst mention-rate view that exists, for this run; the view's name is
+    returned too so a reader knows where the numbers come from."""
+    for view in MENTION_RATE_VIEWS:
+        if relation_exists(conn, view):
+            schema, _, rel = view.partition(".")
+            # The view name comes from the constant above, never from input; psycopg's sql module
+            # quotes it as an identifier.
+            from psycopg import sql
+
+            query = sql.SQL("SELECT * FROM {}.{} WHERE run_id = %(run_id)s").format(
+                sql.Identifier(schema), sql.Identifier(rel)
+            )
+            with conn.cursor() as cur:
+                cur.execute(query, {"run_id": run_id})
+                return [dict(r) for r in cur.fetchall()], view
+    return [], None
+
+
+def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
+    """The quote against the ledger and the reconciliation (R23, R24). Integer minor units."""
+    ledger = _rows(conn, "ops.report_ledger", {"run_id": run["run_id"]})
+    by_kind = {r["kind"]: int(r["amount_minor"]) for r in ledger}
+    recon = _rows(conn, "ops.report_reconciliation", {"run_id": run["run_id"]})
+    return {
+        "currency": run["currency"],
+        "quoted_max_minor": int(run["estimated_max_minor"]),
+        "reserved_minor": by_kind.get("reserve", 0),
+        "charged_minor": by_kind.get("charge", 0),
+        "released_minor": by_kind.get("release", 0),
+        "refunded_minor": by_kind.get("refund", 0),
+        "ledger": ledger,
+        "reconciliation": recon,
+        "reconciliation_difference_minor": sum(int(r["difference_minor"]) for r in recon),
+    }
+
+
+def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> RunReport:
+    """Assemble the report of one run. Raises ``store.runs.RunNotFound`` for an unknown id."""
+    run = runstore.get_run(conn, run_id)
+    status = statusmod.run_status(conn, run_id).as_dict()
+    channels = {
+        ch: statusmod.partition_status(conn, run_id, ch).as_dict()
+        for ch in statusmod.channels_of_run(conn, run_id)
+    }
+    params = {"run_id": run_id}
+    cites: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    for c in _rows(conn, "ops.report_citations", params):
+        cites[c.pop("sample_id")].append(c)
+    media: dict[tuple[str, str], dict[str, Any]] = {}
+    for m in _rows(conn, "ops.report_media", params):
+        m["link"] = link_for(m) if link_for else None
+        media[(m["sample_id"], m["kind"])] = m
+    samples = [
+        SampleReport(
+            row=r,
+            citations=cites.get(r["sample_id"], []),
+            screenshot=media.get((r["sample_id"], "screenshot")),
+            thumbnail=media.get((r["sample_id"], "thumbnail")),
+        )
+        for r in _rows(conn, "ops.report_samples", params)
+    ]
+    rates, source = mention_rates(conn, run_id)
+    return RunReport(
+        run=run,
+        status=status,
+        channels=channels,
+        samples=samples,
+        mention_rates=rates,
+        mention_rates_source=source,
+        money=money_summary(conn, run),
+        generated_at=datetime.now(UTC),
+    )

@@ -1,0 +1,56 @@
+-- name: report_samples
+-- One row per sample of a run for the report (R7): identity, the four state layers with their
+-- reasons, and the latest answer revision's sanitised rendering (R19: never the raw text).
+SELECT s.sample_id, s.question_index, s.question_revision, q.text AS question, s.channel,
+       s.platform, s.device, s.region, s.mode, s.repeat_index, s.screenshot_policy,
+       s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,
+       s.submission_reason, s.collection_reason, s.evidence_reason, s.analysis_reason,
+       s.attempt_no, s.upstream_id, s.completed_at,
+       a.revision AS answer_revision, a.sanitized_html, a.validity, a.validity_reason,
+       a.warnings, a.captured_at
+FROM geo.samples s
+JOIN geo.question_revisions q USING (question_revision)
+LEFT JOIN LATERAL (
+  SELECT revision, sanitized_html, validity, validity_reason, warnings, captured_at
+  FROM geo.answers WHERE sample_id = s.sample_id ORDER BY revision DESC LIMIT 1
+) a ON true
+WHERE s.run_id = %(run_id)s
+ORDER BY s.question_index, s.channel, s.region, s.mode, s.repeat_index;
+
+-- name: report_citations
+-- Citations of each sample's latest answer revision, in the engine's order (R17, R18).
+SELECT c.sample_id, c.ordinal, c.relation, c.raw_url, c.normalized_url, c.registrable_domain,
+       c.title
+FROM geo.citations c
+JOIN geo.samples s ON s.sample_id = c.sample_id
+WHERE s.run_id = %(run_id)s
+  AND c.revision = (SELECT max(revision) FROM geo.answers a WHERE a.sample_id = c.sample_id)
+ORDER BY c.sample_id, c.ordinal;
+
+-- name: report_media
+-- The latest screenshot and thumbnail object of each sample (R20, R21): where they are stored,
+-- never the bytes.
+SELECT DISTINCT ON (e.sample_id, e.kind)
+       e.sample_id, e.kind, e.storage_key, e.mime_type, e.size_bytes, e.sha256, e.revision
+FROM geo.evidence_objects e
+WHERE e.run_id = %(run_id)s AND e.kind IN ('screenshot', 'thumbnail')
+ORDER BY e.sample_id, e.kind, e.revision DESC;
+
+-- name: report_ledger
+-- Money of a run by entry kind (R23, R24), integer minor units.
+SELECT kind, currency, count(*) AS entries, coalesce(sum(amount_minor), 0)::bigint AS amount_minor
+FROM geo.ledger_entries WHERE run_id = %(run_id)s
+GROUP BY kind, currency ORDER BY kind;
+
+-- name: report_reconciliation
+-- Reconciliation of a run's charges against the platforms' fee statements, by classification.
+SELECT classification, currency, count(*) AS lines,
+       coalesce(sum(ours_minor), 0)::bigint AS ours_minor,
+       coalesce(sum(theirs_minor), 0)::bigint AS theirs_minor,
+       coalesce(sum(difference_minor), 0)::bigint AS difference_minor
+FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
+GROUP BY classification, currency ORDER BY classification;
+
+-- name: relation_exists
+-- Whether an optional relation (e.g. an analyst view landing later) exists.
+SELECT to_regclass(%(name)s) IS NOT NULL AS present;
