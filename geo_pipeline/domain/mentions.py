@@ -1,0 +1,520 @@
+"""Brand mention detection: which tracked brands an answer names, how often, where (R6, R22).
+
+Pure: values in, values out; the analysis layer (geo_pipeline.analysis) runs it over stored
+answers and records ``DETECTOR_VERSION`` beside every result, so a changed rule re-analyses
+and keeps the history.
+
+The rules, each tested in geo_pipeline_tests/unit/analysis/test_mentions.py:
+
+* **Folding.** Text and names are compared after NFKC + case folding (full-width ``ＡＢＣ`` and
+  ``ABC``, ``ﬁ`` and ``fi``, composed and decomposed accents are the same). Offsets reported to
+  callers always refer to the *original* text.
+* **Boundaries.** A name that begins (ends) with a Latin letter or digit matches only where the
+  character before (after) it is not a Latin letter, digit or ``_`` -- so ``Manner`` does not match
+  in ``mannerism``. Chinese (any non-Latin) names match anywhere: Chinese has no word boundaries,
+  and a CJK character next to a Latin name counts as a boundary (``用了Notion做笔记``).
+* **Overlaps.** Where two names overlap, the longest wins (then the earliest): ``瑞幸咖啡`` is one
+  mention of the brand, not also one of ``瑞幸``; a competitor ``Apple Music`` is not a mention of
+  a brand ``Apple``.
+* **Ambiguity.** An alias claimed by two brands, an alias the caller declares ambiguous, a short
+  alias (one CJK character, or two or fewer Latin characters) and an alias that is a common word
+  (``COMMON_WORDS``) never count as a mention; a hit is reported (``ambiguous``) so a person
+  decides (analysis state ``review``). A brand's own *name* is never judged a common word.
+* **Code blocks.** Text inside fenced code blocks (```` ``` ```` or ``~~~``; an unclosed fence runs
+  to the end) is not prose a reader takes as a recommendation -- ``pip install notion-client`` is
+  not a mention. Inline code (`` `Notion` ``) is prose formatting and counts.
+* **URLs.** A name inside a URL (``https://...``, ``www....``, a Markdown link target) is not a
+  text mention; the link's visible text is. A brand's own domains are judged from the citations
+  only, with ``cited`` (the answer points at it) and ``retrieved`` (the engine read it) apart.
+* **Position.** ``first_block`` is the 0-based index of the paragraph, list item or heading
+  holding the first mention; ``position_bucket`` splits the folded text in thirds by the first
+  mention's offset: top / middle / bottom. ``rank`` orders mentioned brands by first mention.
+"""
+
+from __future__ import annotations
+
+import re
+import unicodedata
+from bisect import bisect_right
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Literal, NamedTuple
+
+import ahocorasick
+
+from geo_pipeline.domain.config import Brand, NormalisedConfig
+
+DETECTOR_VERSION = "mentions-1"
+
+PositionBucket = Literal["top", "middle", "bottom"]
+
+# Aliases that are ordinary words in the answers we sample: counting them would guess. Kept
+# short and explicit; a config can declare more through ``ambiguous_aliases``.
+COMMON_WORDS = frozenset(
+    {
+        "apple", "amazon", "apps", "app", "best", "blue", "coffee", "cloud", "delta", "dove",
+        "edge", "express", "first", "focus", "fresh", "general", "go", "gap", "home", "meta",
+        "mint", "notion", "one", "orange", "pilot", "prime", "shell", "smart", "square",
+        "target", "tea", "the", "vision", "windows", "word",
+        "咖啡", "奶茶", "手机", "电脑", "汽车", "茶", "云",
+    }
+)  # fmt: skip
+
+
+# --------------------------------------------------------------------------- folding
+def fold(text: str) -> str:
+    """NFKC + case folding of a whole string (how names are compared)."""
+    return unicodedata.normalize("NFKC", unicodedata.normalize("NFKC", text).casefold())
+
+
+@lru_cache(maxsize=1)
+def _fold_table() -> dict[int, str]:
+    """code point -> folded form, for every code point of planes 0-2 whose fold differs.
+
+    Built once per process (~0.1 s). ``str.translate`` with it folds a text in C; code points
+    beyond plane 2 (tags, private use) have no NFKC or case mapping."""
+    table: dict[int, str] = {}
+    for cp in range(0x30000):
+        if 0xD800 <= cp < 0xE000:
+            continue
+        c = chr(cp)
+        f = fold(c)
+        if f != c:
+            table[cp] = f
+    return table
+
+
+@dataclass(frozen=True)
+class Folded:
+    """A folded text and the way back from its offsets to the original's."""
+
+    text: str
+    _fold_starts: tuple[int, ...] = ()
+    _fold_lens: tuple[int, ...] = ()
+    _orig_idx: tuple[int, ...] = ()
+    _full_map: tuple[int, ...] | None = None  # folded offset -> original offset (slow path)
+
+    def to_original(self, offset: int) -> int:
+        if self._full_map is not None:
+            return self._full_map[offset]
+        k = bisect_right(self._fold_starts, offset) - 1
+        if k < 0:
+            return offset
+        start, length, orig = self._fold_starts[k], self._fold_lens[k], self._orig_idx[k]
+        if offset < start + length:
+            return orig  # inside the expansion of one original character
+        return orig + 1 + (offset - start - length)
+
+
+# Compatibility characters common in answers (full-width ASCII, ideographic and no-break
+# spaces, ellipses, trade mark): folded on the fast path; anything rarer takes the general one.
+_COMMON_COMPAT = re.compile("[\uff01-\uff5e\u3000\u00a0\u2026\u2025\u2122]")
+
+
+@lru_cache(maxsize=1)
+def _common_compat_map() -> dict[str, str]:
+    chars = [chr(cp) for cp in range(0xFF01, 0xFF5F)] + ["\u3000", "\u00a0", "\u2026", "\u2025"]
+    return {c: fold(c) for c in [*chars, "\u2122"]}
+
+
+def fold_with_offsets(text: str) -> Folded:
+    """Fold ``text`` and keep a map of offsets back to it.
+
+    Three paths give the same folded text (a property test holds them to ``fold``):
+    ASCII -> ``lower()``; casefold + the common compatibility characters (full-width forms,
+    ``…``) when that already yields NFKC text; otherwise per-character folding with a table,
+    or, when combining marks compose, cluster by cluster (slow, rare)."""
+    if text.isascii():
+        return Folded(text.lower())
+    cf = text.casefold()
+    if len(cf) == len(text):
+        pieces: list[str] = []
+        starts: list[int] = []
+        lens: list[int] = []
+        origs: list[int] = []
+        last = 0
+        delta = 0
+        cmap = _common_compat_map()
+        for m in _COMMON_COMPAT.finditer(cf):
+            i = m.start()
+            rep = cmap[m.group()]
+            pieces.append(cf[last:i])
+            pieces.append(rep)
+            last = i + 1
+            if len(rep) != 1:
+                starts.append(i + delta)
+                lens.append(len(rep))
+                origs.append(i)
+                delta += len(rep) - 1
+        if pieces:
+            pieces.append(cf[last:])
+            cf = "".join(pieces)
+        if unicodedata.is_normalized("NFKC", cf):
+            return Folded(cf, tuple(starts), tuple(lens), tuple(origs))
+    return _fold_general(text)
+
+
+def _fold_general(text: str) -> Folded:
+    table = _fold_table()
+    folded = text.translate(table)
+    if not unicodedata.is_normalized("NFKC", folded):
+        return _fold_by_clusters(text)
+    if len(folded) == len(text):
+        return Folded(folded)
+    starts: list[int] = []
+    lens: list[int] = []
+    origs: list[int] = []
+    delta = 0
+    for i, c in enumerate(text):
+        rep = table.get(ord(c))
+        if rep is not None and len(rep) != 1:
+            starts.append(i + delta)
+            lens.append(len(rep))
+            origs.append(i)
+            delta += len(rep) - 1
+    return Folded(folded, tuple(starts), tuple(lens), tuple(origs))
+
+
+def _fold_by_clusters(text: str) -> Folded:
+    out: list[str] = []
+    offsets: list[int] = []
+    i, n = 0, len(text)
+    while i < n:
+        j = i + 1
+        while j < n and unicodedata.combining(text[j]):
+            j += 1
+        piece = fold(text[i:j])
+        out.append(piece)
+        offsets.extend([i] * len(piece))
+        i = j
+    offsets.append(n)
+    return Folded("".join(out), _full_map=tuple(offsets))
+
+
+def _is_word_char(c: str) -> bool:
+    """Latin-script (and Greek, Cyrillic, ...) letters, digits and ``_``: the characters a Latin
+    name may not touch. CJK, kana and hangul (U+2E80 on) count as boundaries: Chinese text has
+    no spaces around brand names."""
+    return (c.isalnum() and c < "\u2e80") or c == "_"
+
+
+# --------------------------------------------------------------------------- brand set
+@dataclass(frozen=True)
+class BrandSet:
+    """The tracked brands of a run: the monitored brand first, then the competitors."""
+
+    brands: tuple[Brand, ...]
+    ambiguous_aliases: frozenset[str] = frozenset()
+
+    def __hash__(self) -> int:
+        # Hashed on every detect() call (the matcher cache key): compute once.
+        cached = self.__dict__.get("_hash")
+        if cached is None:
+            cached = hash((self.brands, self.ambiguous_aliases))
+            object.__setattr__(self, "_hash", cached)
+        return cached
+
+    @property
+    def target(self) -> Brand:
+        return self.brands[0]
+
+    @staticmethod
+    def from_config(config: NormalisedConfig, ambiguous_aliases: Iterable[str] = ()) -> BrandSet:
+        return BrandSet(
+            (config.brand, *config.competitors),
+            frozenset(fold(a) for a in ambiguous_aliases),
+        )
+
+
+@dataclass(frozen=True)
+class _Pattern:
+    length: int
+    brands: tuple[int, ...]
+    ambiguous: bool
+    bound_start: bool
+    bound_end: bool
+    alias: str
+
+
+def _alias_is_ambiguous(alias_folded: str, declared: frozenset[str]) -> bool:
+    if alias_folded in declared or alias_folded in COMMON_WORDS:
+        return True
+    if any(_is_word_char(c) for c in alias_folded):
+        return len(alias_folded.strip()) <= 2
+    return len(alias_folded.strip()) <= 1
+
+
+class Matcher:
+    """One Aho-Corasick automaton over every name and alias of a brand set (one pass per
+    answer, however many aliases). Build with ``matcher_for``, which caches it."""
+
+    def __init__(self, brand_set: BrandSet):
+        self.brand_set = brand_set
+        owners: dict[str, list[int]] = {}
+        is_name: dict[str, bool] = {}
+        original: dict[str, str] = {}
+        for bi, b in enumerate(brand_set.brands):
+            for k, n in enumerate(b.names):
+                key = fold(n).strip()
+                if not key:
+                    continue
+                lst = owners.setdefault(key, [])
+                if bi not in lst:
+                    lst.append(bi)
+                is_name[key] = is_name.get(key, False) or k == 0
+                original.setdefault(key, n)
+        self.automaton = ahocorasick.Automaton()
+        for key, brands in owners.items():
+            ambiguous = len(brands) > 1 or (
+                not is_name[key] and _alias_is_ambiguous(key, brand_set.ambiguous_aliases)
+            )
+            if key in brand_set.ambiguous_aliases:
+                ambiguous = True
+            pat = _Pattern(
+                length=len(key),
+                brands=tuple(brands),
+                ambiguous=ambiguous,
+                bound_start=_is_word_char(key[0]),
+                bound_end=_is_word_char(key[-1]),
+                alias=original[key],
+            )
+            self.automaton.add_word(key, pat)
+        if owners:
+            self.automaton.make_automaton()
+        self._empty = not owners
+        self._domains: dict[str, tuple[int, ...]] = {}
+        for bi, b in enumerate(brand_set.brands):
+            for d in b.domains:
+                key = d.lower().rstrip(".")
+                self._domains[key] = (*self._domains.get(key, ()), bi)
+        # Immutable facts of a brand that no answer mentions, shared instead of rebuilt.
+        self.absent = tuple(
+            BrandMention(b.name, bi == 0, False) for bi, b in enumerate(brand_set.brands)
+        )
+
+    def find(self, folded: str) -> list[tuple[int, int, _Pattern]]:
+        """Boundary-respecting, non-overlapping hits (start, end, pattern), longest first on
+        overlaps, in text order."""
+        if self._empty:
+            return []
+        n = len(folded)
+        cands: list[tuple[int, int, _Pattern]] = []
+        for end_incl, pat in self.automaton.iter(folded):
+            start = end_incl - pat.length + 1
+            end = end_incl + 1
+            # Inlined _is_word_char: this loop runs for every hit of every answer.
+            if pat.bound_start and start > 0:
+                c = folded[start - 1]
+                if (c.isalnum() and c < "\u2e80") or c == "_":
+                    continue
+            if pat.bound_end and end < n:
+                c = folded[end]
+                if (c.isalnum() and c < "\u2e80") or c == "_":
+                    continue
+            cands.append((start, end, pat))
+        if len(cands) <= 1:
+            return cands
+        cands.sort(key=lambda c: c[0])
+        if all(cands[i][1] <= cands[i + 1][0] for i in range(len(cands) - 1)):
+            return cands  # the usual case: nothing overlaps
+        # Longest wins, then earliest; a taken character cannot be part of another hit.
+        cands.sort(key=lambda c: (c[0] - c[1], c[0]))
+        taken = bytearray(n)
+        chosen: list[tuple[int, int, _Pattern]] = []
+        for s, e, p in cands:
+            if taken.find(1, s, e) != -1:
+                continue
+            taken[s:e] = b"\x01" * (e - s)
+            chosen.append((s, e, p))
+        chosen.sort(key=lambda c: c[0])
+        return chosen
+
+    def brands_owning(self, domain: str) -> tuple[int, ...]:
+        """Brands whose configured domain is ``domain`` or one of its parent domains."""
+        d = domain.lower().rstrip(".")
+        found: tuple[int, ...] = ()
+        while d:
+            found += self._domains.get(d, ())
+            _, _, d = d.partition(".")
+        return found
+
+
+@lru_cache(maxsize=256)
+def matcher_for(brand_set: BrandSet) -> Matcher:
+    return Matcher(brand_set)
+
+
+# --------------------------------------------------------------------------- text structure
+_FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[^\n]*$", re.MULTILINE)
+# On folded text; a URL ends at whitespace, brackets, quotes, a comma or a CJK character.
+_URL = re.compile(r"(?:[a-z][a-z0-9+.-]*://|www\.)[^\s<>()\[\]\"',\u2e80-\uffff]+|\]\([^)\s]*\)")
+# A block starts after a blank line, at a list item (-, *, +, •, 1. 1) 1、) or at a heading.
+# Every alternative begins with a newline, so the regex engine skips ahead to newlines.
+_BLOCK_START = re.compile(r"\n(?:[ \t]*\n)+[ \t]*(?=\S)|\n[ \t]*(?=[-*+•][ \t]|\d+[.)、]|#)")
+
+
+def _code_spans(folded: str) -> list[tuple[int, int]]:
+    spans: list[tuple[int, int]] = []
+    open_at: int | None = None
+    marker = ""
+    for m in _FENCE.finditer(folded):
+        fence = m.group(1)
+        if open_at is None:
+            open_at, marker = m.start(), fence
+        elif fence[0] == marker[0] and len(fence) >= len(marker):
+            spans.append((open_at, m.end()))
+            open_at = None
+    if open_at is not None:
+        spans.append((open_at, len(folded)))
+    return spans
+
+
+def _url_spans(folded: str) -> list[tuple[int, int]]:
+    return [(m.start(), m.end()) for m in _URL.finditer(folded)]
+
+
+def _inside(spans: Sequence[tuple[int, int]], pos: int) -> bool:
+    return any(s <= pos < e for s, e in spans)
+
+
+def _block_starts(folded: str) -> list[int]:
+    """Offsets where blocks (paragraphs, list items, headings) begin; block 0 is the first."""
+    first = len(folded) - len(folded.lstrip())
+    starts = [first]
+    for m in _BLOCK_START.finditer(folded, first):
+        if m.end() > starts[-1]:
+            starts.append(m.end())
+    return starts
+
+
+def position_bucket(offset: int, length: int) -> PositionBucket:
+    """Thirds of the answer by the first mention's offset."""
+    if length <= 0 or offset * 3 < length:
+        return "top"
+    if offset * 3 < 2 * length:
+        return "middle"
+    return "bottom"
+
+
+# --------------------------------------------------------------------------- results
+@dataclass(frozen=True)
+class CitationRef:
+    """What the detector needs of a citation: cited (the answer points at it) or retrieved
+    (the engine read it), and its registrable domain (or its URL when that is unknown)."""
+
+    relation: Literal["cited", "retrieved"]
+    domain: str | None = None
+    url: str | None = None
+
+
+class BrandMention(NamedTuple):
+    """One tracked brand's facts in one answer (one row of geo.mentions). A NamedTuple: a
+    detection builds one per tracked brand, and tuples are cheap to make."""
+
+    brand: str
+    is_target: bool
+    mentioned: bool
+    mention_count: int = 0
+    first_offset: int | None = None  # in the original text
+    rank: int | None = None
+    first_block: int | None = None
+    position_bucket: PositionBucket | None = None
+    domain_cited: bool = False
+    domain_retrieved: bool = False
+    ambiguous: bool = False
+    ambiguous_aliases: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Detection:
+    detector_version: str
+    mentions: tuple[BrandMention, ...]
+    ambiguous_hits: tuple[str, ...] = field(default=())
+
+    @property
+    def needs_review(self) -> bool:
+        """An ambiguous alias was seen: a person decides, the detector does not guess."""
+        return bool(self.ambiguous_hits)
+
+    def by_brand(self) -> dict[str, BrandMention]:
+        return {m.brand: m for m in self.mentions}
+
+
+def _host_of(url: str) -> str:
+    rest = re.sub(r"^[a-z][a-z0-9+.-]*://", "", url.strip().lower())
+    host = re.split(r"[/?#]", rest, maxsplit=1)[0].rsplit("@", 1)[-1].split(":")[0]
+    return host.rstrip(".")
+
+
+def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()) -> Detection:
+    """Mention facts for every tracked brand (in ``brand_set`` order, mentioned or not)."""
+    matcher = matcher_for(brand_set)
+    folded = fold_with_offsets(text)
+    ftext = folded.text
+    hits = matcher.find(ftext)
+    if hits and ("```" in ftext or "~~~" in ftext):
+        code = _code_spans(ftext)
+        hits = [h for h in hits if not _inside(code, h[0])]
+    if hits and ("://" in ftext or "www." in ftext or "](" in ftext):
+        urls = _url_spans(ftext)
+        hits = [h for h in hits if not _inside(urls, h[0])]
+
+    # Per brand index: [count, first offset]; ambiguous aliases per brand index.
+    seen: dict[int, list[int]] = {}
+    amb: dict[int, list[str]] = {}
+    ambiguous_hits: list[str] = []
+    for start, _end, pat in hits:
+        if pat.ambiguous:
+            ambiguous_hits.append(pat.alias)
+            for bi in pat.brands:
+                lst = amb.setdefault(bi, [])
+                if pat.alias not in lst:
+                    lst.append(pat.alias)
+            continue
+        bi = pat.brands[0]
+        facts = seen.get(bi)
+        if facts is None:
+            seen[bi] = [1, start]  # hits come in text order: the first is the first mention
+        else:
+            facts[0] += 1
+
+    cited: set[int] = set()
+    retrieved: set[int] = set()
+    for c in citations:
+        dom = c.domain or (_host_of(c.url) if c.url else "")
+        if dom:
+            (cited if c.relation == "cited" else retrieved).update(matcher.brands_owning(dom))
+
+    out = list(matcher.absent)
+    brands = brand_set.brands
+    for bi in {*amb, *cited, *retrieved} - seen.keys():
+        out[bi] = BrandMention(
+            brand=brands[bi].name,
+            is_target=bi == 0,
+            mentioned=False,
+            domain_cited=bi in cited,
+            domain_retrieved=bi in retrieved,
+            ambiguous=bi in amb,
+            ambiguous_aliases=tuple(amb.get(bi, ())),
+        )
+    if seen:
+        blocks = _block_starts(ftext)
+        flen = len(ftext.rstrip())
+        # dicts keep insertion order, and brands were inserted in order of first mention.
+        for r, (bi, (count, f)) in enumerate(seen.items(), start=1):
+            out[bi] = BrandMention(
+                brand=brands[bi].name,
+                is_target=bi == 0,
+                mentioned=True,
+                mention_count=count,
+                first_offset=folded.to_original(f),
+                rank=r,
+                first_block=max(0, bisect_right(blocks, f) - 1),
+                position_bucket=position_bucket(f, flen),
+                domain_cited=bi in cited,
+                domain_retrieved=bi in retrieved,
+                ambiguous=bi in amb,
+                ambiguous_aliases=tuple(amb.get(bi, ())),
+            )
+    return Detection(DETECTOR_VERSION, tuple(out), tuple(dict.fromkeys(ambiguous_hits)))

@@ -1,0 +1,236 @@
+"""Mention detection (issue 6): Chinese and English answers, aliases, overlaps, full-width forms,
+word boundaries, URLs, code blocks, ambiguity, positions, and NFKC invariance."""
+
+from __future__ import annotations
+
+import unicodedata
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from geo_pipeline.domain.config import Brand
+from geo_pipeline.domain.mentions import (
+    DETECTOR_VERSION,
+    BrandSet,
+    CitationRef,
+    detect,
+    fold,
+    fold_with_offsets,
+    position_bucket,
+)
+
+LUCKIN = Brand("瑞幸咖啡", ("Luckin Coffee", "luckin", "瑞幸"), ("luckincoffee.com",))
+STARBUCKS = Brand("星巴克", ("Starbucks",), ("starbucks.com.cn", "starbucks.com"))
+MANNER = Brand("Manner Coffee", ("Manner",))
+COFFEE = BrandSet((LUCKIN, STARBUCKS, MANNER))
+
+
+def facts(text: str, bs: BrandSet = COFFEE, citations=()):
+    return detect(text, bs, citations).by_brand()
+
+
+def test_every_tracked_brand_gets_a_row_in_config_order():
+    d = detect("nothing relevant here", COFFEE)
+    assert d.detector_version == DETECTOR_VERSION
+    assert [m.brand for m in d.mentions] == ["瑞幸咖啡", "星巴克", "Manner Coffee"]
+    assert [m.is_target for m in d.mentions] == [True, False, False]
+    assert not any(m.mentioned for m in d.mentions)
+    assert all(m.mention_count == 0 and m.first_offset is None and m.rank is None for m in d.mentions)
+
+
+def test_chinese_aliases_without_word_boundaries_and_rank():
+    text = "我更喜欢星巴克的环境，但瑞幸更便宜，瑞幸咖啡的活动也多。"
+    f = facts(text)
+    assert f["星巴克"].mentioned and f["星巴克"].mention_count == 1 and f["星巴克"].rank == 1
+    assert f["星巴克"].first_offset == text.index("星巴克")
+    # 瑞幸 once, then 瑞幸咖啡 once (the longer name wins over the contained 瑞幸): count 2.
+    assert f["瑞幸咖啡"].mention_count == 2 and f["瑞幸咖啡"].rank == 2
+    assert f["瑞幸咖啡"].first_offset == text.index("瑞幸")
+    assert not f["Manner Coffee"].mentioned
+
+
+def test_english_alias_is_case_folded():
+    f = facts("For value, LUCKIN is hard to beat; luckin coffee runs promotions.")
+    assert f["瑞幸咖啡"].mention_count == 2
+
+
+def test_latin_names_only_at_word_boundaries():
+    f = facts("Mannerisms aside, unmannerly baristas exist. Manner is good.")
+    assert f["Manner Coffee"].mention_count == 1
+    assert (
+        f["Manner Coffee"].first_offset == "Mannerisms aside, unmannerly baristas exist. ".__len__()
+    )
+    # Digits and underscores touch a name too; CJK characters and punctuation do not.
+    assert not facts("see manner_2 and manner2")["Manner Coffee"].mentioned
+    assert facts("我常去Manner买咖啡")["Manner Coffee"].mention_count == 1
+
+
+def test_longest_match_wins_when_a_brand_name_is_inside_a_competitors():
+    apple = Brand("Apple", ("苹果",))
+    apple_music = Brand("Apple Music", ("苹果音乐",))
+    bs = BrandSet((apple, apple_music))
+    f = facts("Apple Music 和 苹果音乐 都不错，Apple 手机也好。", bs)
+    assert f["Apple Music"].mention_count == 2
+    assert f["Apple"].mention_count == 1
+    assert f["Apple Music"].rank == 1 and f["Apple"].rank == 2
+    # And the other way round: the target's longer name is one mention of the target.
+    f2 = facts("瑞幸咖啡", COFFEE)
+    assert f2["瑞幸咖啡"].mention_count == 1
+
+
+def test_full_width_forms_match_and_offsets_refer_to_the_original_text():
+    text = "推荐：ＳＴＡＲＢＵＣＫＳ……以及ｌｕｃｋｉｎ"
+    f = facts(text)
+    assert f["星巴克"].mention_count == 1
+    assert text[f["星巴克"].first_offset :].startswith("ＳＴＡＲＢＵＣＫＳ")
+    # The ellipsis folds to three characters; the offset after it still points at ｌｕｃｋｉｎ.
+    assert f["瑞幸咖啡"].first_offset == text.index("ｌｕｃｋｉｎ")
+
+
+def test_decomposed_accents_fold_like_composed_ones():
+    cafe = BrandSet((Brand("Café Nero"),))
+    composed = "Try Café Nero today"
+    decomposed = unicodedata.normalize("NFD", composed)
+    assert facts(composed, cafe)["Café Nero"].mention_count == 1
+    m = facts(decomposed, cafe)["Café Nero"]
+    assert m.mention_count == 1 and m.first_offset == 4
+
+
+def test_brand_only_in_a_citation_url_is_not_a_text_mention_but_counts_as_domain():
+    text = "参考资料：https://www.luckincoffee.com/menu 以及 [来源](https://starbucks.com/x)"
+    cites = [
+        CitationRef("cited", "luckincoffee.com"),
+        CitationRef("retrieved", None, "https://www.starbucks.com.cn/about"),
+    ]
+    f = facts(text, citations=cites)
+    assert not f["瑞幸咖啡"].mentioned and f["瑞幸咖啡"].domain_cited
+    assert not f["瑞幸咖啡"].domain_retrieved
+    assert not f["星巴克"].mentioned and f["星巴克"].domain_retrieved
+    assert not f["星巴克"].domain_cited
+    # The link's visible text is prose and counts.
+    assert facts("见 [Starbucks 官网](https://x.example/starbucks)")["星巴克"].mention_count == 1
+
+
+def test_subdomains_count_for_domain_citations_but_lookalikes_do_not():
+    cites = [
+        CitationRef("cited", "m.luckincoffee.com"),
+        CitationRef("cited", "notluckincoffee.com"),
+    ]
+    f = facts("", citations=cites)
+    assert f["瑞幸咖啡"].domain_cited
+    f2 = facts("", citations=[CitationRef("cited", "notluckincoffee.com")])
+    assert not f2["瑞幸咖啡"].domain_cited
+
+
+def test_names_inside_fenced_code_blocks_are_not_mentions_inline_code_is():
+    text = (
+        "Use the API:\n\n```python\nimport luckin\nStarbucks.order()\n```\n\n`Starbucks` is fine."
+    )
+    f = facts(text)
+    assert not f["瑞幸咖啡"].mentioned
+    assert f["星巴克"].mention_count == 1 and f["星巴克"].first_offset == text.index("`Starbucks`") + 1
+    # An unclosed fence runs to the end of the answer.
+    assert not facts("intro\n~~~\nStarbucks")["星巴克"].mentioned
+
+
+def test_ambiguous_aliases_are_flagged_not_counted():
+    notion = Brand("Notion Labs", ("Notion",))  # a common English word
+    go = Brand("Go Coffee", ("GO",))  # two letters
+    shared_a = Brand("Alpha", ("AX Tea",))
+    shared_b = Brand("Beta", ("AX Tea",))  # one alias claimed by two brands
+    bs = BrandSet((notion, go, shared_a, shared_b), frozenset({fold("Alpha")}))
+    d = detect("I had a notion to go buy AX Tea; Notion Labs is a company. Alpha.", bs)
+    f = d.by_brand()
+    assert d.needs_review
+    assert set(d.ambiguous_hits) == {"Notion", "GO", "AX Tea", "Alpha"}
+    assert f["Notion Labs"].mentioned and f["Notion Labs"].mention_count == 1 and f["Notion Labs"].ambiguous
+    assert not f["Go Coffee"].mentioned and f["Go Coffee"].ambiguous
+    assert f["Alpha"].ambiguous and f["Beta"].ambiguous
+    assert not f["Alpha"].mentioned and not f["Beta"].mentioned
+    # Without ambiguous hits nothing needs review.
+    assert not detect("Notion Labs only", bs).needs_review
+
+
+def test_blocks_and_position_buckets():
+    text = "开头一段话。\n\n1. 星巴克\n2. Manner\n\n最后一段提到瑞幸咖啡。"
+    f = facts(text)
+    assert f["星巴克"].first_block == 1
+    assert f["Manner Coffee"].first_block == 2
+    assert f["瑞幸咖啡"].first_block == 3
+    assert f["星巴克"].position_bucket == "top"
+    assert f["Manner Coffee"].position_bucket == "middle"
+    assert f["瑞幸咖啡"].position_bucket == "bottom"
+    assert [f[b].rank for b in ("星巴克", "Manner Coffee", "瑞幸咖啡")] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(
+    ("offset", "length", "bucket"),
+    [
+        (0, 9, "top"),
+        (2, 9, "top"),
+        (3, 9, "middle"),
+        (5, 9, "middle"),
+        (6, 9, "bottom"),
+        (0, 0, "top"),
+    ],
+)
+def test_position_bucket_thirds(offset, length, bucket):
+    assert position_bucket(offset, length) == bucket
+
+
+# --------------------------------------------------------------------------- properties
+_FULLWIDTH = {chr(c): chr(c + 0xFEE0) for c in range(0x21, 0x7F)}
+_WORDS = ["星巴克", "Starbucks", "瑞幸", "Luckin Coffee", "luckin", "Manner", "Manner Coffee",
+          "咖啡", "coffee", "好", "the", "，", "。", "\n\n", "\n- ", " ", "Mannerism", "瑞幸咖啡",
+          "https://luckincoffee.com/x", "Café", "…", "STARBUCKS"]  # fmt: skip
+
+
+def _fullwidth(text: str, mask: list[bool]) -> str:
+    return "".join(_FULLWIDTH.get(c, c) if mask[i % len(mask)] else c for i, c in enumerate(text))
+
+
+def _key(d):
+    return [
+        (m.brand, m.mentioned, m.mention_count, m.rank, m.first_block, m.position_bucket)
+        for m in d.mentions
+    ]
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    parts=st.lists(st.sampled_from(_WORDS), max_size=30),
+    mask=st.lists(st.booleans(), min_size=1, max_size=7),
+    upper=st.booleans(),
+)
+def test_detection_is_invariant_under_full_width_and_case_rewrites(parts, mask, upper):
+    text = "".join(parts)
+    rewritten = _fullwidth(text.upper() if upper else text, mask)
+    assert fold(rewritten) == fold(text.upper() if upper else text)
+    a, b = detect(text, COFFEE), detect(rewritten, COFFEE)
+    assert _key(a) == _key(b)
+    if not upper:  # full-width rewriting is one character for one: offsets agree exactly
+        assert [m.first_offset for m in a.mentions] == [m.first_offset for m in b.mentions]
+
+
+@settings(max_examples=200, deadline=None)
+@given(parts=st.lists(st.sampled_from([*_WORDS, "Ｃａｆé", "ﬁ", "①", "Ⅻ", "e\u0301"]), max_size=25))
+def test_nfd_and_nfkc_rewrites_give_the_same_facts(parts):
+    text = "".join(parts)
+    for form in ("NFC", "NFD", "NFKC", "NFKD"):
+        assert _key(detect(unicodedata.normalize(form, text), COFFEE)) == _key(detect(text, COFFEE))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=60))
+def test_folding_paths_agree_and_offsets_map_into_the_original(text):
+    f = fold_with_offsets(text)
+    assert f.text == fold(text)
+    for i in range(len(f.text)):
+        o = f.to_original(i)
+        assert 0 <= o < len(text)
+        # The original character at the mapped offset folds to something containing the folded one
+        # (exact per-character alignment holds except inside composed clusters).
+        assert f.text[i] in fold(text[o : o + 4]) or unicodedata.combining(
+            text[o + 1 : o + 2] or "a"
+        )
