@@ -1,0 +1,74 @@
+"""The one Dagster entry point (workspace.yaml loads this module).
+
+Resources are built from environment variables here and nowhere else (D2): GEO_DATABASE_URL,
+GEO_REDIS_URL, GEO_REDIS_PREFIX, GEO_EVIDENCE_URL, GEO_CONNECTORS_FILE. Optional tuning:
+GEO_PARTITION_RETENTION_DAYS, GEO_RESAMPLE_AT, GEO_RESAMPLE_TZ (see geo_pipeline.defs).
+"""
+
+from __future__ import annotations
+
+import os
+
+import dagster as dg
+
+from geo_pipeline.defs.assets import (
+    billing_reconciliation,
+    brand_analysis,
+    brand_visibility,
+    collection_results,
+    sampling_plan,
+    validated_evidence,
+)
+from geo_pipeline.defs.jobs import (
+    billing_job,
+    create_collection_run,
+    partition_downstream_job,
+    sampling_plan_job,
+)
+from geo_pipeline.defs.resources import (
+    ConnectorRegistryResource,
+    EvidenceStorageResource,
+    PipelineSettingsResource,
+    PostgresResource,
+    RedisResource,
+)
+from geo_pipeline.defs.schedules import daily_resampling
+from geo_pipeline.defs.sensors import (
+    completion_sensor,
+    partition_retention_sensor,
+    sampling_plan_sensor,
+)
+
+
+def resources_from_env() -> dict[str, dg.ConfigurableResource]:
+    """Secrets and URLs resolve when a run or tick starts (EnvVar), so loading the definitions
+    never needs them and never prints them."""
+    return {
+        "db": PostgresResource(url=dg.EnvVar("GEO_DATABASE_URL")),
+        "redis": RedisResource(
+            url=dg.EnvVar("GEO_REDIS_URL"), prefix=os.environ.get("GEO_REDIS_PREFIX", "geo")
+        ),
+        "evidence": EvidenceStorageResource(url=os.environ.get("GEO_EVIDENCE_URL", "")),
+        "registry": ConnectorRegistryResource(path=os.environ.get("GEO_CONNECTORS_FILE", "")),
+        "settings": PipelineSettingsResource(
+            partition_retention_days=int(os.environ.get("GEO_PARTITION_RETENTION_DAYS", "90"))
+        ),
+    }
+
+
+ASSETS = [
+    sampling_plan,
+    collection_results,
+    validated_evidence,
+    brand_analysis,
+    brand_visibility,
+    billing_reconciliation,
+]
+
+defs = dg.Definitions(
+    assets=ASSETS,
+    jobs=[create_collection_run, sampling_plan_job, partition_downstream_job, billing_job],
+    sensors=[completion_sensor, sampling_plan_sensor, partition_retention_sensor],
+    schedules=[daily_resampling],
+    resources=resources_from_env(),
+)

@@ -1,0 +1,408 @@
+"""The pipeline's assets. One partition = one collection run x one channel (principle 4): a
+Dagster run covers a partition, workers execute its samples. Every number about sample states in
+the metadata comes from the one aggregation service (store/status.py, R7).
+"""
+
+from typing import Any
+
+import dagster as dg
+
+from geo_pipeline.billing.ledger import close_run, run_ledger
+from geo_pipeline.billing.reconcile import reconcile_run
+from geo_pipeline.defs import checks, names
+from geo_pipeline.defs.partitions import (
+    ALL_CHANNELS_OF_RUN,
+    run_channel_partitions,
+    runs_partitions,
+    split_key,
+)
+from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource
+from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.states import AggregateStatus
+from geo_pipeline.store import runs as runstore
+from geo_pipeline.store import status as statusmod
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+GROUP = "geo"
+
+
+def _status_metadata(status: AggregateStatus) -> dict[str, Any]:
+    """Flattened aggregate status (from the aggregation service) for asset metadata."""
+    d = status.as_dict()
+    col = status.counts.collection
+    total = status.counts.total
+    meta: dict[str, Any] = {
+        "overall": d["overall"],
+        "samples": total,
+        "uncertain": d["uncertain"],
+        "analysing": d["analysing"],
+        "completed_rate": round(col.get("completed", 0) / total, 4) if total else 0.0,
+    }
+    for layer in ("submission", "collection", "evidence", "analysis"):
+        meta[f"{layer}_states"] = d[layer]
+    if d["failure_reasons"]:
+        meta["failure_reasons"] = d["failure_reasons"]
+    if d["evidence_reasons"]:
+        meta["evidence_reasons"] = d["evidence_reasons"]
+    return meta
+
+
+def _load_run(conn: Conn, run_id: str, channel: str) -> tuple[dict[str, Any], NormalisedConfig]:
+    try:
+        run = runstore.get_run(conn, run_id)
+    except runstore.RunNotFound:
+        raise dg.Failure(
+            description=f"collection run {run_id!r} is not in PostgreSQL; its partition should "
+            "not exist (create runs with the create_collection_run job or `geo-pipeline runs "
+            "create`)"
+        ) from None
+    config = runstore.run_config(conn, run_id)
+    if channel not in config.channels:
+        raise dg.Failure(
+            description=f"channel {channel} is not part of run {run_id}; its channels are "
+            f"{', '.join(config.channels)}. Materialise only those partitions."
+        )
+    return run, config
+
+
+def _checks(asset: dg.AssetKey, *spec_args: tuple[str, str, bool]) -> list[dg.AssetCheckSpec]:
+    return [checks.spec(asset, name, desc, blocking) for name, desc, blocking in spec_args]
+
+
+# --------------------------------------------------------------------------- sampling_plan
+@dg.asset(
+    key=names.SAMPLING_PLAN,
+    partitions_def=run_channel_partitions,
+    group_name=GROUP,
+    kinds={"postgres"},
+    check_specs=_checks(
+        names.SAMPLING_PLAN,
+        (names.CHECK_PLAN_VOLUME, "Q x T x R samples of the snapshot for this channel (R3)", True),
+        (names.CHECK_PLAN_IDENTITIES, "identities unique, ids derived from them (R5)", True),
+        (names.CHECK_PLAN_BATCHES, "batches within the submit and platform caps (R3)", True),
+    ),
+)
+def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg.MaterializeResult:
+    """The sampling plan of one channel of a collection run: the Q x T x R samples expanded from
+    the run's frozen config snapshot (R2, R3, R5), and their collect hints in the outbox.
+
+    The run and all its samples are written in one transaction when the run is created; this
+    asset checks the partition's share of the plan and then dispatches it. Dispatch is
+    idempotent (a sample gets one collect hint, ever), so re-materialising never duplicates
+    work. A plan that fails a check is not dispatched: no engine is asked, nothing is charged.
+    """
+    run_id, channel = split_key(context)
+    with db.connect() as conn:
+        run, config = _load_run(conn, run_id, channel)
+        results = [
+            checks.plan_volume(conn, config, run_id, channel),
+            checks.plan_identities(conn, run_id, channel),
+            checks.plan_batches(conn, config, run_id, channel),
+        ]
+        cancelled = run["cancel_requested_at"] is not None
+        dispatched_now = 0
+        if all(r.passed for r in results) and not cancelled:
+            dispatched_now = runstore.dispatch(conn, run_id, channel)
+        with conn.cursor() as cur:
+            cur.execute(Q("dagster.dispatched_count"), {"run_id": run_id, "channel": channel})
+            row = cur.fetchone()
+        dispatched = int(row["n"]) if row else 0
+        status = statusmod.partition_status(conn, run_id, channel)
+    context.log.info(
+        "run %s channel %s: %d samples, %d collect hints queued now",
+        run_id,
+        channel,
+        status.counts.total,
+        dispatched_now,
+    )
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run_id,
+            "channel": channel,
+            "tenant": config.tenant,
+            "snapshot_id": config.snapshot_id,
+            "questions": len(config.questions),
+            "targets_on_channel": sum(1 for t in config.targets if t.channel == channel),
+            "repeats": config.repeats,
+            "dispatched_now": dispatched_now,
+            "dispatched_total": dispatched,
+            "cancelled": cancelled,
+            **_status_metadata(status),
+        },
+        check_results=results,
+    )
+
+
+# --------------------------------------------------------------------------- collection_results
+@dg.asset(
+    key=names.COLLECTION_RESULTS,
+    partitions_def=run_channel_partitions,
+    deps=[names.SAMPLING_PLAN],
+    group_name=GROUP,
+    kinds={"postgres"},
+    check_specs=_checks(
+        names.COLLECTION_RESULTS,
+        (names.CHECK_NO_NON_TERMINAL, "every sample terminal in the collection layer (R7)", True),
+        (
+            names.CHECK_ACCEPTANCE_RECORDED,
+            "accepted samples have their acceptance record (R9)",
+            True,
+        ),
+        (names.CHECK_NO_DUPLICATE_COMPLETION, "no sample completed twice (R5, R25)", True),
+    ),
+)
+def collection_results(
+    context: dg.AssetExecutionContext, db: PostgresResource
+) -> dg.MaterializeResult:
+    """What the engines answered for one channel of a run, once collection is over: every
+    sample is completed or failed (R7). Partial success is a normal outcome — the metadata says
+    how many completed, failed (with reasons) and are still uncertain.
+
+    Materialising a partition that is still collecting fails with the counts, rather than
+    publishing a number that will change: the completion sensor requests this asset exactly
+    when PostgreSQL says the partition is terminal.
+    """
+    run_id, channel = split_key(context)
+    with db.connect() as conn:
+        _load_run(conn, run_id, channel)
+        status = statusmod.partition_status(conn, run_id, channel)
+        if not status.terminal:
+            col = status.counts.collection
+            raise dg.Failure(
+                description=f"run {run_id} channel {channel} is still collecting: "
+                f"{col.get('queued', 0)} queued and {col.get('running', 0)} running of "
+                f"{status.counts.total}; collection_results is materialised only when every "
+                "sample is terminal (the completion sensor requests it then)",
+                metadata=_status_metadata(status),
+            )
+        results = [
+            checks.no_non_terminal(status),
+            checks.acceptance_recorded(conn, run_id, channel),
+            checks.no_duplicate_completion(conn, run_id, channel),
+        ]
+    return dg.MaterializeResult(
+        metadata={"run_id": run_id, "channel": channel, **_status_metadata(status)},
+        check_results=results,
+    )
+
+
+# --------------------------------------------------------------------------- validated_evidence
+@dg.asset(
+    key=names.VALIDATED_EVIDENCE,
+    partitions_def=run_channel_partitions,
+    deps=[names.COLLECTION_RESULTS],
+    group_name=GROUP,
+    kinds={"postgres", "s3"},
+    check_specs=_checks(
+        names.VALIDATED_EVIDENCE,
+        (names.CHECK_FIELD_COMPLETENESS, "answers complete for archived evidence (R22)", True),
+        (names.CHECK_SAMPLE_UNIQUENESS, "no identity or upstream answer counted twice (R5)", True),
+        (names.CHECK_VALIDITY_RATE, "share of valid answers above the minimum (R22)", False),
+        (
+            names.CHECK_CITATION_TRACEABILITY,
+            "citations keep both URLs and an archived answer (R18, R22)",
+            True,
+        ),
+        (names.CHECK_SCREENSHOT_MISSING, "screenshots present per the policy (R6, R21)", False),
+    ),
+)
+def validated_evidence(
+    context: dg.AssetExecutionContext, db: PostgresResource, settings: PipelineSettingsResource
+) -> dg.MaterializeResult:
+    """The evidence set of one channel of a run that analysts may rely on: answers archived raw
+    with a sanitised rendering (R19, R20), judged valid or invalid with a reason (R22; completed
+    is not valid), citations with raw and normalised URL (R18), screenshots per policy (R21).
+
+    Validity and evidence state are written by the workers at completion; this asset verifies
+    the set and publishes its quality figures. Its blocking checks keep untraceable evidence out
+    of the brand analysis.
+    """
+    run_id, channel = split_key(context)
+    with db.connect() as conn:
+        _load_run(conn, run_id, channel)
+        status = statusmod.partition_status(conn, run_id, channel)
+        validity, counts = checks.validity_rate(conn, run_id, channel, settings.min_validity_rate)
+        results = [
+            checks.field_completeness(conn, run_id, channel),
+            checks.sample_uniqueness(conn, run_id, channel),
+            validity,
+            checks.citation_traceability(conn, run_id, channel),
+            checks.screenshot_missing(
+                conn, run_id, channel, settings.max_optional_screenshot_missing_rate
+            ),
+        ]
+    ev = status.counts.evidence
+    completed = status.counts.collection.get("completed", 0)
+    missing = ev.get("partial", 0) + ev.get("failed", 0)
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run_id,
+            "channel": channel,
+            "answers": counts["answers"],
+            "valid_answers": counts["valid"],
+            "evidence_missing_rate": round(missing / completed, 4) if completed else 0.0,
+            **_status_metadata(status),
+        },
+        check_results=results,
+    )
+
+
+# --------------------------------------------------------------------------- brand_analysis
+@dg.asset(
+    key=names.BRAND_ANALYSIS,
+    partitions_def=run_channel_partitions,
+    deps=[names.VALIDATED_EVIDENCE],
+    group_name=GROUP,
+    kinds={"postgres"},
+    check_specs=_checks(
+        names.BRAND_ANALYSIS,
+        (names.CHECK_VALID_ANSWERS_ANALYSED, "every valid answer analysed (R6)", True),
+        (
+            names.CHECK_NO_PENDING_AS_NOT_MENTIONED,
+            "pending analysis never shown as not mentioned (R6)",
+            True,
+        ),
+    ),
+)
+def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> dg.MaterializeResult:
+    """Brand mentions in the valid answers of one channel of a run: whether the brand and each
+    competitor are mentioned, how often, where (rank, position) and whether their domains are
+    cited. An answer still being analysed is reported as "analysing", never as "not mentioned"
+    (R6); ambiguous detections go to review rather than being guessed.
+    """
+    from geo_pipeline.analysis import analyse_run
+
+    run_id, channel = split_key(context)
+    with db.connect() as conn:
+        _load_run(conn, run_id, channel)
+        summary = analyse_run(conn, run_id, channel=channel)
+        status = statusmod.partition_status(conn, run_id, channel)
+        results = [
+            checks.valid_answers_analysed(conn, run_id, channel),
+            checks.pending_not_reported_as_not_mentioned(conn, run_id, channel),
+        ]
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run_id,
+            "channel": channel,
+            "analysis": _jsonable(summary),
+            **_status_metadata(status),
+        },
+        check_results=results,
+    )
+
+
+def _jsonable(value: Any) -> Any:
+    """Summaries may be dataclasses or mappings; metadata wants plain JSON."""
+    if hasattr(value, "as_dict"):
+        return value.as_dict()
+    if hasattr(value, "__dataclass_fields__"):
+        from dataclasses import asdict
+
+        return asdict(value)
+    return value
+
+
+# --------------------------------------------------------------------------- billing
+@dg.asset(
+    key=names.BILLING_RECONCILIATION,
+    partitions_def=runs_partitions,
+    deps=[dg.AssetDep(names.COLLECTION_RESULTS, partition_mapping=ALL_CHANNELS_OF_RUN)],
+    group_name=GROUP,
+    kinds={"postgres"},
+    check_specs=_checks(
+        names.BILLING_RECONCILIATION,
+        (
+            names.CHECK_ZERO_UNEXPLAINED,
+            "ledger and fee statements agree or are pending (R23)",
+            True,
+        ),
+        (names.CHECK_NO_DUPLICATE_CHARGE, "no upstream task charged twice (R24, R25)", True),
+    ),
+)
+def billing_reconciliation(
+    context: dg.AssetExecutionContext, db: PostgresResource
+) -> dg.MaterializeResult:
+    """Our ledger of one collection run against the platforms' fee statements (R23, R24): each
+    upstream task matched, mismatched, missing on either side or pending (statement not in yet),
+    with completed, failed and to-be-verified fees apart, in integer minor units.
+
+    Partitioned by run only: it reads every channel of the run (all-channels partition mapping).
+    Re-materialising replaces the run's reconciliation lines (reconcile_run rewrites them in one
+    transaction), so a later statement import is picked up by materialising again.
+    """
+    run_id = context.partition_key
+    with db.connect() as conn:
+        try:
+            runstore.get_run(conn, run_id)
+        except runstore.RunNotFound:
+            raise dg.Failure(
+                description=f"collection run {run_id!r} is not in PostgreSQL"
+            ) from None
+        status = statusmod.run_status(conn, run_id)
+        closed = None
+        if status.terminal:
+            # Nothing more can cost money: release the unused reservation (idempotent, R23).
+            closed = close_run(conn, run_id)
+        summary = reconcile_run(conn, run_id)
+        totals = run_ledger(conn, run_id)["totals"] or {}
+        unexplained = checks.zero_unexplained(conn, run_id)
+        results = [
+            dg.AssetCheckResult(
+                check_name=unexplained.check_name,
+                asset_key=names.BILLING_RECONCILIATION,
+                passed=bool(unexplained.passed and summary.clean),
+                metadata={
+                    **unexplained.metadata,
+                    "summary_unexplained_difference_minor": summary.unexplained_difference_minor,
+                },
+            ),
+            checks.no_duplicate_charge(conn, run_id),
+        ]
+    d = summary.as_dict()
+    return dg.MaterializeResult(
+        metadata={
+            "run_id": run_id,
+            "currency": d["currency"],
+            "lines": d["lines"],
+            "classifications": d["counts"],
+            "ours_total_minor": d["ours_total_minor"],
+            "theirs_total_minor": d["theirs_total_minor"],
+            "pending_ours_minor": d["pending_ours_minor"],
+            "unexplained_difference_minor": d["unexplained_difference_minor"],
+            "ours_by_fee_class": d["ours_by_fee_class"],
+            "ledger_totals_minor": {
+                k: int(v) for k, v in totals.items() if isinstance(v, int) and k.endswith("_minor")
+            },
+            "released_now_minor": closed.released.amount_minor
+            if closed and closed.closed_now
+            else 0,
+            "overall": status.overall,
+        },
+        check_results=results,
+    )
+
+
+# --------------------------------------------------------------------------- analyst tables
+@dg.asset(
+    key=names.BRAND_VISIBILITY,
+    partitions_def=run_channel_partitions,
+    deps=[names.BRAND_ANALYSIS],
+    group_name=GROUP,
+    kinds={"postgres"},
+)
+def brand_visibility(
+    context: dg.AssetExecutionContext, db: PostgresResource
+) -> dg.MaterializeResult:
+    """Analyst-facing visibility of the brand and its competitors for one channel of a run:
+    mention rate, average rank and citation share per brand, read from the ``analytics``
+    views analysts query with SQL or pandas. Figures count accepted analyses only; samples still
+    being analysed are reported as "analysing" (R6)."""
+    run_id, channel = split_key(context)
+    with db.connect() as conn:
+        _load_run(conn, run_id, channel)
+        status = statusmod.partition_status(conn, run_id, channel)
+    return dg.MaterializeResult(
+        metadata={"run_id": run_id, "channel": channel, **_status_metadata(status)}
+    )

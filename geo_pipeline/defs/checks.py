@@ -1,0 +1,346 @@
+"""The asset checks of the pipeline, as functions of (connection, partition) so each can be run
+and tested on its own. Every check names the rule it enforces; a failing check lists examples
+(at most 20 ids) so an operator can look at the rows.
+
+Blocking checks (``blocking=True`` on the spec) stop the downstream assets of the same Dagster
+run: numbers that cannot be trusted must not reach analysts.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+import dagster as dg
+
+from geo_pipeline.defs import names
+from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.plan import sample_id_for
+from geo_pipeline.domain.states import AggregateStatus
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+EXAMPLES = 20
+WARN = dg.AssetCheckSeverity.WARN
+ERROR = dg.AssetCheckSeverity.ERROR
+
+
+def _rows(conn: Conn, query: str, **params: Any) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q(f"dagster.{query}"), params)
+        return [dict(r) for r in cur.fetchall()]
+
+
+def _result(
+    check: str,
+    asset: dg.AssetKey,
+    passed: bool,
+    severity: dg.AssetCheckSeverity = ERROR,
+    **metadata: Any,
+) -> dg.AssetCheckResult:
+    return dg.AssetCheckResult(
+        check_name=check, asset_key=asset, passed=passed, severity=severity, metadata=metadata
+    )
+
+
+def spec(asset: dg.AssetKey, name: str, description: str, blocking: bool) -> dg.AssetCheckSpec:
+    return dg.AssetCheckSpec(name, asset=asset, description=description, blocking=blocking)
+
+
+# --------------------------------------------------------------------------- sampling_plan
+def plan_volume(
+    conn: Conn, config: NormalisedConfig, run_id: str, channel: str
+) -> dg.AssetCheckResult:
+    """R3: the partition holds exactly Q x T_channel x R samples of the frozen snapshot."""
+    targets = [t for t in config.targets if t.channel == channel]
+    expected = len(config.questions) * len(targets) * config.repeats
+    actual = len(_rows(conn, "partition_samples", run_id=run_id, channel=channel))
+    return _result(
+        names.CHECK_PLAN_VOLUME,
+        names.SAMPLING_PLAN,
+        actual == expected and expected > 0,
+        expected=expected,
+        actual=actual,
+        formula=f"{len(config.questions)} x {len(targets)} x {config.repeats} = {expected}",
+    )
+
+
+def plan_identities(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+    """R5: identities are unique and every sample id is the hash of its identity (so a retry
+    or a re-plan can never create a second sample for the same identity)."""
+    rows = _rows(conn, "partition_samples", run_id=run_id, channel=channel)
+    identity = Counter(
+        (
+            r["question_revision"],
+            r["platform"],
+            r["device"],
+            r["region"],
+            r["mode"],
+            r["repeat_index"],
+        )
+        for r in rows
+    )
+    duplicated = [k for k, n in identity.items() if n > 1]
+    wrong_ids = [
+        r["sample_id"]
+        for r in rows
+        if r["sample_id"]
+        != sample_id_for(
+            run_id,
+            r["question_revision"],
+            r["platform"],
+            r["device"],
+            r["region"],
+            r["mode"],
+            r["repeat_index"],
+        )
+    ]
+    return _result(
+        names.CHECK_PLAN_IDENTITIES,
+        names.SAMPLING_PLAN,
+        not duplicated and not wrong_ids,
+        samples=len(rows),
+        duplicated_identities=len(duplicated),
+        ids_not_matching_identity=len(wrong_ids),
+        examples=[*map(str, duplicated), *wrong_ids][:EXAMPLES],
+    )
+
+
+def plan_batches(
+    conn: Conn, config: NormalisedConfig, run_id: str, channel: str
+) -> dg.AssetCheckResult:
+    """R3: every batch holding this partition's samples is within the submit cap and each
+    platform's cap, and its recorded counts are the samples that really carry it."""
+    platform = channel.split("__", 1)[0]
+    batch_nos = {
+        r["batch_no"] for r in _rows(conn, "partition_samples", run_id=run_id, channel=channel)
+    }
+    problems: list[str] = []
+    for b in _rows(conn, "run_batches", run_id=run_id):
+        if b["batch_no"] not in batch_nos:
+            continue
+        counts: dict[str, int] = dict(b["platform_counts"])
+        if b["size"] > config.submit_cap:
+            problems.append(f"batch {b['batch_no']}: size {b['size']} > cap {config.submit_cap}")
+        cap = config.platform_caps.get(platform)
+        if cap is not None and counts.get(platform, 0) > cap:
+            problems.append(f"batch {b['batch_no']}: {platform} {counts[platform]} > cap {cap}")
+        if sum(counts.values()) != b["size"]:
+            problems.append(
+                f"batch {b['batch_no']}: counts sum {sum(counts.values())} != size {b['size']}"
+            )
+        if {k: int(v) for k, v in b["actual_counts"].items()} != counts:
+            problems.append(
+                f"batch {b['batch_no']}: recorded {counts} != samples {dict(b['actual_counts'])}"
+            )
+    return _result(
+        names.CHECK_PLAN_BATCHES,
+        names.SAMPLING_PLAN,
+        not problems,
+        batches=len(batch_nos),
+        submit_cap=config.submit_cap,
+        platform_cap=config.platform_caps.get(platform, config.submit_cap),
+        problems=problems[:EXAMPLES],
+    )
+
+
+# --------------------------------------------------------------------------- collection_results
+def no_non_terminal(status: AggregateStatus) -> dg.AssetCheckResult:
+    """R7: the partition is complete only when every sample is terminal (from the aggregation
+    service, never counted here)."""
+    col = status.counts.collection
+    open_ = col.get("queued", 0) + col.get("running", 0)
+    return _result(
+        names.CHECK_NO_NON_TERMINAL,
+        names.COLLECTION_RESULTS,
+        open_ == 0 and status.terminal,
+        non_terminal=open_,
+        overall=status.overall,
+    )
+
+
+def acceptance_recorded(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+    """R9, R12: every accepted sample has the acceptance record of the request that was
+    accepted (same upstream id), so fees and answers trace to one request."""
+    rows = _rows(conn, "accepted_without_record", run_id=run_id, channel=channel)
+    return _result(
+        names.CHECK_ACCEPTANCE_RECORDED,
+        names.COLLECTION_RESULTS,
+        not rows,
+        missing=len(rows),
+        examples=[r["sample_id"] for r in rows[:EXAMPLES]],
+    )
+
+
+def no_duplicate_completion(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+    """R5, R25: a sample reaches 'completed' once; a redelivered completion changes nothing."""
+    rows = _rows(conn, "duplicate_completions", run_id=run_id, channel=channel)
+    return _result(
+        names.CHECK_NO_DUPLICATE_COMPLETION,
+        names.COLLECTION_RESULTS,
+        not rows,
+        duplicated=len(rows),
+        examples=[r["sample_id"] for r in rows[:EXAMPLES]],
+    )
+
+
+# --------------------------------------------------------------------------- validated_evidence
+def field_completeness(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+    """R22: every completed sample with stored or partial evidence has its answer with digest,
+    capture time, validity rule and upstream id."""
+    rows = _rows(conn, "incomplete_evidence", run_id=run_id, channel=channel)
+    return _result(
+        names.CHECK_FIELD_COMPLETENESS,
+        names.VALIDATED_EVIDENCE,
+        not rows,
+        incomplete=len(rows),
+        examples=[f"{r['sample_id']}: {r['problem']}" for r in rows[:EXAMPLES]],
+    )
+
+
+def sample_uniqueness(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+    """R5: no identity appears twice and no upstream answer is attributed to two samples."""
+    rows = _rows(conn, "partition_samples", run_id=run_id, channel=channel)
+    identity = Counter(
+        (r["question_revision"], r["region"], r["mode"], r["repeat_index"]) for r in rows
+    )
+    dup_identities = sum(1 for n in identity.values() if n > 1)
+    shared = _rows(conn, "shared_upstream_ids", run_id=run_id, channel=channel)
+    return _result(
+        names.CHECK_SAMPLE_UNIQUENESS,
+        names.VALIDATED_EVIDENCE,
+        dup_identities == 0 and not shared,
+        duplicated_identities=dup_identities,
+        shared_upstream_ids=len(shared),
+        examples=[f"{r['upstream_id']}: {r['sample_ids']}" for r in shared[:EXAMPLES]],
+    )
+
+
+def validity_rate(
+    conn: Conn, run_id: str, channel: str, minimum: float
+) -> tuple[dg.AssetCheckResult, dict[str, int]]:
+    """R22: share of valid answers (completed is not valid). Below the minimum is a warning —
+    the engine answered badly, the data is still correct."""
+    rows = _rows(conn, "validity_breakdown", run_id=run_id, channel=channel)
+    valid = sum(r["n"] for r in rows if r["validity"] == "valid")
+    total = sum(r["n"] for r in rows)
+    reasons = {r["reason"]: int(r["n"]) for r in rows if r["validity"] == "invalid"}
+    rate = valid / total if total else 1.0
+    check = _result(
+        names.CHECK_VALIDITY_RATE,
+        names.VALIDATED_EVIDENCE,
+        rate >= minimum,
+        WARN,
+        answers=total,
+        valid=valid,
+        validity_rate=round(rate, 4),
+        minimum=minimum,
+        invalid_reasons=reasons,
+    )
+    return check, {"answers": total, "valid": valid}
+
+
+def citation_traceability(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+    """R18, R22: every citation keeps raw and normalised URL and belongs to an archived answer."""
+    rows = _rows(conn, "untraceable_citations", run_id=run_id, channel=channel)
+    total = _rows(conn, "citation_count", run_id=run_id, channel=channel)[0]["n"]
+    return _result(
+        names.CHECK_CITATION_TRACEABILITY,
+        names.VALIDATED_EVIDENCE,
+        not rows,
+        citations=int(total),
+        untraceable=len(rows),
+        examples=[
+            f"{r['sample_id']}#{r['revision']}/{r['ordinal']}: {r['problem']}"
+            for r in rows[:EXAMPLES]
+        ],
+    )
+
+
+def screenshot_missing(
+    conn: Conn, run_id: str, channel: str, max_optional_rate: float
+) -> dg.AssetCheckResult:
+    """R6, R21: under policy 'required' every completed sample has its screenshot (else ERROR);
+    under 'optional' the missing share stays within the tolerance (else WARN)."""
+    rows = {
+        r["policy"]: r for r in _rows(conn, "screenshot_coverage", run_id=run_id, channel=channel)
+    }
+    req = rows.get("required", {"completed": 0, "missing": 0})
+    opt = rows.get("optional", {"completed": 0, "missing": 0})
+    opt_rate = opt["missing"] / opt["completed"] if opt["completed"] else 0.0
+    req_ok = req["missing"] == 0
+    passed = req_ok and opt_rate <= max_optional_rate
+    return _result(
+        names.CHECK_SCREENSHOT_MISSING,
+        names.VALIDATED_EVIDENCE,
+        passed,
+        ERROR if not req_ok else WARN,
+        required_completed=int(req["completed"]),
+        required_missing=int(req["missing"]),
+        optional_completed=int(opt["completed"]),
+        optional_missing=int(opt["missing"]),
+        optional_missing_rate=round(opt_rate, 4),
+        optional_tolerance=max_optional_rate,
+    )
+
+
+# --------------------------------------------------------------------------- brand_analysis
+def valid_answers_analysed(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+    """R6: after analysis, every valid answer has an analysis result for its latest revision."""
+    rows = _rows(conn, "valid_not_analysed", run_id=run_id, channel=channel)
+    return _result(
+        names.CHECK_VALID_ANSWERS_ANALYSED,
+        names.BRAND_ANALYSIS,
+        not rows,
+        not_analysed=len(rows),
+        examples=[r["sample_id"] for r in rows[:EXAMPLES]],
+    )
+
+
+def pending_not_reported_as_not_mentioned(
+    conn: Conn, run_id: str, channel: str
+) -> dg.AssetCheckResult:
+    """R6: an analysis that is pending, in review or failed is never reported "not mentioned"."""
+    rows = _rows(conn, "pending_reported_not_mentioned", run_id=run_id, channel=channel)
+    return _result(
+        names.CHECK_NO_PENDING_AS_NOT_MENTIONED,
+        names.BRAND_ANALYSIS,
+        not rows,
+        offending=len(rows),
+        examples=[f"{r['sample_id']} ({r['analysis_state']})" for r in rows[:EXAMPLES]],
+    )
+
+
+# --------------------------------------------------------------------------- billing
+def zero_unexplained(conn: Conn, run_id: str) -> dg.AssetCheckResult:
+    """R23: our ledger and the platform's statement agree, line by line, or the difference is
+    explained (pending statements are not yet a difference)."""
+    rows = _rows(conn, "unexplained_lines", run_id=run_id)
+    diff = sum(int(r["difference_minor"]) for r in rows)
+    return _result(
+        names.CHECK_ZERO_UNEXPLAINED,
+        names.BILLING_RECONCILIATION,
+        not rows,
+        unexplained_lines=len(rows),
+        unexplained_difference_minor=diff,
+        examples=[
+            f"{r['upstream_id']}: {r['classification']} ours={r['ours_minor']} "
+            f"theirs={r['theirs_minor']} {r['currency']}"
+            for r in rows[:EXAMPLES]
+        ],
+    )
+
+
+def no_duplicate_charge(conn: Conn, run_id: str) -> dg.AssetCheckResult:
+    """R24, R25: one upstream task (one attempt) is charged at most once."""
+    rows = _rows(conn, "duplicate_charges", run_id=run_id)
+    return _result(
+        names.CHECK_NO_DUPLICATE_CHARGE,
+        names.BILLING_RECONCILIATION,
+        not rows,
+        duplicated=len(rows),
+        examples=[
+            f"{r['charged_for']}: {r['charges']} charges, {r['amount_minor']}"
+            for r in rows[:EXAMPLES]
+        ],
+    )

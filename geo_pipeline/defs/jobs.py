@@ -1,0 +1,132 @@
+"""Jobs: creating a collection run from the launchpad, and the asset jobs sensors and schedules
+launch (one partition per Dagster run, principle 4).
+
+Choice (issue 8, item 4): the ``create_collection_run`` job validates the config, creates the run
+(snapshot, quote, samples; nothing dispatched yet) and adds the run's dynamic partition. It does
+not launch anything itself: the ``sampling_plan_sensor`` asks PostgreSQL which partitions of
+recent runs were never dispatched and requests their ``sampling_plan``, with one run key per
+partition. So a run created by the CLI with ``--no-dispatch`` is picked up the same way, and a
+crash between creating the run and adding its partition is repaired by the sensor.
+"""
+
+from typing import Any
+
+import dagster as dg
+from pydantic import Field
+
+from geo_pipeline.billing.ledger import InsufficientFunds
+from geo_pipeline.defs import names
+from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
+from geo_pipeline.domain.config import CollectionConfig, ConfigError, normalise_and_validate
+from geo_pipeline.domain.plan import QuoteError, quote
+from geo_pipeline.store import runs as runstore
+
+# dagster.yaml limits concurrent runs per value of this tag (QueuedRunCoordinator).
+QUEUE_TAG = "geo/queue"
+
+sampling_plan_job = dg.define_asset_job(
+    "sampling_plan_job",
+    selection=dg.AssetSelection.assets(names.SAMPLING_PLAN),
+    description="Check and dispatch the sampling plan of one (run, channel) partition.",
+    tags={QUEUE_TAG: "plan"},
+)
+partition_downstream_job = dg.define_asset_job(
+    "partition_downstream_job",
+    selection=dg.AssetSelection.assets(*names.PARTITION_DOWNSTREAM),
+    description="Everything downstream of a finished (run, channel) partition, in one run.",
+    tags={QUEUE_TAG: "downstream"},
+)
+billing_job = dg.define_asset_job(
+    "billing_job",
+    selection=dg.AssetSelection.assets(*names.RUN_DOWNSTREAM),
+    description="Reconcile the billing of one finished run.",
+    tags={QUEUE_TAG: "billing"},
+)
+
+
+class CreateCollectionRunConfig(dg.Config):
+    """Launchpad config: ``collection`` is the collection config, the same model the CLI reads
+    from YAML (geo_pipeline.domain.config.CollectionConfig); it is validated by that model, so
+    problems come back with their field paths."""
+
+    collection: dict[str, Any] = Field(
+        description="the collection config (tenant, brand, competitors, questions, channels, "
+        "repeats, screenshot, priority, submit_cap, max_attempts, monitor)"
+    )
+    run_id: str | None = Field(default=None, description="use this run id (default: a new one)")
+    confirm: bool = Field(default=True, description="reserve the quote's estimated maximum now")
+
+
+def plan_from_config(
+    raw: dict[str, Any] | CollectionConfig,
+    registry: ConnectorRegistryResource,
+    run_id: str | None,
+) -> runstore.Plan:
+    """Validate (R1, R16), quote (R4) and expand (R3) a collection config; raises ConfigError."""
+    reg = registry.load()
+    caps = reg.capabilities()
+    config = normalise_and_validate(raw, caps)
+    q = quote(config, {p: c.prices for p, c in caps.items()})
+    return runstore.build_plan(config, q, run_id or runstore.new_run_id())
+
+
+@dg.op(description="Validate the config, create the run and add its partition.")
+def create_run_op(
+    context: dg.OpExecutionContext,
+    config: CreateCollectionRunConfig,
+    db: PostgresResource,
+    registry: ConnectorRegistryResource,
+) -> str:
+    try:
+        plan = plan_from_config(config.collection, registry, config.run_id)
+    except ConfigError as exc:
+        # Every problem with its field path, in the run's failure message (R1).
+        raise dg.Failure(
+            description=str(exc),
+            metadata={"problems": [str(p) for p in exc.problems]},
+            allow_retries=False,
+        ) from None
+    except QuoteError as exc:
+        raise dg.Failure(description=f"cannot quote this config: {exc}") from None
+    with db.connect() as conn:
+        try:
+            run_id, created = runstore.create_run(
+                conn,
+                plan,
+                monitor_id=plan.config.monitor,
+                confirm=config.confirm,
+                dispatch=False,
+                monitor_config=config.collection,
+            )
+        except (runstore.RunConflict, InsufficientFunds) as exc:
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
+    # After the commit: a partition never names a run PostgreSQL does not have.
+    context.instance.add_dynamic_partitions(names.RUNS_PARTITIONS, [run_id])
+    summary = plan.summary()
+    context.add_output_metadata(
+        {
+            "run_id": run_id,
+            "created": created,
+            "samples": summary["samples"],
+            "formula": summary["formula"],
+            "channels": summary["channels"],
+            "batches": len(summary["batches"]),
+            "estimated_max_minor": summary["quote"]["estimated_max_minor"],
+            "currency": summary["quote"]["currency"],
+        }
+    )
+    context.log.info(
+        "created run %s (%s); the sampling_plan sensor requests its partitions",
+        run_id,
+        summary["formula"],
+    )
+    return run_id
+
+
+@dg.job(
+    description="Create a collection run from a collection config (the launchpad's form). The "
+    "sampling_plan_sensor then requests the run's sampling_plan partitions.",
+    tags={"geo/kind": "create_run"},
+)
+def create_collection_run() -> None:
+    create_run_op()

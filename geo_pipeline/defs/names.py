@@ -1,0 +1,51 @@
+"""Names shared by assets, checks, sensors, schedules and tests: one spelling each (STYLE.md 6)."""
+
+from __future__ import annotations
+
+import dagster as dg
+
+RUNS_PARTITIONS = "collection_runs"  # the dynamic partitions: one key per collection run
+
+SAMPLING_PLAN = dg.AssetKey("sampling_plan")
+COLLECTION_RESULTS = dg.AssetKey("collection_results")
+VALIDATED_EVIDENCE = dg.AssetKey("validated_evidence")
+BRAND_ANALYSIS = dg.AssetKey("brand_analysis")
+BRAND_VISIBILITY = dg.AssetKey("brand_visibility")
+BILLING_RECONCILIATION = dg.AssetKey("billing_reconciliation")
+
+# What one finished (run, channel) partition triggers, in one Dagster run (principle 4).
+PARTITION_DOWNSTREAM = (COLLECTION_RESULTS, VALIDATED_EVIDENCE, BRAND_ANALYSIS, BRAND_VISIBILITY)
+# What one finished run triggers (partitioned by run only).
+RUN_DOWNSTREAM = (BILLING_RECONCILIATION,)
+
+# Check names, per asset.
+CHECK_PLAN_VOLUME = "plan_volume_matches_snapshot"
+CHECK_PLAN_IDENTITIES = "sample_identities_unique"
+CHECK_PLAN_BATCHES = "batches_within_cap"
+CHECK_NO_NON_TERMINAL = "no_non_terminal_sample"
+CHECK_ACCEPTANCE_RECORDED = "accepted_samples_have_acceptance_record"
+CHECK_NO_DUPLICATE_COMPLETION = "no_duplicate_completion"
+CHECK_FIELD_COMPLETENESS = "field_completeness"
+CHECK_SAMPLE_UNIQUENESS = "sample_uniqueness"
+CHECK_VALIDITY_RATE = "validity_rate"
+CHECK_CITATION_TRACEABILITY = "citation_traceability"
+CHECK_SCREENSHOT_MISSING = "screenshot_missing_rate"
+CHECK_VALID_ANSWERS_ANALYSED = "every_valid_answer_analysed"
+CHECK_NO_PENDING_AS_NOT_MENTIONED = "no_pending_reported_as_not_mentioned"
+CHECK_VISIBILITY_MATCHES = "visibility_rows_match_analysis"
+CHECK_ZERO_UNEXPLAINED = "zero_unexplained_difference"
+CHECK_NO_DUPLICATE_CHARGE = "no_duplicate_charge"
+
+COMPLETIONS_STREAM = "completions"  # <GEO_REDIS_PREFIX>:completions, written by the workers
+
+
+def plan_run_key(run_id: str, channel: str) -> str:
+    return f"sampling_plan:{run_id}:{channel}"
+
+
+def downstream_run_key(run_id: str, channel: str) -> str:
+    return f"downstream:{run_id}:{channel}"
+
+
+def billing_run_key(run_id: str) -> str:
+    return f"billing:{run_id}"

@@ -1,0 +1,282 @@
+"""Sensors. The completion stream tells the completion sensor *where to look*; PostgreSQL decides
+*what is finished* (principle 1). A trimmed or lost stream therefore delays a request, never
+loses it: the sensor also sweeps the unfinished partitions of recent runs from PostgreSQL.
+
+Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept": <unix time of
+the last PostgreSQL sweep>}``. A tick reads at most ``max_entries_per_tick`` entries with
+bounded ``XRANGE ... COUNT`` pages and never blocks (a tick has 60 s).
+"""
+
+import json
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+import dagster as dg
+import redis as redis_lib
+
+from geo_pipeline.defs import names
+from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
+from geo_pipeline.defs.partitions import known_channels, partition_key
+from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
+from geo_pipeline.store import status as statusmod
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+Pair = tuple[str, str]  # (run_id, channel)
+
+
+# --------------------------------------------------------------------------- stream reading
+@dataclass
+class StreamRead:
+    pairs: set[Pair] = field(default_factory=set)
+    last_id: str | None = None
+    entries: int = 0
+    gap: str | None = None  # why a PostgreSQL sweep is needed (trimmed, lost, reset)
+
+
+def _id_tuple(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq or 0)
+
+
+def read_completions(
+    client: redis_lib.Redis, stream: str, after: str | None, page: int, limit: int
+) -> StreamRead:
+    """Entries after ``after`` (exclusive), at most ``limit``, in pages of ``page``; notices
+    when entries we never read are gone (trimmed) or the stream was lost or recreated."""
+    out = StreamRead(last_id=after)
+    try:
+        info: dict[str, Any] = client.xinfo_stream(stream)
+    except redis_lib.ResponseError:
+        # No such key: never written, or lost with Redis (no persistence, failover).
+        out.gap = "stream missing" if after else None
+        return out
+    if after is not None:
+        first = info.get("first-entry")
+        last_generated = str(info.get("last-generated-id") or "0-0")
+        if _id_tuple(last_generated) < _id_tuple(after):
+            out.gap = "stream recreated (ids went back)"
+            after = None  # read the new stream from its start
+        elif first is None and _id_tuple(last_generated) > _id_tuple(after):
+            out.gap = "stream trimmed to nothing"
+        elif first is not None and _id_tuple(str(first[0])) > _id_tuple(after):
+            # Entries between our cursor and the first one may have been trimmed.
+            out.gap = "entries after the cursor were trimmed"
+    start = f"({after}" if after else "-"
+    while out.entries < limit:
+        batch = client.xrange(stream, min=start, max="+", count=min(page, limit - out.entries))
+        if not batch:
+            break
+        for _entry_id, fields in batch:
+            run_id, channel = (fields or {}).get("run_id"), (fields or {}).get("channel")
+            if run_id and channel:
+                out.pairs.add((str(run_id), str(channel)))
+        out.entries += len(batch)
+        out.last_id = str(batch[-1][0])
+        start = f"({out.last_id}"
+        if len(batch) < page:
+            break
+    return out
+
+
+def _load_cursor(raw: str | None) -> dict[str, Any]:
+    if not raw:
+        return {"id": None, "swept": 0.0}
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return {"id": None, "swept": 0.0}
+    return {"id": data.get("id"), "swept": float(data.get("swept", 0.0))}
+
+
+# --------------------------------------------------------------------------- PostgreSQL side
+def _rows(conn: Conn, name: str, **params: Any) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q(f"dagster.{name}"), params)
+        return [dict(r) for r in cur.fetchall()]
+
+
+def recent_unfinished_pairs(conn: Conn, days: int, done_partitions: set[str]) -> set[Pair]:
+    """Partitions of recent runs whose downstream assets are not yet materialised."""
+    out: set[Pair] = set()
+    for r in _rows(conn, "recent_runs", days=days):
+        for ch in r["channels"]:
+            if str(partition_key(r["run_id"], ch)) not in done_partitions:
+                out.add((r["run_id"], ch))
+    return out
+
+
+def finished_runs(conn: Conn, run_ids: Iterable[str]) -> set[str]:
+    """Runs whose every partition is terminal (decided by the aggregation service)."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return set()
+    channels = {r["run_id"]: r["channels"] for r in _rows(conn, "run_channels", run_ids=ids)}
+    pairs = [(rid, ch) for rid, chs in channels.items() for ch in chs]
+    terminal = statusmod.terminal_partitions(conn, pairs)
+    return {rid for rid, chs in channels.items() if all((rid, ch) in terminal for ch in chs)}
+
+
+def completion_requests(
+    conn: Conn, candidates: set[Pair], existing_runs: set[str], channels: frozenset[str]
+) -> tuple[list[dg.RunRequest], list[Pair]]:
+    """One run per finished partition (downstream assets together) and one billing run per
+    finished run, each with a run key so the daemon never launches it twice."""
+    candidates = {p for p in candidates if p[0] in existing_runs and p[1] in channels}
+    finished = sorted(statusmod.terminal_partitions(conn, sorted(candidates)))
+    requests = [
+        dg.RunRequest(
+            run_key=names.downstream_run_key(rid, ch),
+            partition_key=partition_key(rid, ch),
+            job_name=partition_downstream_job.name,
+            tags={"geo/run_id": rid, "geo/channel": ch},
+        )
+        for rid, ch in finished
+    ]
+    for rid in sorted(finished_runs(conn, {rid for rid, _ in finished})):
+        requests.append(
+            dg.RunRequest(
+                run_key=names.billing_run_key(rid),
+                partition_key=rid,
+                job_name=billing_job.name,
+                tags={"geo/run_id": rid},
+            )
+        )
+    return requests, finished
+
+
+def evaluate_completions(
+    context: dg.SensorEvaluationContext,
+    db: PostgresResource,
+    redis: RedisResource,
+    settings: PipelineSettingsResource,
+    now: float | None = None,
+) -> dg.SensorResult:
+    now = time.time() if now is None else now
+    cursor = _load_cursor(context.cursor)
+    client = redis.client()
+    try:
+        read = read_completions(
+            client,
+            redis.completions_stream,
+            cursor["id"],
+            settings.stream_page,
+            settings.max_entries_per_tick,
+        )
+    except redis_lib.RedisError as exc:
+        # Redis down: PostgreSQL still knows everything; sweep and keep the cursor.
+        read = StreamRead(last_id=cursor["id"], gap=f"redis unavailable: {exc}")
+    finally:
+        client.close()
+    sweep_due = now - cursor["swept"] >= settings.sweep_interval_seconds
+    sweep = read.gap is not None or sweep_due or cursor["id"] is None
+    existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    candidates = set(read.pairs)
+    with db.connect() as conn:
+        if sweep:
+            done = context.instance.get_materialized_partitions(names.BRAND_VISIBILITY)
+            candidates |= recent_unfinished_pairs(conn, settings.recent_run_days, done)
+        requests, finished = completion_requests(conn, candidates, existing, known_channels())
+    new_cursor = json.dumps(
+        {"id": read.last_id, "swept": now if sweep else cursor["swept"]}, sort_keys=True
+    )
+    context.log.info(
+        "read %d completion entries (%d partitions touched), swept=%s%s; %d finished partitions",
+        read.entries,
+        len(read.pairs),
+        sweep,
+        f" ({read.gap})" if read.gap else "",
+        len(finished),
+    )
+    if not requests:
+        return dg.SensorResult(
+            skip_reason=f"{read.entries} entries read, no partition finished", cursor=new_cursor
+        )
+    return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+
+
+@dg.sensor(
+    name="completion_sensor",
+    jobs=[partition_downstream_job, billing_job],
+    minimum_interval_seconds=30,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Reads <ns>:completions; requests the downstream assets of every partition "
+    "PostgreSQL says is finished, and billing of every finished run.",
+)
+def completion_sensor(
+    context: dg.SensorEvaluationContext,
+    db: PostgresResource,
+    redis: RedisResource,
+    settings: PipelineSettingsResource,
+) -> dg.SensorResult:
+    return evaluate_completions(context, db, redis, settings)
+
+
+# --------------------------------------------------------------------------- sampling plans
+@dg.sensor(
+    name="sampling_plan_sensor",
+    jobs=[sampling_plan_job],
+    minimum_interval_seconds=15,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Requests sampling_plan for every never-dispatched partition of a recent run "
+    "created by the launchpad job or the CLI (scheduled runs are requested by the schedule).",
+)
+def sampling_plan_sensor(
+    context: dg.SensorEvaluationContext, db: PostgresResource, settings: PipelineSettingsResource
+) -> dg.SensorResult:
+    with db.connect() as conn:
+        rows = _rows(conn, "undispatched_partitions", days=settings.recent_run_days)
+    existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    channels = known_channels()
+    missing = sorted({r["run_id"] for r in rows} - existing)
+    requests = [
+        dg.RunRequest(
+            run_key=names.plan_run_key(r["run_id"], r["channel"]),
+            partition_key=partition_key(r["run_id"], r["channel"]),
+            job_name=sampling_plan_job.name,
+            tags={"geo/run_id": r["run_id"], "geo/channel": r["channel"]},
+        )
+        for r in rows
+        if r["channel"] in channels
+    ]
+    if not requests:
+        return dg.SensorResult(skip_reason="no undispatched partitions")
+    # A run created outside Dagster (CLI) has no partition yet: add it with the requests.
+    adds = [dg.AddDynamicPartitionsRequest(names.RUNS_PARTITIONS, missing)] if missing else []
+    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds)
+
+
+# --------------------------------------------------------------------------- retention
+def expired_partitions(conn: Conn, keys: list[str], days: int, now_ts: float) -> list[str]:
+    """Run partitions older than the retention age, and partitions of runs PostgreSQL no longer
+    has (their business rows were purged by the business retention policy, D9)."""
+    if not keys:
+        return []
+    created = {r["run_id"]: r["created_at"] for r in _rows(conn, "runs_created", run_ids=keys)}
+    horizon = now_ts - days * 86400
+    return sorted(k for k in keys if k not in created or created[k].timestamp() < horizon)
+
+
+@dg.sensor(
+    name="partition_retention_sensor",
+    minimum_interval_seconds=3600,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Deletes collection_runs partitions older than the retention age; keeps each "
+    "asset well under 100k partitions. Business tables keep history on their own policy.",
+)
+def partition_retention_sensor(
+    context: dg.SensorEvaluationContext, db: PostgresResource, settings: PipelineSettingsResource
+) -> dg.SensorResult:
+    keys = list(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    with db.connect() as conn:
+        expired = expired_partitions(conn, keys, settings.partition_retention_days, time.time())
+    if not expired:
+        return dg.SensorResult(skip_reason=f"{len(keys)} run partitions, none expired")
+    context.log.info("deleting %d expired run partitions", len(expired))
+    return dg.SensorResult(
+        dynamic_partitions_requests=[
+            dg.DeleteDynamicPartitionsRequest(names.RUNS_PARTITIONS, expired)
+        ]
+    )

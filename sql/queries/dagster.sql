@@ -1,0 +1,190 @@
+-- Queries of the Dagster layer (geo_pipeline/defs). State COUNTS come from the one aggregation
+-- service (store/status.py, R7); these queries list partitions, find rule violations for the
+-- asset checks, and describe a partition's evidence, analysis and billing rows.
+
+-- name: partition_samples
+-- The identity (R5) and batch of every sample of one (run, channel) partition.
+SELECT sample_id, question_revision, platform, device, region, mode, repeat_index, batch_no
+FROM geo.samples WHERE run_id = %(run_id)s AND channel = %(channel)s
+ORDER BY sample_id;
+
+-- name: run_batches
+-- The batches of a run with the number of samples that really carry each batch number,
+-- per platform (R3: a batch is within the submit cap and each platform's cap).
+SELECT b.batch_no, b.size, b.platform_counts,
+       coalesce((SELECT jsonb_object_agg(platform, n) FROM (
+          SELECT s.platform, count(*) AS n FROM geo.samples s
+           WHERE s.run_id = b.run_id AND s.batch_no = b.batch_no GROUP BY s.platform) x),
+        '{}'::jsonb) AS actual_counts
+FROM geo.batches b WHERE b.run_id = %(run_id)s ORDER BY b.batch_no;
+
+-- name: dispatched_count
+-- How many samples of the partition have their collect hint in the outbox (written once).
+SELECT count(*) AS n FROM geo.samples s
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  AND EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect');
+
+-- name: accepted_without_record
+-- Samples the collection layer treats as accepted upstream (R9, R12) with no acceptance record
+-- carrying the same upstream id: money or evidence that cannot be traced to a request.
+SELECT s.sample_id, s.upstream_id FROM geo.samples s
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  AND (s.submission_state = 'accepted' OR s.collection_state = 'completed')
+  AND NOT EXISTS (SELECT 1 FROM geo.upstream_requests u
+                   WHERE u.sample_id = s.sample_id AND u.state = 'accepted'
+                     AND u.upstream_id = s.upstream_id)
+ORDER BY s.sample_id LIMIT 1000;
+
+-- name: duplicate_completions
+-- Samples whose transition log records reaching 'completed' more than once (R5, R25).
+SELECT t.sample_id, count(*) AS completions FROM geo.state_transitions t
+JOIN geo.samples s ON s.sample_id = t.sample_id
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  AND t.layer = 'collection' AND t.to_state = 'completed'
+GROUP BY t.sample_id HAVING count(*) > 1
+ORDER BY t.sample_id LIMIT 1000;
+
+-- name: incomplete_evidence
+-- Completed samples whose evidence is stored or partial but whose latest answer is missing or
+-- lacks a required field (R22 field completeness), and completed samples with no upstream id.
+WITH latest AS (
+  SELECT DISTINCT ON (a.sample_id) a.* FROM geo.answers a
+  JOIN geo.samples s ON s.sample_id = a.sample_id
+  WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  ORDER BY a.sample_id, a.revision DESC)
+SELECT s.sample_id,
+       CASE WHEN l.sample_id IS NULL THEN 'no answer row'
+            WHEN s.upstream_id IS NULL THEN 'no upstream id'
+            WHEN l.raw_sha256 IS NULL OR length(l.raw_sha256) <> 64 THEN 'no raw digest'
+            WHEN l.validity_rule_version = '' THEN 'no validity rule version'
+            ELSE 'no capture time' END AS problem
+FROM geo.samples s LEFT JOIN latest l ON l.sample_id = s.sample_id
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  AND s.collection_state = 'completed' AND s.evidence_state IN ('stored', 'partial')
+  AND (l.sample_id IS NULL OR s.upstream_id IS NULL OR l.raw_sha256 IS NULL
+       OR length(l.raw_sha256) <> 64 OR l.validity_rule_version = '' OR l.captured_at IS NULL)
+ORDER BY s.sample_id LIMIT 1000;
+
+-- name: shared_upstream_ids
+-- One upstream answer attributed to two samples would be counted (and paid) twice (R5, R24).
+SELECT upstream_id, array_agg(sample_id ORDER BY sample_id) AS sample_ids FROM geo.samples
+WHERE run_id = %(run_id)s AND channel = %(channel)s AND upstream_id IS NOT NULL
+GROUP BY upstream_id HAVING count(*) > 1
+ORDER BY upstream_id LIMIT 1000;
+
+-- name: validity_breakdown
+-- The latest answer of every sample of the partition, by validity and reason (R22).
+SELECT l.validity, coalesce(l.validity_reason, '') AS reason, count(*) AS n FROM (
+  SELECT DISTINCT ON (a.sample_id) a.validity, a.validity_reason FROM geo.answers a
+  JOIN geo.samples s ON s.sample_id = a.sample_id
+  WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  ORDER BY a.sample_id, a.revision DESC) l
+GROUP BY 1, 2 ORDER BY 1, 2;
+
+-- name: untraceable_citations
+-- Citations that cannot be traced (R18, R22): a URL missing, or the answer they belong to has
+-- no archived raw answer object.
+SELECT c.sample_id, c.revision, c.ordinal,
+       CASE WHEN coalesce(c.raw_url, '') = '' THEN 'no raw url'
+            WHEN coalesce(c.normalized_url, '') = '' THEN 'no normalised url'
+            ELSE 'answer not archived' END AS problem
+FROM geo.citations c JOIN geo.samples s ON s.sample_id = c.sample_id
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  AND (coalesce(c.raw_url, '') = '' OR coalesce(c.normalized_url, '') = ''
+       OR NOT EXISTS (SELECT 1 FROM geo.evidence_objects e
+                       WHERE e.sample_id = c.sample_id AND e.kind = 'answer_raw'))
+ORDER BY c.sample_id, c.revision, c.ordinal LIMIT 1000;
+
+-- name: citation_count
+SELECT count(*) AS n FROM geo.citations c JOIN geo.samples s ON s.sample_id = c.sample_id
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s;
+
+-- name: screenshot_coverage
+-- Per screenshot policy: completed samples, and how many have no archived screenshot (R6, R21).
+SELECT s.screenshot_policy AS policy, count(*) AS completed,
+       count(*) FILTER (WHERE NOT EXISTS (
+         SELECT 1 FROM geo.evidence_objects e
+          WHERE e.sample_id = s.sample_id AND e.kind = 'screenshot')) AS missing
+FROM geo.samples s
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s AND s.collection_state = 'completed'
+GROUP BY 1 ORDER BY 1;
+
+-- name: valid_not_analysed
+-- Samples whose latest answer is valid but that have no analysis result for that revision, or
+-- whose analysis layer is still pending (R6: such a sample must show "analysing").
+WITH latest AS (
+  SELECT DISTINCT ON (a.sample_id) a.sample_id, a.revision, a.validity FROM geo.answers a
+  JOIN geo.samples s ON s.sample_id = a.sample_id
+  WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  ORDER BY a.sample_id, a.revision DESC)
+SELECT l.sample_id, s.analysis_state FROM latest l JOIN geo.samples s USING (sample_id)
+WHERE l.validity = 'valid' AND s.evidence_state IN ('stored', 'partial')
+  AND (s.analysis_state = 'pending'
+       OR NOT EXISTS (SELECT 1 FROM geo.analysis_results r
+                       WHERE r.sample_id = l.sample_id AND r.answer_revision = l.revision))
+ORDER BY l.sample_id LIMIT 1000;
+
+-- name: pending_reported_not_mentioned
+-- Samples whose analysis is not accepted (pending, review, failed) yet whose latest analysis
+-- result carries "not mentioned" facts for the target brand (R6: pending is never "not
+-- mentioned").
+SELECT DISTINCT m.sample_id, s.analysis_state FROM geo.mentions m
+JOIN geo.samples s ON s.sample_id = m.sample_id
+JOIN geo.analysis_results r USING (sample_id, detector_version, answer_revision)
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  AND m.is_target AND NOT m.mentioned
+  AND (s.analysis_state <> 'accepted' OR r.state <> 'accepted')
+ORDER BY m.sample_id LIMIT 1000;
+
+-- name: duplicate_charges
+-- More than one charge for the same upstream task, or for the same attempt (R24, R25).
+SELECT coalesce(upstream_id, sample_id || ':' || attempt_no) AS charged_for,
+       count(*) AS charges, sum(amount_minor)::bigint AS amount_minor
+FROM geo.ledger_entries
+WHERE run_id = %(run_id)s AND kind = 'charge'
+GROUP BY coalesce(upstream_id, sample_id || ':' || attempt_no)
+HAVING count(*) > 1
+ORDER BY 1 LIMIT 1000;
+
+-- name: unexplained_lines
+-- Reconciliation lines whose difference nobody has explained: anything but matched or pending.
+SELECT upstream_id, sample_id, platform, classification, ours_minor, theirs_minor,
+       difference_minor, currency
+FROM geo.reconciliation_lines
+WHERE run_id = %(run_id)s AND classification NOT IN ('matched', 'pending')
+ORDER BY upstream_id LIMIT 1000;
+
+-- name: recent_runs
+-- Runs created within the window that are not older than the retention horizon, with their
+-- channels (a partition exists for every channel a run has samples on).
+SELECT r.run_id, r.scheduled_for, r.created_at, r.cancel_requested_at,
+       array_agg(DISTINCT s.channel ORDER BY s.channel) AS channels
+FROM geo.runs r JOIN geo.samples s ON s.run_id = r.run_id
+WHERE r.created_at >= now() - make_interval(days => %(days)s)
+GROUP BY r.run_id ORDER BY r.created_at, r.run_id;
+
+-- name: undispatched_partitions
+-- (run, channel) pairs of recent runs created outside the schedule (the launchpad job, the CLI
+-- with --no-dispatch) that still have samples never dispatched: sampling_plan has not run.
+SELECT s.run_id, s.channel, r.created_at FROM geo.samples s JOIN geo.runs r USING (run_id)
+WHERE r.created_at >= now() - make_interval(days => %(days)s)
+  AND r.scheduled_for IS NULL AND r.cancel_requested_at IS NULL
+  AND s.attempt_no = 0
+  AND NOT EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect')
+GROUP BY s.run_id, s.channel, r.created_at
+ORDER BY r.created_at, s.run_id, s.channel;
+
+-- name: run_channels
+-- The channels of the given runs (the partitions each run has).
+SELECT run_id, array_agg(DISTINCT channel ORDER BY channel) AS channels FROM geo.samples
+WHERE run_id = ANY(%(run_ids)s::text[]) GROUP BY run_id;
+
+-- name: runs_created
+-- Creation time of the given run ids; missing ids are runs PostgreSQL does not know.
+SELECT run_id, created_at FROM geo.runs WHERE run_id = ANY(%(run_ids)s::text[]);
+
+-- name: active_monitors
+SELECT monitor_id, tenant_id, config FROM geo.monitors WHERE active ORDER BY monitor_id;
+
+-- name: monitor_run_for_day
+SELECT run_id FROM geo.runs WHERE monitor_id = %(monitor_id)s AND scheduled_for = %(day)s;
