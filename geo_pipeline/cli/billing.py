@@ -1,10 +1,280 @@
-"""CLI commands of this part of the pipeline (filled in by the issue that owns it)."""
+"""``geo-pipeline billing``: balances, deposits, run confirmation and close, a run's ledger, and
+reconciliation against the platforms' fee statements (R23, R24). Amounts are integer minor units
+(fen for CNY) on input and output; every command takes ``--json``."""
 
 from __future__ import annotations
 
+import uuid
+from datetime import datetime
+from typing import Any
+
 import click
+
+from geo_pipeline.billing import ledger, reconcile
+from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.domain.money import Money, MoneyError
+from geo_pipeline.store import db as dbmod
+
+
+@click.group("billing")
+def billing_group() -> None:
+    """Money: balances, reservations, charges, reconciliation (integer minor units)."""
+
+
+def _fail(exc: Exception) -> click.ClickException:
+    return click.ClickException(str(exc))
+
+
+@billing_group.command("balance")
+@click.option("--tenant", required=True)
+@click.option("--json", "as_json", is_flag=True)
+def balance_cmd(tenant: str, as_json: bool) -> None:
+    """Available, reserved and spent money of TENANT, summed from its ledger entries."""
+    with dbmod.connect() as conn:
+        try:
+            b = ledger.balances(conn, tenant)
+        except ledger.BillingError as exc:
+            raise _fail(exc) from None
+    if as_json:
+        emit_json(b.as_dict())
+        return
+    emit_table(
+        [
+            {"balance": name, "minor units": m.amount_minor, "amount": m.format()}
+            for name, m in (
+                ("available", b.available),
+                ("reserved", b.reserved),
+                ("spent", b.spent),
+            )
+        ],
+        ["balance", "minor units", "amount"],
+        title=f"tenant {tenant} ({b.currency})",
+    )
+
+
+@billing_group.command("deposit")
+@click.option("--tenant", required=True)
+@click.option("--amount", required=True, type=int, help="Integer minor units (fen for CNY).")
+@click.option("--currency", default="CNY", show_default=True)
+@click.option(
+    "--idempotency-key",
+    default=None,
+    help="Repeat a deposit safely: the same key never books twice (default: a new key).",
+)
+@click.option("--json", "as_json", is_flag=True)
+def deposit_cmd(
+    tenant: str, amount: int, currency: str, idempotency_key: str | None, as_json: bool
+) -> None:
+    """Add AMOUNT minor units to TENANT's account."""
+    key = idempotency_key or f"deposit:{tenant}:{uuid.uuid4().hex}"
+    with dbmod.connect() as conn:
+        try:
+            entry = ledger.deposit(conn, tenant, amount, currency.upper(), key)
+            b = ledger.balances(conn, tenant)
+        except (ledger.BillingError, MoneyError) as exc:
+            raise _fail(exc) from None
+    if as_json:
+        emit_json({"entry_id": entry, "idempotency_key": key, "balances": b.as_dict()})
+    else:
+        click.echo(
+            f"deposited {Money(amount, currency.upper()).format()} (entry {entry}, key {key}); "
+            f"available {b.available.format()}"
+        )
+
+
+@billing_group.command("confirm")
+@click.argument("run_id")
+@click.option("--no-dispatch", is_flag=True, help="Reserve only; do not queue the run's work.")
+@click.option("--json", "as_json", is_flag=True)
+def confirm_cmd(run_id: str, no_dispatch: bool, as_json: bool) -> None:
+    """Reserve the run's estimated maximum (refused when the balance is short), then queue its
+    work."""
+    from geo_pipeline.store import runs as runstore
+
+    with dbmod.connect() as conn:
+        try:
+            reserved = ledger.confirm_run(conn, run_id)
+        except ledger.BillingError as exc:
+            raise _fail(exc) from None
+        queued = 0 if no_dispatch else runstore.dispatch(conn, run_id)
+    if as_json:
+        emit_json(
+            {
+                "run_id": run_id,
+                "reserved_minor": reserved.amount_minor,
+                "currency": reserved.currency,
+                "queued": queued,
+            }
+        )
+    else:
+        click.echo(f"run {run_id}: reserved {reserved.format()}; queued {queued} samples")
+
+
+@billing_group.command("close")
+@click.argument("run_id")
+@click.option("--force", is_flag=True, help="Close although samples may still cost money.")
+@click.option("--json", "as_json", is_flag=True)
+def close_cmd(run_id: str, force: bool, as_json: bool) -> None:
+    """Release the unused reservation of RUN_ID. Refunds nothing (R24)."""
+    with dbmod.connect() as conn:
+        try:
+            result = ledger.close_run(conn, run_id, force=force)
+        except ledger.BillingError as exc:
+            raise _fail(exc) from None
+    if as_json:
+        emit_json(
+            {
+                "run_id": run_id,
+                "released_minor": result.released.amount_minor,
+                "currency": result.released.currency,
+                "closed_now": result.closed_now,
+            }
+        )
+    else:
+        state = "closed" if result.closed_now else "was already closed"
+        click.echo(f"run {run_id} {state}; released {result.released.format()}")
+
+
+@billing_group.command("ledger")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True)
+def ledger_cmd(run_id: str, as_json: bool) -> None:
+    """Every ledger entry of RUN_ID and its totals."""
+    with dbmod.connect() as conn:
+        try:
+            data = ledger.run_ledger(conn, run_id)
+        except ledger.BillingError as exc:
+            raise _fail(exc) from None
+    if as_json:
+        emit_json(data)
+        return
+    emit_table(
+        data["entries"],
+        [
+            "entry_id",
+            "kind",
+            "amount_minor",
+            "currency",
+            "sample_id",
+            "attempt_no",
+            "upstream_id",
+            "idempotency_key",
+        ],
+        title=f"ledger of run {run_id} (minor units)",
+    )
+    if data["totals"]:
+        emit_table([data["totals"]], title="totals")
+
+
+def _simulator_statement(platform: str, day: str) -> Any:
+    """One day's statement straight from the simulator's HTTP API
+    (``GET /v1/{platform}/statements/{YYYY-MM-DD}``), using the registry's base URL and key."""
+    import httpx
+
+    from geo_pipeline.connectors.base import FeeLine, FeeStatement
+    from geo_pipeline.connectors.registry import load_registry
+
+    entry = load_registry().entry(platform)
+    url = f"{entry.base_url.rstrip('/')}/v1/{platform}/statements/{day}"
+    headers = {"Authorization": f"Bearer {entry.api_key()}"} if entry.api_key() else {}
+    try:
+        resp = httpx.get(url, headers=headers, timeout=30)
+    except httpx.HTTPError as exc:
+        raise click.ClickException(
+            f"cannot fetch the {platform} statement of {day} from {url}: {exc}; "
+            "is the simulator running (`geo-pipeline simulator serve`)?"
+        ) from None
+    if resp.status_code != 200:
+        raise click.ClickException(f"{url} answered {resp.status_code}: {resp.text[:200]}")
+    data = resp.json()
+    return FeeStatement(
+        platform=platform,
+        statement_date=str(data.get("date", day)),
+        currency=str(data["currency"]),
+        lines=tuple(
+            FeeLine(
+                upstream_id=str(line["upstream_id"]),
+                item=str(line["item"]),
+                amount_minor=line["amount_minor"],
+                currency=str(line["currency"]),
+                price_version=line.get("price_version"),
+                charged_at=datetime.fromisoformat(line["charged_at"])
+                if line.get("charged_at")
+                else None,
+            )
+            for line in data.get("lines", [])
+        ),
+        raw=resp.content,
+    )
+
+
+@billing_group.command("reconcile")
+@click.argument("run_id")
+@click.option(
+    "--statements-from-simulator",
+    is_flag=True,
+    help="First fetch the statements of the days the run's fees fall on from the simulator.",
+)
+@click.option("--json", "as_json", is_flag=True)
+def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -> None:
+    """Match RUN_ID's charges to the platforms' fee statements and classify every difference."""
+    imports: list[dict[str, Any]] = []
+    with dbmod.connect() as conn:
+        try:
+            if statements_from_simulator:
+                for platform, days in reconcile.statement_days_needed(conn, run_id).items():
+                    for day in days:
+                        stmt = _simulator_statement(platform, day)
+                        imports.append(reconcile.import_statement(conn, stmt).as_dict())
+            summary = reconcile.reconcile_run(conn, run_id)
+            lines = reconcile.reconciliation_lines(conn, run_id)
+        except (LookupError, ledger.BillingError, MoneyError, ValueError) as exc:
+            raise _fail(exc) from None
+    if as_json:
+        emit_json({"imports": imports, "summary": summary.as_dict(), "lines": lines})
+        return
+    for imp in imports:
+        click.echo(
+            f"statement {imp['platform']} {imp['statement_date']}: {imp['lines']} lines"
+            + ("" if imp["imported_now"] else " (already imported)")
+        )
+    emit_table(
+        [line for line in lines if line["classification"] != "matched"],
+        [
+            "upstream_id",
+            "platform",
+            "classification",
+            "fee_class",
+            "ours_minor",
+            "theirs_minor",
+            "difference_minor",
+        ],
+        title=f"differences of run {run_id} (minor units {summary.currency})",
+    )
+    s = summary.as_dict()
+    emit_table(
+        [
+            {
+                "classification": k,
+                "lines": v,
+                "difference_minor": s["difference_by_classification"][k],
+            }
+            for k, v in s["counts"].items()
+        ],
+        title="by classification",
+    )
+    emit_table(
+        [
+            {"fee_class": k, "ours_minor": v, "theirs_minor": s["theirs_by_fee_class"][k]}
+            for k, v in s["ours_by_fee_class"].items()
+        ],
+        title="fees: completed / failed / to verify",
+    )
+    click.echo(
+        f"unexplained difference: {summary.unexplained_difference_minor} minor units "
+        f"{summary.currency}" + ("" if summary.clean else "  (needs review)")
+    )
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
-    del root
+    root.add_command(billing_group)

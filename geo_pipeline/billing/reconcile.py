@@ -1,0 +1,289 @@
+"""Reconciliation of our charges against the platforms' fee statements (R23, R24, R26).
+
+``import_statement`` stores a platform's daily statement once (idempotent by content sha256; a
+re-issued statement for the same day supersedes the earlier one). ``reconcile_run`` matches the
+statement lines to our charge entries by platform + upstream id, item by item, classifies each
+upstream task (matched / amount_mismatch / missing_ours / missing_theirs / pending, see
+``geo_pipeline.domain.billing.classify``), and rewrites the run's rows of
+``geo.reconciliation_lines`` (delete-then-insert in one transaction, so a re-run replaces the
+previous result instead of adding to it). The summary separates completed, failed and
+to-be-verified fees and gives the unexplained difference in minor units; the Dagster
+``billing_reconciliation`` asset materialises it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+from collections import defaultdict
+from dataclasses import dataclass
+from datetime import date
+from typing import TYPE_CHECKING, Any
+
+from psycopg.types.json import Jsonb
+
+from geo_pipeline.domain import billing as rules
+from geo_pipeline.domain.billing import ReconciliationSummary, ReconLine
+from geo_pipeline.domain.money import Money
+from geo_pipeline.store.queries import Q
+
+if TYPE_CHECKING:
+    from geo_pipeline.connectors.base import Connector, FeeStatement
+    from geo_pipeline.store.db import Conn
+
+
+@dataclass(frozen=True)
+class ImportResult:
+    statement_id: int
+    platform: str
+    statement_date: str
+    lines: int
+    imported_now: bool
+
+    def as_dict(self) -> dict[str, Any]:
+        return self.__dict__.copy()
+
+
+def statement_sha256(statement: FeeStatement) -> str:
+    """Content hash of a statement: its parsed content in canonical JSON, so the same statement
+    fetched twice (whatever the whitespace of the raw body) is recognised as one."""
+    body = {
+        "platform": statement.platform,
+        "statement_date": statement.statement_date,
+        "currency": statement.currency,
+        "lines": [
+            {
+                "upstream_id": line.upstream_id,
+                "item": line.item,
+                "amount_minor": line.amount_minor,
+                "currency": line.currency,
+                "price_version": line.price_version,
+                "charged_at": line.charged_at.isoformat() if line.charged_at else None,
+            }
+            for line in statement.lines
+        ],
+    }
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def import_statement(conn: Conn, statement: FeeStatement) -> ImportResult:
+    """Store a fee statement and its lines once; a repeat import of the same content is a no-op."""
+    day = date.fromisoformat(statement.statement_date)
+    Money(0, statement.currency)  # a valid currency code
+    for line in statement.lines:
+        Money(rules.minor(line.amount_minor, f"statement line {line.upstream_id}"), line.currency)
+    sha = statement_sha256(statement)
+    params = {
+        "platform": statement.platform,
+        "statement_date": day,
+        "currency": statement.currency,
+        "content_sha256": sha,
+    }
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(Q("billing.insert_statement"), params)
+        row = cur.fetchone()
+        if row is None:
+            cur.execute(Q("billing.statement_by_content"), params)
+            existing = cur.fetchone()
+            assert existing is not None
+            return ImportResult(
+                int(existing["statement_id"]),
+                statement.platform,
+                statement.statement_date,
+                len(statement.lines),
+                False,
+            )
+        statement_id = int(row["statement_id"])
+        cur.executemany(
+            Q("billing.insert_statement_line"),
+            [
+                {
+                    "statement_id": statement_id,
+                    "line_no": i,
+                    "upstream_id": line.upstream_id,
+                    "item": line.item,
+                    "amount_minor": line.amount_minor,
+                    "currency": line.currency,
+                    "price_version": line.price_version,
+                    "charged_at": line.charged_at,
+                }
+                for i, line in enumerate(statement.lines)
+            ],
+        )
+    return ImportResult(
+        statement_id, statement.platform, statement.statement_date, len(statement.lines), True
+    )
+
+
+async def afetch_and_import(conn: Conn, connector: Connector, statement_date: str) -> ImportResult:
+    """Fetch one day's statement through the connector and import it (for async callers)."""
+    statement = await connector.fee_statement(statement_date)
+    return import_statement(conn, statement)
+
+
+def fetch_and_import(conn: Conn, connector: Connector, statement_date: str) -> ImportResult:
+    """Fetch one day's statement through the connector and import it. Runs its own event loop;
+    inside async code call ``afetch_and_import`` instead."""
+    return asyncio.run(afetch_and_import(conn, connector, statement_date))
+
+
+def _run_currency(conn: Conn, run_id: str) -> str:
+    with conn.cursor() as cur:
+        cur.execute(Q("billing.run_for_billing"), {"run_id": run_id})
+        row = cur.fetchone()
+    if row is None:
+        raise LookupError(f"no run with id {run_id!r}")
+    return str(row["currency"]).strip()
+
+
+def statement_days_needed(conn: Conn, run_id: str) -> dict[str, list[str]]:
+    """The (platform, day) statements a run's charges fall on: what to fetch to reconcile it."""
+    days: dict[str, set[str]] = defaultdict(set)
+    with conn.cursor() as cur:
+        cur.execute(Q("billing.run_charges"), {"run_id": run_id})
+        for r in cur.fetchall():
+            days[str(r["platform"])].add(r["charged_on"].isoformat())
+        cur.execute(Q("billing.run_upstream_tasks"), {"run_id": run_id})
+        for r in cur.fetchall():
+            days[str(r["platform"])].add(r["accepted_on"].isoformat())
+    return {p: sorted(d) for p, d in sorted(days.items())}
+
+
+def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
+    """Match the run's charges to the imported statements and rewrite its reconciliation lines.
+
+    The run's upstream tasks are those it charged plus those its upstream requests know (an
+    accepted task we never charged may still be on their statement: missing_ours). A statement
+    line for a task of no run cannot be attributed here; it stays in geo.fee_statement_lines.
+    """
+    currency = _run_currency(conn, run_id)
+    with conn.transaction(), conn.cursor() as cur:
+        # key: (platform, upstream_id)
+        ours: dict[tuple[str, str], dict[str, int]] = {}
+        info: dict[tuple[str, str], dict[str, Any]] = {}
+        cur.execute(Q("billing.run_charges"), {"run_id": run_id})
+        for r in cur.fetchall():
+            k = (str(r["platform"]), str(r["upstream_id"]))
+            items = ours.setdefault(k, {})
+            details = r["details"] or {}
+            for item, amount in (details.get("items") or {}).items():
+                items[item] = items.get(item, 0) + int(amount)
+            # A refund settles part of a charge: take it off the items, base last.
+            refunded = int(r["refunded_minor"]) if k not in info else 0
+            for item in sorted(items, key=lambda i: i == "base"):
+                take = min(items[item], refunded)
+                items[item] -= take
+                refunded -= take
+            info[k] = {
+                "sample_id": r["sample_id"],
+                "attempt_no": r["attempt_no"],
+                "outcome": details.get("upstream_outcome"),
+                "day": r["charged_on"],
+                "free_reason": details.get("free_reason"),
+                "refunded_minor": int(r["refunded_minor"]),
+            }
+        cur.execute(Q("billing.run_upstream_tasks"), {"run_id": run_id})
+        for r in cur.fetchall():
+            k = (str(r["platform"]), str(r["upstream_id"]))
+            entry = info.setdefault(
+                k,
+                {
+                    "sample_id": r["sample_id"],
+                    "attempt_no": r["attempt_no"],
+                    "outcome": None,
+                    "day": r["accepted_on"],
+                },
+            )
+            if entry.get("outcome") is None and r["outcome"] in ("completed", "failed"):
+                entry["outcome"] = r["outcome"]
+            entry["request_state"] = r["state"]
+        platforms = sorted({p for p, _ in info})
+        upstream_ids = sorted({u for _, u in info})
+        theirs: dict[tuple[str, str], dict[str, int]] = {}
+        their_days: dict[tuple[str, str], set[str]] = defaultdict(set)
+        foreign: dict[tuple[str, str], list[str]] = defaultdict(list)
+        cur.execute(
+            Q("billing.statement_lines_for"),
+            {"platforms": platforms, "upstream_ids": upstream_ids},
+        )
+        for r in cur.fetchall():
+            k = (str(r["platform"]), str(r["upstream_id"]))
+            if k not in info:
+                continue
+            if str(r["currency"]).strip() != currency:
+                # Never add amounts of two currencies: show the line, count nothing of it.
+                foreign[k].append(f"{r['item']}={r['amount_minor']} {r['currency']}")
+                theirs.setdefault(k, {})
+                continue
+            items = theirs.setdefault(k, {})
+            items[str(r["item"])] = items.get(str(r["item"]), 0) + int(r["amount_minor"])
+            their_days[k].add(r["statement_date"].isoformat())
+        cur.execute(Q("billing.imported_statement_days"), {"platforms": platforms})
+        imported = {(str(r["platform"]), r["statement_date"]) for r in cur.fetchall()}
+
+        lines: list[ReconLine] = []
+        for k in sorted(info, key=lambda k: (k[0], k[1])):
+            platform, upstream_id = k
+            meta = info[k]
+            mine = ours.get(k)
+            theirs_items = theirs.get(k)
+            cls = rules.classify(
+                mine, theirs_items, statement_imported=(platform, meta["day"]) in imported
+            )
+            if foreign.get(k) and cls == "matched":
+                cls = "amount_mismatch"
+            detail: dict[str, Any] = {
+                "ours_items": mine,
+                "theirs_items": theirs_items,
+                "statement_days": sorted(their_days.get(k, ())),
+                "our_day": meta["day"].isoformat(),
+            }
+            for extra in ("free_reason", "request_state", "refunded_minor"):
+                if meta.get(extra):
+                    detail[extra] = meta[extra]
+            if foreign.get(k):
+                detail["other_currency_lines"] = foreign[k]
+            lines.append(
+                ReconLine(
+                    upstream_id=upstream_id,
+                    platform=platform,
+                    classification=cls,
+                    fee_class=rules.fee_class(cls, meta.get("outcome")),
+                    ours_minor=sum((mine or {}).values()),
+                    theirs_minor=sum((theirs_items or {}).values()),
+                    currency=currency,
+                    sample_id=meta.get("sample_id"),
+                    attempt_no=meta.get("attempt_no"),
+                    detail=detail,
+                )
+            )
+        # Idempotent rewrite: the run's previous result is replaced, never added to.
+        cur.execute(Q("billing.delete_reconciliation"), {"run_id": run_id})
+        cur.executemany(
+            Q("billing.insert_reconciliation_line"),
+            [
+                {
+                    "run_id": run_id,
+                    "upstream_id": line.upstream_id,
+                    "sample_id": line.sample_id,
+                    "attempt_no": line.attempt_no,
+                    "platform": line.platform,
+                    "classification": line.classification,
+                    "ours_minor": line.ours_minor,
+                    "theirs_minor": line.theirs_minor,
+                    "currency": line.currency,
+                    "fee_class": line.fee_class,
+                    "detail": Jsonb(line.detail),
+                }
+                for line in lines
+            ],
+        )
+    return rules.summarise(run_id, currency, lines)
+
+
+def reconciliation_lines(conn: Conn, run_id: str) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q("billing.reconciliation_lines"), {"run_id": run_id})
+        return [dict(r) for r in cur.fetchall()]

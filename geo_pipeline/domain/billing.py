@@ -1,0 +1,292 @@
+"""Billing rules, pure (R4, R15, R23, R24): what one finished attempt costs, how much of a charge
+falls outside a run's reservation, and how a line of reconciliation is classified.
+
+Values in, values out; the ledger (geo_pipeline.billing) does the I/O. Every amount is an integer
+number of minor units: a float anywhere is refused, never rounded.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from geo_pipeline.domain.money import MoneyError
+
+RetryFeeRule = Literal["charged", "free_after_failure", "free"]
+RETRY_FEE_RULES: tuple[str, ...] = ("charged", "free_after_failure", "free")
+UpstreamOutcome = Literal["completed", "failed"]
+# What a platform bills for one answer; 'retry_allowance' is a quote line, never a charge item.
+CHARGE_ITEMS: tuple[str, ...] = ("base", "deep_thinking", "web_search", "screenshot")
+Classification = Literal["matched", "amount_mismatch", "missing_ours", "missing_theirs", "pending"]
+CLASSIFICATIONS: tuple[str, ...] = (
+    "matched",
+    "amount_mismatch",
+    "missing_ours",
+    "missing_theirs",
+    "pending",
+)
+FeeClass = Literal["completed", "failed", "to_verify"]
+FEE_CLASSES: tuple[str, ...] = ("completed", "failed", "to_verify")
+
+
+def minor(value: object, what: str = "amount") -> int:
+    """``value`` as integer minor units; a float, a bool or a string is a bug and raises."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise MoneyError(f"{what} must be an integer number of minor units, got {value!r}")
+    return value
+
+
+# --------------------------------------------------------------------------- unit prices
+@dataclass(frozen=True)
+class UnitPrices:
+    """The quoted unit prices of one platform and mode, frozen in the run's quote (R4, R23)."""
+
+    platform: str
+    mode: str
+    price_version: str
+    items: Mapping[str, int]  # item -> unit price in minor units (only the quoted items)
+
+    def __post_init__(self) -> None:
+        if "base" not in self.items:
+            raise ValueError(
+                f"the quote has no base price for {self.platform} mode {self.mode!r}; "
+                "an attempt of a mode that was never quoted cannot be charged"
+            )
+        for item, price in self.items.items():
+            if item not in CHARGE_ITEMS:
+                raise ValueError(f"unknown charge item {item!r}")
+            if minor(price, f"unit price of {item}") < 0:
+                raise ValueError(f"unit price of {item} is negative: {price}")
+
+
+def unit_prices_from_quote(
+    lines: Iterable[Mapping[str, Any]], platform: str, mode: str
+) -> UnitPrices:
+    """Pick the unit prices of ``platform``/``mode`` out of quote lines (rows of geo.quote_lines
+    or ``QuoteLine.__dict__``). The quote may hold several lines of one item (one per screenshot
+    policy); they carry the same unit price, and a disagreement is an error, not a choice."""
+    items: dict[str, int] = {}
+    versions: set[str] = set()
+    for line in lines:
+        if line["platform"] != platform or line["mode"] != mode:
+            continue
+        item = str(line["item"])
+        if item == "retry_allowance":
+            continue
+        price = minor(line["unit_price_minor"], f"unit price of {item}")
+        if items.setdefault(item, price) != price:
+            raise ValueError(
+                f"the quote has two unit prices for {platform}/{mode}/{item}: "
+                f"{items[item]} and {price}"
+            )
+        versions.add(str(line["price_version"]))
+    if len(versions) > 1:
+        raise ValueError(f"the quote mixes price versions for {platform}: {sorted(versions)}")
+    return UnitPrices(platform, mode, versions.pop() if versions else "", items)
+
+
+# --------------------------------------------------------------------------- one attempt
+@dataclass(frozen=True)
+class ChargeDecision:
+    """What one finished attempt costs. ``free_reason`` says why an attempt costs nothing;
+    ``unquoted`` lists features that were used but have no price in the quote (they are not
+    charged: the customer agreed to the quote, and reconciliation will show the difference)."""
+
+    amount_minor: int
+    items: Mapping[str, int]
+    free_reason: str | None = None
+    unquoted: tuple[str, ...] = ()
+
+    @property
+    def free(self) -> bool:
+        return self.free_reason is not None
+
+
+def charge_for_attempt(
+    prices: UnitPrices,
+    rule: str,
+    upstream_outcome: str,
+    *,
+    deep_thinking_used: bool = False,
+    web_search_used: bool = False,
+    screenshot_used: bool = False,
+    sample_already_charged: bool = False,
+) -> ChargeDecision:
+    """The charge of one accepted attempt whose upstream task finished (R4, R15).
+
+    The base price of the mode, plus each surcharge only when its feature was actually used and
+    the quote prices it. Whether the attempt is billed at all is the platform's rule, never ours:
+    'charged' bills every finished attempt; 'free_after_failure' bills nothing for an attempt
+    whose upstream task failed; 'free' bills only the first charged attempt of a sample.
+    """
+    if rule not in RETRY_FEE_RULES:
+        raise ValueError(f"unknown retry fee rule {rule!r}; expected one of {RETRY_FEE_RULES}")
+    if upstream_outcome not in ("completed", "failed"):
+        raise ValueError(
+            f"only a finished upstream task is charged; outcome {upstream_outcome!r} "
+            "is not 'completed' or 'failed'"
+        )
+    if rule == "free_after_failure" and upstream_outcome == "failed":
+        return ChargeDecision(0, {}, free_reason="free_after_failure: upstream task failed")
+    if rule == "free" and sample_already_charged:
+        return ChargeDecision(0, {}, free_reason="free: an earlier attempt was already charged")
+    items = {"base": prices.items["base"]}
+    unquoted = []
+    for item, used in (
+        ("deep_thinking", deep_thinking_used),
+        ("web_search", web_search_used),
+        ("screenshot", screenshot_used),
+    ):
+        if not used:
+            continue
+        if item in prices.items:
+            items[item] = prices.items[item]
+        else:
+            unquoted.append(item)
+    return ChargeDecision(sum(items.values()), items, unquoted=tuple(unquoted))
+
+
+def over_reservation(amount_minor: int, reservation_left_minor: int) -> int:
+    """How much of a charge the run's remaining reservation does not cover (0 when it fits).
+
+    The rule (R23): a charge is what upstream really billed, so it is always recorded; the part
+    above the reservation is moved into the reservation by an explicit 'reservation' adjustment
+    flagged for review, never posted silently against money that was not reserved."""
+    amount = minor(amount_minor, "charge")
+    left = minor(reservation_left_minor, "reservation left")
+    if amount < 0:
+        raise ValueError(f"a charge cannot be negative: {amount}")
+    return max(0, amount - max(0, left))
+
+
+# --------------------------------------------------------------------------- reconciliation
+def _nonzero(items: Mapping[str, int] | None) -> dict[str, int]:
+    return {k: v for k, v in (items or {}).items() if v != 0}
+
+
+def classify(
+    ours: Mapping[str, int] | None,
+    theirs: Mapping[str, int] | None,
+    *,
+    statement_imported: bool,
+) -> Classification:
+    """Classify one upstream task (R23, R24) from our charge and their statement, item by item.
+
+    ``ours``: the items of our charge entry (None = we posted no charge decision, e.g. the attempt
+    has not finished). ``theirs``: the items on the platform's statements (None = on no imported
+    statement). ``statement_imported``: the statement of the day our charge falls on was imported,
+    so absence there means something. A free attempt (ours all zero) that is on no statement
+    matches; a charge on no statement is pending until that day's statement is in.
+    """
+    if theirs is not None:
+        if ours is None:
+            return "missing_ours"
+        return "matched" if _nonzero(ours) == _nonzero(theirs) else "amount_mismatch"
+    if ours is None or not statement_imported:
+        return "pending"
+    return "matched" if not _nonzero(ours) else "missing_theirs"
+
+
+def fee_class(classification: str, upstream_outcome: str | None) -> FeeClass:
+    """R24: a fee is 'completed' or 'failed' by its upstream task's outcome, and 'to_verify' while
+    that outcome is unknown or the line is still pending."""
+    if classification == "pending" or upstream_outcome not in ("completed", "failed"):
+        return "to_verify"
+    return "completed" if upstream_outcome == "completed" else "failed"
+
+
+@dataclass(frozen=True)
+class ReconLine:
+    upstream_id: str
+    platform: str
+    classification: str
+    fee_class: str
+    ours_minor: int
+    theirs_minor: int
+    currency: str
+    sample_id: str | None = None
+    attempt_no: int | None = None
+    detail: Mapping[str, Any] = field(default_factory=dict)
+
+    @property
+    def difference_minor(self) -> int:
+        """Theirs minus ours: positive = the platform billed more than we charged."""
+        return self.theirs_minor - self.ours_minor
+
+
+@dataclass(frozen=True)
+class ReconciliationSummary:
+    """Per-run result of reconciliation (R23, R24, R26), in minor units of ``currency``.
+
+    ``unexplained_difference_minor`` sums theirs - ours over every line that is not pending:
+    pending lines are explained by timing (the statement is not in yet); everything else that
+    differs needs a person (or a refund / adjustment) to explain it."""
+
+    run_id: str
+    currency: str
+    lines: int
+    counts: Mapping[str, int]
+    difference_by_classification: Mapping[str, int]
+    ours_by_fee_class: Mapping[str, int]
+    theirs_by_fee_class: Mapping[str, int]
+    ours_total_minor: int
+    theirs_total_minor: int
+    pending_ours_minor: int
+    unexplained_difference_minor: int
+
+    @property
+    def clean(self) -> bool:
+        return self.unexplained_difference_minor == 0 and all(
+            self.counts.get(k, 0) == 0
+            for k in ("amount_mismatch", "missing_ours", "missing_theirs")
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "currency": self.currency,
+            "lines": self.lines,
+            "counts": dict(self.counts),
+            "difference_by_classification": dict(self.difference_by_classification),
+            "ours_by_fee_class": dict(self.ours_by_fee_class),
+            "theirs_by_fee_class": dict(self.theirs_by_fee_class),
+            "ours_total_minor": self.ours_total_minor,
+            "theirs_total_minor": self.theirs_total_minor,
+            "pending_ours_minor": self.pending_ours_minor,
+            "unexplained_difference_minor": self.unexplained_difference_minor,
+            "clean": self.clean,
+        }
+
+
+def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> ReconciliationSummary:
+    counts = dict.fromkeys(CLASSIFICATIONS, 0)
+    diffs = dict.fromkeys(CLASSIFICATIONS, 0)
+    ours_fc = dict.fromkeys(FEE_CLASSES, 0)
+    theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
+    n = ours_total = theirs_total = pending = unexplained = 0
+    for line in lines:
+        n += 1
+        counts[line.classification] += 1
+        diffs[line.classification] += line.difference_minor
+        ours_fc[line.fee_class] += line.ours_minor
+        theirs_fc[line.fee_class] += line.theirs_minor
+        ours_total += line.ours_minor
+        theirs_total += line.theirs_minor
+        if line.classification == "pending":
+            pending += line.ours_minor
+        else:
+            unexplained += line.difference_minor
+    return ReconciliationSummary(
+        run_id=run_id,
+        currency=currency,
+        lines=n,
+        counts=counts,
+        difference_by_classification=diffs,
+        ours_by_fee_class=ours_fc,
+        theirs_by_fee_class=theirs_fc,
+        ours_total_minor=ours_total,
+        theirs_total_minor=theirs_total,
+        pending_ours_minor=pending,
+        unexplained_difference_minor=unexplained,
+    )

@@ -1,0 +1,225 @@
+-- Billing (issue 7): the append-only ledger, balances and reconciliation (R15, R23, R24).
+
+-- name: upsert_tenant
+-- A deposit may arrive before the tenant's first run; the tenant's currency is the ledger's.
+INSERT INTO geo.tenants (tenant_id, name, currency)
+VALUES (%(tenant_id)s, %(tenant_id)s, %(currency)s)
+ON CONFLICT (tenant_id) DO NOTHING;
+
+-- name: get_tenant
+SELECT tenant_id, currency FROM geo.tenants WHERE tenant_id = %(tenant_id)s;
+
+-- name: lock_tenant
+-- Serialises reservations of one tenant, so two runs cannot both spend the same available money.
+SELECT pg_advisory_xact_lock(hashtext('geo.billing.tenant:' || %(tenant_id)s));
+
+-- name: insert_entry
+-- Idempotent by key: a replay finds the existing entry and posts nothing (R24).
+INSERT INTO geo.ledger_entries (tenant_id, kind, amount_minor, currency, run_id, sample_id,
+                                attempt_no, upstream_id, price_version, idempotency_key,
+                                details, adjusts)
+VALUES (%(tenant_id)s, %(kind)s, %(amount_minor)s, %(currency)s, %(run_id)s, %(sample_id)s,
+        %(attempt_no)s, %(upstream_id)s, %(price_version)s, %(idempotency_key)s,
+        %(details)s, %(adjusts)s)
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING entry_id;
+
+-- name: entry_by_key
+SELECT entry_id, tenant_id, kind, amount_minor, currency, run_id, sample_id, attempt_no,
+       upstream_id, adjusts, details
+FROM geo.ledger_entries WHERE idempotency_key = %(idempotency_key)s;
+
+-- name: tenant_balance
+SELECT tenant_id, currency, deposited_minor, available_minor, reserved_minor, spent_minor
+FROM geo.account_balances
+WHERE tenant_id = %(tenant_id)s AND currency = %(currency)s;
+
+-- name: tenant_entry_sums
+-- Every kind's plain sum, for recomputing balances outside the view (the property tests).
+SELECT kind, coalesce(adjusts, '') AS adjusts, sum(amount_minor)::bigint AS total_minor,
+       count(*) AS entries
+FROM geo.ledger_entries WHERE tenant_id = %(tenant_id)s
+GROUP BY kind, adjusts ORDER BY kind, adjusts;
+
+-- name: run_for_billing
+SELECT r.run_id, r.tenant_id, r.quote_id, r.confirmed_at, r.cancel_requested_at, r.closed_at,
+       q.currency, q.estimated_max_minor, q.price_versions
+FROM geo.runs r JOIN geo.quote_snapshots q USING (quote_id)
+WHERE r.run_id = %(run_id)s;
+
+-- name: lock_run_account
+-- The row lock serialises every money movement of one run (charges of many workers, close,
+-- refunds), so "what is left of the reservation" is exact when a charge is decided.
+SELECT run_id, tenant_id, currency, estimated_minor, reserved_minor, overrun_minor,
+       charged_minor, released_minor, refunded_minor,
+       reserved_minor + overrun_minor - charged_minor - released_minor AS reservation_left_minor
+FROM geo.run_accounts WHERE run_id = %(run_id)s
+FOR UPDATE;
+
+-- name: run_account
+SELECT run_id, tenant_id, currency, estimated_minor, reserved_minor, overrun_minor,
+       charged_minor, released_minor, refunded_minor, entries,
+       reserved_minor + overrun_minor - charged_minor - released_minor AS reservation_left_minor
+FROM geo.run_accounts WHERE run_id = %(run_id)s;
+
+-- name: charge_context
+-- Read after the run account is locked (a fresh snapshot): a duplicate posted meanwhile is seen.
+SELECT
+  (SELECT entry_id FROM geo.ledger_entries WHERE idempotency_key = %(idempotency_key)s)
+    AS existing_entry_id,
+  (SELECT retry_fee_rule FROM geo.run_fee_rules
+    WHERE run_id = %(run_id)s AND platform = %(platform)s) AS retry_fee_rule,
+  (SELECT coalesce(jsonb_agg(jsonb_build_object(
+            'platform', ql.platform, 'mode', ql.mode, 'item', ql.item,
+            'unit_price_minor', ql.unit_price_minor, 'price_version', ql.price_version)), '[]')
+     FROM geo.runs r JOIN geo.quote_lines ql USING (quote_id)
+    WHERE r.run_id = %(run_id)s AND ql.platform = %(platform)s AND ql.mode = %(mode)s)
+    AS quote_lines,
+  EXISTS (SELECT 1 FROM geo.ledger_entries e
+           WHERE e.sample_id = %(sample_id)s AND e.kind = 'charge' AND e.amount_minor > 0)
+    AS sample_already_charged;
+
+-- name: insert_fee_rule
+INSERT INTO geo.run_fee_rules (run_id, platform, price_version, retry_fee_rule)
+VALUES (%(run_id)s, %(platform)s, %(price_version)s, %(retry_fee_rule)s)
+ON CONFLICT (run_id, platform) DO NOTHING;
+
+-- name: run_fee_rules
+SELECT platform, price_version, retry_fee_rule FROM geo.run_fee_rules
+WHERE run_id = %(run_id)s ORDER BY platform;
+
+-- name: set_confirmed
+UPDATE geo.runs SET confirmed_at = now()
+WHERE run_id = %(run_id)s AND confirmed_at IS NULL;
+
+-- name: set_closed
+UPDATE geo.runs SET closed_at = now()
+WHERE run_id = %(run_id)s AND closed_at IS NULL
+RETURNING closed_at;
+
+-- name: run_activity
+-- Samples that may still cost money: not terminal, or accepted-unknown upstream (R12, R24).
+SELECT count(*) FILTER (WHERE collection_state IN ('queued', 'running')) AS active,
+       count(*) FILTER (WHERE submission_state = 'uncertain') AS uncertain
+FROM geo.samples WHERE run_id = %(run_id)s;
+
+-- name: upstream_money
+SELECT coalesce(sum(amount_minor) FILTER (WHERE kind = 'charge'), 0)::bigint AS charged_minor,
+       coalesce(sum(amount_minor) FILTER (WHERE kind = 'refund'), 0)::bigint AS refunded_minor,
+       min(sample_id) AS sample_id, min(attempt_no) AS attempt_no
+FROM geo.ledger_entries
+WHERE run_id = %(run_id)s AND upstream_id = %(upstream_id)s AND kind IN ('charge', 'refund');
+
+-- name: run_entries
+SELECT entry_id, kind, amount_minor, currency, sample_id, attempt_no, upstream_id,
+       price_version, idempotency_key, adjusts, details, created_at
+FROM geo.ledger_entries WHERE run_id = %(run_id)s ORDER BY entry_id;
+
+-- name: run_billing
+SELECT run_id, tenant_id, currency, estimated_minor, reserved_total_minor, overrun_minor,
+       charged_minor, released_minor, refunded_minor, reservation_left_minor
+FROM geo.run_billing WHERE run_id = %(run_id)s;
+
+-- name: account_drift
+-- The check behind the maintained run accounts: recompute every run's sums from the entries and
+-- return the runs where the summary disagrees (expected: none).
+SELECT coalesce(a.run_id, b.run_id) AS run_id,
+       a.reserved_minor AS summary_reserved, b.reserved_total_minor AS entries_reserved,
+       a.charged_minor AS summary_charged, b.charged_minor AS entries_charged,
+       a.released_minor AS summary_released, b.released_minor AS entries_released,
+       a.refunded_minor AS summary_refunded, b.refunded_minor AS entries_refunded,
+       a.overrun_minor AS summary_overrun, b.overrun_minor AS entries_overrun
+FROM geo.run_accounts a FULL JOIN geo.run_billing b USING (run_id)
+WHERE (%(run_id)s::text IS NULL OR coalesce(a.run_id, b.run_id) = %(run_id)s)
+  AND (a.run_id IS NULL OR b.run_id IS NULL
+       OR a.reserved_minor <> b.reserved_total_minor OR a.charged_minor <> b.charged_minor
+       OR a.released_minor <> b.released_minor OR a.refunded_minor <> b.refunded_minor
+       OR a.overrun_minor <> b.overrun_minor OR a.estimated_minor <> b.estimated_minor);
+
+-- name: entries_for_review
+-- Adjustments that moved money into a run's reservation because a charge exceeded it.
+SELECT entry_id, tenant_id, run_id, sample_id, attempt_no, upstream_id, amount_minor, currency,
+       details, created_at
+FROM geo.ledger_entries
+WHERE kind = 'adjustment' AND adjusts = 'reservation'
+  AND (%(run_id)s::text IS NULL OR run_id = %(run_id)s)
+ORDER BY entry_id;
+
+-- ---------------------------------------------------------------- reconciliation (R23, R24)
+
+-- name: insert_statement
+-- Idempotent by content: the same statement imported twice is one statement.
+INSERT INTO geo.fee_statements (platform, statement_date, currency, content_sha256)
+VALUES (%(platform)s, %(statement_date)s, %(currency)s, %(content_sha256)s)
+ON CONFLICT (platform, statement_date, content_sha256) DO NOTHING
+RETURNING statement_id;
+
+-- name: statement_by_content
+SELECT statement_id FROM geo.fee_statements
+WHERE platform = %(platform)s AND statement_date = %(statement_date)s
+  AND content_sha256 = %(content_sha256)s;
+
+-- name: insert_statement_line
+INSERT INTO geo.fee_statement_lines (statement_id, line_no, upstream_id, item, amount_minor,
+                                     currency, price_version, charged_at)
+VALUES (%(statement_id)s, %(line_no)s, %(upstream_id)s, %(item)s, %(amount_minor)s,
+        %(currency)s, %(price_version)s, %(charged_at)s);
+
+-- name: run_charges
+-- Our side: every charge decision of the run (zero = free by the platform's rule), with refunds.
+SELECT e.upstream_id, e.sample_id, e.attempt_no, e.amount_minor, e.currency, e.details,
+       (e.created_at AT TIME ZONE 'UTC')::date AS charged_on,
+       coalesce(e.details->>'platform', s.platform) AS platform,
+       coalesce((SELECT sum(r.amount_minor) FROM geo.ledger_entries r
+                  WHERE r.kind = 'refund' AND r.run_id = e.run_id
+                    AND r.upstream_id = e.upstream_id), 0)::bigint AS refunded_minor
+FROM geo.ledger_entries e LEFT JOIN geo.samples s USING (sample_id)
+WHERE e.run_id = %(run_id)s AND e.kind = 'charge' AND e.upstream_id IS NOT NULL
+ORDER BY e.entry_id;
+
+-- name: run_upstream_tasks
+-- Every upstream task the run is known to have (accepted or maybe accepted), with its attempt's
+-- outcome when the execution core recorded one.
+SELECT u.upstream_id, u.platform, u.sample_id, u.attempt_no, u.state,
+       (coalesce(u.accepted_at, u.sent_at) AT TIME ZONE 'UTC')::date AS accepted_on,
+       a.outcome
+FROM geo.upstream_requests u
+JOIN geo.samples s USING (sample_id)
+LEFT JOIN geo.attempts a ON a.sample_id = u.sample_id AND a.attempt_no = u.attempt_no
+WHERE s.run_id = %(run_id)s AND u.upstream_id IS NOT NULL;
+
+-- name: statement_lines_for
+-- Their side: lines of the latest imported statement of each (platform, day) for these tasks.
+-- A re-issued statement (new content for the same day) supersedes the earlier one.
+WITH latest AS (
+  SELECT DISTINCT ON (platform, statement_date) statement_id, platform, statement_date
+  FROM geo.fee_statements
+  WHERE platform = ANY(%(platforms)s::text[])
+  ORDER BY platform, statement_date, imported_at DESC, statement_id DESC
+)
+SELECT latest.platform, latest.statement_date, l.upstream_id, l.item, l.amount_minor,
+       l.currency, l.price_version
+FROM geo.fee_statement_lines l JOIN latest USING (statement_id)
+WHERE l.upstream_id = ANY(%(upstream_ids)s::text[])
+ORDER BY latest.statement_date, l.statement_id, l.line_no;
+
+-- name: imported_statement_days
+SELECT DISTINCT platform, statement_date FROM geo.fee_statements
+WHERE platform = ANY(%(platforms)s::text[]);
+
+-- name: delete_reconciliation
+DELETE FROM geo.reconciliation_lines WHERE run_id = %(run_id)s;
+
+-- name: insert_reconciliation_line
+INSERT INTO geo.reconciliation_lines (run_id, upstream_id, sample_id, attempt_no, platform,
+                                      classification, ours_minor, theirs_minor, currency,
+                                      fee_class, detail)
+VALUES (%(run_id)s, %(upstream_id)s, %(sample_id)s, %(attempt_no)s, %(platform)s,
+        %(classification)s, %(ours_minor)s, %(theirs_minor)s, %(currency)s,
+        %(fee_class)s, %(detail)s);
+
+-- name: reconciliation_lines
+SELECT upstream_id, sample_id, attempt_no, platform, classification, fee_class, ours_minor,
+       theirs_minor, difference_minor, currency, detail, reconciled_at
+FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
+ORDER BY classification, upstream_id;
