@@ -160,8 +160,10 @@ CREATE TABLE geo.samples (
   created_at      timestamptz NOT NULL DEFAULT now(),
   updated_at      timestamptz NOT NULL DEFAULT now(),
 
+  -- The identity of R5. Column order puts run + channel first so this index also serves every
+  -- "samples of a (run, channel) partition" query; no separate index is needed for that.
   CONSTRAINT samples_identity UNIQUE
-    (run_id, question_revision, platform, device, region, mode, repeat_index),
+    (run_id, platform, device, region, mode, question_revision, repeat_index),
   -- Cross-layer invariants: no layer may run ahead of the one it depends on.
   CONSTRAINT completed_needs_acceptance
     CHECK (collection_state <> 'completed' OR submission_state = 'accepted'),
@@ -175,7 +177,6 @@ CREATE TABLE geo.samples (
     CHECK (analysis_state = 'pending' OR evidence_state IN ('stored', 'partial'))
 ) WITH (fillfactor = 80);
 
-CREATE INDEX samples_run_channel ON geo.samples (run_id, channel);
 -- The sweeper's and the claimers' view of due work: only non-terminal samples are indexed.
 CREATE INDEX samples_due ON geo.samples (next_attempt_at)
   WHERE collection_state IN ('queued', 'running');
@@ -252,8 +253,29 @@ BEGIN
   RETURN NEW;
 END $$;
 
-CREATE TRIGGER samples_guard_insert BEFORE INSERT ON geo.samples
-  FOR EACH ROW EXECUTE FUNCTION geo.guard_sample_transition();
+-- Initial states are checked once per INSERT statement (a 100k-row COPY is one check, not 100k).
+CREATE FUNCTION geo.guard_sample_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  bad record;
+BEGIN
+  SELECT n.sample_id, l.lyr, l.state INTO bad
+  FROM new_samples n
+  CROSS JOIN LATERAL (VALUES ('submission', n.submission_state), ('collection', n.collection_state),
+                             ('evidence', n.evidence_state), ('analysis', n.analysis_state))
+    AS l(lyr, state)
+  WHERE NOT EXISTS (SELECT 1 FROM geo.allowed_transitions t
+                     WHERE t.layer = l.lyr AND t.from_state IS NULL AND t.to_state = l.state)
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: % transition (new) -> % is not allowed for sample %',
+      bad.lyr, bad.state, bad.sample_id USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER samples_guard_insert AFTER INSERT ON geo.samples
+  REFERENCING NEW TABLE AS new_samples
+  FOR EACH STATEMENT EXECUTE FUNCTION geo.guard_sample_insert();
 CREATE TRIGGER samples_guard_update BEFORE UPDATE ON geo.samples
   FOR EACH ROW WHEN (OLD.submission_state IS DISTINCT FROM NEW.submission_state
                   OR OLD.collection_state IS DISTINCT FROM NEW.collection_state
@@ -536,13 +558,6 @@ INSERT INTO geo.allowed_transitions (layer, from_state, to_state) VALUES
 -- Idempotent dispatch looks up a sample's collect hint.
 CREATE INDEX outbox_sample_kind ON geo.outbox (sample_id, kind);
 
--- ==== 0003_evidence ====
--- Evidence (issue 5). geo.answers.content_sha256 fingerprints one answer revision (text,
--- citations, provider truncation flag) so that recording the same evidence twice adds nothing;
--- storage_key is indexed because authorised access by key looks the key up before any read (R20).
-ALTER TABLE geo.answers ADD COLUMN content_sha256 char(64);
-CREATE INDEX evidence_objects_storage_key ON geo.evidence_objects (storage_key);
-
 -- ==== 0005_billing ====
 -- Billing (issue 7; R15, R23, R24): what an adjustment moves, the retry fee rules frozen per run,
 -- balances as views over the append-only ledger, and reconciliation detail.
@@ -689,3 +704,42 @@ ALTER TABLE geo.reconciliation_lines
     CHECK (fee_class IN ('completed', 'failed', 'to_verify')),
   ADD COLUMN detail jsonb NOT NULL DEFAULT '{}';
 CREATE INDEX fee_statements_platform_date ON geo.fee_statements (platform, statement_date);
+
+-- ==== 0003_evidence ====
+-- Evidence (issue 5). geo.answers.content_sha256 fingerprints one answer revision (text,
+-- citations, provider truncation flag) so that recording the same evidence twice adds nothing;
+-- storage_key is indexed because authorised access by key looks the key up before any read (R20).
+ALTER TABLE geo.answers ADD COLUMN content_sha256 char(64);
+CREATE INDEX evidence_objects_storage_key ON geo.evidence_objects (storage_key);
+
+-- ==== 0006_execution ====
+-- Execution core (issue 4): indexes for fair, per-tenant claims and in-flight caps (R10).
+-- Candidates are read per (tenant, platform) oldest-due first and by priority; the running count
+-- per tenant is what max_in_flight is compared with.
+CREATE INDEX samples_queued_tenant_due ON geo.samples (tenant_id, platform, next_attempt_at)
+  WHERE collection_state = 'queued';
+CREATE INDEX samples_queued_tenant_priority
+  ON geo.samples (tenant_id, platform, priority DESC, next_attempt_at)
+  WHERE collection_state = 'queued';
+CREATE INDEX samples_running_tenant ON geo.samples (tenant_id, lease_until)
+  WHERE collection_state = 'running';
+-- The sweeper's "has this sample a live hint?" check reads the newest collect hint per sample.
+CREATE INDEX outbox_sample_kind_created ON geo.outbox (sample_id, kind, created_at);
+
+-- ==== 0008_retention ====
+-- Retention (D9, issue 9): what each pass removed, so a missing screenshot of an old run is
+-- explained by a row here rather than by silence. Aggregates and the ledger are never touched.
+CREATE TABLE geo.retention_log (
+  retention_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  run_id          text NOT NULL REFERENCES geo.runs ON DELETE CASCADE,
+  tenant_id       text NOT NULL REFERENCES geo.tenants,
+  retention_days  integer NOT NULL CHECK (retention_days > 0),
+  cutoff          timestamptz NOT NULL,
+  objects_deleted integer NOT NULL CHECK (objects_deleted >= 0),
+  bytes_deleted   bigint NOT NULL CHECK (bytes_deleted >= 0),
+  attempts_deleted integer NOT NULL CHECK (attempts_deleted >= 0),
+  applied_at      timestamptz NOT NULL DEFAULT now()
+);
+CREATE INDEX retention_log_run ON geo.retention_log (run_id);
+CREATE TRIGGER retention_log_append_only BEFORE UPDATE ON geo.retention_log
+  FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();

@@ -1,10 +1,379 @@
-"""CLI commands of this part of the pipeline (filled in by the issue that owns it)."""
+"""``geo-pipeline worker | relay | sweeper`` (separate processes, each scaled and killed on its
+own) and the operator commands ``runs cancel``, ``samples uncertain``, ``samples resolve``.
+
+Long-running commands take ``--metrics-port`` (Prometheus /metrics), stop cleanly on SIGTERM
+and print what they held / did as JSON on stdout when they exit.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import getpass
+import os
+import signal
+import socket
+import sys
+import threading
+from typing import Any
+
 import click
+
+from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.observability import logs
+from geo_pipeline.store import db as dbmod
+from geo_pipeline.store import execution as ex
+
+
+def _metrics(port: int | None) -> None:
+    if port:
+        from geo_pipeline.observability.metrics import serve
+
+        serve(port)
+
+
+def _redis_sync() -> Any:
+    import redis as redis_lib
+
+    from geo_pipeline.streams.keys import redis_url
+
+    return redis_lib.Redis.from_url(redis_url(), decode_responses=True)
+
+
+def _registry() -> Any:
+    from geo_pipeline.connectors.registry import RegistryError, load_registry
+
+    try:
+        return load_registry()
+    except RegistryError as exc:
+        raise click.ClickException(str(exc)) from exc
+
+
+def _build_connectors(registry: Any, platforms: list[str]) -> tuple[dict[str, Any], Any]:
+    """One connector per platform from the registry (the connectors issue's factory)."""
+    try:
+        from geo_pipeline.connectors.registry import build_connector  # type: ignore[attr-defined]
+    except ImportError as exc:
+        raise click.ClickException(
+            "no connector factory available (geo_pipeline.connectors.registry.build_connector); "
+            "the connectors part must be installed"
+        ) from exc
+    import httpx
+
+    client = httpx.AsyncClient(
+        timeout=httpx.Timeout(10.0, connect=5.0),
+        limits=httpx.Limits(max_connections=200, max_keepalive_connections=100),
+    )
+    return {p: build_connector(registry.entry(p), client) for p in platforms}, client
+
+
+def _actor(actor: str | None) -> str:
+    if actor:
+        return actor if actor.startswith("operator:") else f"operator:{actor}"
+    try:
+        return f"operator:{getpass.getuser()}"
+    except Exception:
+        return "operator:unknown"
 
 
 def register(root: click.Group) -> None:
     """Add this module's commands to the root group."""
-    del root
+    root.add_command(worker_cmd)
+    root.add_command(relay_cmd)
+    root.add_command(sweeper_cmd)
+    runs = root.commands.get("runs")
+    if isinstance(runs, click.Group):
+        runs.add_command(cancel_cmd)
+    samples = root.commands.get("samples")
+    if not isinstance(samples, click.Group):
+        samples = click.Group("samples", help="Individual samples: acceptance verdicts.")
+        root.add_command(samples)
+    samples.add_command(uncertain_cmd)
+    samples.add_command(resolve_cmd)
+
+
+# --------------------------------------------------------------------------- worker
+@click.command("worker")
+@click.option("--platform", "platforms", multiple=True, help="Platforms to serve (default: all).")
+@click.option("--lease-s", type=float, default=30.0, envvar="GEO_LEASE_S", show_default=True)
+@click.option("--claim-batch", type=int, default=200, show_default=True)
+@click.option("--max-in-flight", type=int, default=5000, show_default=True, help="Per platform.")
+@click.option("--reclaim-idle-ms", type=int, default=30000, envvar="GEO_RECLAIM_IDLE_MS")
+@click.option("--reclaim-every-s", type=float, default=5.0, envvar="GEO_RECLAIM_EVERY_S")
+@click.option("--max-deliveries", type=int, default=5, show_default=True)
+@click.option("--drain-timeout-s", type=float, default=10.0, show_default=True)
+@click.option("--idle-claim-s", type=float, default=1.0, show_default=True)
+@click.option("--no-evidence", is_flag=True, help="Do not archive evidence (benchmarks only).")
+@click.option("--metrics-port", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True, help="Print the exit report as JSON (default).")
+def worker_cmd(
+    platforms: tuple[str, ...],
+    lease_s: float,
+    claim_batch: int,
+    max_in_flight: int,
+    reclaim_idle_ms: int,
+    reclaim_every_s: float,
+    max_deliveries: int,
+    drain_timeout_s: float,
+    idle_claim_s: float,
+    no_evidence: bool,
+    metrics_port: int | None,
+    as_json: bool,
+) -> None:
+    """Run a worker: claim, submit, poll, archive and complete samples (SIGTERM: finish or hand
+    back what it holds, report, exit 0)."""
+    del as_json
+    import redis.asyncio as aioredis
+
+    from geo_pipeline.streams.keys import namespace, redis_url
+    from geo_pipeline.worker.runner import Worker, WorkerSettings
+
+    logs.configure()
+    _metrics(metrics_port)
+    registry = _registry()
+    chosen = list(platforms) or sorted(registry.entries)
+    for p in chosen:
+        registry.entry(p)  # a clear error for an unknown platform
+    db_url = dbmod.database_url()
+    archive = None
+    if not no_evidence:
+        from geo_pipeline.evidence import archive_from_url
+
+        archive = archive_from_url()
+    settings = WorkerSettings(
+        platforms=chosen,
+        worker_id=f"worker:{socket.gethostname()}:{os.getpid()}",
+        lease_s=lease_s,
+        claim_batch=claim_batch,
+        max_in_flight=max_in_flight,
+        reclaim_idle_ms=reclaim_idle_ms,
+        reclaim_every_s=reclaim_every_s,
+        max_deliveries=max_deliveries,
+        drain_timeout_s=drain_timeout_s,
+        idle_claim_s=idle_claim_s,
+    )
+
+    async def main() -> dict[str, int]:
+        connectors, client = _build_connectors(registry, chosen)
+        redis = aioredis.Redis.from_url(redis_url(), decode_responses=True, max_connections=50)
+        worker = Worker(
+            settings,
+            db_url=db_url,
+            redis=redis,
+            ns=namespace(),
+            capabilities=registry.capabilities(),
+            connectors=connectors,
+            archive=archive,
+        )
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, worker.stop)
+        try:
+            return await worker.run()
+        finally:
+            for c in connectors.values():
+                aclose = getattr(c, "aclose", None)
+                if aclose is not None:
+                    await aclose()
+            await client.aclose()
+            await redis.aclose()
+
+    report = asyncio.run(main())
+    emit_json({"worker": settings.worker_id, **report})
+    sys.stdout.flush()
+
+
+# --------------------------------------------------------------------------- relay, sweeper
+def _stop_on_signals() -> threading.Event:
+    stop = threading.Event()
+
+    def handler(signum: int, frame: Any) -> None:
+        del signum, frame
+        stop.set()
+
+    signal.signal(signal.SIGTERM, handler)
+    signal.signal(signal.SIGINT, handler)
+    return stop
+
+
+@click.command("relay")
+@click.option("--batch", type=int, default=1000, show_default=True)
+@click.option("--idle-s", type=float, default=0.05, show_default=True)
+@click.option("--metrics-port", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool) -> None:
+    """Publish outbox rows to Redis Streams and mark them published."""
+    del as_json
+    from geo_pipeline.streams.keys import namespace
+    from geo_pipeline.streams.relay import run_relay
+
+    logs.configure()
+    _metrics(metrics_port)
+    stop = _stop_on_signals()
+    redis = _redis_sync()
+    with dbmod.connect(autocommit=True) as conn:
+        total = run_relay(conn, redis, namespace(), stop=stop, batch=batch, idle_s=idle_s)
+    emit_json({"relay": f"relay:{socket.gethostname()}:{os.getpid()}", "published": total})
+
+
+@click.command("sweeper")
+@click.option("--interval-s", type=float, default=5.0, envvar="GEO_SWEEP_INTERVAL_S")
+@click.option("--grace-s", type=float, default=2.0, envvar="GEO_SWEEP_GRACE_S")
+@click.option("--hint-ttl-s", type=float, default=30.0, envvar="GEO_SWEEP_HINT_TTL_S")
+@click.option("--metrics-port", type=int, default=None)
+@click.option("--json", "as_json", is_flag=True)
+def sweeper_cmd(
+    interval_s: float, grace_s: float, hint_ttl_s: float, metrics_port: int | None, as_json: bool
+) -> None:
+    """Re-derive due and orphaned work from PostgreSQL (expired leases, lost hints, lookups)."""
+    del as_json
+    from geo_pipeline.streams.keys import collect_stream, namespace, stream_key
+    from geo_pipeline.worker.sweeper import SweepSettings, run_sweeper
+
+    logs.configure()
+    _metrics(metrics_port)
+    stop = _stop_on_signals()
+    registry = _registry()
+    ns = namespace()
+    lookup = [p for p, c in registry.capabilities().items() if c.lookup_by_key]
+    keys = [stream_key(ns, collect_stream(p)) for p in registry.entries]
+    with dbmod.connect(autocommit=True) as conn:
+        totals = run_sweeper(
+            conn,
+            actor=f"sweeper:{socket.gethostname()}:{os.getpid()}",
+            settings=SweepSettings(interval_s=interval_s, grace_s=grace_s, hint_ttl_s=hint_ttl_s),
+            lookup_platforms=lookup,
+            stop=stop,
+            redis=_redis_sync(),
+            stream_keys=keys,
+        )
+    emit_json({"sweeper": f"sweeper:{socket.gethostname()}:{os.getpid()}", **totals})
+
+
+# --------------------------------------------------------------------------- operators
+@click.command("cancel")
+@click.argument("run_id")
+@click.option("--actor", default=None, help="Who cancels (default: the OS user).")
+@click.option("--json", "as_json", is_flag=True)
+def cancel_cmd(run_id: str, actor: str | None, as_json: bool) -> None:
+    """Cancel RUN_ID: record the intent, stop new submissions, ask upstream to stop accepted
+    tasks where the platform supports it. Never refunds (billing decides, R24)."""
+    with dbmod.connect(autocommit=True) as conn:
+        try:
+            out = ex.cancel_run(conn, run_id, actor=_actor(actor))
+        except ex.NotFoundError as exc:
+            raise click.ClickException(str(exc)) from exc
+    out["upstream"] = _cancel_upstream(out["accepted_open"])
+    if as_json:
+        emit_json(out)
+        return
+    click.echo(
+        f"run {run_id}: cancel recorded at {out['cancel_requested_at']}; "
+        f"{out['cancelled_locally']} samples not yet submitted were cancelled"
+    )
+    if out["upstream"]:
+        emit_table(out["upstream"], ["sample_id", "platform", "upstream_id", "result"])
+
+
+def _cancel_upstream(accepted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    if not accepted:
+        return []
+    registry = _registry()
+    results: list[dict[str, Any]] = []
+
+    async def go() -> None:
+        platforms = sorted({a["platform"] for a in accepted})
+        try:
+            connectors, client = _build_connectors(registry, platforms)
+        except click.ClickException as exc:
+            for a in accepted:
+                results.append({**a, "result": f"not asked: {exc.message}"})
+            return
+        try:
+            for a in accepted:
+                caps = registry.entry(a["platform"]).capabilities
+                if not caps.cancellable:
+                    results.append({**a, "result": "platform cannot cancel"})
+                    continue
+                try:
+                    r = await connectors[a["platform"]].cancel(a["upstream_id"])
+                    results.append(
+                        {**a, "result": "cancelled" if r.upstream_cancelled else r.detail}
+                    )
+                except Exception as exc:
+                    results.append({**a, "result": f"error: {type(exc).__name__}: {exc}"})
+        finally:
+            await client.aclose()
+
+    asyncio.run(go())
+    return results
+
+
+@click.command("uncertain")
+@click.option("--run-id", default=None)
+@click.option("--limit", type=int, default=200, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def uncertain_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
+    """Samples whose upstream acceptance is unknown, with what was tried (R12)."""
+    with dbmod.connect(autocommit=True) as conn:
+        rows = ex.list_uncertain(conn, run_id, limit)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("no uncertain samples")
+        return
+    emit_table(
+        rows,
+        [
+            "sample_id",
+            "run_id",
+            "platform",
+            "attempt_no",
+            "idempotency_key",
+            "sent_at",
+            "lookups",
+            "last_lookup_at",
+            "submission_reason",
+        ],
+        title="uncertain samples",
+    )
+
+
+@click.command("resolve")
+@click.argument("sample_id")
+@click.option("--accepted-upstream-id", default=None, help="Upstream accepted it with this id.")
+@click.option("--not-accepted", is_flag=True, help="Upstream never took it.")
+@click.option("--note", default=None, help="Why (kept in the log and the review decisions).")
+@click.option("--actor", default=None, help="Who decides (default: the OS user).")
+@click.option("--json", "as_json", is_flag=True)
+def resolve_cmd(
+    sample_id: str,
+    accepted_upstream_id: str | None,
+    not_accepted: bool,
+    note: str | None,
+    actor: str | None,
+    as_json: bool,
+) -> None:
+    """Record an operator's verdict on an uncertain sample as a guarded transition."""
+    if bool(accepted_upstream_id) == bool(not_accepted):
+        raise click.ClickException(
+            "give exactly one of --accepted-upstream-id ID or --not-accepted"
+        )
+    if not_accepted and not note:
+        raise click.ClickException("--not-accepted needs --note saying how you verified it")
+    with dbmod.connect(autocommit=True) as conn:
+        try:
+            verdict = ex.resolve_uncertain(
+                conn,
+                sample_id,
+                accepted_upstream_id=accepted_upstream_id,
+                note=note,
+                actor=_actor(actor),
+            )
+        except ex.NotUncertain as exc:
+            raise click.ClickException(str(exc)) from exc
+    out = {"sample_id": sample_id, "verdict": verdict}
+    if as_json:
+        emit_json(out)
+    else:
+        click.echo(f"sample {sample_id}: recorded verdict {verdict}")

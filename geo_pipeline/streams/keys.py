@@ -1,0 +1,44 @@
+"""Redis key names. Every key starts with a namespace prefix (``GEO_REDIS_PREFIX``, default
+``geo``) so tests and deployments share a server without touching each other's keys.
+
+The outbox ``stream`` column holds the logical name (the part after ``<ns>:``), e.g.
+``collect:deepseek``; :func:`stream_key` adds the prefix.
+"""
+
+from __future__ import annotations
+
+import os
+
+PREFIX_ENV = "GEO_REDIS_PREFIX"
+REDIS_URL_ENV = "GEO_REDIS_URL"
+DEFAULT_PREFIX = "geo"
+GROUP = "workers"  # the consumer group every worker of a stream joins
+
+COMPLETIONS = "completions"
+DEAD = "dead"
+
+
+def namespace(explicit: str | None = None) -> str:
+    return explicit or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
+
+
+def redis_url(explicit: str | None = None) -> str:
+    return explicit or os.environ.get(REDIS_URL_ENV) or "redis://127.0.0.1:6379/0"
+
+
+def collect_stream(platform: str) -> str:
+    """Logical name of a platform's text-collection stream (R10)."""
+    return f"collect:{platform}"
+
+
+def screenshot_stream(platform: str) -> str:
+    """Logical name of a platform's screenshot-download stream; apart from text (R10)."""
+    return f"screenshot:{platform}"
+
+
+def stream_key(ns: str, logical: str) -> str:
+    return f"{ns}:{logical}"
+
+
+def rate_key(ns: str, platform: str, op: str) -> str:
+    return f"{ns}:rl:{platform}:{op}"

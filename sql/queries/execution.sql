@@ -1,0 +1,369 @@
+-- Queries of the execution core (issue 4): claims, renewals, fenced completions, the relay and
+-- the sweeper. Every write to a claimed sample carries (sample_id, fencing_token, lease_owner)
+-- and "still running" in its WHERE: a stale token matches nothing and writes nothing (R11).
+
+-- name: set_actor
+-- Who the transition log names for this transaction's changes.
+SELECT set_config('geo.actor', %(actor)s, true);
+
+-- name: claim_candidates
+-- Due samples of the given platforms, per tenant: the oldest-due and the highest-priority few,
+-- with the tenant's free in-flight room. The fair choice among them is made by
+-- geo_pipeline.domain.retry.fair_pick (R10); uncertain samples only where lookup exists (R12).
+WITH t AS (
+  SELECT tn.tenant_id,
+         greatest(0, tn.max_in_flight - (SELECT count(*) FROM geo.samples r
+                                         WHERE r.tenant_id = tn.tenant_id
+                                           AND r.collection_state = 'running')) AS room
+  FROM geo.tenants tn
+)
+SELECT c.sample_id, c.tenant_id, c.priority,
+       extract(epoch FROM now() - c.next_attempt_at)::float8 AS waited_s, t.room
+FROM t
+CROSS JOIN unnest(%(platforms)s::text[]) AS p(platform)
+CROSS JOIN LATERAL (
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at, s.run_id, s.submission_state,
+          s.platform
+   FROM geo.samples s
+   WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
+     AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
+   ORDER BY s.next_attempt_at LIMIT %(k)s)
+  UNION
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at, s.run_id, s.submission_state,
+          s.platform
+   FROM geo.samples s
+   WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
+     AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
+   ORDER BY s.priority DESC, s.next_attempt_at LIMIT %(k)s)
+) c
+JOIN geo.runs r ON r.run_id = c.run_id
+WHERE t.room > 0
+  AND r.confirmed_at IS NOT NULL
+  AND (r.cancel_requested_at IS NULL OR c.submission_state <> 'planned')
+  AND (c.submission_state <> 'uncertain' OR c.platform = ANY(%(lookup_platforms)s::text[]));
+
+-- name: claim
+-- Claim the given due samples for one worker (R11): lease from database time, a new fencing
+-- token, and for a sample that starts a new attempt the attempt row and the acceptance record
+-- ('sending') -- committed BEFORE the request leaves (R9, R12). Runs not confirmed or cancelled
+-- get no new submissions; an accepted task of a cancelled run is still followed to its end.
+WITH c AS (
+  SELECT s.sample_id, s.submission_state AS was,
+         extract(epoch FROM now() - s.next_attempt_at)::float8 AS queue_wait_s
+  FROM geo.samples s JOIN geo.runs r ON r.run_id = s.run_id
+  WHERE s.sample_id = ANY(%(ids)s::text[])
+    AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
+    AND r.confirmed_at IS NOT NULL
+    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned')
+  ORDER BY s.sample_id
+  FOR UPDATE OF s SKIP LOCKED
+), u AS (
+  UPDATE geo.samples s
+  SET collection_state = 'running', collection_reason = NULL,
+      fencing_token = s.fencing_token + 1,
+      lease_owner = %(owner)s,
+      lease_until = now() + make_interval(secs => %(lease_s)s),
+      attempt_no = CASE WHEN c.was = 'planned' THEN s.attempt_no + 1 ELSE s.attempt_no END,
+      submission_state = CASE WHEN c.was = 'planned' THEN 'submitting' ELSE s.submission_state END,
+      submission_reason = CASE WHEN c.was = 'planned' THEN NULL ELSE s.submission_reason END
+  FROM c WHERE s.sample_id = c.sample_id
+  RETURNING s.sample_id, s.run_id, s.tenant_id, s.platform, s.device, s.region, s.mode,
+            s.channel, s.screenshot_policy, s.question_revision, s.attempt_no, s.fencing_token,
+            s.submission_state, s.upstream_id, s.accepted_at, c.was, c.queue_wait_s
+), att AS (
+  INSERT INTO geo.attempts (sample_id, attempt_no, fencing_token, worker_id)
+  SELECT sample_id, attempt_no, fencing_token, %(owner)s FROM u WHERE was = 'planned'
+), req AS (
+  INSERT INTO geo.upstream_requests (idempotency_key, sample_id, attempt_no, platform)
+  SELECT sample_id || ':' || attempt_no, sample_id, attempt_no, platform FROM u
+  WHERE was = 'planned'
+)
+SELECT u.*, q.text AS question, (cs.config ->> 'max_attempts')::int AS max_attempts,
+       extract(epoch FROM now() - coalesce(
+         (SELECT min(a.started_at) FROM geo.attempts a WHERE a.sample_id = u.sample_id),
+         now()))::float8 AS elapsed_s,
+       (SELECT count(*) FROM geo.attempts a
+         WHERE a.sample_id = u.sample_id AND a.error_class = 'rate_limited')::int AS rate_limited,
+       extract(epoch FROM now() - coalesce(u.accepted_at, now()))::float8 AS accepted_age_s
+FROM u
+JOIN geo.question_revisions q ON q.question_revision = u.question_revision
+JOIN geo.runs r ON r.run_id = u.run_id
+JOIN geo.config_snapshots cs ON cs.snapshot_id = r.snapshot_id;
+
+-- name: renew
+-- Extend the leases a worker still holds, in one statement (R11). A sample missing from the
+-- result was taken over (its token moved on) or finished: the worker drops it. ``cancelled``
+-- tells the worker to stop following a run the operator cancelled.
+UPDATE geo.samples s
+SET lease_until = now() + make_interval(secs => %(lease_s)s)
+FROM unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
+WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
+  AND s.lease_owner = %(owner)s AND s.collection_state = 'running'
+RETURNING s.sample_id,
+          (SELECT r.cancel_requested_at IS NOT NULL FROM geo.runs r
+            WHERE r.run_id = s.run_id) AS cancelled;
+
+-- name: record_acceptance
+-- Upstream accepted (by response, or found by idempotency-key lookup): record the upstream id
+-- on the sample, the acceptance record and the attempt, fenced by the token (R9, R12).
+WITH h AS (
+  SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::bigint[], %(upstream_ids)s::text[],
+                       %(resolved_by)s::text[])
+    AS h(sample_id, token, upstream_id, resolved_by)
+), s AS (
+  UPDATE geo.samples s
+  SET submission_state = 'accepted', submission_reason = NULL,
+      upstream_id = h.upstream_id, accepted_at = now()
+  FROM h
+  WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
+    AND s.lease_owner = %(owner)s AND s.collection_state = 'running'
+    AND s.submission_state IN ('submitting', 'uncertain')
+  RETURNING s.sample_id, s.attempt_no, s.platform, h.upstream_id, h.resolved_by
+), r AS (
+  UPDATE geo.upstream_requests u
+  SET state = 'accepted', upstream_id = s.upstream_id, accepted_at = now(),
+      resolved_by = s.resolved_by
+  FROM s WHERE u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
+), a AS (
+  UPDATE geo.attempts a SET outcome = 'accepted'
+  FROM s WHERE a.sample_id = s.sample_id AND a.attempt_no = s.attempt_no
+)
+SELECT sample_id FROM s;
+
+-- name: note_lookup
+-- Count a lookup of the acceptance record (what was tried, for `samples uncertain`).
+UPDATE geo.upstream_requests SET lookups = lookups + 1, last_lookup_at = now()
+WHERE idempotency_key = %(key)s;
+
+-- name: fence_lock
+-- Lock the rows of a completion batch that this worker still owns with these tokens. Rows not
+-- returned are stale: nothing is written for them (R11).
+SELECT s.sample_id
+FROM geo.samples s
+JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
+  ON s.sample_id = h.sample_id AND s.fencing_token = h.token
+WHERE s.lease_owner = %(owner)s AND s.collection_state = 'running'
+ORDER BY s.sample_id
+FOR UPDATE OF s;
+
+-- name: finish
+-- The end of an attempt, for a batch of samples, in one statement guarded by the token: the
+-- sample's layers (completed / failed / handed back with a due time), the attempt row, the
+-- acceptance record, and the outbox rows -- one completion event per sample reaching a terminal
+-- collection state, and a screenshot download where one is still pending (R10, R11, R25).
+WITH h AS (
+  SELECT * FROM unnest(
+      %(ids)s::text[], %(tokens)s::bigint[], %(sub_to)s::text[], %(col_to)s::text[],
+      %(ev_to)s::text[], %(ev_reason)s::text[], %(reason)s::text[], %(delay_s)s::float8[],
+      %(outcome)s::text[], %(error_class)s::text[], %(error_detail)s::text[],
+      %(retry_after_ms)s::int[], %(req_state)s::text[], %(deep)s::bool[], %(shot)s::bool[],
+      %(want_shot)s::bool[])
+    AS h(sample_id, token, sub_to, col_to, ev_to, ev_reason, reason, delay_s, outcome,
+         error_class, error_detail, retry_after_ms, req_state, deep, shot, want_shot)
+), s AS (
+  UPDATE geo.samples s
+  SET submission_state = coalesce(h.sub_to, s.submission_state),
+      submission_reason = CASE WHEN h.sub_to IS NOT NULL AND h.sub_to <> s.submission_state
+                               THEN h.reason ELSE s.submission_reason END,
+      collection_state = h.col_to,
+      collection_reason = CASE WHEN h.col_to = 'completed' THEN NULL ELSE h.reason END,
+      evidence_state = coalesce(h.ev_to, s.evidence_state),
+      evidence_reason = CASE WHEN h.ev_to IS NOT NULL THEN h.ev_reason
+                             ELSE s.evidence_reason END,
+      lease_owner = NULL, lease_until = NULL,
+      next_attempt_at = CASE WHEN h.col_to = 'queued'
+                             THEN now() + make_interval(secs => h.delay_s)
+                             ELSE s.next_attempt_at END,
+      completed_at = CASE WHEN h.col_to IN ('completed', 'failed') THEN now()
+                          ELSE s.completed_at END
+  FROM h
+  WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
+    AND s.lease_owner = %(owner)s AND s.collection_state = 'running'
+  RETURNING s.sample_id, s.run_id, s.tenant_id, s.channel, s.platform, s.attempt_no,
+            s.collection_state, h.outcome, h.error_class, h.error_detail, h.retry_after_ms,
+            h.req_state, h.deep, h.shot, h.want_shot
+), a AS (
+  UPDATE geo.attempts a
+  SET outcome = coalesce(s.outcome, a.outcome),
+      finished_at = CASE WHEN s.outcome IS NOT NULL THEN now() ELSE a.finished_at END,
+      error_class = coalesce(s.error_class, a.error_class),
+      error_detail = coalesce(s.error_detail, a.error_detail),
+      retry_after_ms = coalesce(s.retry_after_ms, a.retry_after_ms),
+      deep_thinking_used = coalesce(s.deep, a.deep_thinking_used),
+      screenshot_used = coalesce(s.shot, a.screenshot_used)
+  FROM s WHERE a.sample_id = s.sample_id AND a.attempt_no = s.attempt_no
+), r AS (
+  UPDATE geo.upstream_requests u SET state = s.req_state,
+         resolved_by = coalesce(u.resolved_by, 'response')
+  FROM s
+  WHERE s.req_state IS NOT NULL AND u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
+    AND u.state <> 'accepted'
+), o AS (
+  INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+  SELECT 'completions', 'completion', s.sample_id, s.run_id, s.tenant_id,
+         jsonb_build_object('channel', s.channel, 'collection_state', s.collection_state)
+  FROM s WHERE s.collection_state IN ('completed', 'failed')
+  UNION ALL
+  SELECT 'screenshot:' || s.platform, 'screenshot', s.sample_id, s.run_id, s.tenant_id,
+         jsonb_build_object('attempt_no', s.attempt_no)
+  FROM s WHERE s.want_shot AND s.collection_state = 'completed'
+)
+SELECT sample_id, collection_state FROM s;
+
+-- name: outbox_batch
+-- The relay's next unpublished rows, locked so two relays never publish the same batch at once.
+SELECT outbox_id, stream, kind, sample_id, run_id, tenant_id, payload, created_at
+FROM geo.outbox
+WHERE published_at IS NULL
+ORDER BY outbox_id
+LIMIT %(limit)s
+FOR UPDATE SKIP LOCKED;
+
+-- name: outbox_mark
+UPDATE geo.outbox SET published_at = now() WHERE outbox_id = ANY(%(ids)s::bigint[]);
+
+-- name: sweep_expired
+-- Leases that ran out (the worker died or stalled past its lease): hand the sample back to the
+-- queue and queue a hint, in one statement. The token is not touched here; the next claim
+-- raises it, so the stalled worker's late writes are rejected (R11).
+WITH x AS (
+  SELECT sample_id FROM geo.samples
+  WHERE collection_state = 'running' AND lease_until < now()
+  ORDER BY lease_until LIMIT %(limit)s
+  FOR UPDATE SKIP LOCKED
+), s AS (
+  UPDATE geo.samples s
+  SET collection_state = 'queued', collection_reason = 'lease_expired',
+      lease_owner = NULL, lease_until = NULL, next_attempt_at = now()
+  FROM x WHERE s.sample_id = x.sample_id
+  RETURNING s.sample_id, s.run_id, s.tenant_id, s.platform, s.priority
+)
+INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+SELECT 'collect:' || platform, 'collect', sample_id, run_id, tenant_id,
+       jsonb_build_object('priority', priority, 'reason', 'lease_expired')
+FROM s
+RETURNING sample_id;
+
+-- name: sweep_unhinted
+-- Queued samples that are due but have no recent hint (Redis lost or trimmed it, or a retry
+-- came due): queue a new hint. A lost message delays a sample, never loses it (section 4).
+INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
+       jsonb_build_object('priority', s.priority, 'reason', 'sweep')
+FROM geo.samples s JOIN geo.runs r ON r.run_id = s.run_id
+WHERE s.collection_state = 'queued'
+  AND s.next_attempt_at <= now() - make_interval(secs => %(grace_s)s)
+  AND r.confirmed_at IS NOT NULL
+  AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned')
+  AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
+  AND NOT EXISTS (SELECT 1 FROM geo.outbox o
+                  WHERE o.sample_id = s.sample_id AND o.kind = 'collect'
+                    AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))
+ORDER BY s.next_attempt_at
+LIMIT %(limit)s
+RETURNING sample_id;
+
+-- name: uncertain_count
+SELECT count(*)::int AS n FROM geo.samples WHERE submission_state = 'uncertain';
+
+-- name: record_dead_letter
+INSERT INTO geo.dead_letters (stream, message_id, event_id, sample_id, deliveries, reason)
+VALUES (%(stream)s, %(message_id)s, %(event_id)s, %(sample_id)s, %(deliveries)s, %(reason)s)
+ON CONFLICT (stream, message_id) DO NOTHING;
+
+-- name: cancel_run
+-- Record the operator's intent to cancel (R16, R24): no new submissions from now on.
+UPDATE geo.runs SET cancel_requested_at = coalesce(cancel_requested_at, now())
+WHERE run_id = %(run_id)s
+RETURNING run_id, cancel_requested_at;
+
+-- name: cancel_unsubmitted
+-- Samples of a cancelled run that never reached upstream fail locally with reason CANCELLED,
+-- each with its completion event. Accepted ones are followed to their end (never refunded here).
+WITH s AS (
+  UPDATE geo.samples s
+  SET collection_state = 'failed', collection_reason = 'CANCELLED', completed_at = now()
+  WHERE s.run_id = %(run_id)s AND s.collection_state = 'queued'
+    AND s.submission_state = 'planned'
+  RETURNING s.sample_id, s.run_id, s.tenant_id, s.channel
+)
+INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+SELECT 'completions', 'completion', sample_id, run_id, tenant_id,
+       jsonb_build_object('channel', channel, 'collection_state', 'failed')
+FROM s
+RETURNING sample_id;
+
+-- name: accepted_of_run
+-- Accepted, unfinished tasks of a run: what a cancel asks upstream to stop.
+SELECT sample_id, platform, upstream_id FROM geo.samples
+WHERE run_id = %(run_id)s AND submission_state = 'accepted'
+  AND collection_state IN ('queued', 'running');
+
+-- name: list_uncertain
+-- Samples whose acceptance is unknown, with what was tried (R12).
+SELECT s.sample_id, s.run_id, s.tenant_id, s.platform, s.attempt_no, s.submission_reason,
+       u.idempotency_key, u.state AS request_state, u.sent_at, u.lookups, u.last_lookup_at
+FROM geo.samples s
+LEFT JOIN geo.upstream_requests u ON u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
+WHERE s.submission_state = 'uncertain'
+  AND (%(run_id)s::text IS NULL OR s.run_id = %(run_id)s)
+ORDER BY u.sent_at NULLS LAST, s.sample_id
+LIMIT %(limit)s;
+
+-- name: resolve_accepted
+-- Operator verdict "upstream accepted it, with this id": a guarded transition in the log; the
+-- sample is queued again so a worker follows the task to its end.
+WITH s AS (
+  UPDATE geo.samples s
+  SET submission_state = 'accepted', submission_reason = %(note)s,
+      upstream_id = %(upstream_id)s, accepted_at = now(), next_attempt_at = now()
+  WHERE s.sample_id = %(sample_id)s AND s.submission_state = 'uncertain'
+    AND s.collection_state = 'queued'
+  RETURNING s.sample_id, s.attempt_no, s.run_id, s.tenant_id, s.platform, s.priority
+), r AS (
+  UPDATE geo.upstream_requests u
+  SET state = 'accepted', upstream_id = %(upstream_id)s, accepted_at = now(),
+      resolved_by = %(actor)s
+  FROM s WHERE u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
+), a AS (
+  UPDATE geo.attempts a SET outcome = 'accepted'
+  FROM s WHERE a.sample_id = s.sample_id AND a.attempt_no = s.attempt_no
+), o AS (
+  INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+  SELECT 'collect:' || platform, 'collect', sample_id, run_id, tenant_id,
+         jsonb_build_object('priority', priority, 'reason', 'operator')
+  FROM s
+)
+SELECT sample_id FROM s;
+
+-- name: resolve_not_accepted
+-- Operator verdict "upstream never took it": the attempt is closed as not accepted and the
+-- sample may start a new attempt (a new idempotency key, never a re-send of the old one).
+WITH s AS (
+  UPDATE geo.samples s
+  SET submission_state = 'planned', submission_reason = %(note)s, next_attempt_at = now()
+  WHERE s.sample_id = %(sample_id)s AND s.submission_state = 'uncertain'
+    AND s.collection_state = 'queued'
+  RETURNING s.sample_id, s.attempt_no, s.run_id, s.tenant_id, s.platform, s.priority
+), r AS (
+  UPDATE geo.upstream_requests u SET state = 'not_accepted', resolved_by = %(actor)s
+  FROM s WHERE u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
+), a AS (
+  UPDATE geo.attempts a SET outcome = 'not_accepted', finished_at = now()
+  FROM s WHERE a.sample_id = s.sample_id AND a.attempt_no = s.attempt_no
+), o AS (
+  INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+  SELECT 'collect:' || platform, 'collect', sample_id, run_id, tenant_id,
+         jsonb_build_object('priority', priority, 'reason', 'operator')
+  FROM s
+)
+SELECT sample_id FROM s;
+
+-- name: review_decision
+INSERT INTO geo.review_decisions (sample_id, subject, verdict, note, actor)
+VALUES (%(sample_id)s, 'acceptance', %(verdict)s, %(note)s, %(actor)s);
+
+-- name: sample_for_screenshot
+SELECT s.sample_id, s.run_id, s.tenant_id, s.platform, s.upstream_id, s.attempt_no,
+       s.evidence_state, s.collection_state
+FROM geo.samples s WHERE s.sample_id = %(sample_id)s;
