@@ -7,6 +7,7 @@ from typing import Any
 
 import click
 
+from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file, normalise_and_validate
@@ -79,17 +80,29 @@ def _print_plan(summary: dict) -> None:
 @runs_group.command("create")
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--run-id", default=None, help="Use this run id; re-creating it is a no-op.")
+@click.option(
+    "--no-confirm",
+    is_flag=True,
+    help="Record the plan and its estimate only: reserve no money and queue no work "
+    "(confirm later with `geo-pipeline billing confirm RUN_ID`).",
+)
 @click.option("--no-dispatch", is_flag=True, help="Persist the plan without queuing work.")
 @click.option("--json", "as_json", is_flag=True)
-def create_cmd(config: Path, run_id: str | None, no_dispatch: bool, as_json: bool) -> None:
+def create_cmd(
+    config: Path, run_id: str | None, no_confirm: bool, no_dispatch: bool, as_json: bool
+) -> None:
     """Persist snapshot, quote, run, batches and samples in one transaction; print the run id."""
     plan = plan_from_file(config, run_id)
     with dbmod.connect() as conn:
         try:
             rid, created = runstore.create_run(
-                conn, plan, monitor_id=plan.config.monitor, dispatch=not no_dispatch
+                conn,
+                plan,
+                monitor_id=plan.config.monitor,
+                confirm=not no_confirm,
+                dispatch=not no_dispatch,
             )
-        except runstore.RunConflict as exc:
+        except (runstore.RunConflict, ledger.BillingError) as exc:
             raise click.ClickException(str(exc)) from None
     if as_json:
         emit_json(

@@ -200,7 +200,7 @@ def create_run(
         # Estimate (and, when confirmed, reservation) in the same transaction (R23).
         ledger.record_run_created(conn, plan, confirm)
         if dispatch and confirm:
-            cur.execute(Q("runs.dispatch_collect"), {"run_id": plan.run_id, "channel": None})
+            cur.execute(Q("runs.dispatch_new_run"), {"run_id": plan.run_id})
     return plan.run_id, True
 
 

@@ -4,7 +4,7 @@ from here; nothing else counts sample states or decides "complete".
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 
 from geo_pipeline.domain.states import AggregateStatus, LayerCounts, derive_status
 from geo_pipeline.store.db import Conn
@@ -14,24 +14,30 @@ from geo_pipeline.store.queries import Q
 def _counts(
     conn: Conn, run_id: str, channel: str | None, question_revision: str | None
 ) -> LayerCounts:
-    by: dict[str, dict[str, int]] = defaultdict(dict)
+    by: dict[str, Counter[str]] = defaultdict(Counter)
+    total = 0
     with conn.cursor() as cur:
         cur.execute(
             Q("status.layer_counts"),
             {"run_id": run_id, "channel": channel, "question_revision": question_revision},
         )
-        for row in cur.fetchall():
-            r = dict(row)
-            by[r["layer"]][r["state"]] = int(r["n"])
-    total = sum(by["collection"].values())
+        for r in cur.fetchall():
+            n = int(r["n"])
+            total += n
+            for layer in ("submission", "collection", "evidence", "analysis"):
+                by[layer][r[f"{layer}_state"]] += n
+            if r["evidence_reason"] is not None:
+                by["evidence_reason"][r["evidence_reason"]] += n
+            if r["failure_reason"] is not None:
+                by["failure_reason"][r["failure_reason"]] += n
     return LayerCounts(
         total=total,
-        submission=by["submission"],
-        collection=by["collection"],
-        evidence=by["evidence"],
-        analysis=by["analysis"],
-        evidence_reasons=by["evidence_reason"],
-        failure_reasons=by["failure_reason"],
+        submission=dict(by["submission"]),
+        collection=dict(by["collection"]),
+        evidence=dict(by["evidence"]),
+        analysis=dict(by["analysis"]),
+        evidence_reasons=dict(by["evidence_reason"]),
+        failure_reasons=dict(by["failure_reason"]),
     )
 
 

@@ -159,8 +159,10 @@ CREATE TABLE geo.samples (
   created_at      timestamptz NOT NULL DEFAULT now(),
   updated_at      timestamptz NOT NULL DEFAULT now(),
 
+  -- The identity of R5. Column order puts run + channel first so this index also serves every
+  -- "samples of a (run, channel) partition" query; no separate index is needed for that.
   CONSTRAINT samples_identity UNIQUE
-    (run_id, question_revision, platform, device, region, mode, repeat_index),
+    (run_id, platform, device, region, mode, question_revision, repeat_index),
   -- Cross-layer invariants: no layer may run ahead of the one it depends on.
   CONSTRAINT completed_needs_acceptance
     CHECK (collection_state <> 'completed' OR submission_state = 'accepted'),
@@ -174,7 +176,6 @@ CREATE TABLE geo.samples (
     CHECK (analysis_state = 'pending' OR evidence_state IN ('stored', 'partial'))
 ) WITH (fillfactor = 80);
 
-CREATE INDEX samples_run_channel ON geo.samples (run_id, channel);
 -- The sweeper's and the claimers' view of due work: only non-terminal samples are indexed.
 CREATE INDEX samples_due ON geo.samples (next_attempt_at)
   WHERE collection_state IN ('queued', 'running');
@@ -251,8 +252,29 @@ BEGIN
   RETURN NEW;
 END $$;
 
-CREATE TRIGGER samples_guard_insert BEFORE INSERT ON geo.samples
-  FOR EACH ROW EXECUTE FUNCTION geo.guard_sample_transition();
+-- Initial states are checked once per INSERT statement (a 100k-row COPY is one check, not 100k).
+CREATE FUNCTION geo.guard_sample_insert() RETURNS trigger LANGUAGE plpgsql AS $$
+DECLARE
+  bad record;
+BEGIN
+  SELECT n.sample_id, l.lyr, l.state INTO bad
+  FROM new_samples n
+  CROSS JOIN LATERAL (VALUES ('submission', n.submission_state), ('collection', n.collection_state),
+                             ('evidence', n.evidence_state), ('analysis', n.analysis_state))
+    AS l(lyr, state)
+  WHERE NOT EXISTS (SELECT 1 FROM geo.allowed_transitions t
+                     WHERE t.layer = l.lyr AND t.from_state IS NULL AND t.to_state = l.state)
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: % transition (new) -> % is not allowed for sample %',
+      bad.lyr, bad.state, bad.sample_id USING ERRCODE = 'check_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+
+CREATE TRIGGER samples_guard_insert AFTER INSERT ON geo.samples
+  REFERENCING NEW TABLE AS new_samples
+  FOR EACH STATEMENT EXECUTE FUNCTION geo.guard_sample_insert();
 CREATE TRIGGER samples_guard_update BEFORE UPDATE ON geo.samples
   FOR EACH ROW WHEN (OLD.submission_state IS DISTINCT FROM NEW.submission_state
                   OR OLD.collection_state IS DISTINCT FROM NEW.collection_state

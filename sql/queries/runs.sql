@@ -61,6 +61,15 @@ COPY geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision, que
                   platform, device, region, mode, repeat_index, screenshot_policy, priority)
 FROM STDIN;
 
+-- name: dispatch_new_run
+-- The first dispatch of a run created in this same transaction: no sample can have a hint yet.
+INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
+       jsonb_build_object('priority', s.priority)
+FROM geo.samples s
+WHERE s.run_id = %(run_id)s
+ORDER BY s.batch_no;
+
 -- name: get_snapshot
 SELECT config FROM geo.config_snapshots WHERE snapshot_id = %(snapshot_id)s;
 
@@ -87,7 +96,8 @@ SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
        jsonb_build_object('priority', s.priority)
 FROM geo.samples s
 WHERE s.run_id = %(run_id)s
-  AND (%(channel)s::text IS NULL OR s.channel = %(channel)s)
+  AND (%(channel)s::text IS NULL OR (s.platform, s.device) = (split_part(%(channel)s, '__', 1),
+                                                              split_part(%(channel)s, '__', 2)))
   AND s.collection_state = 'queued' AND s.attempt_no = 0
   AND NOT EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect')
 ORDER BY s.batch_no, s.sample_id;

@@ -1,0 +1,109 @@
+"""Plan and insert a 100,000-sample run (issue 2): time and rows/s. Goal: under 5 s.
+
+python bench/plan.py            # uses GEO_BENCH_DATABASE_URL, else local/embedded PostgreSQL
+"""
+
+from __future__ import annotations
+
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import psycopg
+from psycopg.rows import dict_row
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import print_table
+
+from geo_pipeline.billing import ledger
+from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.plan import quote
+from geo_pipeline.runtime import services
+from geo_pipeline.store import migrate
+from geo_pipeline.store import runs as runstore
+
+
+def config() -> dict:
+    return {
+        "tenant": "bench",
+        "brand": {"name": "瑞幸咖啡", "aliases": ["Luckin"]},
+        "questions": [f"第{i}个问题：哪家连锁咖啡性价比最高？" for i in range(500)],
+        "channels": [
+            {
+                "platform": "deepseek",
+                "device": "web",
+                "regions": ["cn", "global"],
+                "modes": ["standard", "deep_thinking", "web_search"],
+            },
+            {
+                "platform": "deepseek",
+                "device": "app",
+                "regions": ["cn", "global"],
+                "modes": ["standard", "deep_thinking", "web_search"],
+            },
+            {"platform": "doubao", "device": "web", "modes": ["standard", "deep_thinking"]},
+            {"platform": "doubao", "device": "app", "modes": ["standard", "deep_thinking"]},
+            {"platform": "kimi", "device": "web", "modes": ["standard", "web_search"]},
+            {"platform": "qwen", "device": "web", "modes": ["standard", "deep_thinking"]},
+        ],
+        "repeats": 10,
+        "submit_cap": 100,
+    }
+
+
+def main() -> None:
+    admin = services.postgres(
+        Path(tempfile.gettempdir()) / "geo-bench-pg", env_var="GEO_BENCH_DATABASE_URL", admin=True
+    )
+    name = f"geo_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(admin.url, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    from urllib.parse import urlsplit, urlunsplit
+
+    url = urlunsplit(urlsplit(admin.url)._replace(path="/" + name))
+    rows = []
+    try:
+        with psycopg.connect(url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+            migrate.upgrade(conn)
+            ledger.deposit(conn, "bench", 10**12, "CNY", "bench-deposit")
+            caps = load_registry().capabilities()
+            for i in range(3):
+                t0 = time.perf_counter()
+                n = normalise_and_validate(config(), caps)
+                plan = runstore.build_plan(
+                    n, quote(n, {p: c.prices for p, c in caps.items()}), f"bench-{i}"
+                )
+                t1 = time.perf_counter()
+                runstore.create_run(conn, plan)
+                t2 = time.perf_counter()
+                count = len(plan.samples)
+                rows.append(
+                    {
+                        "round": i,
+                        "samples": count,
+                        "batches": len(plan.batches),
+                        "plan_s": f"{t1 - t0:.2f}",
+                        "insert_s": f"{t2 - t1:.2f}",
+                        "total_s": f"{t2 - t0:.2f}",
+                        "rows_per_s": f"{count / (t2 - t0):,.0f}",
+                        "goal": "< 5 s " + ("met" if t2 - t0 < 5 else "MISSED"),
+                    }
+                )
+            stored = conn.execute("SELECT count(*) AS n FROM geo.samples").fetchone()
+            assert stored is not None and stored["n"] == sum(int(r["samples"]) for r in rows)  # type: ignore[call-overload]
+    finally:
+        with psycopg.connect(admin.url, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+        admin.stop()
+    print_table(
+        rows,
+        "bench/plan.py — plan + insert one 100,000-sample run (samples, batches, "
+        "snapshot, quote, outbox rows; synchronous_commit on)",
+    )
+
+
+if __name__ == "__main__":
+    main()

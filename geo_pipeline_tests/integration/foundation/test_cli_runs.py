@@ -1,0 +1,85 @@
+"""The runs CLI as a user runs it: a real subprocess against a real database."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import yaml
+
+ROOT = Path(__file__).resolve().parents[3]
+EXAMPLE = ROOT / "examples" / "collection.yaml"
+
+
+def run_cli(db_url, *args, check=True):
+    env = {**os.environ, "GEO_DATABASE_URL": db_url}
+    proc = subprocess.run(
+        [sys.executable, "-m", "geo_pipeline.cli.main", *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+    return proc
+
+
+def test_plan_writes_nothing_and_create_list_show(db_url, db):
+    from geo_pipeline.billing import ledger
+
+    ledger.deposit(db, "acme", 1_000_000, "CNY", "cli-test")
+    db.commit()
+    plan = json.loads(run_cli(db_url, "runs", "plan", str(EXAMPLE), "--json").stdout)
+    assert plan["samples"] == 5 * 5 * 2
+    assert plan["duplicates_removed"] == ["questions[3]: duplicate of questions[2], removed"]
+    assert db.execute("SELECT count(*) AS n FROM geo.runs").fetchone()["n"] == 0
+
+    created = json.loads(
+        run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "cli-1", "--json").stdout
+    )
+    assert created == {"run_id": "cli-1", "created": True, "samples": 50, "batches": 1}
+    again = json.loads(
+        run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "cli-1", "--json").stdout
+    )
+    assert again["created"] is False
+
+    listed = json.loads(run_cli(db_url, "runs", "list", "--json").stdout)
+    assert [r["run_id"] for r in listed] == ["cli-1"] and listed[0]["status"] == "in_progress"
+    shown = json.loads(run_cli(db_url, "runs", "show", "cli-1", "--json").stdout)
+    assert shown["status"]["total"] == 50
+    assert set(shown["channels"]) == {"deepseek__web", "deepseek__app", "doubao__web", "kimi__web"}
+    human = run_cli(db_url, "runs", "show", "cli-1").stdout
+    assert "status in_progress" in human
+
+
+def test_bad_config_lists_every_problem_without_traceback(db_url, tmp_path):
+    bad = yaml.safe_load(EXAMPLE.read_text())
+    bad["repeats"] = 99
+    bad["questions"].append("")
+    bad["channels"].append({"platform": "bing", "device": "web"})
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(bad, allow_unicode=True))
+    proc = run_cli(db_url, "runs", "create", str(path), check=False)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr
+    assert "questions[6]: question is empty after trimming" in proc.stderr
+    assert "repeats: 99 is out of range; allowed 1..20" in proc.stderr
+    assert "channels[4].platform: unknown platform 'bing'" in proc.stderr
+
+
+def test_unknown_run_and_missing_database_are_clear(db_url):
+    proc = run_cli(db_url, "runs", "show", "nope", check=False)
+    assert proc.returncode == 1 and "no run with id 'nope'" in proc.stderr
+    env = {k: v for k, v in os.environ.items() if k != "GEO_DATABASE_URL"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "geo_pipeline.cli.main", "runs", "list"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert proc.returncode == 3 and "set GEO_DATABASE_URL" in proc.stderr

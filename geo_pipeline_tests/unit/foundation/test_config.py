@@ -1,0 +1,135 @@
+"""R1/R2: normalisation and validation of the collection config."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+
+from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.domain.config import (
+    MAX_QUESTION_CHARS,
+    ConfigError,
+    NormalisedConfig,
+    normalise_and_validate,
+    normalise_text,
+    question_revision,
+)
+
+CAPS = load_registry().capabilities()
+
+BASE = {
+    "tenant": "acme",
+    "brand": {
+        "name": "瑞幸咖啡",
+        "aliases": ["Luckin", "瑞幸"],
+        "domains": ["https://www.LuckinCoffee.com/"],
+    },
+    "competitors": [{"name": "星巴克", "aliases": ["Starbucks"]}],
+    "questions": ["哪家咖啡性价比高？", "Best coffee chain in China?"],
+    "channels": [{"platform": "deepseek", "device": "web"}],
+    "repeats": 2,
+}
+
+
+def cfg(**over):
+    c = copy.deepcopy(BASE)
+    c.update(over)
+    return c
+
+
+def test_padded_and_duplicate_questions_are_normalised_and_reported():
+    c = cfg(
+        questions=[
+            "  哪家咖啡性价比高？ ",
+            "哪家咖啡性价比高？",
+            "Best  coffee\tchain?",
+            "ＢＥＳＴ coffee chain?",
+        ]
+    )
+    n = normalise_and_validate(c, CAPS)
+    assert [q.text for q in n.questions] == [
+        "哪家咖啡性价比高?",
+        "Best coffee chain?",
+        "BEST coffee chain?",
+    ]
+    assert [str(d) for d in n.duplicates] == ["questions[1]: duplicate of questions[0], removed"]
+
+
+def test_nfkc_folds_full_width_forms():
+    assert normalise_text("ＡＢＣ　１２３") == "ABC 123"
+
+
+def test_five_mistakes_give_five_messages_with_paths():
+    c = cfg(
+        questions=["   ", "x" * (MAX_QUESTION_CHARS + 1), "fine question"],
+        channels=[
+            {"platform": "nosuch", "device": "web"},
+            {"platform": "kimi", "device": "web", "modes": ["deep_thinking"]},
+        ],
+        repeats=0,
+    )
+    with pytest.raises(ConfigError) as err:
+        normalise_and_validate(c, CAPS)
+    paths = [p.path for p in err.value.problems]
+    assert paths == [
+        "questions[0]",
+        "questions[1]",
+        "repeats",
+        "channels[0].platform",
+        "channels[1].modes[0]",
+    ]
+    text = str(err.value)
+    assert "5 problems" in text
+    assert "unknown platform 'nosuch'; known: " in text
+    assert "mode 'deep_thinking' is not supported by kimi; supported: standard, web_search" in text
+    assert f"at most {MAX_QUESTION_CHARS} are allowed" in text
+
+
+def test_structural_errors_are_all_reported_with_paths():
+    c = cfg(repeats="many", brand={"name": "X", "alias": ["typo"]})
+    with pytest.raises(ConfigError) as err:
+        normalise_and_validate(c, CAPS)
+    paths = sorted(p.path for p in err.value.problems)
+    assert paths == ["brand.alias", "repeats"]
+
+
+def test_device_region_and_screenshot_checked_against_capabilities():
+    c = cfg(
+        channels=[
+            {"platform": "qwen", "device": "tv", "regions": ["mars"], "screenshot": "required"}
+        ]
+    )
+    with pytest.raises(ConfigError) as err:
+        normalise_and_validate(c, CAPS)
+    assert [p.path for p in err.value.problems] == [
+        "channels[0].device",
+        "channels[0].regions[0]",
+        "channels[0].screenshot",
+    ]
+
+
+def test_name_shared_by_two_brands_is_refused():
+    c = cfg(competitors=[{"name": "Starbucks", "aliases": ["瑞幸"]}])
+    with pytest.raises(ConfigError) as err:
+        normalise_and_validate(c, CAPS)
+    assert "also used by brand" in str(err.value)
+
+
+def test_domains_are_normalised():
+    n = normalise_and_validate(cfg(), CAPS)
+    assert n.brand.domains == ("luckincoffee.com",)
+
+
+def test_snapshot_round_trips_and_hash_is_content_based():
+    n = normalise_and_validate(cfg(), CAPS)
+    again = NormalisedConfig.from_canonical(n.canonical())
+    assert again.snapshot_id == n.snapshot_id
+    other = normalise_and_validate(cfg(repeats=3), CAPS)
+    assert other.snapshot_id != n.snapshot_id
+
+
+def test_question_revision_is_content_addressed():
+    assert question_revision("a b") == question_revision("a b")
+    assert question_revision("a b") != question_revision("a c")
+    assert question_revision("x").startswith("q") and len(question_revision("x")) == 21

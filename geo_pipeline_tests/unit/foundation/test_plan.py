@@ -1,0 +1,113 @@
+"""R3/R4/R5: Q x T x R expansion, batching within caps, the quote."""
+
+from __future__ import annotations
+
+import dataclasses
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.plan import assign_batches, expand, quote
+
+CAPS = load_registry().capabilities()
+PRICES = {p: c.prices for p, c in CAPS.items()}
+
+
+def seed_config(**over):
+    c = {
+        "tenant": "acme",
+        "brand": {"name": "瑞幸"},
+        "questions": [f"第{i}个问题：哪家咖啡好？" for i in range(20)],
+        "channels": [
+            {"platform": "deepseek", "device": "web"},
+            {"platform": "deepseek", "device": "app"},
+            {"platform": "kimi", "device": "web"},
+            {"platform": "qwen", "device": "web"},
+        ],
+        "repeats": 2,
+        "submit_cap": 100,
+    }
+    c.update(over)
+    return normalise_and_validate(c, CAPS)
+
+
+def test_seed_example_160_samples_in_2_batches():
+    n = seed_config()
+    samples = expand(n, "run-1")
+    assert len(samples) == 20 * 4 * 2 == 160
+    assigned, batches = assign_batches(samples, 100, n.platform_caps)
+    assert [b.size for b in batches] == [100, 60]
+    assert sum(b.size for b in batches) == 160
+    assert all(s.batch_no in (0, 1) for s in assigned)
+
+
+def test_platform_cap_is_respected_within_a_batch():
+    n = seed_config(
+        channels=[{"platform": "doubao", "device": "web"}, {"platform": "kimi", "device": "web"}]
+    )
+    samples = expand(n, "run-1")
+    _, batches = assign_batches(samples, 100, n.platform_caps)
+    assert n.platform_caps["doubao"] == 50
+    for b in batches:
+        assert b.size <= 100
+        assert b.platform_counts.get("doubao", 0) <= 50
+
+
+def test_retries_do_not_change_identity_but_a_new_run_does():
+    n = seed_config()
+    a = {s.sample_id for s in expand(n, "run-1")}
+    b = {s.sample_id for s in expand(n, "run-1")}
+    c = {s.sample_id for s in expand(n, "run-2")}
+    assert a == b
+    assert not a & c
+
+
+def test_quote_uses_platform_prices_and_surcharges():
+    n = seed_config(
+        questions=["q one", "q two"],
+        channels=[
+            {
+                "platform": "deepseek",
+                "device": "web",
+                "modes": ["deep_thinking"],
+                "screenshot": "required",
+            },
+            {"platform": "doubao", "device": "web", "screenshot": "off"},
+        ],
+        repeats=1,
+        max_attempts=3,
+    )
+    q = quote(n, PRICES)
+    lines = {(line.platform, line.item): (line.unit_price_minor, line.quantity) for line in q.lines}
+    assert lines[("deepseek", "base")] == (8, 2)
+    assert lines[("deepseek", "deep_thinking")] == (12, 2)
+    assert lines[("deepseek", "screenshot")] == (3, 2)
+    assert ("deepseek", "retry_allowance") not in lines  # free_after_failure: one charge at most
+    assert ("doubao", "screenshot") not in lines
+    assert lines[("doubao", "retry_allowance")] == (6, 4)  # charged retries: 2 more attempts each
+    assert q.estimated_max.amount_minor == 8 * 2 + 12 * 2 + 3 * 2 + 6 * 2 + 6 * 4
+    assert isinstance(q.estimated_max.amount_minor, int)
+
+
+questions = st.lists(
+    st.text(alphabet="咖啡瑞幸abcXYZ ？?　", min_size=2, max_size=12), min_size=1, max_size=8
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(qs=questions, repeats=st.integers(1, 4), cap=st.integers(1, 50))
+def test_identities_unique_and_replanning_idempotent(qs, repeats, cap):
+    qs = [q for q in qs if q.strip(" 　") and len(q.strip(" 　")) >= 2] or ["fallback question"]
+    n = seed_config(questions=qs, repeats=repeats, submit_cap=cap)
+    first = expand(n, "r")
+    ids = [s.sample_id for s in first]
+    identities = [s.identity for s in first]
+    assert len(set(ids)) == len(ids) == len(set(identities))
+    assert len(first) == len(n.questions) * len(n.targets) * repeats
+    a1, b1 = assign_batches(first, cap, n.platform_caps)
+    a2, b2 = assign_batches(expand(n, "r"), cap, n.platform_caps)
+    assert [dataclasses.astuple(s) for s in a1] == [dataclasses.astuple(s) for s in a2]
+    assert b1 == b2
+    assert all(b.size <= cap for b in b1)
