@@ -95,7 +95,8 @@ CREATE TABLE geo.runs (
   confirmed_at    timestamptz,               -- reservation taken (billing)
   cancel_requested_at timestamptz,           -- local intent only (R16, R24)
   closed_at       timestamptz,               -- unused reservation released (billing)
-  UNIQUE (monitor_id, scheduled_for)
+  UNIQUE (monitor_id, scheduled_for),
+  UNIQUE (run_id, tenant_id)                 -- target of the samples' (run, tenant) key
 );
 
 CREATE TABLE geo.batches (
@@ -119,10 +120,13 @@ CREATE TABLE geo.allowed_transitions (
 -- fencing_token) so that a claim, a renewal and a fenced completion each touch one row.
 CREATE TABLE geo.samples (
   sample_id       text PRIMARY KEY CHECK (sample_id ~ '^s[0-9a-f]{24}$'),
-  run_id          text NOT NULL REFERENCES geo.runs ON DELETE CASCADE,
-  tenant_id       text NOT NULL REFERENCES geo.tenants,
+  run_id          text NOT NULL,
+  tenant_id       text NOT NULL,
   batch_no        integer NOT NULL,
-  question_revision text NOT NULL REFERENCES geo.question_revisions,
+  -- No foreign key to question_revisions: a run inserts up to 100k samples at once and each
+  -- row-level RI check costs more than the COPY itself. create_run writes the revisions in the
+  -- same transaction, and the sampling_plan asset check verifies every revision exists.
+  question_revision text NOT NULL,
   question_index  integer NOT NULL CHECK (question_index >= 0),
   platform        text NOT NULL,
   device          text NOT NULL,
@@ -161,6 +165,9 @@ CREATE TABLE geo.samples (
 
   -- The identity of R5. Column order puts run + channel first so this index also serves every
   -- "samples of a (run, channel) partition" query; no separate index is needed for that.
+  -- One key checks both the run and that the sample's tenant is the run's tenant.
+  CONSTRAINT samples_run FOREIGN KEY (run_id, tenant_id)
+    REFERENCES geo.runs (run_id, tenant_id) ON DELETE CASCADE,
   CONSTRAINT samples_identity UNIQUE
     (run_id, platform, device, region, mode, question_revision, repeat_index),
   -- Cross-layer invariants: no layer may run ahead of the one it depends on.
