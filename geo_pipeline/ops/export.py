@@ -126,6 +126,7 @@ def to_html(report: RunReport) -> str:
             mention_rates_source=report.mention_rates_source,
             mention_columns=columns,
             money=report.money,
+            retention=report.retention,
             generated_at=report.generated_at.isoformat(timespec="seconds"),
         )
     )

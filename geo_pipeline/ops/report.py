@@ -86,6 +86,7 @@ class RunReport:
     mention_rates_source: str | None
     money: dict[str, Any]
     generated_at: datetime
+    retention: list[dict[str, Any]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -97,6 +98,7 @@ class RunReport:
             "mention_rates_source": self.mention_rates_source,
             "money": self.money,
             "generated_at": self.generated_at,
+            "retention": self.retention,
         }
 
 
@@ -199,4 +201,5 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         mention_rates_source=source,
         money=money_summary(conn, run),
         generated_at=datetime.now(UTC),
+        retention=_rows(conn, "ops.retention_of_run", params),
     )

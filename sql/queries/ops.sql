@@ -54,3 +54,52 @@ GROUP BY classification, currency ORDER BY classification;
 -- name: relation_exists
 -- Whether an optional relation (e.g. an analyst view landing later) exists.
 SELECT to_regclass(%(name)s) IS NOT NULL AS present;
+
+-- name: retention_due_runs
+-- Runs older than their tenant's retention policy (D9) whose every sample is terminal: work in
+-- flight is never touched, however old. Database time comes in as %(now)s so a dry run and the
+-- real pass agree, and tests can move the clock.
+SELECT r.run_id, r.tenant_id, t.retention_days, r.created_at,
+       %(now)s::timestamptz - make_interval(days => t.retention_days) AS cutoff
+FROM geo.runs r
+JOIN geo.tenants t USING (tenant_id)
+WHERE r.created_at < %(now)s::timestamptz - make_interval(days => t.retention_days)
+  AND NOT EXISTS (SELECT 1 FROM geo.samples s
+                   WHERE s.run_id = r.run_id AND s.collection_state IN ('queued', 'running'))
+  AND (EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = r.run_id)
+       OR EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
+                   WHERE s.run_id = r.run_id))
+ORDER BY r.created_at, r.run_id
+LIMIT %(limit)s;
+
+-- name: retention_objects
+-- The raw evidence objects of one run: what the archive holds for it.
+SELECT object_id, sample_id, kind, storage_key, size_bytes
+FROM geo.evidence_objects WHERE run_id = %(run_id)s ORDER BY object_id;
+
+-- name: retention_attempt_count
+SELECT count(*) AS n FROM geo.attempts a JOIN geo.samples s USING (sample_id)
+WHERE s.run_id = %(run_id)s;
+
+-- name: retention_delete_objects
+-- Rows go after their bytes are gone from the archive: a crash in between leaves a row whose
+-- object is missing, which the next pass deletes again (idempotent), never an orphaned object.
+DELETE FROM geo.evidence_objects WHERE object_id = ANY(%(object_ids)s::bigint[]);
+
+-- name: retention_delete_attempts
+DELETE FROM geo.attempts a USING geo.samples s
+WHERE a.sample_id = s.sample_id AND s.run_id = %(run_id)s;
+
+-- name: retention_log_insert
+INSERT INTO geo.retention_log (run_id, tenant_id, retention_days, cutoff, objects_deleted,
+                               bytes_deleted, attempts_deleted)
+VALUES (%(run_id)s, %(tenant_id)s, %(retention_days)s, %(cutoff)s, %(objects_deleted)s,
+        %(bytes_deleted)s, %(attempts_deleted)s);
+
+-- name: retention_of_run
+SELECT retention_days, cutoff, objects_deleted, bytes_deleted, attempts_deleted, applied_at
+FROM geo.retention_log WHERE run_id = %(run_id)s ORDER BY retention_id;
+
+-- name: database_now
+-- The database clock: leases and state changes use it, so retention does too (R11).
+SELECT now() AS now;
