@@ -117,13 +117,27 @@ def test_database_rules_equal_domain_rules(db):
 
 def test_every_named_query_parses(db):
     """Each named query is valid SQL for this schema (PREPARE checks it without running it)."""
+    import re
+
+    from geo_pipeline.store.queries import Q
+
+    temp_tables = {
+        m.group(1)
+        for name in names()
+        for m in re.finditer(
+            r"CREATE\s+TEMP(?:ORARY)?\s+TABLE\s+(?:IF NOT EXISTS\s+)?(\w+)", Q(name), re.I
+        )
+    }
     bad = []
     for i, name in enumerate(names()):
         from geo_pipeline.store.queries import Q
 
         text = Q(name)
-        if text.lstrip().upper().startswith("COPY"):
-            continue
+        first = text.lstrip().split(None, 1)[0].upper() if text.strip() else ""
+        if first not in {"SELECT", "INSERT", "UPDATE", "DELETE", "WITH", "VALUES"}:
+            continue  # PREPARE takes only these; DDL and COPY run in their own tests
+        if any(re.search(rf"\b{t}\b", text) for t in temp_tables):
+            continue  # reads a temp table that a sibling query creates at run time
         # psycopg placeholders -> PREPARE parameters of unknown type
         import re
 
