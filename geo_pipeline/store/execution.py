@@ -198,7 +198,9 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
             },
         )
         ours = {r["sample_id"] for r in cur.fetchall()}
-        live = [i for i in items if i.sample_id in ours]
+        # Ledger accounts are locked per run: take them in one order across all batches.
+        live = sorted((i for i in items if i.sample_id in ours), key=lambda i: i.sample_id)
+        live.sort(key=lambda i: i.charge.run_id if i.charge else "")
         for item in live:
             if item.archived is not None and _record_evidence is not None:
                 outcome = _record_evidence(conn, item.archived)

@@ -93,12 +93,21 @@ JOIN geo.config_snapshots cs ON cs.snapshot_id = r.snapshot_id;
 -- name: renew
 -- Extend the leases a worker still holds, in one statement (R11). A sample missing from the
 -- result was taken over (its token moved on) or finished: the worker drops it. ``cancelled``
--- tells the worker to stop following a run the operator cancelled.
+-- tells the worker to stop following a run the operator cancelled. Rows are locked in
+-- sample_id order, like every multi-row writer here, so writers never deadlock.
+WITH l AS (
+  SELECT s.sample_id
+  FROM geo.samples s
+  JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
+    ON s.sample_id = h.sample_id AND s.fencing_token = h.token
+  WHERE s.lease_owner = %(owner)s AND s.collection_state = 'running'
+  ORDER BY s.sample_id
+  FOR UPDATE OF s
+)
 UPDATE geo.samples s
 SET lease_until = now() + make_interval(secs => %(lease_s)s)
-FROM unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
-WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
-  AND s.lease_owner = %(owner)s AND s.collection_state = 'running'
+FROM l
+WHERE s.sample_id = l.sample_id
 RETURNING s.sample_id,
           (SELECT r.cancel_requested_at IS NOT NULL FROM geo.runs r
             WHERE r.run_id = s.run_id) AS cancelled;
@@ -110,11 +119,14 @@ WITH h AS (
   SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::bigint[], %(upstream_ids)s::text[],
                        %(resolved_by)s::text[])
     AS h(sample_id, token, upstream_id, resolved_by)
+), l AS (  -- lock in sample_id order (no deadlocks with renewals and completions)
+  SELECT s.sample_id FROM geo.samples s JOIN h USING (sample_id)
+  ORDER BY s.sample_id FOR UPDATE OF s
 ), s AS (
   UPDATE geo.samples s
   SET submission_state = 'accepted', submission_reason = NULL,
       upstream_id = h.upstream_id, accepted_at = now()
-  FROM h
+  FROM h JOIN l USING (sample_id)
   WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
     AND s.lease_owner = %(owner)s AND s.collection_state = 'running'
     AND s.submission_state IN ('submitting', 'uncertain')
