@@ -853,7 +853,8 @@ SELECT s.sample_id, s.run_id, s.tenant_id, r.monitor_id, r.scheduled_for,
                       WHERE d.sample_id = s.sample_id AND d.subject = 'validity'
                       ORDER BY d.decision_id DESC LIMIT 1) vd ON true
   LEFT JOIN geo.analysis_current ac ON ac.sample_id = s.sample_id
-  LEFT JOIN geo.analysis_results ar USING (sample_id, detector_version, answer_revision)
+  LEFT JOIN geo.analysis_results ar ON ar.sample_id = ac.sample_id
+       AND ar.detector_version = ac.detector_version AND ar.answer_revision = ac.answer_revision
   LEFT JOIN geo.mentions tm ON tm.sample_id = ac.sample_id
        AND tm.detector_version = ac.detector_version
        AND tm.answer_revision = ac.answer_revision AND tm.is_target;
@@ -1005,21 +1006,3 @@ SELECT w.monitor_id, w.channel, w.brand, w.is_target,
           FROM analytics.channel_brand_metrics m
          WHERE m.monitor_id IS NOT NULL AND m.scheduled_for IS NOT NULL
         WINDOW win AS (PARTITION BY m.monitor_id, m.channel, m.brand ORDER BY m.scheduled_for)) w;
-
--- ==== 0008_retention ====
--- Retention (D9, issue 9): what each pass removed, so a missing screenshot of an old run is
--- explained by a row here rather than by silence. Aggregates and the ledger are never touched.
-CREATE TABLE geo.retention_log (
-  retention_id    bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
-  run_id          text NOT NULL REFERENCES geo.runs ON DELETE CASCADE,
-  tenant_id       text NOT NULL REFERENCES geo.tenants,
-  retention_days  integer NOT NULL CHECK (retention_days > 0),
-  cutoff          timestamptz NOT NULL,
-  objects_deleted integer NOT NULL CHECK (objects_deleted >= 0),
-  bytes_deleted   bigint NOT NULL CHECK (bytes_deleted >= 0),
-  attempts_deleted integer NOT NULL CHECK (attempts_deleted >= 0),
-  applied_at      timestamptz NOT NULL DEFAULT now()
-);
-CREATE INDEX retention_log_run ON geo.retention_log (run_id);
-CREATE TRIGGER retention_log_append_only BEFORE UPDATE ON geo.retention_log
-  FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();

@@ -518,3 +518,42 @@ def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()
                 ambiguous_aliases=tuple(amb.get(bi, ())),
             )
     return Detection(DETECTOR_VERSION, tuple(out), tuple(dict.fromkeys(ambiguous_hits)))
+
+
+# --------------------------------------------------------------------------- analysis verdict
+# Invalid answers a person should look at before they are dropped: a truncated answer may
+# still say enough to count (R22 "truncated" is a judgement on the text's end, not its body).
+# Every other invalid reason (empty, login/error/captcha page, refusal, too short) is final.
+REVIEW_INVALID_REASONS = frozenset({"truncated"})
+
+AnalysisState = Literal["accepted", "review", "failed"]
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What the analysis of one answer concludes (R6), and whether its mention facts are
+    recorded (they are whenever the detector ran)."""
+
+    state: AnalysisState
+    reason: str | None
+    run_detector: bool
+
+
+def verdict_for(validity: str, validity_reason: str | None) -> Verdict:
+    """Before detection: a valid answer is analysed; an invalid one is analysed for a reviewer
+    when its reason is doubtful, else the analysis fails with the validity reason (and no mention
+    facts: an error page mentions nothing, it is simply not evidence)."""
+    if validity == "valid":
+        return Verdict("accepted", None, True)
+    why = validity_reason or "unknown"
+    if why in REVIEW_INVALID_REASONS:
+        return Verdict("review", f"invalid_answer_needs_review:{why}", True)
+    return Verdict("failed", f"invalid_answer:{why}", False)
+
+
+def conclude(verdict: Verdict, detection: Detection | None) -> Verdict:
+    """After detection: an ambiguous alias sends an otherwise accepted answer to review."""
+    if verdict.state == "accepted" and detection is not None and detection.needs_review:
+        aliases = ", ".join(detection.ambiguous_hits)
+        return Verdict("review", f"ambiguous_alias:{aliases}"[:500], True)
+    return verdict

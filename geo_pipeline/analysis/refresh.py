@@ -1,0 +1,29 @@
+"""Refreshing the materialised analyst tables of the ``analytics`` schema.
+
+Per run, in one transaction: delete the run's rows and insert them again (a partition write that
+can be repeated, STYLE.md point 7), so readers see either the old or the new numbers, never a
+mix. The live views (sample_facts, sample_brand_facts, brand_day_over_day) need no refresh.
+"""
+
+from __future__ import annotations
+
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+TABLES = ("brand_metrics", "channel_brand_metrics", "share_of_voice", "source_domains")
+
+
+def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
+    """Recompute the analyst tables of one run (or of every run); returns rows per table."""
+    params = {"run_id": run_id}
+    with conn.transaction(), conn.cursor() as cur:
+        for table in TABLES:
+            cur.execute(Q(f"analysis.refresh_delete_{table}"), params)
+        # brand_metrics, channel_brand_metrics and share_of_voice in one statement (one scan).
+        cur.execute(Q("analysis.refresh_insert_brand_tables"), params)
+        row = cur.fetchone()
+        assert row is not None
+        counts = {k: int(v) for k, v in row.items()}
+        cur.execute(Q("analysis.refresh_insert_source_domains"), params)
+        counts["source_domains"] = cur.rowcount
+    return counts
