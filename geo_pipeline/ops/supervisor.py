@@ -1,0 +1,169 @@
+"""A small process supervisor for the demo and dev commands.
+
+It starts each part of the pipeline (simulator, relay, workers, sweeper, Dagster) as its own
+subprocess — the same way they run in production, one process per role, so each can be killed on
+its own (D1) — writes each one's output to ``<log_dir>/<name>.log``, and stops every process it
+started when the block ends, on an exception or on Ctrl-C: SIGTERM first (workers hand back what
+they hold), SIGKILL after a grace period. It only ever signals the processes it started, by pid.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+
+class ProcessFailed(RuntimeError):
+    """A supervised process exited while it should be running; the message names its log."""
+
+
+@dataclass
+class Managed:
+    name: str
+    argv: list[str]
+    proc: subprocess.Popen[bytes]
+    log_path: Path
+    log_file: IO[bytes]
+    started_at: float = field(default_factory=time.monotonic)
+
+    @property
+    def pid(self) -> int:
+        return self.proc.pid
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def log_tail(self, lines: int = 20) -> str:
+        try:
+            text = self.log_path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return ""
+        return "\n".join(text.splitlines()[-lines:])
+
+
+class Supervisor:
+    """Start, watch and stop child processes. Use as a context manager."""
+
+    def __init__(
+        self, log_dir: Path, env: Mapping[str, str] | None = None, grace_s: float = 15.0
+    ) -> None:
+        self.log_dir = Path(log_dir)
+        self.env = dict(env if env is not None else os.environ)
+        self.grace_s = grace_s
+        self.children: list[Managed] = []
+
+    def __enter__(self) -> Supervisor:
+        self.log_dir.mkdir(parents=True, exist_ok=True)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop_all()
+
+    def start(
+        self, name: str, argv: Sequence[str], extra_env: Mapping[str, str] | None = None
+    ) -> Managed:
+        env = dict(self.env)
+        env.update(extra_env or {})
+        log_path = self.log_dir / f"{name}.log"
+        log_file = log_path.open("ab")
+        # A new session: Ctrl-C in the terminal reaches only us, and we stop the children in
+        # order (workers first get SIGTERM and hand back their leases) instead of all at once.
+        proc = subprocess.Popen(
+            list(argv),
+            stdin=subprocess.DEVNULL,
+            stdout=log_file,
+            stderr=subprocess.STDOUT,
+            env=env,
+            start_new_session=True,
+        )
+        child = Managed(name, list(argv), proc, log_path, log_file)
+        self.children.append(child)
+        return child
+
+    def check(self) -> None:
+        """Raise ProcessFailed if any child has exited."""
+        for c in self.children:
+            code = c.proc.poll()
+            if code is not None:
+                raise ProcessFailed(
+                    f"{c.name} (pid {c.pid}) exited with code {code}; its log {c.log_path} "
+                    f"ends with:\n{c.log_tail()}"
+                )
+
+    def wait_for_line(self, child: Managed, predicate: Any, timeout_s: float = 60.0) -> str:
+        """Wait until a line of the child's log satisfies ``predicate``; return that line."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            with contextlib.suppress(OSError):
+                for line in child.log_path.read_text(
+                    encoding="utf-8", errors="replace"
+                ).splitlines():
+                    if predicate(line):
+                        return line
+            if not child.alive():
+                raise ProcessFailed(
+                    f"{child.name} exited with code {child.proc.returncode} before it was ready; "
+                    f"log {child.log_path}:\n{child.log_tail()}"
+                )
+            time.sleep(0.05)
+        raise ProcessFailed(
+            f"{child.name} was not ready after {timeout_s:.0f}s; log {child.log_path}:\n"
+            f"{child.log_tail()}"
+        )
+
+    def stop(self, child: Managed) -> int | None:
+        """SIGTERM, wait up to the grace period, then SIGKILL. Returns the exit code."""
+        if child.alive():
+            with contextlib.suppress(ProcessLookupError):
+                child.proc.send_signal(signal.SIGTERM)
+            try:
+                child.proc.wait(timeout=self.grace_s)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    child.proc.kill()
+                child.proc.wait(timeout=10)
+        child.log_file.close()
+        return child.proc.returncode
+
+    def stop_all(self) -> dict[str, int | None]:
+        """Stop every child, newest first (workers before the services they use). SIGTERM goes
+        to all of them at once so the grace periods overlap; stragglers are killed."""
+        codes: dict[str, int | None] = {}
+        live = [c for c in reversed(self.children) if c.alive()]
+        for c in live:
+            with contextlib.suppress(ProcessLookupError):
+                c.proc.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + self.grace_s
+        for c in reversed(self.children):
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                c.proc.wait(timeout=remaining)
+            except subprocess.TimeoutExpired:
+                with contextlib.suppress(ProcessLookupError):
+                    c.proc.kill()
+                c.proc.wait(timeout=10)
+            c.log_file.close()
+            codes[c.name] = c.proc.returncode
+        self.children.clear()
+        return codes
+
+
+@contextlib.contextmanager
+def sigterm_as_keyboard_interrupt() -> Iterator[None]:
+    """Treat SIGTERM like Ctrl-C so ``with Supervisor(...)`` cleans up either way."""
+
+    def handler(signum: int, frame: object) -> None:
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
