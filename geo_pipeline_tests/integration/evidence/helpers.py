@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import io
+import json
 import uuid
 from datetime import UTC, datetime
 from typing import Any
@@ -63,7 +64,9 @@ def seed_sample(db: Any, tenant_id: str = "tenant-a", policy: str = "required") 
     return SampleRef(sample_id=sample_id, run_id=run_id, tenant_id=tenant_id)
 
 
-def png_bytes(width: int = 1280, height: int = 2400, color: tuple[int, int, int] = (30, 90, 200)) -> bytes:
+def png_bytes(
+    width: int = 1280, height: int = 2400, color: tuple[int, int, int] = (30, 90, 200)
+) -> bytes:
     out = io.BytesIO()
     Image.new("RGB", (width, height), color).save(out, format="PNG")
     return out.getvalue()
@@ -88,7 +91,9 @@ def make_evidence(
         upstream_id=f"up-{ref.sample_id}",
         collection_state="completed",
         answer_text=text,
-        raw_body=raw if raw is not None else ('{"answer": %r}' % text).encode("utf-8") + b"\r\n\x00\xff",
+        raw_body=raw
+        if raw is not None
+        else json.dumps({"answer": text}).encode("utf-8") + b"\r\n\x00\xff",
         raw_mime_type="application/json",
         captured_at=datetime(2026, 11, 29, 8, 0, tzinfo=UTC),
         citations=citations,
@@ -98,4 +103,6 @@ def make_evidence(
 
 
 def good_screenshot(**kw: Any) -> Attachment:
-    return Attachment(kind="screenshot", status="available", data=png_bytes(**kw), mime_type="image/png")
+    return Attachment(
+        kind="screenshot", status="available", data=png_bytes(**kw), mime_type="image/png"
+    )

@@ -74,7 +74,9 @@ def test_complete_evidence_is_stored_with_digests_and_metadata(db, archive):
     assert by_kind["thumbnail"]["mime_type"] == "image/jpeg"
     assert archive.get(by_kind["screenshot"]["storage_key"]) == ev.screenshot.data  # original size
 
-    answer = db.execute("SELECT * FROM geo.answers WHERE sample_id = %s", (ref.sample_id,)).fetchone()
+    answer = db.execute(
+        "SELECT * FROM geo.answers WHERE sample_id = %s", (ref.sample_id,)
+    ).fetchone()
     assert answer["raw_text"] == ANSWER
     assert "<table>" in answer["sanitized_html"] and "<script" not in answer["sanitized_html"]
     assert answer["validity"] == "valid" and answer["validity_rule_version"].startswith("validity-")
@@ -143,7 +145,9 @@ def test_unavailable_screenshot_leaves_text_and_a_later_one_adds_a_revision(db, 
     )
     assert (outcome.state, outcome.reason) == ("partial", "SCREENSHOT_UNAVAILABLE")
     assert "SCREENSHOT_UNAVAILABLE" in outcome.warnings
-    answer = db.execute("SELECT * FROM geo.answers WHERE sample_id = %s", (ref.sample_id,)).fetchone()
+    answer = db.execute(
+        "SELECT * FROM geo.answers WHERE sample_id = %s", (ref.sample_id,)
+    ).fetchone()
     assert answer["raw_text"] == ANSWER and "SCREENSHOT_UNAVAILABLE" in answer["warnings"]
 
     first_shot = good_screenshot()
@@ -164,7 +168,9 @@ def test_unavailable_screenshot_leaves_text_and_a_later_one_adds_a_revision(db, 
         record_screenshot(db, archive_screenshot(archive, ref, 2, good_screenshot(color=(1, 2, 3))))
     shot = fetch_evidence_for(db, archive, ref.tenant_id, ref.sample_id, "screenshot", revision=1)
     assert shot == first_shot.data
-    revs = [o.revision for o in list_objects(db, ref.tenant_id, ref.sample_id) if o.kind == "screenshot"]
+    revs = [
+        o.revision for o in list_objects(db, ref.tenant_id, ref.sample_id) if o.kind == "screenshot"
+    ]
     assert revs == [1, 2]
 
 
