@@ -1,10 +1,96 @@
-"""CLI commands of this part of the pipeline (filled in by the issue that owns it)."""
+"""``geo-pipeline review``: the samples waiting for a person, and recording a decision.
+
+``review list`` shows every sample whose analysis is in review, whose answer was kept raw after
+a parse failure (R13) or whose validity verdict is doubtful, with the reason and a pointer to
+its evidence. ``review resolve`` records the decision (geo.review_decisions) and the guarded
+state transition, logged with the operator as actor; the analyst tables pick it up at once.
+"""
 
 from __future__ import annotations
 
+import getpass
+import os
+
 import click
+
+from geo_pipeline.analysis import review as reviewmod
+from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.store import db as dbmod
+
+LIST_COLUMNS = (
+    "sample_id",
+    "run_id",
+    "channel",
+    "subject",
+    "reason",
+    "analysis_state",
+    "validity",
+    "evidence",
+)
+
+
+def _default_actor() -> str:
+    try:
+        return os.environ.get("GEO_ACTOR") or getpass.getuser()
+    except (KeyError, OSError):
+        return ""
+
+
+@click.group("review")
+def review_group() -> None:
+    """The review queue: samples waiting for a person's decision."""
+
+
+@review_group.command("list")
+@click.option("--run", "run_id", default=None, help="Only this run.")
+@click.option("--limit", default=1000, show_default=True, help="At most this many rows.")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
+def list_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
+    """List the samples waiting for review, oldest first."""
+    with dbmod.connect() as conn:
+        rows = reviewmod.list_review_queue(conn, run_id, limit)
+    for r in rows:
+        # Where the raw answer is: the archived object, else the answer row in the database.
+        rev = r["answer_revision"]
+        r["evidence"] = r["evidence_key"] or (f"geo.answers revision {rev}" if rev else None)
+    if as_json:
+        emit_json(rows)
+        return
+    if not rows:
+        click.echo("nothing to review" + (f" in run {run_id}" if run_id else ""))
+        return
+    emit_table(rows, LIST_COLUMNS, title=f"{len(rows)} waiting for review")
+    click.echo("resolve with: geo-pipeline review resolve SAMPLE_ID --verdict ... --note ...")
+
+
+@review_group.command("resolve")
+@click.argument("sample_id")
+@click.option(
+    "--verdict",
+    type=click.Choice(reviewmod.VERDICTS),
+    required=True,
+    help="accepted/failed: decide an analysis in review; valid/invalid: judge the answer.",
+)
+@click.option("--note", required=True, help="Why: kept with the decision for the next reader.")
+@click.option("--actor", default=None, help="Who decides (default: $GEO_ACTOR or the login).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
+def resolve_cmd(sample_id: str, verdict: str, note: str, actor: str | None, as_json: bool) -> None:
+    """Record a decision on SAMPLE_ID as a guarded transition in the log."""
+    who = actor if actor is not None else _default_actor()
+    with dbmod.connect() as conn:
+        try:
+            result = reviewmod.resolve(conn, sample_id, verdict, note, who)
+        except reviewmod.ReviewError as exc:
+            raise click.ClickException(str(exc)) from None
+    if as_json:
+        emit_json(result)
+        return
+    click.echo(
+        f"recorded decision {result['decision_id']} on sample {sample_id} ({result['subject']}: "
+        f"{verdict}) by {result['actor']}; analysis is now {result['analysis_state']}"
+    )
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
-    del root
+    """Add ``review`` to the root group."""
+    root.add_command(review_group)

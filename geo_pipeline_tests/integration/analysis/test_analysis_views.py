@@ -30,22 +30,39 @@ def planted(db):
         db,
         "r-planted",
         questions=["国内性价比最高的连锁咖啡品牌有哪些？", "上班族早上买咖啡推荐哪个品牌？"],
-        channels=[{"platform": "deepseek", "device": "web"}, {"platform": "doubao", "device": "web"}],
+        channels=[
+            {"platform": "deepseek", "device": "web"},
+            {"platform": "doubao", "device": "web"},
+        ],
         repeats=5,
     )
     by = {(s["channel"], s["question_index"], s["repeat_index"]): s["sample_id"] for s in samples}
     ds = "deepseek__web"
     # deepseek, question 0
-    store_answer(db, by[ds, 0, 0], "推荐瑞幸咖啡，其次是星巴克。", citations=[("cited", "luckincoffee.com")])
-    store_answer(db, by[ds, 0, 1], "Starbucks is nicer; Luckin is cheaper.", citations=[("cited", "starbucks.com"), ("retrieved", "luckincoffee.com")])
+    store_answer(
+        db, by[ds, 0, 0], "推荐瑞幸咖啡，其次是星巴克。", citations=[("cited", "luckincoffee.com")]
+    )
+    store_answer(
+        db,
+        by[ds, 0, 1],
+        "Starbucks is nicer; Luckin is cheaper.",
+        citations=[("cited", "starbucks.com"), ("retrieved", "luckincoffee.com")],
+    )
     store_answer(db, by[ds, 0, 2], "I would pick Manner for flat whites.")
     store_answer(db, by[ds, 0, 3], "请登录后继续", validity="invalid", reason="login_page")
     # (ds, 0, 4) never completes: its analysis stays pending -- unknown, not "not mentioned".
     # deepseek, question 1
-    store_answer(db, by[ds, 1, 0], "星巴克，星巴克，还是星巴克。", citations=[("cited", "zhihu.com"), ("cited", "zhihu.com")])
+    store_answer(
+        db,
+        by[ds, 1, 0],
+        "星巴克，星巴克，还是星巴克。",
+        citations=[("cited", "zhihu.com"), ("cited", "zhihu.com")],
+    )
     store_answer(db, by[ds, 1, 1], "没有特别推荐的品牌。", citations=[("cited", "zhihu.com")])
     store_answer(db, by[ds, 1, 2], "我每天都喝咖啡。")  # only an ambiguous alias: review
-    store_answer(db, by[ds, 1, 3], "瑞幸的优惠活动很多，比如", validity="invalid", reason="truncated")
+    store_answer(
+        db, by[ds, 1, 3], "瑞幸的优惠活动很多，比如", validity="invalid", reason="truncated"
+    )
     store_answer(db, by[ds, 1, 4], "Luckin!", citations=[("retrieved", "luckincoffee.com")])
     # doubao, question 0: one answer
     store_answer(db, by["doubao__web", 0, 0], "瑞幸。")
@@ -84,7 +101,9 @@ def test_planted_run_counts_rates_and_wilson_bounds(db, planted):
     assert (manner["n"], manner["mentions"], manner["avg_rank"]) == (3, 1, 1.0)
     lo, hi = wilson_by_hand(1, 3)
     assert (manner["mention_rate_lower"], manner["mention_rate_upper"]) == (
-        pytest.approx(lo, abs=1e-12), pytest.approx(hi, abs=1e-12))
+        pytest.approx(lo, abs=1e-12),
+        pytest.approx(hi, abs=1e-12),
+    )
 
     # Question 1: two answers in review (ambiguous alias, doubtful truncation) are not in n.
     q1 = metric(db, "deepseek__web", 1, LUCKIN)
@@ -105,7 +124,9 @@ def test_planted_run_counts_rates_and_wilson_bounds(db, planted):
 
     ch = db.execute(
         "SELECT * FROM analytics.channel_brand_metrics WHERE run_id = 'r-planted'"
-        " AND channel = 'deepseek__web' AND brand = %s", (LUCKIN,)).fetchone()
+        " AND channel = 'deepseek__web' AND brand = %s",
+        (LUCKIN,),
+    ).fetchone()
     assert (ch["samples"], ch["n"], ch["mentions"], ch["invalid_samples"]) == (10, 6, 3, 2)
     lo, hi = wilson_by_hand(3, 6)
     assert ch["mention_rate_lower"] == pytest.approx(lo, abs=1e-12)
@@ -117,16 +138,22 @@ def test_share_of_voice_names_its_denominators(db, planted):
         r["brand"]: r
         for r in db.execute(
             "SELECT * FROM analytics.share_of_voice WHERE run_id = 'r-planted'"
-            " AND channel = 'deepseek__web'").fetchall()
+            " AND channel = 'deepseek__web'"
+        ).fetchall()
     }
     # Known answers on deepseek: q0 r0-r2, q1 r0, r1, r4 = 6; 5 mention a tracked brand.
     # Mentions: 瑞幸咖啡 1 + 1 + 1 = 3; 星巴克 1 + 1 + 3 = 5; Manner 1 -> 9 in all.
-    assert {b: (r["n"], r["answers_mentioning_brand"], r["answers_mentioning_any_tracked_brand"])
-            for b, r in rows.items()} == {LUCKIN: (6, 3, 5), SB: (6, 3, 5), MANNER: (6, 1, 5)}
+    assert {
+        b: (r["n"], r["answers_mentioning_brand"], r["answers_mentioning_any_tracked_brand"])
+        for b, r in rows.items()
+    } == {LUCKIN: (6, 3, 5), SB: (6, 3, 5), MANNER: (6, 1, 5)}
     assert rows[LUCKIN]["share_of_answers_mentioning_any_brand"] == pytest.approx(3 / 5)
     assert rows[MANNER]["share_of_answers_mentioning_any_brand"] == pytest.approx(1 / 5)
     assert {b: (r["brand_mentions"], r["all_tracked_mentions"]) for b, r in rows.items()} == {
-        LUCKIN: (3, 9), SB: (5, 9), MANNER: (1, 9)}
+        LUCKIN: (3, 9),
+        SB: (5, 9),
+        MANNER: (1, 9),
+    }
     assert rows[SB]["share_of_all_tracked_mentions"] == pytest.approx(5 / 9)
 
 
@@ -136,7 +163,8 @@ def test_source_domains_per_engine_over_valid_answers(db, planted):
         (r["registrable_domain"], r["relation"]): (r["citations"], r["answers"], r["valid_answers"])
         for r in db.execute(
             "SELECT * FROM analytics.source_domains WHERE run_id = 'r-planted'"
-            " AND platform = 'deepseek'").fetchall()
+            " AND platform = 'deepseek'"
+        ).fetchall()
     }
     # Valid answers on deepseek: q0 r0-r2 and q1 r0, r1, r2, r4 = 7 (the truncated one is invalid).
     assert rows == {
@@ -151,23 +179,34 @@ def test_pending_analysis_is_unknown_not_unmentioned(db, planted):
     analyse_run(db, "r-planted")
     facts = db.execute(
         "SELECT mention_status, mentioned FROM analytics.sample_brand_facts"
-        " WHERE sample_id = %s AND brand = %s", (planted["deepseek__web", 0, 4], LUCKIN)).fetchone()
+        " WHERE sample_id = %s AND brand = %s",
+        (planted["deepseek__web", 0, 4], LUCKIN),
+    ).fetchone()
     assert facts == {"mention_status": "analysing", "mentioned": None}
     sf = db.execute(
         "SELECT mention_status, target_mentioned, validity, analysis_state"
         " FROM analytics.sample_facts WHERE sample_id = %s",
-        (planted["deepseek__web", 0, 3],)).fetchone()
-    assert sf == {"mention_status": "excluded", "target_mentioned": None, "validity": "invalid",
-                  "analysis_state": "failed"}
+        (planted["deepseek__web", 0, 3],),
+    ).fetchone()
+    assert sf == {
+        "mention_status": "excluded",
+        "target_mentioned": None,
+        "validity": "invalid",
+        "analysis_state": "failed",
+    }
     # A known "no": the brand-less answer says mentioned = false, not NULL.
     no = db.execute(
         "SELECT mentioned, mention_count FROM analytics.sample_brand_facts"
-        " WHERE sample_id = %s AND brand = %s", (planted["deepseek__web", 1, 1], LUCKIN)).fetchone()
+        " WHERE sample_id = %s AND brand = %s",
+        (planted["deepseek__web", 1, 1], LUCKIN),
+    ).fetchone()
     assert no == {"mentioned": False, "mention_count": 0}
     # Nothing counts a pending sample as not mentioned.
     not_mentioned = db.execute(
         "SELECT count(*) AS c FROM analytics.sample_brand_facts WHERE run_id = 'r-planted'"
-        " AND brand = %s AND mentioned = false", (LUCKIN,)).fetchone()["c"]
+        " AND brand = %s AND mentioned = false",
+        (LUCKIN,),
+    ).fetchone()["c"]
     assert not_mentioned == 3  # q0 r2, q1 r0, q1 r1
 
 
@@ -184,15 +223,19 @@ def test_analysis_is_idempotent_and_a_new_detector_version_keeps_history(db, pla
         "SELECT detector_version, count(*) AS c FROM geo.analysis_results GROUP BY 1 ORDER BY 1"
     ).fetchall()
     assert [(v["detector_version"], v["c"]) for v in versions] == [
-        (DETECTOR_VERSION, 10), ("mentions-test-next", 10)]
+        (DETECTOR_VERSION, 10),
+        ("mentions-test-next", 10),
+    ]
     cur = db.execute(
         "SELECT DISTINCT detector_version FROM analytics.sample_facts"
-        " WHERE run_id = 'r-planted' AND detector_version IS NOT NULL").fetchall()
+        " WHERE run_id = 'r-planted' AND detector_version IS NOT NULL"
+    ).fetchall()
     assert [r["detector_version"] for r in cur] == ["mentions-test-next"]
     # Each re-analysed sample went accepted/review/failed -> pending -> its state again, logged.
     log = db.execute(
         "SELECT count(*) AS c FROM geo.state_transitions WHERE layer = 'analysis'"
-        " AND to_state = 'pending' AND actor = 'analysis:mentions-test-next'").fetchone()["c"]
+        " AND to_state = 'pending' AND actor = 'analysis:mentions-test-next'"
+    ).fetchone()["c"]
     assert log == 10
     m = metric(db, "deepseek__web", 0, LUCKIN)
     assert (m["n"], m["mentions"]) == (3, 2)
@@ -212,11 +255,16 @@ def test_sql_statistics_functions_equal_the_python_ones(db):
         for x in sorted({0, 1, n // 3, n // 2, n - 1, n}):
             row = db.execute(
                 "SELECT analytics.wilson_lower(%s, %s) AS lo, analytics.wilson_upper(%s, %s) AS hi",
-                (x, n, x, n)).fetchone()
+                (x, n, x, n),
+            ).fetchone()
             lo, hi = wilson_interval(x, n)
-            assert row["lo"] == pytest.approx(lo, abs=1e-12) and row["hi"] == pytest.approx(hi, abs=1e-12)
-    row = db.execute("SELECT analytics.wilson_lower(0, 0) AS lo, analytics.two_proportion_z(40, 100, 60, 100) AS z,"
-                     " analytics.two_proportion_z(0, 5, 0, 5) AS z0").fetchone()
+            assert row["lo"] == pytest.approx(lo, abs=1e-12) and row["hi"] == pytest.approx(
+                hi, abs=1e-12
+            )
+    row = db.execute(
+        "SELECT analytics.wilson_lower(0, 0) AS lo, analytics.two_proportion_z(40, 100, 60, 100) AS z,"
+        " analytics.two_proportion_z(0, 5, 0, 5) AS z0"
+    ).fetchone()
     assert row["lo"] is None and row["z0"] is None
     assert row["z"] == pytest.approx(0.2 / math.sqrt(0.005), abs=1e-12)
 
@@ -226,15 +274,23 @@ def test_day_over_day_flags_only_significant_changes(db):
     plan = {date(2026, 11, 1): 2, date(2026, 11, 2): 9, date(2026, 11, 3): 8}
     for day, hits in plan.items():
         run_id = f"r-m1-{day:%Y%m%d}"
-        samples = make_run(db, run_id, questions=["哪个咖啡品牌最好？"],
-                           channels=[{"platform": "kimi", "device": "web"}], repeats=10,
-                           monitor="m1", scheduled_for=day)
+        samples = make_run(
+            db,
+            run_id,
+            questions=["哪个咖啡品牌最好？"],
+            channels=[{"platform": "kimi", "device": "web"}],
+            repeats=10,
+            monitor="m1",
+            scheduled_for=day,
+        )
         for i, s in enumerate(samples):
             store_answer(db, s["sample_id"], "推荐瑞幸。" if i < hits else "推荐星巴克。")
         analyse_run(db, run_id)
     rows = db.execute(
         "SELECT * FROM analytics.brand_day_over_day WHERE monitor_id = 'm1' AND brand = %s"
-        " ORDER BY scheduled_for", (LUCKIN,)).fetchall()
+        " ORDER BY scheduled_for",
+        (LUCKIN,),
+    ).fetchall()
     assert [r["n"] for r in rows] == [10, 10, 10]
     assert rows[0]["prev_n"] is None and rows[0]["significant"] is False
     # Day 2 vs 1: pooled 11/20, se = sqrt(.55 * .45 * .2), z = .7 / se = 3.146...

@@ -36,7 +36,9 @@ def test_every_tracked_brand_gets_a_row_in_config_order():
     assert [m.brand for m in d.mentions] == ["瑞幸咖啡", "星巴克", "Manner Coffee"]
     assert [m.is_target for m in d.mentions] == [True, False, False]
     assert not any(m.mentioned for m in d.mentions)
-    assert all(m.mention_count == 0 and m.first_offset is None and m.rank is None for m in d.mentions)
+    assert all(
+        m.mention_count == 0 and m.first_offset is None and m.rank is None for m in d.mentions
+    )
 
 
 def test_chinese_aliases_without_word_boundaries_and_rank():
@@ -129,7 +131,9 @@ def test_names_inside_fenced_code_blocks_are_not_mentions_inline_code_is():
     )
     f = facts(text)
     assert not f["瑞幸咖啡"].mentioned
-    assert f["星巴克"].mention_count == 1 and f["星巴克"].first_offset == text.index("`Starbucks`") + 1
+    assert (
+        f["星巴克"].mention_count == 1 and f["星巴克"].first_offset == text.index("`Starbucks`") + 1
+    )
     # An unclosed fence runs to the end of the answer.
     assert not facts("intro\n~~~\nStarbucks")["星巴克"].mentioned
 
@@ -144,7 +148,11 @@ def test_ambiguous_aliases_are_flagged_not_counted():
     f = d.by_brand()
     assert d.needs_review
     assert set(d.ambiguous_hits) == {"Notion", "GO", "AX Tea", "Alpha"}
-    assert f["Notion Labs"].mentioned and f["Notion Labs"].mention_count == 1 and f["Notion Labs"].ambiguous
+    assert (
+        f["Notion Labs"].mentioned
+        and f["Notion Labs"].mention_count == 1
+        and f["Notion Labs"].ambiguous
+    )
     assert not f["Go Coffee"].mentioned and f["Go Coffee"].ambiguous
     assert f["Alpha"].ambiguous and f["Beta"].ambiguous
     assert not f["Alpha"].mentioned and not f["Beta"].mentioned
