@@ -59,11 +59,15 @@ def read_completions(
         if _id_tuple(last_generated) < _id_tuple(after):
             out.gap = "stream recreated (ids went back)"
             after = None  # read the new stream from its start
+        elif _id_tuple(str(info.get("max-deleted-entry-id") or "0-0")) > _id_tuple(after):
+            out.gap = "entries after the cursor were deleted"  # XDEL (Redis >= 7 reports it)
         elif first is None and _id_tuple(last_generated) > _id_tuple(after):
             out.gap = "stream trimmed to nothing"
         elif first is not None and _id_tuple(str(first[0])) > _id_tuple(after):
-            # Entries between our cursor and the first one may have been trimmed.
-            out.gap = "entries after the cursor were trimmed"
+            # The stream's head moved past our cursor: more entries were added since the last
+            # tick than MAXLEN keeps, so some we never read may be gone. (Trimming entries we
+            # already read leaves the head at or before the cursor and is no gap.)
+            out.gap = "entries after the cursor may have been trimmed"
     start = f"({after}" if after else "-"
     while out.entries < limit:
         batch = client.xrange(stream, min=start, max="+", count=min(page, limit - out.entries))
