@@ -1,10 +1,131 @@
-"""CLI commands of this part of the pipeline (filled in by the issue that owns it)."""
+"""``geo-pipeline evidence …``: read archived evidence, only through the tenant check (R20).
+
+    geo-pipeline evidence get SAMPLE_ID --tenant T [--kind answer_raw] [--revision N]
+                                        [--out FILE | --presign [--expires S]] [--json]
+    geo-pipeline evidence list SAMPLE_ID --tenant T [--json]
+
+The archive comes from ``GEO_EVIDENCE_URL`` (``s3://bucket/prefix`` or ``file:///path``), the
+database from ``GEO_DATABASE_URL``. Bytes are verified against the recorded sha256 before they
+are written anywhere.
+"""
 
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+from typing import Any
+
 import click
+
+from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.evidence.access import (
+    KINDS,
+    EvidenceAccessDenied,
+    EvidenceNotFound,
+    find_object,
+    list_objects,
+)
+from geo_pipeline.evidence.archive import Archive, ArchiveError, archive_from_url
+from geo_pipeline.store.db import connect
+
+_TEXT_KINDS = ("answer_raw", "answer_html", "citations")
+
+
+def _archive() -> Archive:
+    try:
+        return archive_from_url()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
 
 
 def register(root: click.Group) -> None:
-    """Add this module's commands to the root group."""
-    del root
+    root.add_command(evidence)
+
+
+@click.group()
+def evidence() -> None:
+    """Archived evidence of samples: answers, citations, screenshots (tenant-checked)."""
+
+
+@evidence.command("get")
+@click.argument("sample_id")
+@click.option("--tenant", "tenant_id", required=True, help="The tenant asking; must own it.")
+@click.option("--kind", type=click.Choice(KINDS), default="answer_raw", show_default=True)
+@click.option("--revision", type=int, default=None, help="Revision of that kind (newest).")
+@click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write the object to this file.")  # fmt: skip
+@click.option("--presign", is_flag=True, help="Print a short-lived download URL instead.")
+@click.option("--expires", type=click.IntRange(1, 3600), default=300, show_default=True,
+              help="Lifetime of a presigned URL in seconds.")  # fmt: skip
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def get(
+    sample_id: str,
+    tenant_id: str,
+    kind: str,
+    revision: int | None,
+    out: Path | None,
+    presign: bool,
+    expires: int,
+    as_json: bool,
+) -> None:
+    """Fetch one evidence object of SAMPLE_ID for --tenant (to stdout, --out FILE or a URL)."""
+    if out is not None and presign:
+        raise click.UsageError("choose either --out or --presign")
+    archive = _archive()
+    with connect() as conn:
+        try:
+            obj = find_object(conn, tenant_id, sample_id, kind, revision)
+            meta: dict[str, Any] = {
+                k: v for k, v in obj.as_dict().items() if k not in ("object_id", "storage_key")
+            }
+            if presign:
+                meta["url"] = archive.presign(obj.storage_key, expires_s=expires)
+                meta["expires_s"] = expires
+                emit_json(meta) if as_json else click.echo(meta["url"])
+                return
+            data = archive.get(obj.storage_key, sha256=obj.sha256)
+        except (EvidenceAccessDenied, EvidenceNotFound, ArchiveError) as exc:
+            raise click.ClickException(str(exc)) from None
+    if out is not None:
+        out.write_bytes(data)
+        meta["out"] = str(out)
+        if as_json:
+            emit_json(meta)
+        else:
+            click.echo(f"wrote {obj.kind} r{obj.revision} ({obj.size_bytes} bytes, "
+                       f"sha256 {obj.sha256[:12]}…) to {out}")  # fmt: skip
+        return
+    if as_json:
+        if kind not in _TEXT_KINDS:
+            raise click.ClickException(f"{kind} is binary: use --out FILE or --presign with --json")
+        meta["content"] = data.decode("utf-8", errors="replace")
+        emit_json(meta)
+        return
+    if kind not in _TEXT_KINDS and sys.stdout.isatty():
+        raise click.ClickException(f"{kind} is binary: use --out FILE (or redirect stdout)")
+    click.get_binary_stream("stdout").write(data)
+
+
+@evidence.command("list")
+@click.argument("sample_id")
+@click.option("--tenant", "tenant_id", required=True, help="The tenant asking; must own it.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def list_(sample_id: str, tenant_id: str, as_json: bool) -> None:
+    """List every archived object (kind, revision, digest, size, type) of SAMPLE_ID."""
+    with connect() as conn:
+        try:
+            objects = list_objects(conn, tenant_id, sample_id)
+        except EvidenceAccessDenied as exc:
+            raise click.ClickException(str(exc)) from None
+    rows = [
+        {k: v for k, v in o.as_dict().items() if k not in ("object_id", "storage_key")}
+        for o in objects
+    ]
+    if as_json:
+        emit_json(rows)
+        return
+    emit_table(
+        rows,
+        ["kind", "revision", "sha256", "size_bytes", "mime_type", "attempt_no", "captured_at"],
+        title=f"evidence of {sample_id}",
+    )
