@@ -63,8 +63,11 @@ OUTBOX_PUBLISHED = Counter(
 IN_FLIGHT = Gauge("geo_samples_in_flight", "Samples a worker holds right now")
 
 
-def serve(port: int, addr: str = "127.0.0.1") -> None:
-    """Expose /metrics (and anything else prometheus_client serves) on a background thread."""
-    from prometheus_client import start_http_server
+def serve(port: int, addr: str | None = None) -> None:
+    """Expose /metrics and /healthz (geo_pipeline.observability.health) on a background thread.
+    The address defaults to ``GEO_METRICS_ADDR`` or 127.0.0.1 (containers set 0.0.0.0)."""
+    import os
 
-    start_http_server(port, addr=addr)
+    from geo_pipeline.observability.health import start_server
+
+    start_server(port, addr or os.environ.get("GEO_METRICS_ADDR", "127.0.0.1"))

@@ -186,3 +186,48 @@ def test_dockerfile_is_slim_non_root_and_secret_free() -> None:
     for ln in text.splitlines():
         if ln.lstrip().startswith(("ENV", "ARG")) or "=" in ln:
             assert not re.search(r"(PASSWORD|SECRET|_KEY|TOKEN)\s*=", ln), ln
+
+
+def _geo_commands() -> list[list[str]]:
+    """Every geo-pipeline argv the deploy files run (compose commands, k8s container args)."""
+    argvs = []
+    for name, svc in _compose()["services"].items():
+        if "entrypoint" in svc or not str(svc.get("image", "")).startswith("${GEO_IMAGE"):
+            continue
+        argvs.append((f"compose:{name}", list(svc["command"])))
+    for name, doc in K8S_DOCS:
+        spec = doc.get("spec", {}).get("template", {}).get("spec", {})
+        for c in spec.get("containers", []):
+            if str(c.get("image", "")).startswith("geo-pipeline"):
+                argvs.append((f"{name}:{c['name']}", list(c["args"])))
+    return argvs
+
+
+@pytest.mark.parametrize(("where", "argv"), _geo_commands(), ids=[w for w, _ in _geo_commands()])
+def test_deploy_files_run_commands_the_cli_has(where: str, argv: list[str]) -> None:
+    """A renamed command or option fails here, not in a cluster at 3 a.m."""
+    import click
+
+    from geo_pipeline.cli.main import cli
+
+    cmd: click.Command = cli
+    rest = list(argv)
+    name = "geo-pipeline"
+    while isinstance(cmd, click.Group):
+        assert rest and rest[0] in cmd.commands, f"{where}: no command {rest[:1]} in {name}"
+        name = rest.pop(0)
+        cmd = cmd.commands[name]
+    cmd.make_context(name, rest)  # parses options; raises on an unknown one
+
+
+def test_keda_triggers_follow_the_stream_names_of_every_platform() -> None:
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.streams import keys
+
+    so = next(d for _, d in KEDA if d["kind"] == "ScaledObject")
+    streams = {t["metadata"]["stream"] for t in so["spec"]["triggers"]}
+    groups = {t["metadata"]["consumerGroup"] for t in so["spec"]["triggers"]}
+    platforms = load_registry().capabilities()
+    expected = {keys.stream_key(keys.DEFAULT_PREFIX, keys.collect_stream(p)) for p in platforms}
+    expected |= {keys.stream_key(keys.DEFAULT_PREFIX, keys.screenshot_stream(p)) for p in platforms}
+    assert streams == expected and groups == {keys.GROUP}
