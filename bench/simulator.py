@@ -1,0 +1,162 @@
+"""How many requests per second the platform simulator serves on this machine.
+
+Starts ``python -m geo_pipeline.simulator`` (the same command as ``geo-pipeline simulator``) as its
+own process on a free port, then drives it for ``--seconds`` with ``--concurrency`` aiohttp client
+coroutines in ``--clients`` processes. Each coroutine repeats what a worker does per sample:
+submit (with a fresh idempotency key), poll, fetch the result. Prints requests/s per endpoint kind
+and overall, plus the machine. Goal (issue 3): >= 3,000 requests/s, so that end-to-end throughput
+benchmarks of the execution core know the simulator is not their bottleneck.
+
+    python bench/simulator.py [--seconds 10] [--concurrency 64] [--clients 1]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import multiprocessing as mp
+import os
+import platform
+import subprocess
+import sys
+import time
+from collections import Counter
+
+QUESTIONS = (
+    "国内性价比最高的连锁咖啡品牌有哪些？",
+    "Which coffee chain in China has the best value?",
+)
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.startswith("model name"):
+                    cpu = line.split(":", 1)[1].strip()
+                    break
+    except OSError:
+        pass
+    return f"nproc={os.cpu_count()} cpu={cpu} python={platform.python_version()}"
+
+
+async def _drive(url: str, seconds: float, concurrency: int, tag: str) -> dict[str, int]:
+    import aiohttp
+
+    counts: Counter[str] = Counter()
+    deadline = time.monotonic() + seconds
+    connector = aiohttp.TCPConnector(limit=concurrency, force_close=False)
+    async with aiohttp.ClientSession(url, connector=connector) as session:
+
+        async def worker(w: int) -> None:
+            n = 0
+            platforms = ("deepseek", "doubao", "kimi", "qwen")
+            while time.monotonic() < deadline:
+                n += 1
+                plat = platforms[(w + n) % len(platforms)]
+                body = {
+                    "question": QUESTIONS[n % 2],
+                    "device": "web",
+                    "region": "cn",
+                    "mode": "standard",
+                    "screenshot": False,
+                    "tenant": "bench",
+                }
+                key = f"{tag}-{w}-{n}:1"
+                async with session.post(
+                    f"/v1/{plat}/tasks", json=body, headers={"Idempotency-Key": key}
+                ) as r:
+                    data = await r.json()
+                    counts[f"submit_{r.status}"] += 1
+                task_id = data["task_id"]
+                async with session.get(f"/v1/{plat}/tasks/{task_id}") as r:
+                    await r.read()
+                    counts[f"poll_{r.status}"] += 1
+                async with session.get(f"/v1/{plat}/tasks/{task_id}/result") as r:
+                    await r.read()
+                    counts[f"result_{r.status}"] += 1
+
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return dict(counts)
+
+
+def _client(url: str, seconds: float, concurrency: int, tag: str, out: mp.Queue) -> None:
+    try:
+        import uvloop
+
+        out.put(uvloop.run(_drive(url, seconds, concurrency, tag)))
+    except ImportError:
+        out.put(asyncio.run(_drive(url, seconds, concurrency, tag)))
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of a process, from /proc (Linux)."""
+    with open(f"/proc/{pid}/stat", encoding="ascii") as fh:
+        fields = fh.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--seconds", type=float, default=10.0)
+    ap.add_argument("--concurrency", type=int, default=64, help="coroutines per client process")
+    ap.add_argument("--clients", type=int, default=1, help="client processes")
+    args = ap.parse_args()
+
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geo_pipeline.simulator", "--port", "0", "--json"],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert proc.stdout is not None
+        url = json.loads(proc.stdout.readline())["url"]
+        queue: mp.Queue = mp.Queue()
+        clients = [
+            mp.Process(target=_client, args=(url, args.seconds, args.concurrency, f"c{i}", queue))
+            for i in range(args.clients)
+        ]
+        started = time.monotonic()
+        cpu0 = _cpu_seconds(proc.pid)
+        for c in clients:
+            c.start()
+        totals: Counter[str] = Counter()
+        for _ in clients:
+            totals.update(queue.get(timeout=args.seconds + 60))
+        for c in clients:
+            c.join()
+        elapsed = time.monotonic() - started
+        server_cpu = _cpu_seconds(proc.pid) - cpu0
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+
+    print(f"# simulator throughput — {machine()}")
+    print(
+        f"# {args.clients} client process(es) x {args.concurrency} coroutines, "
+        f"{args.seconds:g}s, server = 1 process (aiohttp)"
+    )
+    print(f"{'kind':<10}{'requests':>12}{'req/s':>12}")
+    overall = 0
+    for kind in ("submit", "poll", "result"):
+        n = sum(v for k, v in totals.items() if k.startswith(kind + "_"))
+        overall += n
+        print(f"{kind:<10}{n:>12}{n / elapsed:>12.0f}")
+    print(f"{'overall':<10}{overall:>12}{overall / elapsed:>12.0f}")
+    print(
+        f"# server CPU {server_cpu:.2f}s = {server_cpu / elapsed:.0%} of one core; "
+        f"{server_cpu / max(overall, 1) * 1e6:.0f} us/request -> "
+        f"{overall / max(server_cpu, 1e-9):.0f} requests/s per fully used core"
+    )
+    print(f"# load average now: {open('/proc/loadavg').read().split()[:3]} (shared machine?)")
+    bad = {k: v for k, v in totals.items() if not k.endswith(("_200", "_202"))}
+    if bad:
+        print(f"# unexpected statuses: {bad}")
+    print(f"# samples/s (submit+poll+result each): {totals['result_200'] / elapsed:.0f}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
