@@ -56,7 +56,8 @@ class Validity:
 
 
 def _phrases(*items: str) -> re.Pattern[str]:
-    return re.compile("|".join(items), re.IGNORECASE)
+    # Matched against lower-cased text: cheaper than re.IGNORECASE on every alternative.
+    return re.compile("|".join(items).lower())
 
 
 _CAPTCHA = _phrases(
@@ -179,19 +180,20 @@ def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
     compact = _SPACE.sub(" ", answer_text).strip()
     if not compact:
         return Validity(False, "empty")
+    lowered = compact.lower()
     if len(compact) <= PAGE_MAX_CHARS:
         for reason, pattern in (
             ("captcha", _CAPTCHA),
             ("login_page", _LOGIN),
             ("error_page", _ERROR),
         ):
-            m = pattern.search(compact)
+            m = pattern.search(lowered)
             if m:
                 return Validity(False, reason, detail=f"matched {m.group(0)!r}")  # type: ignore[arg-type]
     if provider_truncated:
         return Validity(False, "truncated", detail="provider reported truncation")
     if len(compact) <= REFUSAL_MAX_CHARS:
-        m = _REFUSAL.search(compact[:REFUSAL_HEAD_CHARS])
+        m = _REFUSAL.search(lowered[:REFUSAL_HEAD_CHARS])
         if m:
             return Validity(False, "refusal", detail=f"matched {m.group(0)!r}")
     if _unclosed_fence(answer_text):
