@@ -106,7 +106,7 @@ SELECT now() AS now;
 
 -- name: report_mention_rates
 -- Mention rates per channel and brand from the analyst table (run x channel x brand), with the
--- Wilson 95 % interval and the sample sizes behind every rate.
+-- Wilson 95 percent interval and the sample sizes behind every rate.
 SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
        review_samples, n, mentions,
        round(mention_rate::numeric, 3) AS mention_rate,
