@@ -110,17 +110,147 @@ def bench_detection(n: int) -> list[tuple[str, str]]:
     return rows
 
 
+def _admin_url() -> str:
+    from geo_pipeline.store.db import to_psycopg_url
+
+    url = os.environ.get("GEO_BENCH_DATABASE_URL") or os.environ.get("GEO_DATABASE_URL")
+    return to_psycopg_url(url or "postgresql://postgres@127.0.0.1:5432/postgres")
+
+
+def _bench_config(samples: int) -> dict:
+    """A config whose plan has ``samples`` samples: 10 targets x 20 repeats x Q questions."""
+    questions = max(1, samples // 200)
+    return {
+        "tenant": "bench",
+        "brand": {"name": "瑞幸咖啡", "aliases": ["Luckin Coffee", "luckin", "瑞幸"],
+                  "domains": ["luckincoffee.com"]},
+        "competitors": [
+            {"name": n, "aliases": [a], "domains": [f"{a.lower().replace(' ', '')}.com"]}
+            for n, a in [("星巴克", "Starbucks"), ("库迪咖啡", "Cotti Coffee"),
+                         ("Manner Coffee", "Manner"), ("Tims咖啡", "Tim Hortons"),
+                         ("Costa咖啡", "Costa Coffee"), ("幸运咖", "Lucky Cup"),
+                         ("挪瓦咖啡", "NOWWA"), ("Peet's Coffee", "皮爷咖啡"),
+                         ("M Stand", "M Stand Coffee")]
+        ],
+        "questions": [f"第{i}个问题：哪个咖啡品牌性价比最高？" for i in range(questions)],
+        "channels": [
+            {"platform": "deepseek", "device": "web", "regions": ["cn", "global"],
+             "modes": ["standard", "deep_thinking", "web_search"]},
+            {"platform": "doubao", "device": "web", "modes": ["standard", "deep_thinking"]},
+            {"platform": "kimi", "device": "web", "modes": ["standard", "web_search"]},
+        ],
+        "repeats": 20,
+    }  # fmt: skip
+
+
+def bench_db(samples: int, keep: bool = False) -> list[tuple[str, str]]:
+    import hashlib
+    import uuid
+
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from geo_pipeline.analysis import analyse_run, refresh_analytics
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import normalise_and_validate
+    from geo_pipeline.domain.plan import quote
+    from geo_pipeline.store import migrate
+    from geo_pipeline.store import runs as runstore
+
+    admin = _admin_url()
+    name = f"geo_bench_{uuid.uuid4().hex[:10]}"
+    with psycopg.connect(admin, autocommit=True) as a:
+        a.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    url = admin.rsplit("/", 1)[0] + "/" + name
+    rows: list[tuple[str, str]] = []
+    try:
+        with psycopg.connect(url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+            migrate.upgrade(conn)
+            caps = load_registry().capabilities()
+            config = normalise_and_validate(_bench_config(samples), caps)
+            plan = runstore.build_plan(
+                config, quote(config, {p: c.prices for p, c in caps.items()}), "bench-run"
+            )
+            runstore.create_run(conn, plan, confirm=False, dispatch=False)  # type: ignore[arg-type]
+            n = len(plan.samples)
+            t0 = time.perf_counter()
+            # Completed with stored evidence, through the allowed transitions, as workers would.
+            conn.execute("UPDATE geo.samples SET submission_state = 'submitting'")
+            conn.execute(
+                "UPDATE geo.samples SET submission_state = 'accepted', upstream_id = 'u' ||"
+                " sample_id, collection_state = 'running', lease_until = now() + interval '1h'"
+            )
+            conn.execute(
+                "UPDATE geo.samples SET collection_state = 'completed', lease_until = NULL,"
+                " evidence_state = 'stored', completed_at = now()"
+            )
+            rng = random.Random(11)
+            brands = [config.brand, *config.competitors]
+            filler = "这家咖啡的价格、口味和门店数量都各有特点，适合不同人群。" * 6
+            with conn.cursor() as cur:
+                with cur.copy(
+                    "COPY geo.answers (sample_id, revision, attempt_no, raw_text, sanitized_html,"
+                    " raw_sha256, captured_at, validity, validity_reason, validity_rule_version)"
+                    " FROM STDIN"
+                ) as copy:
+                    for i, s in enumerate(plan.samples):
+                        picks = rng.sample(brands, rng.randint(0, 4))
+                        text = filler + "".join(f"\n- {rng.choice(b.names)}：推荐。" for b in picks)
+                        invalid = i % 25 == 0
+                        copy.write_row((
+                            s.sample_id, 1, 1, text, text,
+                            hashlib.sha256(text.encode()).hexdigest(), "2026-11-29T00:00:00Z",
+                            "invalid" if invalid else "valid",
+                            "error_page" if invalid else None, "bench",
+                        ))  # fmt: skip
+                with cur.copy(
+                    "COPY geo.citations (sample_id, revision, ordinal, relation, raw_url,"
+                    " normalized_url, registrable_domain) FROM STDIN"
+                ) as copy:
+                    for s in plan.samples:
+                        for k in range(2):
+                            b = rng.choice(brands)
+                            dom = b.domains[0] if b.domains else "zhihu.com"
+                            rel = "cited" if k == 0 else "retrieved"
+                            u = f"https://{dom}/a"
+                            copy.write_row((s.sample_id, 1, k, rel, u, u, dom))
+            conn.commit()
+            rows.append((f"setup: {n:,} samples completed + answers/citations COPY",
+                         f"{time.perf_counter() - t0:,.1f} s"))  # fmt: skip
+            t0 = time.perf_counter()
+            summary = analyse_run(conn, "bench-run", refresh=False)  # type: ignore[arg-type]
+            dt = time.perf_counter() - t0
+            rows.append((f"analyse_run: {summary.analysed:,} samples x {len(brands)} brands",
+                         f"{dt:,.1f} s ({summary.analysed / dt:,.0f} samples/s)"))  # fmt: skip
+            t0 = time.perf_counter()
+            counts = refresh_analytics(conn, "bench-run")  # type: ignore[arg-type]
+            dt = time.perf_counter() - t0
+            rows.append((f"refresh_analytics: {sum(counts.values()):,} rows in 4 tables",
+                         f"{dt:,.1f} s"))  # fmt: skip
+            t0 = time.perf_counter()
+            again = analyse_run(conn, "bench-run")  # type: ignore[arg-type]
+            dt = time.perf_counter() - t0
+            rows.append((f"analyse_run again (idempotent: {again.analysed} analysed) + refresh",
+                         f"{dt:,.1f} s"))  # fmt: skip
+    finally:
+        if keep:
+            print(f"kept database {url}")
+            return rows
+        with psycopg.connect(admin, autocommit=True) as a:
+            a.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+    return rows
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--answers", type=int, default=20000)
     ap.add_argument("--samples", type=int, default=100_000)
     ap.add_argument("--skip-db", action="store_true")
+    ap.add_argument("--keep", action="store_true", help="Keep the scratch database.")
     args = ap.parse_args()
     rows = bench_detection(args.answers)
     if not args.skip_db:
-        from bench_analysis_db import bench_db  # type: ignore[import-not-found]
-
-        rows += bench_db(args.samples)
+        rows += bench_db(args.samples, args.keep)
     print(f"machine: {machine()}")
     width = max(len(r[0]) for r in rows)
     for name, value in rows:

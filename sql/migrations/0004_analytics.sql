@@ -56,22 +56,18 @@ SELECT r.run_id, comp.value ->> 'name', false, comp.ordinality::integer
   FROM geo.runs r JOIN geo.config_snapshots c USING (snapshot_id)
   CROSS JOIN LATERAL jsonb_array_elements(c.config -> 'competitors') WITH ORDINALITY AS comp;
 
--- One row per sample: identity, the four states with reasons, validity, and what is known of
--- mentions. mention_status: 'known' (valid answer, analysis accepted), 'analysing' (analysis
--- pending: UNKNOWN, never "not mentioned", R6), 'in_review', 'excluded' (invalid answer or
--- analysis failed).
-CREATE VIEW analytics.sample_facts AS
-SELECT s.sample_id, s.run_id, s.tenant_id, r.monitor_id, r.scheduled_for,
-       s.question_revision, s.question_index, q.text AS question_text,
-       s.platform, s.device, s.channel, s.region, s.mode, s.repeat_index, s.attempt_no,
-       s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,
-       s.submission_reason, s.collection_reason, s.evidence_reason, s.analysis_reason,
-       s.upstream_id, s.completed_at,
-       a.revision AS answer_revision, a.captured_at,
+-- One row per sample, lean: identity, validity, and whether its mentions are known.
+-- mention_status: 'known' (valid answer, analysis accepted), 'analysing' (analysis pending:
+-- UNKNOWN, never "not mentioned", R6), 'in_review', 'excluded' (invalid answer or analysis
+-- failed). validity is the reviewer's verdict where there is one, else the rules' verdict.
+-- Every other analytics object derives from this one definition.
+CREATE VIEW analytics.sample_status AS
+SELECT s.sample_id, s.run_id, s.tenant_id, s.question_revision, s.question_index,
+       s.platform, s.device, s.channel, s.region, s.mode, s.repeat_index, s.analysis_state,
+       a.revision AS answer_revision,
        a.validity AS validity_judged, a.validity_reason,
        vd.verdict AS validity_reviewed,
        coalesce(vd.verdict, a.validity) AS validity,
-       ac.detector_version, ar.analysed_at,
        CASE
          WHEN s.analysis_state = 'accepted' AND coalesce(vd.verdict, a.validity) = 'valid'
            THEN 'known'
@@ -79,56 +75,71 @@ SELECT s.sample_id, s.run_id, s.tenant_id, r.monitor_id, r.scheduled_for,
          WHEN s.analysis_state = 'review' THEN 'in_review'
          ELSE 'excluded'
        END AS mention_status,
-       -- Mention facts only where they are known; NULL means "unknown", never "no".
-       CASE WHEN s.analysis_state = 'accepted' AND coalesce(vd.verdict, a.validity) = 'valid'
-            THEN coalesce(tm.mentioned, false) END AS target_mentioned,
-       CASE WHEN s.analysis_state = 'accepted' AND coalesce(vd.verdict, a.validity) = 'valid'
-            THEN tm.rank END AS target_rank,
-       CASE WHEN s.analysis_state = 'accepted' AND coalesce(vd.verdict, a.validity) = 'valid'
-            THEN (SELECT count(*) FROM geo.mentions m
-                   WHERE m.sample_id = ac.sample_id AND m.detector_version = ac.detector_version
-                     AND m.answer_revision = ac.answer_revision AND m.mentioned) END
-         AS brands_mentioned
+       ac.detector_version, ac.answer_revision AS analysed_revision
   FROM geo.samples s
-  JOIN geo.runs r ON r.run_id = s.run_id
-  JOIN geo.question_revisions q ON q.question_revision = s.question_revision
-  LEFT JOIN LATERAL (SELECT a1.revision, a1.captured_at, a1.validity, a1.validity_reason
+  LEFT JOIN LATERAL (SELECT a1.revision, a1.validity, a1.validity_reason
                        FROM geo.answers a1 WHERE a1.sample_id = s.sample_id
                       ORDER BY a1.revision DESC LIMIT 1) a ON true
   LEFT JOIN LATERAL (SELECT d.verdict FROM geo.review_decisions d
                       WHERE d.sample_id = s.sample_id AND d.subject = 'validity'
                       ORDER BY d.decision_id DESC LIMIT 1) vd ON true
-  LEFT JOIN geo.analysis_current ac ON ac.sample_id = s.sample_id
-  LEFT JOIN geo.analysis_results ar ON ar.sample_id = ac.sample_id
-       AND ar.detector_version = ac.detector_version AND ar.answer_revision = ac.answer_revision
-  LEFT JOIN geo.mentions tm ON tm.sample_id = ac.sample_id
-       AND tm.detector_version = ac.detector_version
-       AND tm.answer_revision = ac.answer_revision AND tm.is_target;
+  LEFT JOIN geo.analysis_current ac ON ac.sample_id = s.sample_id;
+
+-- One row per sample: sample_status with every state and reason, the run's monitor and day,
+-- the question text, and the target brand's mention facts (NULL unless known).
+CREATE VIEW analytics.sample_facts AS
+SELECT st.sample_id, st.run_id, st.tenant_id, r.monitor_id, r.scheduled_for,
+       st.question_revision, st.question_index, q.text AS question_text,
+       st.platform, st.device, st.channel, st.region, st.mode, st.repeat_index, s.attempt_no,
+       s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,
+       s.submission_reason, s.collection_reason, s.evidence_reason, s.analysis_reason,
+       s.upstream_id, s.completed_at,
+       st.answer_revision, st.validity_judged, st.validity_reason, st.validity_reviewed,
+       st.validity, st.mention_status, st.detector_version, ar.analysed_at,
+       CASE WHEN st.mention_status = 'known' THEN coalesce(tm.mentioned, false) END
+         AS target_mentioned,
+       CASE WHEN st.mention_status = 'known' THEN tm.rank END AS target_rank,
+       CASE WHEN st.mention_status = 'known'
+            THEN (SELECT count(*) FROM geo.mentions m
+                   WHERE m.sample_id = st.sample_id AND m.detector_version = st.detector_version
+                     AND m.answer_revision = st.analysed_revision AND m.mentioned) END
+         AS brands_mentioned
+  FROM analytics.sample_status st
+  JOIN geo.samples s ON s.sample_id = st.sample_id
+  JOIN geo.runs r ON r.run_id = st.run_id
+  JOIN geo.question_revisions q ON q.question_revision = st.question_revision
+  LEFT JOIN geo.analysis_results ar ON ar.sample_id = st.sample_id
+       AND ar.detector_version = st.detector_version
+       AND ar.answer_revision = st.analysed_revision
+  LEFT JOIN geo.mentions tm ON tm.sample_id = st.sample_id
+       AND tm.detector_version = st.detector_version
+       AND tm.answer_revision = st.analysed_revision AND tm.is_target;
 
 -- One row per sample x tracked brand. The mention columns are NULL unless mention_status is
 -- 'known', so a count of "not mentioned" can never include a sample still being analysed.
 CREATE VIEW analytics.sample_brand_facts AS
-SELECT f.sample_id, f.run_id, f.tenant_id, f.monitor_id, f.scheduled_for,
-       f.question_revision, f.question_index, f.platform, f.device, f.channel, f.region,
-       f.mode, f.repeat_index, f.analysis_state, f.validity, f.mention_status,
-       f.detector_version, b.brand, b.is_target, b.brand_order,
-       CASE WHEN f.mention_status = 'known' THEN coalesce(m.mentioned, false) END AS mentioned,
-       CASE WHEN f.mention_status = 'known' THEN coalesce(m.mention_count, 0) END AS mention_count,
-       CASE WHEN f.mention_status = 'known' THEN m.first_offset END AS first_offset,
-       CASE WHEN f.mention_status = 'known' THEN m.rank END AS rank,
-       CASE WHEN f.mention_status = 'known' THEN m.first_block END AS first_block,
-       CASE WHEN f.mention_status = 'known' THEN m.position_bucket END AS position_bucket,
-       CASE WHEN f.mention_status = 'known' THEN coalesce(m.domain_cited, false) END
+SELECT st.sample_id, st.run_id, st.tenant_id, r.monitor_id, r.scheduled_for,
+       st.question_revision, st.question_index, st.platform, st.device, st.channel, st.region,
+       st.mode, st.repeat_index, st.analysis_state, st.validity, st.mention_status,
+       st.detector_version, b.brand, b.is_target, b.brand_order,
+       CASE WHEN st.mention_status = 'known' THEN coalesce(m.mentioned, false) END AS mentioned,
+       CASE WHEN st.mention_status = 'known' THEN coalesce(m.mention_count, 0) END
+         AS mention_count,
+       CASE WHEN st.mention_status = 'known' THEN m.first_offset END AS first_offset,
+       CASE WHEN st.mention_status = 'known' THEN m.rank END AS rank,
+       CASE WHEN st.mention_status = 'known' THEN m.first_block END AS first_block,
+       CASE WHEN st.mention_status = 'known' THEN m.position_bucket END AS position_bucket,
+       CASE WHEN st.mention_status = 'known' THEN coalesce(m.domain_cited, false) END
          AS domain_cited,
-       CASE WHEN f.mention_status = 'known' THEN coalesce(m.domain_retrieved, false) END
+       CASE WHEN st.mention_status = 'known' THEN coalesce(m.domain_retrieved, false) END
          AS domain_retrieved,
        m.ambiguous
-  FROM analytics.sample_facts f
-  JOIN analytics.run_brands b ON b.run_id = f.run_id
-  LEFT JOIN geo.analysis_current ac ON ac.sample_id = f.sample_id
-  LEFT JOIN geo.mentions m ON m.sample_id = ac.sample_id
-       AND m.detector_version = ac.detector_version
-       AND m.answer_revision = ac.answer_revision AND m.brand = b.brand;
+  FROM analytics.sample_status st
+  JOIN geo.runs r ON r.run_id = st.run_id
+  JOIN analytics.run_brands b ON b.run_id = st.run_id
+  LEFT JOIN geo.mentions m ON m.sample_id = st.sample_id
+       AND m.detector_version = st.detector_version
+       AND m.answer_revision = st.analysed_revision AND m.brand = b.brand;
 
 -- ---------------------------------------------------------------- materialised per run
 -- Refreshed by geo_pipeline.analysis.refresh_analytics(conn, run_id): delete the run's rows and

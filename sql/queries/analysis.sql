@@ -99,31 +99,55 @@ DELETE FROM analytics.channel_brand_metrics
 DELETE FROM analytics.share_of_voice WHERE (%(run_id)s::text IS NULL OR run_id = %(run_id)s);
 
 -- name: refresh_insert_brand_tables
--- One statement fills brand_metrics, channel_brand_metrics and share_of_voice from one scan of
--- the run's sample x brand facts (data-modifying CTEs share the materialised `f`).
--- Rates count only answers whose mentions are known (valid, analysis accepted) and sit beside
--- their n; invalid, analysing and in-review answers are counted in their own columns.
-WITH f AS MATERIALIZED (
-  SELECT * FROM analytics.sample_brand_facts v
+-- One statement fills brand_metrics, channel_brand_metrics and share_of_voice (data-modifying
+-- CTEs). Work is proportional to samples + known mention rows: brand-independent counts come
+-- from one row per sample (analytics.sample_status), mention counts from geo.mentions of the
+-- samples whose mentions are known. Rates count only those answers (valid, analysis accepted)
+-- and sit beside their n; invalid, analysing and in-review answers have their own columns.
+WITH st AS MATERIALIZED (
+  SELECT v.sample_id, v.run_id, v.tenant_id, v.channel, v.platform, v.device, v.region, v.mode,
+         v.question_revision, v.question_index, v.validity, v.mention_status,
+         v.detector_version, v.analysed_revision
+    FROM analytics.sample_status v
    WHERE (%(run_id)s::text IS NULL OR v.run_id = %(run_id)s)
 ), cell AS (
-  SELECT f.run_id, f.tenant_id, f.monitor_id, f.scheduled_for, f.channel, f.platform, f.device,
-         f.region, f.mode, f.question_revision, f.question_index, f.brand, f.is_target,
+  SELECT run_id, tenant_id, channel, platform, device, region, mode, question_revision,
+         question_index,
          count(*)::int AS samples,
-         count(*) FILTER (WHERE f.validity = 'valid')::int AS valid_samples,
-         count(*) FILTER (WHERE f.validity = 'invalid')::int AS invalid_samples,
-         count(*) FILTER (WHERE f.mention_status = 'analysing'
-                            AND f.validity IS DISTINCT FROM 'invalid')::int AS analysing_samples,
-         count(*) FILTER (WHERE f.mention_status = 'in_review')::int AS review_samples,
-         count(*) FILTER (WHERE f.mention_status = 'known')::int AS n,
-         count(*) FILTER (WHERE f.mentioned)::int AS mentions,
-         sum(f.rank) FILTER (WHERE f.mentioned) AS rank_sum,
-         count(*) FILTER (WHERE f.domain_cited)::int AS cited,
-         count(*) FILTER (WHERE f.domain_retrieved)::int AS retrieved
-    FROM f
-   GROUP BY f.run_id, f.tenant_id, f.monitor_id, f.scheduled_for, f.channel, f.platform,
-            f.device, f.region, f.mode, f.question_revision, f.question_index, f.brand,
-            f.is_target
+         count(*) FILTER (WHERE validity = 'valid')::int AS valid_samples,
+         count(*) FILTER (WHERE validity = 'invalid')::int AS invalid_samples,
+         count(*) FILTER (WHERE mention_status = 'analysing'
+                            AND validity IS DISTINCT FROM 'invalid')::int AS analysing_samples,
+         count(*) FILTER (WHERE mention_status = 'in_review')::int AS review_samples,
+         count(*) FILTER (WHERE mention_status = 'known')::int AS n
+    FROM st
+   GROUP BY run_id, tenant_id, channel, platform, device, region, mode, question_revision,
+            question_index
+), km AS MATERIALIZED (
+  SELECT st.run_id, st.channel, st.region, st.mode, st.question_revision, st.sample_id,
+         m.brand, m.mentioned, m.mention_count, m.rank, m.domain_cited, m.domain_retrieved
+    FROM st
+    JOIN geo.mentions m ON m.sample_id = st.sample_id
+     AND m.detector_version = st.detector_version AND m.answer_revision = st.analysed_revision
+   WHERE st.mention_status = 'known'
+), cell_brand AS (
+  SELECT run_id, channel, region, mode, question_revision, brand,
+         count(*) FILTER (WHERE mentioned)::int AS mentions,
+         sum(rank) FILTER (WHERE mentioned) AS rank_sum,
+         count(*) FILTER (WHERE domain_cited)::int AS cited,
+         count(*) FILTER (WHERE domain_retrieved)::int AS retrieved
+    FROM km
+   GROUP BY run_id, channel, region, mode, question_revision, brand
+), metrics AS MATERIALIZED (
+  SELECT c.*, r.monitor_id, r.scheduled_for, b.brand, b.is_target,
+         coalesce(cb.mentions, 0) AS mentions, cb.rank_sum,
+         coalesce(cb.cited, 0) AS cited, coalesce(cb.retrieved, 0) AS retrieved
+    FROM cell c
+    JOIN geo.runs r ON r.run_id = c.run_id
+    JOIN analytics.run_brands b ON b.run_id = c.run_id
+    LEFT JOIN cell_brand cb ON cb.run_id = c.run_id AND cb.channel = c.channel
+         AND cb.region = c.region AND cb.mode = c.mode
+         AND cb.question_revision = c.question_revision AND cb.brand = b.brand
 ), ins_cell AS (
   INSERT INTO analytics.brand_metrics
     (run_id, tenant_id, monitor_id, scheduled_for, channel, platform, device, region, mode,
@@ -138,7 +162,7 @@ WITH f AS MATERIALIZED (
          analytics.wilson_lower(mentions, n), analytics.wilson_upper(mentions, n),
          rank_sum::float8 / nullif(mentions, 0),
          cited, cited::float8 / nullif(n, 0), retrieved
-    FROM cell
+    FROM metrics
   RETURNING 1
 ), chan AS (
   SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target,
@@ -147,7 +171,7 @@ WITH f AS MATERIALIZED (
          sum(analysing_samples)::int AS analysing_samples,
          sum(review_samples)::int AS review_samples, sum(n)::int AS n,
          sum(mentions)::int AS mentions, sum(rank_sum) AS rank_sum, sum(cited)::int AS cited
-    FROM cell
+    FROM metrics
    GROUP BY run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target
 ), ins_chan AS (
   INSERT INTO analytics.channel_brand_metrics
@@ -163,30 +187,35 @@ WITH f AS MATERIALIZED (
   RETURNING 1
 ), per_answer AS (
   SELECT sample_id, bool_or(mentioned) AS any_brand, sum(mention_count)::int AS all_mentions
-    FROM f WHERE f.mention_status = 'known' GROUP BY sample_id
-), sov AS (
-  SELECT f.run_id, f.monitor_id, f.scheduled_for, f.channel, f.region, f.mode, f.brand,
-         f.is_target,
-         count(*)::int AS n,
-         count(*) FILTER (WHERE f.mentioned)::int AS answers_mentioning_brand,
-         count(*) FILTER (WHERE p.any_brand)::int AS answers_mentioning_any,
-         sum(f.mention_count)::int AS brand_mentions,
-         sum(p.all_mentions)::int AS all_tracked_mentions
-    FROM f JOIN per_answer p ON p.sample_id = f.sample_id
-   GROUP BY f.run_id, f.monitor_id, f.scheduled_for, f.channel, f.region, f.mode, f.brand,
-            f.is_target
+    FROM km GROUP BY sample_id
+), sov_cell AS (
+  SELECT st.run_id, st.channel, st.region, st.mode, count(*)::int AS n,
+         count(*) FILTER (WHERE p.any_brand)::int AS answers_any,
+         coalesce(sum(p.all_mentions), 0)::int AS all_mentions
+    FROM st LEFT JOIN per_answer p ON p.sample_id = st.sample_id
+   WHERE st.mention_status = 'known'
+   GROUP BY st.run_id, st.channel, st.region, st.mode
+), sov_brand AS (
+  SELECT run_id, channel, region, mode, brand,
+         count(*) FILTER (WHERE mentioned)::int AS answers_brand,
+         sum(mention_count)::int AS brand_mentions
+    FROM km GROUP BY run_id, channel, region, mode, brand
 ), ins_sov AS (
   INSERT INTO analytics.share_of_voice
     (run_id, monitor_id, scheduled_for, channel, region, mode, brand, is_target, n,
      answers_mentioning_brand, answers_mentioning_any_tracked_brand,
      share_of_answers_mentioning_any_brand, brand_mentions, all_tracked_mentions,
      share_of_all_tracked_mentions)
-  SELECT run_id, monitor_id, scheduled_for, channel, region, mode, brand, is_target, n,
-         answers_mentioning_brand, answers_mentioning_any,
-         answers_mentioning_brand::float8 / nullif(answers_mentioning_any, 0),
-         brand_mentions, all_tracked_mentions,
-         brand_mentions::float8 / nullif(all_tracked_mentions, 0)
-    FROM sov
+  SELECT sc.run_id, r.monitor_id, r.scheduled_for, sc.channel, sc.region, sc.mode, b.brand,
+         b.is_target, sc.n, coalesce(sb.answers_brand, 0), sc.answers_any,
+         coalesce(sb.answers_brand, 0)::float8 / nullif(sc.answers_any, 0),
+         coalesce(sb.brand_mentions, 0), sc.all_mentions,
+         coalesce(sb.brand_mentions, 0)::float8 / nullif(sc.all_mentions, 0)
+    FROM sov_cell sc
+    JOIN geo.runs r ON r.run_id = sc.run_id
+    JOIN analytics.run_brands b ON b.run_id = sc.run_id
+    LEFT JOIN sov_brand sb ON sb.run_id = sc.run_id AND sb.channel = sc.channel
+         AND sb.region = sc.region AND sb.mode = sc.mode AND sb.brand = b.brand
   RETURNING 1
 )
 SELECT (SELECT count(*) FROM ins_cell) AS brand_metrics,
@@ -198,25 +227,29 @@ DELETE FROM analytics.source_domains WHERE (%(run_id)s::text IS NULL OR run_id =
 
 -- name: refresh_insert_source_domains
 -- Citations of the latest revision of every valid answer, per engine (platform).
-WITH va AS (
-  SELECT f.sample_id, f.run_id, f.monitor_id, f.scheduled_for, f.platform, f.answer_revision
-    FROM analytics.sample_facts f
-   WHERE (%(run_id)s::text IS NULL OR f.run_id = %(run_id)s) AND f.validity = 'valid'
+WITH va AS MATERIALIZED (
+  SELECT v.sample_id, v.run_id, v.platform, v.answer_revision
+    FROM analytics.sample_status v
+   WHERE (%(run_id)s::text IS NULL OR v.run_id = %(run_id)s) AND v.validity = 'valid'
 ), tot AS (
   SELECT run_id, platform, count(*)::int AS valid_answers FROM va GROUP BY run_id, platform
+), per AS (
+  SELECT va.run_id, va.platform, c.registrable_domain, c.relation, count(*)::int AS citations,
+         count(DISTINCT va.sample_id)::int AS answers
+    FROM va
+    JOIN geo.citations c ON c.sample_id = va.sample_id AND c.revision = va.answer_revision
+   WHERE c.registrable_domain IS NOT NULL
+   GROUP BY va.run_id, va.platform, c.registrable_domain, c.relation
 )
 INSERT INTO analytics.source_domains
   (run_id, monitor_id, scheduled_for, platform, registrable_domain, relation, citations,
    answers, valid_answers, answer_rate)
-SELECT va.run_id, va.monitor_id, va.scheduled_for, va.platform, c.registrable_domain,
-       c.relation, count(*)::int, count(DISTINCT va.sample_id)::int, tot.valid_answers,
-       count(DISTINCT va.sample_id)::float8 / tot.valid_answers
-  FROM va
-  JOIN geo.citations c ON c.sample_id = va.sample_id AND c.revision = va.answer_revision
-  JOIN tot ON tot.run_id = va.run_id AND tot.platform = va.platform
- WHERE c.registrable_domain IS NOT NULL
- GROUP BY va.run_id, va.monitor_id, va.scheduled_for, va.platform, c.registrable_domain,
-          c.relation, tot.valid_answers;
+SELECT per.run_id, r.monitor_id, r.scheduled_for, per.platform, per.registrable_domain,
+       per.relation, per.citations, per.answers, tot.valid_answers,
+       per.answers::float8 / tot.valid_answers
+  FROM per
+  JOIN tot ON tot.run_id = per.run_id AND tot.platform = per.platform
+  JOIN geo.runs r ON r.run_id = per.run_id;
 
 -- name: review_queue
 -- Every sample waiting for a person (issue 6 point 4): analysis in review; an answer kept raw
