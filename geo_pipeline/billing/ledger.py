@@ -419,9 +419,11 @@ def confirm_run(conn: Conn, run_id: str) -> Money:
 def close_run(conn: Conn, run_id: str, *, force: bool = False) -> CloseResult:
     """Release the unused reservation and mark the run closed; idempotent (R23).
 
-    Refused while samples are still queued, running or uncertain (they may still cost money),
-    unless ``force``: a charge that arrives after the close is still recorded, covered by a
-    reservation adjustment flagged for review. Never refunds anything (R24)."""
+    Refused while samples are still queued or running (they may still cost money), unless
+    ``force``; samples left 'uncertain' do not block it (they are counted in the release's
+    details and verified by reconciliation). A charge that arrives after the close is still
+    recorded, covered by a reservation adjustment flagged for review. Never refunds anything
+    (R24)."""
     with conn.transaction():
         run = _run(conn, run_id)
         account = _lock_account(conn, run_id)
@@ -429,16 +431,15 @@ def close_run(conn: Conn, run_id: str, *, force: bool = False) -> CloseResult:
         existing = _entry_by_key(conn, f"release:{run_id}")
         if existing is not None:
             return CloseResult(run_id, Money(int(existing["amount_minor"]), currency), False)
-        if not force:
-            with conn.cursor() as cur:
-                cur.execute(Q("billing.run_activity"), {"run_id": run_id})
-                act = dict(cur.fetchone() or {})
-            if act.get("active") or act.get("uncertain"):
-                raise RunNotBillable(
-                    f"run {run_id} still has {act.get('active')} queued/running and "
-                    f"{act.get('uncertain')} uncertain samples that may cost money; close it "
-                    "when they are terminal, or force it (late charges are then flagged for review)"
-                )
+        with conn.cursor() as cur:
+            cur.execute(Q("billing.run_activity"), {"run_id": run_id})
+            act = dict(cur.fetchone() or {})
+        if act.get("active") and not force:
+            raise RunNotBillable(
+                f"run {run_id} still has {act['active']} queued or running samples that may "
+                "cost money; close it when they are terminal, or force it (a later charge is "
+                "then covered by a reservation adjustment flagged for review)"
+            )
         left = int(account["reservation_left_minor"])
         _post(
             conn,
@@ -448,7 +449,13 @@ def close_run(conn: Conn, run_id: str, *, force: bool = False) -> CloseResult:
             currency=currency,
             run_id=run_id,
             idempotency_key=f"release:{run_id}",
-            details={"forced": force, "cancel_requested": run["cancel_requested_at"] is not None},
+            details={
+                "forced": force,
+                "cancel_requested": run["cancel_requested_at"] is not None,
+                # accepted-or-not is unknown for these: reconciliation verifies them (R12, R24)
+                "uncertain_samples": int(act.get("uncertain") or 0),
+                "active_samples": int(act.get("active") or 0),
+            },
         )
         with conn.cursor() as cur:
             cur.execute(Q("billing.set_closed"), {"run_id": run_id})
