@@ -185,6 +185,14 @@ class LocalArchive:
     def exists(self, key: str) -> bool:
         return self._path(key).exists()
 
+    def delete(self, key: str) -> None:
+        """Remove an object; missing is fine. Only the retention policy (D9) deletes: recording
+        and repairs never do (R21)."""
+        try:
+            self._path(key).unlink(missing_ok=True)
+        except OSError as exc:
+            raise ArchiveUnavailable(f"cannot delete {key!r} under {self.location}: {exc}") from exc
+
     def presign(self, key: str, *, expires_s: int = 300) -> str:
         raise PresignUnsupported(
             f"the local evidence archive ({self.location}) cannot make download URLs; "
@@ -275,6 +283,16 @@ class S3Archive:
 
     def exists(self, key: str) -> bool:
         return self._head(key) is not None
+
+    def delete(self, key: str) -> None:
+        """Remove an object; missing is fine (S3 DeleteObject is idempotent). Only the retention
+        policy (D9) deletes: recording and repairs never do (R21)."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        try:
+            self.client.delete_object(Bucket=self.bucket, Key=self._key(key))
+        except (ClientError, BotoCoreError) as exc:
+            raise self._unavailable("delete", key, exc) from exc
 
     def presign(self, key: str, *, expires_s: int = 300) -> str:
         url: str = self.client.generate_presigned_url(

@@ -66,6 +66,7 @@ THUMBNAIL_UNAVAILABLE = "THUMBNAIL_UNAVAILABLE"
 ARCHIVE_FAILED = "ARCHIVE_FAILED"
 NO_ANSWER = "NO_ANSWER_RECORDED"
 _SCREENSHOT_WARNINGS = (SCREENSHOT_UNAVAILABLE, SCREENSHOT_PENDING)
+SCREENSHOT_POLICIES = ("required", "optional", "off")
 
 TEXT_MIME = "text/markdown; charset=utf-8"
 HTML_MIME = "text/html; charset=utf-8"
@@ -241,6 +242,10 @@ def archive_evidence(
     sanitised HTML (R19), the normalised citations (R18) and the screenshot with its thumbnail
     (R21). No database access. Storage failures do not raise: a text failure is returned as
     ``failure`` (→ evidence ``failed``), a screenshot failure as a warning (→ ``partial``)."""
+    if screenshot_policy not in SCREENSHOT_POLICIES:
+        raise ValueError(
+            f"screenshot policy {screenshot_policy!r} is not one of {SCREENSHOT_POLICIES}"
+        )
     citations = normalise_citations(evidence.citations)
     cjson = citations_json(citations)
     html = render_answer(evidence.answer_text)

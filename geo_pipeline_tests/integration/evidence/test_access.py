@@ -137,3 +137,11 @@ def test_writes_are_idempotent_and_never_overwrite(archive):
     assert archive.exists(key) and not archive.exists(key + "-nope")
     with pytest.raises(ObjectMissing):
         archive.get(key + "-nope")
+
+
+def test_delete_is_for_retention_only_and_idempotent(archive):
+    key = object_key("tenant-a", "run-1", "s" + "2" * 24, "sha256-y", "answer_raw")
+    archive.put(key, b"old", mime_type="text/plain")
+    archive.delete(key)
+    archive.delete(key)  # already gone: fine
+    assert not archive.exists(key)
