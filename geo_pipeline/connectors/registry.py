@@ -49,6 +49,13 @@ class Registry:
     def channels(self) -> list[str]:
         return sorted(ch for e in self.entries.values() for ch in e.capabilities.channels())
 
+    def connector(self, platform: str, client: Any = None) -> Any:
+        """The connector of ``platform`` (see connectors.factory.build_connector); pass the
+        process's shared ``httpx.AsyncClient`` or use ``ConnectorSet``, which owns one."""
+        from geo_pipeline.connectors.factory import build_connector
+
+        return build_connector(self.entry(platform), client)
+
     def entry(self, platform: str) -> PlatformEntry:
         try:
             return self.entries[platform]

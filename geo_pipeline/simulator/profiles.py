@@ -25,7 +25,7 @@ from typing import Any
 
 import yaml
 
-from geo_pipeline.connectors.registry import Registry, load_registry
+from geo_pipeline.connectors.registry import PlatformEntry, Registry, load_registry
 from geo_pipeline.domain.platforms import PriceList
 
 
@@ -203,10 +203,14 @@ def _coerce(platform: str, key: str, value: Any, current: Any) -> Any:
 
 
 def profile_from_registry(registry: Registry, platform: str) -> Profile:
-    entry = registry.entry(platform)
+    return profile_from_registry_entry(registry.entry(platform))
+
+
+def profile_from_registry_entry(entry: PlatformEntry) -> Profile:
+    """The fault-free profile of one registered platform (also used by InstantConnector)."""
     caps = entry.capabilities
     return Profile(
-        platform=platform,
+        platform=entry.platform,
         devices=caps.devices,
         regions=caps.regions,
         modes=caps.modes,

@@ -1,0 +1,115 @@
+"""HTTP plumbing shared by the connectors: one error mapping for every protocol (R13, R12, D4).
+
+The one distinction everything else rests on: did the request leave? A failure to *connect*
+means it did not, so a retry cannot duplicate work (``TransientError``). A timeout or a dropped
+connection *after* the request was written means it may have been accepted
+(``AcceptanceUnknown``): the caller must look upstream before sending anything again.
+"""
+
+from __future__ import annotations
+
+import email.utils
+import time
+from collections.abc import Mapping
+from typing import Any
+
+import httpx
+
+from geo_pipeline.connectors.base import (
+    AcceptanceUnknown,
+    ConnectorError,
+    InvalidParams,
+    NoPermission,
+    NotFound,
+    RateLimited,
+    TransientError,
+)
+
+DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=30.0, write=10.0, pool=10.0)
+DEFAULT_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=128)
+
+
+def new_client(
+    *, timeout: httpx.Timeout | None = None, limits: httpx.Limits | None = None
+) -> httpx.AsyncClient:
+    """The one pooled client a process shares between connectors (D8: bounded pool)."""
+    return httpx.AsyncClient(timeout=timeout or DEFAULT_TIMEOUT, limits=limits or DEFAULT_LIMITS)
+
+
+def timeout_from(options: Mapping[str, Any], name: str, default_read: float) -> httpx.Timeout:
+    """Per-request timeout: ``options[name]`` seconds for the read, the defaults for the rest."""
+    read = float(options.get(name, default_read))
+    return httpx.Timeout(connect=min(3.0, read), read=read, write=10.0, pool=10.0)
+
+
+def parse_retry_after(value: str | None) -> float | None:
+    """Retry-After in seconds: either delta-seconds or an HTTP date (RFC 9110)."""
+    if not value:
+        return None
+    value = value.strip()
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = email.utils.parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
+
+
+def transport_error(exc: httpx.HTTPError, *, sent_means_unknown: bool, what: str) -> ConnectorError:
+    """Map an httpx transport failure. ``sent_means_unknown`` is True for a submit: after the
+    request left, silence is not a 'no' (R12); for reads it is just a transient failure."""
+    if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
+        return TransientError(f"{what}: could not connect ({type(exc).__name__})")
+    if sent_means_unknown and isinstance(
+        exc,
+        httpx.ReadTimeout
+        | httpx.WriteTimeout
+        | httpx.ReadError
+        | httpx.WriteError
+        | httpx.RemoteProtocolError,
+    ):
+        return AcceptanceUnknown(
+            f"{what}: no response after the request was sent ({type(exc).__name__}); "
+            "it may have been accepted"
+        )
+    return TransientError(f"{what}: {type(exc).__name__}")
+
+
+def status_error(
+    resp: httpx.Response,
+    *,
+    what: str,
+    message: str | None = None,
+    not_found_is_missing: bool = False,
+) -> ConnectorError:
+    """Map a non-success HTTP status to the typed errors (R13)."""
+    status = resp.status_code
+    text = message or _short(resp)
+    raw = resp.content
+    if status == 429:
+        return RateLimited(
+            f"{what}: rate limited: {text}",
+            status=status,
+            retry_after_s=parse_retry_after(resp.headers.get("Retry-After")),
+            raw=raw,
+        )
+    if status in (401, 403):
+        return NoPermission(f"{what}: {status} {text}", status=status, raw=raw)
+    if status == 404 and not_found_is_missing:
+        return NotFound(f"{what}: {text}", status=status, raw=raw)
+    if status in (400, 404, 405, 413, 415, 422):
+        return InvalidParams(f"{what}: {status} {text}", status=status, raw=raw)
+    return TransientError(f"{what}: HTTP {status} {text}", status=status, raw=raw)
+
+
+def _short(resp: httpx.Response) -> str:
+    try:
+        body = resp.json()
+    except ValueError:
+        return resp.text[:200]
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        return str(body["error"].get("message") or body["error"])[:200]
+    return str(body)[:200]

@@ -1,0 +1,436 @@
+"""Parsers of the engine protocols people monitor: each turns its own citation format into the one
+normalised ``Citation`` model, keeping *cited* (the answer points at it) apart from *retrieved*
+(the engine fetched it but did not cite it), with title, URL and the text span where the format
+gives one (R17, R18).
+
+Pure functions: bytes in, ``ParsedAnswer`` out. They raise the typed errors of base.py:
+``Unparseable`` (keep raw, send to review, never re-ask — R13) when the body is not the documented
+shape, ``UpstreamFailed`` when the engine answered with a refusal or a filter *inside* HTTP 200
+(content_filter, Gemini promptFeedback.blockReason, Anthropic ``refusal``), and
+``error_in_body`` maps an error object returned with status 200 to the class its type names.
+
+Shapes follow the public API references: OpenAI Chat Completions (``message.annotations`` of type
+``url_citation``), OpenAI Responses (``output_text.annotations`` with ``start_index``/``end_index``,
+``web_search_call.action.sources``), Perplexity Sonar (``citations``, ``search_results``), Gemini
+``generateContent`` (``groundingMetadata``: ``groundingChunks``, ``groundingSupports`` whose segment
+indices are UTF-8 *byte* offsets, ``webSearchQueries``), Anthropic Messages with the web search
+tool (``web_search_tool_result`` blocks, text blocks with ``web_search_result_location``
+citations carrying ``cited_text``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from geo_pipeline.connectors.base import (
+    Citation,
+    ConnectorError,
+    InvalidParams,
+    NoPermission,
+    RateLimited,
+    TransientError,
+    Unparseable,
+    UpstreamFailed,
+)
+
+
+@dataclass(frozen=True)
+class ParsedAnswer:
+    answer_text: str
+    citations: tuple[Citation, ...] = ()
+    truncated: bool = False
+    response_id: str | None = None
+    web_search_used: bool = False
+    deep_thinking_used: bool = False
+    search_queries: tuple[str, ...] = ()
+    warnings: tuple[str, ...] = field(default=())
+
+
+def load_json(raw: bytes, protocol: str) -> dict[str, Any]:
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError) as exc:
+        raise Unparseable(f"{protocol}: the body is not JSON ({exc})", raw=raw) from exc
+    if not isinstance(body, dict):
+        raise Unparseable(f"{protocol}: the body is not a JSON object", raw=raw)
+    return body
+
+
+def error_in_body(body: dict[str, Any], raw: bytes, protocol: str) -> ConnectorError | None:
+    """An error object in a body (also inside HTTP 200, which some gateways return), mapped by
+    the type/status/code it names. None when the body carries no error."""
+    err = body.get("error")
+    if body.get("type") == "error" and isinstance(err, dict):  # Anthropic
+        pass
+    elif not isinstance(err, dict) or not err:
+        return None
+    kind = " ".join(str(err.get(k) or "") for k in ("type", "code", "status")).lower()
+    message = f"{protocol}: {err.get('message') or kind}"
+    if "rate_limit" in kind or "resource_exhausted" in kind or "requests" == kind.strip():
+        return RateLimited(message, raw=raw)
+    if any(
+        k in kind
+        for k in ("auth", "permission", "invalid_api_key", "unauthenticated", "insufficient_quota")
+    ):
+        return NoPermission(message, raw=raw)
+    if "invalid" in kind or "not_found" in kind or "failed_precondition" in kind:
+        return InvalidParams(message, raw=raw)
+    return TransientError(message, raw=raw)
+
+
+def _need(cond: bool, raw: bytes, protocol: str, what: str) -> None:
+    if not cond:
+        raise Unparseable(f"{protocol}: {what}", raw=raw)
+
+
+def _raise_error(body: dict[str, Any], raw: bytes, protocol: str) -> None:
+    err = error_in_body(body, raw, protocol)
+    if err is not None:
+        raise err
+
+
+# --------------------------------------------------------------------------- OpenAI chat
+def parse_openai_chat(raw: bytes) -> ParsedAnswer:
+    """OpenAI-compatible Chat Completions (DeepSeek, Moonshot/Kimi, Qwen compatible mode,
+    Doubao/Ark). Citations: ``message.annotations[].url_citation`` when the engine gives them
+    (search models); Perplexity-style top-level ``citations`` are handled by parse_perplexity."""
+    proto = "openai_chat"
+    body = load_json(raw, proto)
+    _raise_error(body, raw, proto)
+    choices: Any = body.get("choices")
+    _need(isinstance(choices, list) and bool(choices), raw, proto, "no choices")
+    choice = choices[0]
+    _need(isinstance(choice, dict), raw, proto, "choice is not an object")
+    message = choice.get("message")
+    _need(isinstance(message, dict), raw, proto, "choice has no message")
+    finish = choice.get("finish_reason")
+    if finish == "content_filter":
+        raise UpstreamFailed(f"{proto}: the answer was withheld by a content filter", raw=raw)
+    if message.get("refusal"):
+        raise UpstreamFailed(f"{proto}: refusal: {message['refusal']}", raw=raw)
+    content: Any = message.get("content")
+    if content is None:
+        content = ""
+    _need(isinstance(content, str), raw, proto, "message.content is not text")
+    citations: list[Citation] = []
+    for ann in message.get("annotations") or []:
+        if isinstance(ann, dict) and ann.get("type") == "url_citation":
+            uc = ann.get("url_citation") or {}
+            if uc.get("url"):
+                citations.append(
+                    Citation(
+                        url=str(uc["url"]),
+                        relation="cited",
+                        id=str(len(citations) + 1),
+                        title=uc.get("title"),
+                        span_start=uc.get("start_index"),
+                        span_end=uc.get("end_index"),
+                    )
+                )
+    reasoning = message.get("reasoning_content")  # DeepSeek reasoner / Qwen thinking mode
+    return ParsedAnswer(
+        answer_text=content,
+        citations=tuple(citations),
+        truncated=finish == "length",
+        response_id=body.get("id"),
+        web_search_used=bool(citations),
+        deep_thinking_used=bool(reasoning),
+    )
+
+
+# --------------------------------------------------------------------------- Perplexity
+def parse_perplexity(raw: bytes) -> ParsedAnswer:
+    """Perplexity Sonar: chat-completion body plus top-level ``citations`` (URLs, numbered as the
+    ``[n]`` markers of the text: cited) and ``search_results`` ({title, url, date}: retrieved,
+    unless the same URL is also cited)."""
+    proto = "perplexity"
+    parsed = parse_openai_chat(raw)
+    body = load_json(raw, proto)
+    cited_urls = [str(u) for u in body.get("citations") or [] if isinstance(u, str)]
+    titles = {
+        str(r.get("url")): r.get("title")
+        for r in body.get("search_results") or []
+        if isinstance(r, dict) and r.get("url")
+    }
+    citations = [
+        Citation(url=u, relation="cited", id=str(i), title=titles.get(u))
+        for i, u in enumerate(cited_urls, start=1)
+    ]
+    seen = set(cited_urls)
+    for r in body.get("search_results") or []:
+        if isinstance(r, dict) and r.get("url") and str(r["url"]) not in seen:
+            seen.add(str(r["url"]))
+            citations.append(
+                Citation(url=str(r["url"]), relation="retrieved", title=r.get("title"))
+            )
+    return ParsedAnswer(
+        answer_text=parsed.answer_text,
+        citations=tuple(citations),
+        truncated=parsed.truncated,
+        response_id=parsed.response_id,
+        web_search_used=bool(citations),
+        deep_thinking_used=parsed.deep_thinking_used or "<think>" in parsed.answer_text,
+    )
+
+
+# --------------------------------------------------------------------------- OpenAI Responses
+def parse_openai_responses(raw: bytes) -> ParsedAnswer:
+    """OpenAI Responses API with the ``web_search`` tool: ``output`` holds ``web_search_call``
+    items (their ``action.sources`` are retrieved) and ``message`` items whose ``output_text``
+    parts carry ``url_citation`` annotations with character ``start_index``/``end_index``
+    (cited). ``status`` failed/incomplete are errors inside HTTP 200."""
+    proto = "openai_responses"
+    body = load_json(raw, proto)
+    status = body.get("status")
+    if status == "failed":
+        err = body.get("error") or {}
+        raise UpstreamFailed(f"{proto}: failed: {err.get('code')}: {err.get('message')}", raw=raw)
+    _raise_error(body, raw, proto)
+    output: Any = body.get("output")
+    _need(isinstance(output, list), raw, proto, "no output list")
+    incomplete = (body.get("incomplete_details") or {}).get("reason")
+    if status == "incomplete" and incomplete == "content_filter":
+        raise UpstreamFailed(f"{proto}: incomplete: content_filter", raw=raw)
+    texts: list[str] = []
+    cited: list[Citation] = []
+    retrieved: list[Citation] = []
+    queries: list[str] = []
+    searched = False
+    offset = 0
+    for item in output:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "web_search_call":
+            searched = True
+            action = item.get("action") or {}
+            if action.get("query"):
+                queries.append(str(action["query"]))
+            for src in action.get("sources") or []:
+                if isinstance(src, dict) and src.get("url"):
+                    retrieved.append(Citation(url=str(src["url"]), relation="retrieved"))
+        elif item.get("type") == "message":
+            for part in item.get("content") or []:
+                if not isinstance(part, dict):
+                    continue
+                if part.get("type") == "refusal":
+                    raise UpstreamFailed(f"{proto}: refusal: {part.get('refusal')}", raw=raw)
+                if part.get("type") != "output_text":
+                    continue
+                text: Any = part.get("text")
+                _need(isinstance(text, str), raw, proto, "output_text without text")
+                for ann in part.get("annotations") or []:
+                    if (
+                        isinstance(ann, dict)
+                        and ann.get("type") == "url_citation"
+                        and ann.get("url")
+                    ):
+                        start, end = ann.get("start_index"), ann.get("end_index")
+                        cited.append(
+                            Citation(
+                                url=str(ann["url"]),
+                                relation="cited",
+                                id=str(len(cited) + 1),
+                                title=ann.get("title"),
+                                # indices are relative to this part; shift to the joined text
+                                span_start=None if start is None else offset + int(start),
+                                span_end=None if end is None else offset + int(end),
+                            )
+                        )
+                texts.append(text)
+                offset += len(text)
+    cited_urls = {c.url for c in cited}
+    retrieved = _dedupe([c for c in retrieved if c.url not in cited_urls])
+    return ParsedAnswer(
+        answer_text="".join(texts),
+        citations=tuple(cited) + tuple(retrieved),
+        truncated=status == "incomplete",
+        response_id=body.get("id"),
+        web_search_used=searched,
+        deep_thinking_used=any(
+            isinstance(i, dict) and i.get("type") == "reasoning" for i in output
+        ),
+        search_queries=tuple(queries),
+    )
+
+
+# --------------------------------------------------------------------------- Gemini
+_GEMINI_FAILED = {"SAFETY", "RECITATION", "BLOCKLIST", "PROHIBITED_CONTENT", "SPII", "LANGUAGE"}
+
+
+def _byte_to_char(text: str) -> Callable[[int], int]:
+    """Gemini segment indices are UTF-8 byte offsets; Python strings index characters."""
+    encoded = text.encode("utf-8")
+
+    def convert(byte_index: int) -> int:
+        byte_index = max(0, min(byte_index, len(encoded)))
+        return len(encoded[:byte_index].decode("utf-8", errors="ignore"))
+
+    return convert
+
+
+def parse_gemini(raw: bytes) -> ParsedAnswer:
+    """Gemini ``generateContent`` with Google Search grounding. Chunks referenced by a
+    ``groundingSupport`` are cited (with the supported segment as span and text); chunks no
+    support points at are retrieved. ``promptFeedback.blockReason`` with no candidates, and a
+    candidate ``finishReason`` of SAFETY/RECITATION/…, are failures inside HTTP 200."""
+    proto = "gemini"
+    body = load_json(raw, proto)
+    _raise_error(body, raw, proto)
+    feedback = body.get("promptFeedback") or {}
+    candidates = body.get("candidates") or []
+    if feedback.get("blockReason") and not candidates:
+        raise UpstreamFailed(f"{proto}: prompt blocked: {feedback['blockReason']}", raw=raw)
+    _need(isinstance(candidates, list) and bool(candidates), raw, proto, "no candidates")
+    cand = candidates[0]
+    _need(isinstance(cand, dict), raw, proto, "candidate is not an object")
+    finish = cand.get("finishReason")
+    if finish in _GEMINI_FAILED:
+        raise UpstreamFailed(f"{proto}: finishReason {finish}", raw=raw)
+    parts = (cand.get("content") or {}).get("parts") or []
+    text = "".join(
+        str(p.get("text") or "") for p in parts if isinstance(p, dict) and not p.get("thought")
+    )
+    thought = any(isinstance(p, dict) and p.get("thought") for p in parts)
+    meta = cand.get("groundingMetadata") or {}
+    chunks = [c for c in meta.get("groundingChunks") or [] if isinstance(c, dict)]
+    to_char = _byte_to_char(text)
+    citations: list[Citation] = []
+    referenced: set[int] = set()
+    for support in meta.get("groundingSupports") or []:
+        if not isinstance(support, dict):
+            continue
+        seg = support.get("segment") or {}
+        start = to_char(int(seg.get("startIndex", 0)))
+        end = to_char(int(seg["endIndex"])) if seg.get("endIndex") is not None else None
+        for idx in support.get("groundingChunkIndices") or []:
+            if not isinstance(idx, int) or not 0 <= idx < len(chunks):
+                continue
+            web = chunks[idx].get("web") or {}
+            if not web.get("uri"):
+                continue
+            referenced.add(idx)
+            citations.append(
+                Citation(
+                    url=str(web["uri"]),
+                    relation="cited",
+                    id=str(idx + 1),
+                    title=web.get("title"),
+                    span_start=start,
+                    span_end=end,
+                    cited_text=seg.get("text"),
+                )
+            )
+    for idx, chunk in enumerate(chunks):
+        web = chunk.get("web") or {}
+        if idx not in referenced and web.get("uri"):
+            citations.append(
+                Citation(
+                    url=str(web["uri"]),
+                    relation="retrieved",
+                    id=str(idx + 1),
+                    title=web.get("title"),
+                )
+            )
+    queries = tuple(str(q) for q in meta.get("webSearchQueries") or [])
+    return ParsedAnswer(
+        answer_text=text,
+        citations=tuple(citations),
+        truncated=finish == "MAX_TOKENS",
+        response_id=body.get("responseId"),
+        web_search_used=bool(queries or chunks),
+        deep_thinking_used=thought,
+        search_queries=queries,
+    )
+
+
+# --------------------------------------------------------------------------- Anthropic
+def parse_anthropic(raw: bytes) -> ParsedAnswer:
+    """Anthropic Messages with the web search server tool. ``web_search_tool_result`` blocks list
+    what was retrieved; ``text`` blocks carry ``citations`` of type ``web_search_result_location``
+    (url, title, cited_text) — cited, with the span of that text block in the joined answer.
+    ``stop_reason`` ``refusal`` is a failure inside HTTP 200; ``max_tokens`` is truncation."""
+    proto = "anthropic"
+    body = load_json(raw, proto)
+    _raise_error(body, raw, proto)
+    _need(body.get("type") == "message", raw, proto, f"type is {body.get('type')!r}")
+    content: Any = body.get("content")
+    _need(isinstance(content, list), raw, proto, "no content list")
+    stop = body.get("stop_reason")
+    if stop == "refusal":
+        raise UpstreamFailed(f"{proto}: stop_reason refusal", raw=raw)
+    texts: list[str] = []
+    cited: list[Citation] = []
+    retrieved: list[Citation] = []
+    warnings: list[str] = []
+    searched = thinking = False
+    offset = 0
+    for block in content:
+        if not isinstance(block, dict):
+            continue
+        btype = block.get("type")
+        if btype == "thinking":
+            thinking = True
+        elif btype == "server_tool_use" and block.get("name") == "web_search":
+            searched = True
+        elif btype == "web_search_tool_result":
+            searched = True
+            results = block.get("content")
+            if isinstance(results, dict) and results.get("type") == "web_search_tool_result_error":
+                warnings.append(f"WEB_SEARCH_ERROR:{results.get('error_code')}")
+                continue
+            for r in results or []:
+                if isinstance(r, dict) and r.get("type") == "web_search_result" and r.get("url"):
+                    retrieved.append(
+                        Citation(url=str(r["url"]), relation="retrieved", title=r.get("title"))
+                    )
+        elif btype == "text":
+            text: Any = block.get("text")
+            _need(isinstance(text, str), raw, proto, "text block without text")
+            for c in block.get("citations") or []:
+                if isinstance(c, dict) and c.get("type") == "web_search_result_location":
+                    cited.append(
+                        Citation(
+                            url=str(c.get("url")),
+                            relation="cited",
+                            id=str(len(cited) + 1),
+                            title=c.get("title"),
+                            span_start=offset,
+                            span_end=offset + len(text),
+                            cited_text=c.get("cited_text"),
+                        )
+                    )
+            texts.append(text)
+            offset += len(text)
+    cited_urls = {c.url for c in cited}
+    retrieved = _dedupe([c for c in retrieved if c.url not in cited_urls])
+    return ParsedAnswer(
+        answer_text="".join(texts),
+        citations=tuple(cited) + tuple(retrieved),
+        truncated=stop == "max_tokens",
+        response_id=body.get("id"),
+        web_search_used=searched,
+        deep_thinking_used=thinking,
+        warnings=tuple(warnings),
+    )
+
+
+def _dedupe(items: list[Citation]) -> list[Citation]:
+    seen: set[str] = set()
+    out = []
+    for c in items:
+        if c.url not in seen:
+            seen.add(c.url)
+            out.append(c)
+    return out
+
+
+PARSERS: dict[str, Callable[[bytes], ParsedAnswer]] = {
+    "openai_chat": parse_openai_chat,
+    "openai_responses": parse_openai_responses,
+    "perplexity": parse_perplexity,
+    "gemini": parse_gemini,
+    "anthropic": parse_anthropic,
+}

@@ -1,0 +1,271 @@
+"""Connectors for the real engine protocols: synchronous HTTP APIs adapted honestly to the
+submit/poll contract (R16).
+
+Acceptance = the request was sent with its idempotency key and a response came back; the response
+bytes are kept as ``Acceptance.inline_result`` (and in this process's memory) so ``poll`` and
+``fetch_evidence`` read them without asking the engine again. A timeout after sending is
+``AcceptanceUnknown``: with no lookup by key (``lookup_by_key`` is False), the execution core
+must treat the attempt as uncertain rather than re-ask blindly (R12). Capabilities always say:
+no screenshots, no lookup, not cancellable, synchronous — whatever the registry file claims.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import OrderedDict
+from collections.abc import Callable, Mapping
+from datetime import UTC, datetime
+from typing import Any
+
+import httpx
+
+from geo_pipeline.connectors.base import (
+    Acceptance,
+    AcceptanceUnknown,
+    Attachment,
+    CancelResult,
+    Evidence,
+    FeeStatement,
+    NotFound,
+    PollResult,
+    SubmitRequest,
+    Unparseable,
+    UpstreamFailed,
+)
+from geo_pipeline.connectors.http import new_client, status_error, timeout_from, transport_error
+from geo_pipeline.connectors.parsers import PARSERS, ParsedAnswer, error_in_body, load_json
+from geo_pipeline.connectors.registry import PlatformEntry
+from geo_pipeline.connectors.simulator import check_request
+from geo_pipeline.domain.platforms import Capabilities
+
+RequestBuilder = Callable[[PlatformEntry, SubmitRequest], tuple[str, dict[str, Any]]]
+
+
+def _model(entry: PlatformEntry, request: SubmitRequest, default: str) -> str:
+    """``options.mode_models`` maps a mode to a model (e.g. deep_thinking -> deepseek-reasoner)."""
+    by_mode: Mapping[str, str] = entry.options.get("mode_models") or {}
+    return str(by_mode.get(request.mode) or entry.options.get("model") or default)
+
+
+def _extra(entry: PlatformEntry, request: SubmitRequest) -> dict[str, Any]:
+    """``options.extra_body`` (every request) and ``options.mode_body.<mode>`` (per mode), e.g.
+    Qwen's ``enable_search`` or Ark's ``thinking``; they go into the JSON body unchanged."""
+    out = dict(entry.options.get("extra_body") or {})
+    out.update((entry.options.get("mode_body") or {}).get(request.mode) or {})
+    return out
+
+
+def build_openai_chat(entry: PlatformEntry, request: SubmitRequest) -> tuple[str, dict[str, Any]]:
+    body = {
+        "model": _model(entry, request, entry.platform),
+        "messages": [{"role": "user", "content": request.question}],
+        "stream": False,
+        **_extra(entry, request),
+    }
+    return "/chat/completions", body
+
+
+def build_perplexity(entry: PlatformEntry, request: SubmitRequest) -> tuple[str, dict[str, Any]]:
+    path, body = build_openai_chat(entry, request)
+    body["model"] = _model(entry, request, "sonar")
+    return path, body
+
+
+def build_openai_responses(
+    entry: PlatformEntry, request: SubmitRequest
+) -> tuple[str, dict[str, Any]]:
+    body: dict[str, Any] = {
+        "model": _model(entry, request, "gpt-5"),
+        "input": request.question,
+        "tools": [{"type": "web_search"}],
+        # Without this the web_search_call items carry no sources (the retrieved list).
+        "include": ["web_search_call.action.sources"],
+        **_extra(entry, request),
+    }
+    return "/responses", body
+
+
+def build_gemini(entry: PlatformEntry, request: SubmitRequest) -> tuple[str, dict[str, Any]]:
+    model = _model(entry, request, "gemini-2.5-flash")
+    body = {
+        "contents": [{"role": "user", "parts": [{"text": request.question}]}],
+        "tools": [{"google_search": {}}],
+        **_extra(entry, request),
+    }
+    return f"/models/{model}:generateContent", body
+
+
+def build_anthropic(entry: PlatformEntry, request: SubmitRequest) -> tuple[str, dict[str, Any]]:
+    body = {
+        "model": _model(entry, request, "claude-sonnet-4-5"),
+        "max_tokens": int(entry.options.get("max_tokens", 2048)),
+        "messages": [{"role": "user", "content": request.question}],
+        "tools": [{"type": "web_search_20250305", "name": "web_search", "max_uses": 5}],
+        **_extra(entry, request),
+    }
+    return "/messages", body
+
+
+BUILDERS: dict[str, RequestBuilder] = {
+    "openai_chat": build_openai_chat,
+    "perplexity": build_perplexity,
+    "openai_responses": build_openai_responses,
+    "gemini": build_gemini,
+    "anthropic": build_anthropic,
+}
+
+
+def auth_headers(protocol: str, key: str | None) -> dict[str, str]:
+    """Each vendor's documented header; the key comes from the environment only (D2)."""
+    if not key:
+        return {}
+    if protocol == "gemini":
+        return {"x-goog-api-key": key}
+    if protocol == "anthropic":
+        return {"x-api-key": key, "anthropic-version": "2023-06-01"}
+    return {"Authorization": f"Bearer {key}"}
+
+
+class SyncProtocolConnector:
+    """One class for every synchronous protocol; ``protocol`` picks the request builder and the
+    parser. Inline results are held per process in a bounded LRU (``options.inline_cache``)."""
+
+    def __init__(self, entry: PlatformEntry, client: httpx.AsyncClient | None = None):
+        if entry.protocol not in BUILDERS:
+            raise ValueError(f"{entry.platform}: no synchronous connector for {entry.protocol!r}")
+        self.platform = entry.platform
+        self.entry = entry
+        self.protocol = entry.protocol
+        self._build = BUILDERS[entry.protocol]
+        self._parse = PARSERS[entry.protocol]
+        self._own_client = client is None
+        self.client = client or new_client()
+        self.base = entry.base_url.rstrip("/")
+        # A synchronous answer arrives with the response: the submit timeout covers generation.
+        self.timeout = timeout_from(entry.options, "submit_timeout_s", 120.0)
+        self._inline: OrderedDict[str, tuple[bytes, str]] = OrderedDict()
+        self._inline_cap = int(entry.options.get("inline_cache", 10_000))
+        self._caps = dataclasses.replace(
+            entry.capabilities,
+            screenshot=False,
+            lookup_by_key=False,
+            cancellable=False,
+            asynchronous=False,
+        )
+
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    def adopt_inline_result(self, upstream_id: str, raw: bytes, mime_type: str = "") -> None:
+        """Give back a stored ``Acceptance.inline_result`` (e.g. after a worker restart) so that
+        poll/fetch_evidence can read it without asking the engine again."""
+        self._inline[upstream_id] = (raw, mime_type or "application/json")
+        self._inline.move_to_end(upstream_id)
+        while len(self._inline) > self._inline_cap:
+            self._inline.popitem(last=False)
+
+    async def submit(self, request: SubmitRequest) -> Acceptance:
+        check_request(self._caps, request)
+        what = f"{self.platform} {self.protocol} {request.idempotency_key}"
+        path, body = self._build(self.entry, request)
+        headers = {
+            "Idempotency-Key": request.idempotency_key,
+            **auth_headers(self.protocol, self.entry.api_key()),
+        }
+        try:
+            resp = await self.client.post(
+                self.base + path, json=body, headers=headers, timeout=self.timeout
+            )
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, sent_means_unknown=True, what=what) from exc
+        if resp.status_code != 200:
+            raise status_error(resp, what=what)
+        raw = resp.content
+        data: dict[str, Any] | None
+        try:
+            data = load_json(raw, self.protocol)
+        except Unparseable:
+            data = None  # accepted all the same: fetch_evidence reports it raw (R13)
+        if data is not None:
+            err = error_in_body(data, raw, self.protocol)
+            if err is not None and data.get("type") != "message":
+                # An error object inside HTTP 200: the engine answered 'no', nothing to keep.
+                raise err
+        # The engine's own response id when readable; otherwise our key names the attempt.
+        rid = data.get("id") or data.get("responseId") if data else None
+        upstream_id = f"{self.platform}:{rid or request.idempotency_key}"
+        self.adopt_inline_result(upstream_id, raw, resp.headers.get("content-type", ""))
+        return Acceptance(upstream_id=upstream_id, accepted_at=datetime.now(UTC), inline_result=raw)
+
+    async def lookup(self, idempotency_key: str) -> Acceptance | None:
+        raise NotImplementedError(
+            f"{self.platform}: a synchronous {self.protocol} API cannot be looked up by key"
+        )
+
+    def _held(self, upstream_id: str) -> tuple[bytes, str]:
+        try:
+            return self._inline[upstream_id]
+        except KeyError:
+            raise NotFound(
+                f"{self.platform}: no inline result held for {upstream_id}; "
+                "adopt_inline_result() with the stored Acceptance.inline_result"
+            ) from None
+
+    def _parsed(self, upstream_id: str) -> tuple[bytes, str, ParsedAnswer]:
+        raw, mime = self._held(upstream_id)
+        return raw, mime, self._parse(raw)
+
+    async def poll(self, upstream_id: str) -> PollResult:
+        try:
+            self._parsed(upstream_id)
+        except UpstreamFailed as exc:
+            return PollResult("failed", upstream_id, error=str(exc))
+        except NotFound:
+            raise
+        except Exception:
+            # An unparseable body is still a completed call: fetch_evidence reports it raw.
+            return PollResult("completed", upstream_id)
+        return PollResult("completed", upstream_id)
+
+    async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
+        raw, mime, parsed = self._parsed(upstream_id)
+        return Evidence(
+            sample_id=request.sample_id,
+            upstream_id=upstream_id,
+            collection_state="completed",
+            answer_text=parsed.answer_text,
+            raw_body=raw,
+            raw_mime_type=mime.split(";")[0] or "application/json",
+            captured_at=datetime.now(UTC),
+            citations=parsed.citations,
+            screenshot=(
+                Attachment("screenshot", "unavailable", reason="unsupported")
+                if request.screenshot
+                else None
+            ),
+            warnings=parsed.warnings + (("SCREENSHOT_UNAVAILABLE",) if request.screenshot else ()),
+            provider_truncated=parsed.truncated,
+            deep_thinking_used=parsed.deep_thinking_used,
+            web_search_used=parsed.web_search_used,
+        )
+
+    async def fetch_screenshot(self, upstream_id: str) -> Attachment:
+        return Attachment("screenshot", "unavailable", reason="unsupported")
+
+    async def cancel(self, upstream_id: str) -> CancelResult:
+        return CancelResult(
+            upstream_cancelled=False, detail="synchronous API: the call already finished"
+        )
+
+    async def fee_statement(self, statement_date: str) -> FeeStatement:
+        raise NotImplementedError(
+            f"{self.platform}: {self.protocol} offers no fee statement API; reconcile from the "
+            "vendor's billing export"
+        )
+
+    async def aclose(self) -> None:
+        if self._own_client:
+            await self.client.aclose()
+
+
+__all__ = ["BUILDERS", "AcceptanceUnknown", "SyncProtocolConnector", "auth_headers"]
