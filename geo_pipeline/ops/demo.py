@@ -152,8 +152,14 @@ def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
         evidence = evidence or (state / "evidence").as_uri()
         if evidence.startswith("file://"):
             Path(urlsplit(evidence).path).mkdir(parents=True, exist_ok=True)
-        with psycopg.connect(db_url) as conn:
-            applied = migrate.upgrade(conn)
+        try:
+            with psycopg.connect(db_url) as conn:
+                applied = migrate.upgrade(conn)
+        except migrate.MigrationError as exc:
+            raise DemoError(
+                f"{exc}. The demo's database was made by another version of the code; "
+                "start afresh with `geo-pipeline demo --reset`"
+            ) from None
         say(
             f"PostgreSQL: {pg.source} ({_redact(db_url)}); Redis: {rd.source} ({rd.url}, prefix "
             f"{prefix}); evidence: {evidence}; migrations applied now: {len(applied)}"
@@ -223,10 +229,35 @@ def start_pipeline(sup: Supervisor, stack: Stack, opts: DemoOptions) -> None:
     os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
     roles = [("relay", ["relay"]), ("sweeper", ["sweeper"])]
     roles += [(f"worker-{i + 1}", ["worker"]) for i in range(opts.workers)]
+    pids = {"simulator": sim.pid}
     for name, argv in roles:
         port = free_port()
         stack.metrics_ports[name] = port
-        sup.start(name, _cli(*argv, "--metrics-port", str(port)), stack.env)
+        pids[name] = sup.start(name, _cli(*argv, "--metrics-port", str(port)), stack.env).pid
+    # The demo process itself serves the database-wide gauges (evidence-missing rate,
+    # reconciliation difference) that no single worker can see.
+    from geo_pipeline.observability.health import start_server
+
+    stack.metrics_ports["demo"] = start_server(0).server_port
+    pids["demo"] = os.getpid()
+    write_processes(stack, pids)
+
+
+def write_processes(stack: Stack, pids: dict[str, int], run_id: str | None = None) -> None:
+    """``<state>/processes.json``: every process of this invocation with its pid and metrics
+    port, so an operator (or a test) can scrape /metrics and /healthz while the demo runs."""
+    path = stack.state_dir / "processes.json"
+    data = {
+        "run_id": run_id,
+        "simulator_url": stack.simulator_url,
+        "processes": {
+            name: {"pid": pid, "metrics_port": stack.metrics_ports.get(name)}
+            for name, pid in pids.items()
+        },
+    }
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, indent=2))
+    tmp.replace(path)
 
 
 # What the demo process itself needs in its own environment for in-process calls (the connector
@@ -250,6 +281,11 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
 
     os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
     run_id = opts.run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    procs = stack.state_dir / "processes.json"
+    if procs.exists():
+        data = json.loads(procs.read_text())
+        data["run_id"] = run_id
+        procs.write_text(json.dumps(data, indent=2))
     plan = plan_from_file(opts.config or example_path("collection.yaml"), run_id)
     q = plan.quote
     with dbmod.connect(stack.database_url) as conn:
@@ -273,6 +309,7 @@ def wait_for_run(
 ) -> dict[str, Any]:
     """Poll the aggregation service until every sample is terminal (or the timeout); returns
     the final run status. A supervised process that dies ends the wait with its log."""
+    from geo_pipeline.observability import business
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import status as statusmod
 
@@ -285,6 +322,7 @@ def wait_for_run(
                 for ch in statusmod.channels_of_run(conn, run_id)
             }
             on_progress(st, channels)
+            business.refresh(conn)
             if st["terminal"] or time.monotonic() > deadline:
                 return st
             sup.check()
@@ -322,6 +360,10 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
             closed = ledger.close_run(conn, run_id)
             conn.commit()
             done["closed"] = {"released_minor": closed.released.amount_minor}
+            from geo_pipeline.observability import business
+
+            done["gauges"] = business.refresh(conn)
+            conn.commit()
             say(f"reconciled against {imported} fee statements; reservation released")
         except Exception as exc:
             conn.rollback()

@@ -31,6 +31,7 @@ class Managed:
     proc: subprocess.Popen[bytes]
     log_path: Path
     log_file: IO[bytes]
+    log_offset: int = 0  # where this start's output begins in the (appended) log
     started_at: float = field(default_factory=time.monotonic)
 
     @property
@@ -73,6 +74,9 @@ class Supervisor:
         env.update(extra_env or {})
         log_path = self.log_dir / f"{name}.log"
         log_file = log_path.open("ab")
+        # Logs are appended across invocations (history helps); readiness looks only at what
+        # this start wrote, never at a previous run's "ready" line.
+        offset = log_file.tell()
         # A new session: Ctrl-C in the terminal reaches only us, and we stop the children in
         # order (workers first get SIGTERM and hand back their leases) instead of all at once.
         proc = subprocess.Popen(
@@ -83,7 +87,7 @@ class Supervisor:
             env=env,
             start_new_session=True,
         )
-        child = Managed(name, list(argv), proc, log_path, log_file)
+        child = Managed(name, list(argv), proc, log_path, log_file, offset)
         self.children.append(child)
         return child
 
@@ -101,10 +105,9 @@ class Supervisor:
         """Wait until a line of the child's log satisfies ``predicate``; return that line."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            with contextlib.suppress(OSError):
-                for line in child.log_path.read_text(
-                    encoding="utf-8", errors="replace"
-                ).splitlines():
+            with contextlib.suppress(OSError), child.log_path.open("rb") as fh:
+                fh.seek(child.log_offset)
+                for line in fh.read().decode("utf-8", errors="replace").splitlines():
                     if predicate(line):
                         return line
             if not child.alive():

@@ -117,3 +117,19 @@ SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analy
 FROM analytics.channel_brand_metrics
 WHERE run_id = %(run_id)s
 ORDER BY channel, is_target DESC, brand;
+
+-- name: evidence_missing_rate
+-- R26: of the samples completed in the window, the share whose evidence is partial or failed.
+SELECT count(*) FILTER (WHERE evidence_state IN ('partial', 'failed')) AS missing,
+       count(*) AS completed
+FROM geo.samples
+WHERE collection_state = 'completed'
+  AND completed_at >= now() - make_interval(secs => %(window_s)s);
+
+-- name: reconciliation_difference
+-- R26: unexplained difference between our charges and the fee statements, per currency
+-- (pending lines are explained by timing and left out).
+SELECT currency, coalesce(sum(difference_minor), 0)::bigint AS difference_minor
+FROM geo.reconciliation_lines
+WHERE classification <> 'pending'
+GROUP BY currency;
