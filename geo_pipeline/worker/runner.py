@@ -242,6 +242,7 @@ class Worker:
             "retried": 0,
             "handed_back": 0,
             "stale": 0,
+            "lost": 0,
             "uncertain": 0,
             "dead_lettered": 0,
         }
@@ -479,6 +480,7 @@ class Worker:
             if h.sample_id not in ours:
                 if not h.lost:
                     h.lost = True
+                    self.report["lost"] += 1
                     STALE_WRITES.labels("renew").inc()
                     # Someone else took it over (we stalled past the lease): stop working on it.
                     if h.task is not None and not h.task.done():
@@ -762,8 +764,11 @@ class Worker:
         started = time.monotonic() - accepted_age
         poll_errors = 0
         state = "completed" if inline else "pending"
+        first = True
         while state not in ("completed", "failed"):
-            await asyncio.sleep(poll_interval(time.monotonic() - started, self.s.poll))
+            age = time.monotonic() - started
+            await asyncio.sleep(self.s.poll.first_s if first else poll_interval(age, self.s.poll))
+            first = False
             await lane.poll_limit.acquire()
             try:
                 pr = await lane.connector.poll(upstream_id)

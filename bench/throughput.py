@@ -1,0 +1,446 @@
+"""Throughput of the execution core, end to end (issue 4, DESIGN.md section 7).
+
+    python bench/throughput.py                       # all three modes
+    python bench/throughput.py --mode instant --samples 10000
+    python bench/throughput.py --mode http --samples 5000
+    python bench/throughput.py --mode inflight --samples 5000
+
+Path measured: plan -> outbox (create_run) -> relay -> stream -> fair claim -> submit -> poll ->
+fetch evidence -> archive (file://) -> fenced completion (+ ledger charge, completion outbox
+row) -> XACK, with synchronous_commit on. Modes:
+
+- ``http``: the platform simulator as a real HTTP process at zero latency (goal >= 500/s);
+- ``instant``: an in-process connector that answers at once, no HTTP (goal >= 2,000/s);
+- ``inflight``: 5,000 samples in flight in ONE worker process with 10-30 s simulated latency;
+  prints that process's CPU share and peak RSS (goal < 0.5 core, < 500 MB).
+
+In the same run it measures the database's raw single-row lease-update rate (pgbench, 8
+clients, ``UPDATE ... RETURNING`` on a fresh 10k-row table) and prints the ratio. The worker
+and the relay run as separate processes, as in production.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import random
+import re
+import resource
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+
+ROOT = Path(__file__).resolve().parent.parent
+ADMIN_URL = os.environ.get("GEO_BENCH_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("GEO_REDIS_URL", "redis://127.0.0.1:6379/0")
+PLATFORMS = ["deepseek", "doubao", "qwen", "kimi"]
+
+
+def machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    return f"{os.cpu_count()} cores (nproc), {cpu}, Python {platform.python_version()}"
+
+
+# --------------------------------------------------------------------------- database
+def db_url_for(name: str) -> str:
+    return ADMIN_URL.rsplit("/", 1)[0] + "/" + name
+
+
+def create_db() -> tuple[str, str]:
+    from geo_pipeline.store import migrate
+
+    name = f"geo_bench_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    url = db_url_for(name)
+    with psycopg.connect(url) as conn:
+        migrate.upgrade(conn)
+    return name, url
+
+
+def drop_db(name: str) -> None:
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+
+
+def lease_update_rate(url: str, seconds: int = 5) -> float:
+    """pgbench: 8 clients, single-row lease UPDATE ... RETURNING on a fresh 10k-row table."""
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute(
+            "CREATE TABLE bench_lease (id int PRIMARY KEY, fencing_token bigint NOT NULL "
+            "DEFAULT 0, lease_owner text, lease_until timestamptz) WITH (fillfactor = 80)"
+        )
+        c.execute("INSERT INTO bench_lease (id) SELECT g FROM generate_series(1, 10000) g")
+        c.execute("VACUUM ANALYZE bench_lease")
+    script = tempfile.NamedTemporaryFile("w", suffix=".sql", delete=False)
+    script.write(
+        "\\set id random(1, 10000)\n"
+        "UPDATE bench_lease SET fencing_token = fencing_token + 1, lease_owner = 'w', "
+        "lease_until = now() + interval '30 seconds' WHERE id = :id RETURNING fencing_token;\n"
+    )
+    script.close()
+    out = subprocess.run(
+        ["pgbench", "-n", "-c", "8", "-j", "2", "-T", str(seconds), "-f", script.name, url],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stdout
+    os.unlink(script.name)
+    m = re.search(r"tps = ([0-9.]+)", out)
+    return float(m.group(1)) if m else float("nan")
+
+
+def make_run(url: str, samples: int, run_id: str) -> float:
+    """Plan + create_run (outbox rows included); returns seconds taken."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import normalise_and_validate
+    from geo_pipeline.domain.plan import quote
+    from geo_pipeline.store import runs as runstore
+
+    caps = load_registry().capabilities()
+    channels = [{"platform": p, "device": "web"} for p in PLATFORMS]
+    repeats = 20
+    questions = max(1, samples // (len(channels) * repeats))
+    raw = {
+        "tenant": "bench",
+        "brand": {"name": "瑞幸咖啡", "aliases": ["Luckin"]},
+        "questions": [f"第{i}个问题：哪家咖啡店性价比最高？" for i in range(questions)],
+        "channels": channels,
+        "repeats": repeats,
+        "screenshot": "off",
+    }
+    t0 = time.perf_counter()
+    config = normalise_and_validate(raw, caps)
+    plan = runstore.build_plan(
+        config, quote(config, {p: c.prices for p, c in caps.items()}), run_id
+    )
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        ledger.deposit(conn, "bench", 10**12, "CNY", f"dep-{run_id}")  # type: ignore[arg-type]
+        conn.execute("UPDATE geo.tenants SET max_in_flight = 100000 WHERE tenant_id = 'bench'")
+        conn.commit()
+        runstore.create_run(conn, plan, confirm=True, dispatch=True)  # type: ignore[arg-type]
+        conn.commit()
+    return time.perf_counter() - t0
+
+
+def terminal_count(url: str) -> tuple[int, int]:
+    with psycopg.connect(url, autocommit=True) as c:
+        row = c.execute(
+            "SELECT count(*) FILTER (WHERE collection_state IN ('completed', 'failed')), "
+            "count(*) FILTER (WHERE collection_state = 'running') FROM geo.samples"
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
+# --------------------------------------------------------------------------- connectors
+class InstantConnector:
+    """In-process, answers at once (no HTTP): isolates the core's own cost. With
+    ``latency=(lo, hi)`` each task takes that long (the in-flight mode without a simulator)."""
+
+    def __init__(self, platform: str, latency: tuple[float, float] = (0.0, 0.0)) -> None:
+        from geo_pipeline.connectors.registry import load_registry
+
+        self.platform = platform
+        self._caps = load_registry().capabilities()[platform]
+        self.latency = latency
+        self.tasks: dict[str, float] = {}
+        self.n = 0
+
+    def capabilities(self) -> Any:
+        return self._caps
+
+    async def submit(self, request: Any) -> Any:
+        from geo_pipeline.connectors.base import Acceptance
+
+        self.n += 1
+        uid = f"{self.platform}-{self.n}"
+        lo, hi = self.latency
+        self.tasks[uid] = time.monotonic() + (random.uniform(lo, hi) if hi else 0.0)
+        return Acceptance(uid)
+
+    async def lookup(self, key: str) -> Any:
+        return None
+
+    async def poll(self, upstream_id: str) -> Any:
+        from geo_pipeline.connectors.base import PollResult
+
+        done = time.monotonic() >= self.tasks[upstream_id]
+        return PollResult("completed" if done else "running", upstream_id)
+
+    async def fetch_evidence(self, upstream_id: str, request: Any) -> Any:
+        from geo_pipeline.connectors.base import Citation, Evidence
+
+        text = f"推荐：瑞幸咖啡、星巴克。[1] ({request.sample_id})"
+        self.tasks.pop(upstream_id, None)
+        return Evidence(
+            sample_id=request.sample_id,
+            upstream_id=upstream_id,
+            collection_state="completed",
+            answer_text=text,
+            raw_body=text.encode(),
+            raw_mime_type="text/plain",
+            captured_at=datetime.now(UTC),
+            citations=(Citation("https://example.com/a?utm_source=x"),),
+        )
+
+    async def fetch_screenshot(self, upstream_id: str) -> Any:
+        raise NotImplementedError
+
+    async def cancel(self, upstream_id: str) -> Any:
+        raise NotImplementedError
+
+    async def fee_statement(self, statement_date: str) -> Any:
+        raise NotImplementedError
+
+    async def aclose(self) -> None:
+        return None
+
+
+# --------------------------------------------------------------------------- worker child
+def worker_child(args: argparse.Namespace) -> None:
+    """The worker process: runs until SIGTERM, then prints its report with CPU and peak RSS."""
+    import redis.asyncio as aioredis
+
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.retry import PollSchedule
+    from geo_pipeline.evidence import LocalArchive
+    from geo_pipeline.worker.runner import Worker, WorkerSettings
+
+    registry = load_registry()
+    archive = LocalArchive(args.evidence_dir) if args.evidence_dir else None
+
+    async def main() -> dict[str, Any]:
+        client = None
+        if args.connector == "http":
+            import httpx
+
+            from geo_pipeline.connectors.registry import build_connector  # type: ignore[attr-defined]
+
+            client = httpx.AsyncClient(
+                timeout=10.0,
+                limits=httpx.Limits(max_connections=400, max_keepalive_connections=400),
+            )
+            connectors = {p: build_connector(registry.entry(p), client) for p in PLATFORMS}
+        elif args.connector == "latency":
+            connectors = {p: InstantConnector(p, (10.0, 30.0)) for p in PLATFORMS}
+        else:
+            connectors = {p: InstantConnector(p) for p in PLATFORMS}
+        redis = aioredis.Redis.from_url(REDIS_URL, decode_responses=True, max_connections=50)
+        poll = PollSchedule(first_s=0.0, min_s=0.02, ratio=0.5, max_s=10.0)
+        if args.connector == "latency":
+            poll = PollSchedule(first_s=2.0, min_s=2.0, ratio=0.5, max_s=10.0)
+        worker = Worker(
+            WorkerSettings(
+                platforms=PLATFORMS,
+                worker_id=f"worker:bench:{os.getpid()}",
+                claim_batch=args.claim_batch,
+                max_in_flight=args.max_in_flight,
+                poll=poll,
+                lease_s=60.0,
+                flush_s=0.01,
+                batch_max=500,
+                db_pool_size=8,
+            ),
+            db_url=args.db_url,
+            redis=redis,
+            ns=args.ns,
+            capabilities=registry.capabilities(),
+            connectors=connectors,  # type: ignore[arg-type]
+            archive=archive,
+        )
+        loop = asyncio.get_running_loop()
+        loop.add_signal_handler(signal.SIGTERM, worker.stop)
+        report = await worker.run()
+        if client is not None:
+            await client.aclose()
+        await redis.aclose()
+        return report
+
+    report = asyncio.run(main())
+    ru = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        json.dumps(
+            {**report, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_mb": ru.ru_maxrss / 1024}
+        ),
+        flush=True,
+    )
+
+
+# --------------------------------------------------------------------------- simulator
+def start_simulator(completion: tuple[float, float]) -> tuple[subprocess.Popen[str], str]:
+    prof = tempfile.NamedTemporaryFile("w", suffix=".json", delete=False)
+    json.dump({"defaults": {"completion_s": list(completion), "accept_delay_s": [0, 0]}}, prof)
+    prof.close()
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "geo_pipeline.cli.main", "simulator", "--port", "0",
+         "--profiles", prof.name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+    )  # fmt: skip
+    assert proc.stdout is not None
+    deadline = time.time() + 20
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        m = re.search(r"(http://[0-9.]+:[0-9]+)", line or "")
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise RuntimeError("the simulator did not report its URL")
+
+
+# --------------------------------------------------------------------------- one mode
+def run_mode(mode: str, samples: int, evidence: bool) -> dict[str, Any]:
+    name, url = create_db()
+    ns = f"geobench:{uuid.uuid4().hex[:8]}"
+    env = {
+        **os.environ,
+        "GEO_DATABASE_URL": url,
+        "GEO_REDIS_PREFIX": ns,
+        "GEO_REDIS_URL": REDIS_URL,
+    }
+    procs: list[subprocess.Popen[str]] = []
+    sim = None
+    evidence_dir = tempfile.mkdtemp(prefix="geo-bench-evidence-") if evidence else ""
+    try:
+        with psycopg.connect(url) as c:
+            sync_commit = c.execute("SHOW synchronous_commit").fetchone()[0]  # type: ignore[index]
+        lease_tps = lease_update_rate(url)
+        connector = {"http": "http", "instant": "instant", "inflight": "latency"}[mode]
+        if mode == "http":
+            sim, sim_url = start_simulator((0.0, 0.0))
+            procs.append(sim)
+            env["GEO_SIMULATOR_URL"] = sim_url
+        relay = subprocess.Popen(
+            [sys.executable, "-m", "geo_pipeline.cli.main", "relay"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        procs.append(relay)
+        worker = subprocess.Popen(
+            [sys.executable, __file__, "_worker", "--connector", connector, "--db-url", url,
+             "--ns", ns, "--evidence-dir", evidence_dir,
+             "--max-in-flight", str(max(2000, samples)), "--claim-batch", "500"],
+            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        )  # fmt: skip
+        procs.append(worker)
+        time.sleep(1.0)  # let both connect before the clock starts
+        t0 = time.perf_counter()
+        create_s = make_run(url, samples, f"bench-{mode}")
+        peak_running = 0
+        total = samples
+        while True:
+            done, running = terminal_count(url)
+            peak_running = max(peak_running, running)
+            if done >= total:
+                break
+            if time.perf_counter() - t0 > 600:
+                raise RuntimeError(f"{mode}: only {done}/{total} finished in 600 s")
+            time.sleep(0.05 if mode != "inflight" else 0.5)
+        elapsed = time.perf_counter() - t0
+        worker.send_signal(signal.SIGTERM)
+        out, _ = worker.communicate(timeout=60)
+        report = json.loads(out.strip().splitlines()[-1])
+        with psycopg.connect(url, autocommit=True) as c:
+            actual = c.execute("SELECT count(*) FROM geo.samples").fetchone()[0]  # type: ignore[index]
+            states = dict(
+                c.execute(  # type: ignore[arg-type]
+                    "SELECT collection_state, count(*) FROM geo.samples GROUP BY 1"
+                ).fetchall()
+            )
+        rate = actual / elapsed
+        return {
+            "mode": mode,
+            "samples": actual,
+            "states": states,
+            "evidence": "file://" if evidence else "off",
+            "synchronous_commit": sync_commit,
+            "create_run_s": round(create_s, 2),
+            "elapsed_s": round(elapsed, 2),
+            "samples_per_s": round(rate, 1),
+            "lease_update_tps": round(lease_tps, 1),
+            "ratio_to_lease_tps": round(rate / lease_tps, 3),
+            "peak_running": peak_running,
+            "worker_cpu_s": round(report["cpu_s"], 1),
+            "worker_cpu_cores": round(report["cpu_s"] / elapsed, 2),
+            "worker_peak_rss_mb": round(report["max_rss_mb"], 1),
+        }
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+        drop_db(name)
+        import redis as redis_lib
+
+        r = redis_lib.Redis.from_url(REDIS_URL)
+        keys = list(r.scan_iter(match=f"{ns}:*", count=1000))
+        if keys:
+            r.delete(*keys)
+        r.close()
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    sub = ap.add_subparsers(dest="cmd")
+    w = sub.add_parser("_worker")
+    w.add_argument("--connector", required=True)
+    w.add_argument("--db-url", required=True)
+    w.add_argument("--ns", required=True)
+    w.add_argument("--evidence-dir", default="")
+    w.add_argument("--max-in-flight", type=int, default=5000)
+    w.add_argument("--claim-batch", type=int, default=500)
+    ap.add_argument("--mode", choices=["http", "instant", "inflight", "all"], default="all")
+    ap.add_argument("--samples", type=int, default=0, help="default: 5000 / 10000 / 5000")
+    ap.add_argument("--no-evidence", action="store_true", help="skip archiving (core only)")
+    args = ap.parse_args()
+    if args.cmd == "_worker":
+        worker_child(args)
+        return
+    modes = ["http", "instant", "inflight"] if args.mode == "all" else [args.mode]
+    defaults = {"http": 5000, "instant": 10000, "inflight": 5000}
+    rows = []
+    for mode in modes:
+        try:
+            rows.append(run_mode(mode, args.samples or defaults[mode], not args.no_evidence))
+        except Exception as exc:  # report the mode that could not run, keep the others
+            rows.append({"mode": mode, "error": f"{type(exc).__name__}: {exc}"})
+        print(json.dumps(rows[-1], default=str), flush=True)
+    print(f"\nexecution core throughput -- machine: {machine()}")
+    cols = ["mode", "samples", "evidence", "synchronous_commit", "elapsed_s", "samples_per_s",
+            "lease_update_tps", "ratio_to_lease_tps", "peak_running", "worker_cpu_cores",
+            "worker_peak_rss_mb"]  # fmt: skip
+    print("  ".join(f"{c:>18}" for c in cols))
+    for r in rows:
+        if "error" in r:
+            print(f"{r['mode']:>18}  error: {r['error']}")
+        else:
+            print("  ".join(f"{r.get(c, '')!s:>18}" for c in cols))
+
+
+if __name__ == "__main__":
+    main()

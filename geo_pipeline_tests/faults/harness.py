@@ -1,0 +1,155 @@
+"""Real processes for the fault tests: the platform simulator, ``geo-pipeline relay``,
+``geo-pipeline worker`` and ``geo-pipeline sweeper``, each a subprocess that can be SIGKILLed at
+a named crash point (GEO_CRASH_AT), SIGSTOPped past its lease, and restarted. Invariants are
+checked from the database (and the simulator's per-key submit counts) afterwards."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from geo_pipeline_tests.integration.execution.helpers import states
+
+LEASE_S = 2.0
+SWEEP_S = 0.5
+CLI = [sys.executable, "-m", "geo_pipeline.cli.main"]
+
+
+def start_simulator(sets: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
+    args = [*CLI, "simulator", "--port", "0", "--json", "--seed", "7"]
+    for s in sets or []:
+        args += ["--set", s]
+    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    assert proc.stdout is not None
+    deadline = time.time() + 30
+    while time.time() < deadline:
+        line = proc.stdout.readline()
+        if not line:
+            if proc.poll() is not None:
+                break
+            continue
+        m = re.search(r'"url":\s*"([^"]+)"', line)
+        if m:
+            return proc, m.group(1)
+    proc.kill()
+    raise RuntimeError("the simulator did not start")
+
+
+class Cluster:
+    """The processes of one fault test, sharing one database, namespace and simulator."""
+
+    def __init__(self, db_url: str, redis_url: str, ns: str, sim_url: str, tmp: Path) -> None:
+        self.db_url = db_url
+        self.sim_url = sim_url
+        self.tmp = tmp
+        self.env = {
+            **os.environ,
+            "GEO_DATABASE_URL": db_url,
+            "GEO_REDIS_URL": redis_url,
+            "GEO_REDIS_PREFIX": ns,
+            "GEO_SIMULATOR_URL": sim_url,
+            "GEO_EVIDENCE_URL": (tmp / "evidence").as_uri(),
+        }
+        for k in ("GEO_CRASH_AT", "GEO_CRASH_AFTER"):
+            self.env.pop(k, None)
+        self.procs: list[subprocess.Popen[str]] = []
+        self._n = 0
+
+    def _spawn(self, args: list[str], crash_at: str | None, crash_after: int | None) -> Any:
+        env = dict(self.env)
+        if crash_at:
+            env["GEO_CRASH_AT"] = crash_at
+            env["GEO_CRASH_AFTER"] = str(crash_after or 1)
+        self._n += 1
+        log = open(self.tmp / f"{args[0]}-{self._n}.log", "w")
+        proc = subprocess.Popen(
+            [*CLI, *args], env=env, stdout=subprocess.PIPE, stderr=log, text=True
+        )
+        self.procs.append(proc)
+        return proc
+
+    def worker(
+        self,
+        *,
+        crash_at: str | None = None,
+        crash_after: int | None = None,
+        platforms: tuple[str, ...] = ("deepseek",),
+        lease_s: float = LEASE_S,
+    ) -> subprocess.Popen[str]:
+        args = ["worker", "--lease-s", str(lease_s), "--reclaim-idle-ms", "1500",
+                "--reclaim-every-s", "0.5", "--idle-claim-s", "0.3", "--drain-timeout-s", "3"]  # fmt: skip
+        for p in platforms:
+            args += ["--platform", p]
+        return self._spawn(args, crash_at, crash_after)  # type: ignore[no-any-return]
+
+    def relay(self, *, crash_at: str | None = None) -> subprocess.Popen[str]:
+        return self._spawn(["relay", "--idle-s", "0.05"], crash_at, None)  # type: ignore[no-any-return]
+
+    def sweeper(self) -> subprocess.Popen[str]:
+        args = ["sweeper", "--interval-s", str(SWEEP_S), "--grace-s", "0.5", "--hint-ttl-s", "2"]
+        return self._spawn(args, None, None)  # type: ignore[no-any-return]
+
+    def wait(self, cond: Callable[[], bool], timeout_s: float, what: str) -> float:
+        t0 = time.monotonic()
+        while time.monotonic() - t0 < timeout_s:
+            if cond():
+                return time.monotonic() - t0
+            time.sleep(0.1)
+        raise AssertionError(f"timed out after {timeout_s}s waiting for {what}: {self.states()}")
+
+    def wait_dead(self, proc: subprocess.Popen[str], timeout_s: float = 30) -> int:
+        try:
+            return proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            raise AssertionError(f"process did not die: {self.states()}") from None
+
+    def states(self) -> dict[str, int]:
+        return dict(states(self.db_url))
+
+    def all_terminal(self) -> bool:
+        s = states(self.db_url)
+        return bool(s) and set(s) <= {"completed", "failed"}
+
+    def stop(self, proc: subprocess.Popen[str], timeout_s: float = 20) -> dict[str, Any]:
+        """SIGTERM, wait, and return the process's JSON report (the last stdout object)."""
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGCONT)
+            proc.send_signal(signal.SIGTERM)
+        out, _ = proc.communicate(timeout=timeout_s)
+        assert proc.returncode == 0, f"exit code {proc.returncode}"
+        text = out.strip()
+        start = text.rfind("\n{")
+        return json.loads(text[start + 1 :] if start >= 0 else text)  # type: ignore[no-any-return]
+
+    def shutdown(self) -> None:
+        for p in self.procs:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+        for p in self.procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                pass
+            if p.stdout:
+                p.stdout.close()
+
+    # ------------------------------------------------------------------ simulator
+    def sim_stats(self) -> dict[str, Any]:
+        r = httpx.get(f"{self.sim_url}/_control/stats", timeout=10)
+        r.raise_for_status()
+        return r.json()  # type: ignore[no-any-return]
+
+    def max_submits_per_key(self) -> int:
+        keys = self.sim_stats().get("keys", {})
+        return max((v["submit_calls"] for per in keys.values() for v in per.values()), default=0)
