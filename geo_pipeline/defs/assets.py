@@ -7,6 +7,7 @@ from typing import Any
 
 import dagster as dg
 
+from geo_pipeline.analysis import analyse_run, refresh_analytics
 from geo_pipeline.billing.ledger import close_run, run_ledger
 from geo_pipeline.billing.reconcile import reconcile_run
 from geo_pipeline.defs import checks, names
@@ -271,12 +272,11 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
     cited. An answer still being analysed is reported as "analysing", never as "not mentioned"
     (R6); ambiguous detections go to review rather than being guessed.
     """
-    from geo_pipeline.analysis import analyse_run
-
     run_id, channel = split_key(context)
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
-        summary = analyse_run(conn, run_id, channel=channel)
+        # The analyst tables are refreshed by brand_visibility, once per partition run.
+        summary = analyse_run(conn, run_id, channel=channel, refresh=False)
         status = statusmod.partition_status(conn, run_id, channel)
         results = [
             checks.valid_answers_analysed(conn, run_id, channel),
@@ -391,18 +391,67 @@ def billing_reconciliation(
     deps=[names.BRAND_ANALYSIS],
     group_name=GROUP,
     kinds={"postgres"},
+    check_specs=_checks(
+        names.BRAND_VISIBILITY,
+        (names.CHECK_VISIBILITY_MATCHES, "analyst table agrees with the sample facts (R7)", True),
+    ),
 )
 def brand_visibility(
     context: dg.AssetExecutionContext, db: PostgresResource
 ) -> dg.MaterializeResult:
-    """Analyst-facing visibility of the brand and its competitors for one channel of a run:
-    mention rate, average rank and citation share per brand, read from the ``analytics``
-    views analysts query with SQL or pandas. Figures count accepted analyses only; samples still
-    being analysed are reported as "analysing" (R6)."""
+    """What analysts read: visibility of the brand and each competitor on one channel of a run
+    — mention rate with its Wilson interval, average rank, citation rate — in the ``analytics``
+    tables (docs/analysts.md). Rates count only valid answers whose analysis is accepted;
+    samples still being analysed are counted as "analysing", never as "not mentioned" (R6).
+
+    Refreshing rewrites the run's analyst rows in one transaction (delete then insert), so a
+    reader sees the old or the new figures, never a mix, and a re-run changes nothing.
+    """
     run_id, channel = split_key(context)
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
+        refreshed = refresh_analytics(conn, run_id)
+        with conn.cursor() as cur:
+            cur.execute(Q("dagster.channel_visibility"), {"run_id": run_id, "channel": channel})
+            table = [dict(r) for r in cur.fetchall()]
         status = statusmod.partition_status(conn, run_id, channel)
+        result = checks.visibility_matches(conn, run_id, channel, table)
+    target = next((r for r in table if r["is_target"]), None)
     return dg.MaterializeResult(
-        metadata={"run_id": run_id, "channel": channel, **_status_metadata(status)}
+        metadata={
+            "run_id": run_id,
+            "channel": channel,
+            "rows_refreshed": refreshed,
+            "target_brand": target["brand"] if target else None,
+            "target_mention_rate": _rate(target, "mention_rate"),
+            "target_mention_rate_lower": _rate(target, "mention_rate_lower"),
+            "target_mention_rate_upper": _rate(target, "mention_rate_upper"),
+            "target_citation_rate": _rate(target, "citation_rate"),
+            "analysed_answers": int(target["n"]) if target else 0,
+            "visibility": dg.MetadataValue.md(_markdown(table)),
+            **_status_metadata(status),
+        },
+        check_results=[result],
     )
+
+
+def _rate(row: dict[str, Any] | None, col: str) -> float | None:
+    value = row.get(col) if row else None
+    return None if value is None else round(float(value), 4)
+
+
+def _markdown(table: list[dict[str, Any]]) -> str:
+    head = "| brand | target | n | mentions | mention rate (95% CI) | avg rank | analysing |"
+    lines = [head, "|---|---|---|---|---|---|---|"]
+    for r in table:
+        rate = (
+            f"{r['mention_rate']:.2f} ({r['mention_rate_lower']:.2f}-{r['mention_rate_upper']:.2f})"
+            if r["mention_rate"] is not None
+            else "-"
+        )
+        rank = f"{r['avg_rank']:.1f}" if r["avg_rank"] is not None else "-"
+        lines.append(
+            f"| {r['brand']} | {'yes' if r['is_target'] else ''} | {r['n']} | {r['mentions']} "
+            f"| {rate} | {rank} | {r['analysing_samples']} |"
+        )
+    return "\n".join(lines)

@@ -307,7 +307,37 @@ def pending_not_reported_as_not_mentioned(
         names.BRAND_ANALYSIS,
         not rows,
         offending=len(rows),
-        examples=[f"{r['sample_id']} ({r['analysis_state']})" for r in rows[:EXAMPLES]],
+        examples=[
+            f"{r['sample_id']} ({r['analysis_state']}, {r['mention_status']})"
+            for r in rows[:EXAMPLES]
+        ],
+    )
+
+
+def visibility_matches(
+    conn: Conn, run_id: str, channel: str, table: list[dict[str, Any]]
+) -> dg.AssetCheckResult:
+    """R7: the analyst table says what the sample-level facts say — one row per tracked brand,
+    every planned sample counted, the rate denominator only answers whose analysis is known."""
+    expected = {
+        r["brand"]: r
+        for r in _rows(conn, "channel_visibility_expected", run_id=run_id, channel=channel)
+    }
+    got = {r["brand"]: r for r in table}
+    problems = [f"{b}: no row" for b in sorted(set(expected) - set(got))]
+    problems += [f"{b}: not a tracked brand" for b in sorted(set(got) - set(expected))]
+    for brand in sorted(set(expected) & set(got)):
+        for col in ("samples", "n", "mentions"):
+            if int(got[brand][col]) != int(expected[brand][col]):
+                problems.append(
+                    f"{brand}: {col} {got[brand][col]} != {expected[brand][col]} from the facts"
+                )
+    return _result(
+        names.CHECK_VISIBILITY_MATCHES,
+        names.BRAND_VISIBILITY,
+        not problems,
+        brands=len(expected),
+        problems=problems[:EXAMPLES],
     )
 
 

@@ -279,3 +279,81 @@ def test_duplicate_charge_fails_the_billing_check(
 def test_partition_keys_are_run_and_channel(channel: str) -> None:
     key = partition_key("r1", channel)
     assert key.keys_by_dimension == {"run": "r1", "channel": channel}
+
+
+# --------------------------------------------------------------------------- analysis
+def test_analysis_and_visibility_materialise_with_passing_checks(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    from geo_pipeline.defs.assets import brand_analysis, brand_visibility
+
+    run_id = create_run(conn, dg_instance)
+    finish(conn, run_id, WEB, fail=1, invalid=1)
+    result = materialise(
+        [collection_results, validated_evidence, brand_analysis, brand_visibility],
+        partition_key(run_id, WEB),
+        dg_instance,
+        resources,
+    )
+    assert result.success
+    checks = check_results(result)
+    assert checks[names.CHECK_VALID_ANSWERS_ANALYSED] is True
+    assert checks[names.CHECK_NO_PENDING_AS_NOT_MENTIONED] is True
+    assert checks[names.CHECK_VISIBILITY_MATCHES] is True
+    analysis = metadata(result, names.BRAND_ANALYSIS)["analysis"]
+    assert analysis["analysed"] == 3  # 3 completed answers; the invalid one is analysed as such
+    vis = metadata(result, names.BRAND_VISIBILITY)
+    assert vis["target_brand"] == "Acme"
+    assert vis["analysed_answers"] == 2  # only valid answers with accepted analysis count
+    assert vis["target_mention_rate"] == 1.0
+    # The other channel's samples are untouched: still queued, still "analysing"-free.
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM geo.samples WHERE channel = 'qwen__app' "
+            "AND analysis_state <> 'pending'"
+        ).fetchone()["n"]
+        == 0
+    )
+
+
+def test_analysis_and_visibility_checks_fail_on_broken_data(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    from geo_pipeline.defs import checks
+    from geo_pipeline.defs.assets import brand_analysis, brand_visibility
+
+    run_id = create_run(conn, dg_instance)
+    done = finish(conn, run_id, WEB)
+    assert materialise(
+        [brand_analysis, brand_visibility], partition_key(run_id, WEB), dg_instance, resources
+    ).success
+    # A valid answer whose analysis went back to pending (e.g. a half-finished re-analysis).
+    conn.execute(
+        "UPDATE geo.samples SET analysis_state = 'pending' WHERE sample_id = %s",
+        (done.completed[0],),
+    )
+    assert checks.valid_answers_analysed(conn, run_id, WEB).passed is False
+    # An analyst table that disagrees with the facts.
+    table = [
+        dict(r)
+        for r in conn.execute(
+            "SELECT brand, samples, n + 1 AS n, mentions FROM analytics.channel_brand_metrics "
+            "WHERE run_id = %s AND channel = %s",
+            (run_id, WEB),
+        ).fetchall()
+    ]
+    assert checks.visibility_matches(conn, run_id, WEB, table).passed is False
+    # An analyst view that reports "not mentioned" for what is still being analysed (the
+    # view replaced by a broken one with the columns the check reads).
+    conn.execute("DROP VIEW analytics.sample_brand_facts CASCADE")
+    conn.execute(
+        """CREATE VIEW analytics.sample_brand_facts AS
+           SELECT s.sample_id, s.run_id, s.channel, s.analysis_state,
+                  CASE WHEN s.analysis_state = 'accepted' THEN 'known' ELSE 'analysing' END
+                    AS mention_status,
+                  false AS mentioned
+           FROM geo.samples s"""
+    )
+    failing = checks.pending_not_reported_as_not_mentioned(conn, run_id, WEB)
+    assert failing.passed is False
+    assert failing.metadata["offending"].value == 1

@@ -125,16 +125,36 @@ WHERE l.validity = 'valid' AND s.evidence_state IN ('stored', 'partial')
 ORDER BY l.sample_id LIMIT 1000;
 
 -- name: pending_reported_not_mentioned
--- Samples whose analysis is not accepted (pending, review, failed) yet whose latest analysis
--- result carries "not mentioned" facts for the target brand (R6: pending is never "not
--- mentioned").
-SELECT DISTINCT m.sample_id, s.analysis_state FROM geo.mentions m
-JOIN geo.samples s ON s.sample_id = m.sample_id
-JOIN geo.analysis_results r USING (sample_id, detector_version, answer_revision)
-WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
-  AND m.is_target AND NOT m.mentioned
-  AND (s.analysis_state <> 'accepted' OR r.state <> 'accepted')
-ORDER BY m.sample_id LIMIT 1000;
+-- What analysts read (analytics.sample_brand_facts) must never carry a "not mentioned" for a
+-- sample whose analysis is pending, in review or failed, or whose answer is not valid (R6):
+-- mention facts exist only where mention_status is 'known'.
+SELECT DISTINCT f.sample_id, f.analysis_state, f.mention_status FROM analytics.sample_brand_facts f
+WHERE f.run_id = %(run_id)s AND f.channel = %(channel)s
+  AND f.mentioned IS NOT NULL
+  AND (f.mention_status <> 'known' OR f.analysis_state <> 'accepted')
+ORDER BY f.sample_id LIMIT 1000;
+
+-- name: channel_visibility
+-- The analyst table of one (run, channel): one row per tracked brand.
+SELECT brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
+       review_samples, n, mentions, mention_rate, mention_rate_lower, mention_rate_upper,
+       avg_rank, domain_cited, citation_rate
+FROM analytics.channel_brand_metrics
+WHERE run_id = %(run_id)s AND channel = %(channel)s
+ORDER BY is_target DESC, brand;
+
+-- name: channel_visibility_expected
+-- The same figures recomputed from the live views, per tracked brand: what the table must say.
+SELECT b.brand,
+       (SELECT count(*) FROM analytics.sample_facts f
+         WHERE f.run_id = b.run_id AND f.channel = %(channel)s) AS samples,
+       count(*) FILTER (WHERE f.mention_status = 'known') AS n,
+       count(*) FILTER (WHERE f.mention_status = 'known' AND f.mentioned) AS mentions
+FROM analytics.run_brands b
+LEFT JOIN analytics.sample_brand_facts f
+  ON f.run_id = b.run_id AND f.brand = b.brand AND f.channel = %(channel)s
+WHERE b.run_id = %(run_id)s
+GROUP BY b.run_id, b.brand ORDER BY b.brand;
 
 -- name: duplicate_charges
 -- More than one charge for the same upstream task, or for the same attempt (R24, R25).
