@@ -34,6 +34,9 @@ Evidence state (R6, R21) — decided here, written by the caller:
   picture. Policy ``off``: ``stored``; a screenshot that arrives anyway is archived all the same.
 * When recording does *not* create a new answer revision, a screenshot archived earlier for the
   sample still counts; a new answer revision needs its own screenshot (the old one shows old text).
+* The state never moves backwards (the R6 transitions allow pending → any, failed → partial/stored,
+  partial → stored): a later attempt that does worse still adds its revision and warnings, but
+  the outcome keeps the sample's better current state and reason.
 """
 
 from __future__ import annotations
@@ -41,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -378,17 +381,29 @@ def _screenshot_verdict(
     return "stored", None, warnings
 
 
+_RANK = {"pending": 0, "failed": 1, "partial": 2, "stored": 3}
+
+
+def _never_backwards(sample: dict[str, Any], outcome: EvidenceOutcome) -> EvidenceOutcome:
+    current = str(sample["evidence_state"])
+    if _RANK.get(current, 0) <= _RANK[outcome.state]:
+        return outcome
+    return replace(outcome, state=current, reason=sample["evidence_reason"])  # type: ignore[arg-type]
+
+
 def record_evidence(conn: Conn, archived: ArchivedEvidence) -> EvidenceOutcome:
     """Record archived evidence inside the caller's transaction (never commits, never touches
     ``geo.samples``). Idempotent; a changed answer becomes the next revision (module docstring)."""
     ref = archived.ref
-    _sample(conn, ref)
+    sample = _sample(conn, ref)
     latest = conn.execute(Q("evidence.latest_answer"), {"sample_id": ref.sample_id}).fetchone()
     latest_rev = int(latest["revision"]) if latest else 0
     if archived.failure is not None:
-        return EvidenceOutcome(
-            "failed", archived.failure, archived.warnings, latest_rev, archived.validity.label
-        )
+        failed = EvidenceOutcome(
+            "failed", archived.failure, _dedupe((*archived.warnings, ARCHIVE_FAILED)), latest_rev,
+            archived.validity.label if latest is None else str(latest["validity"]),
+        )  # fmt: skip
+        return _never_backwards(sample, failed)
 
     new_revision = latest is None or latest["content_sha256"] != archived.content_sha256
     revision = latest_rev + 1 if new_revision else latest_rev
@@ -427,9 +442,10 @@ def record_evidence(conn: Conn, archived: ArchivedEvidence) -> EvidenceOutcome:
         conn, ref, archived.objects, archived.attempt_no, archived.captured_at
     )
     validity = archived.validity.label if new_revision or latest is None else latest["validity"]
-    return EvidenceOutcome(
+    outcome = EvidenceOutcome(
         state, reason, warnings, revision, validity, new_revision, tuple(created)
     )
+    return _never_backwards(sample, outcome)
 
 
 def record_screenshot(conn: Conn, archived: ArchivedScreenshot) -> EvidenceOutcome:
@@ -451,7 +467,8 @@ def record_screenshot(conn: Conn, archived: ArchivedScreenshot) -> EvidenceOutco
     state, reason, warnings = _screenshot_verdict(
         sample["screenshot_policy"], satisfied, archived.warnings
     )
-    return EvidenceOutcome(
+    outcome = EvidenceOutcome(
         state, reason, warnings, int(latest["revision"]), str(latest["validity"]), False,
         tuple(created),
     )  # fmt: skip
+    return _never_backwards(sample, outcome)

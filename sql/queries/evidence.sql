@@ -4,7 +4,7 @@
 SELECT pg_advisory_xact_lock(hashtextextended('geo.evidence:' || %(sample_id)s, 0));
 
 -- name: sample
-SELECT sample_id, tenant_id, run_id, screenshot_policy
+SELECT sample_id, tenant_id, run_id, screenshot_policy, evidence_state, evidence_reason
   FROM geo.samples WHERE sample_id = %(sample_id)s;
 
 -- name: latest_answer

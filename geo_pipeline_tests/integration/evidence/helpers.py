@@ -106,3 +106,32 @@ def good_screenshot(**kw: Any) -> Attachment:
     return Attachment(
         kind="screenshot", status="available", data=png_bytes(**kw), mime_type="image/png"
     )
+
+
+def apply_outcome(db: Any, ref: SampleRef, outcome: Any) -> None:
+    """What the execution core's fenced completion does with an outcome (simplified): the
+    sample is accepted, running, then completed with the evidence state and reason."""
+    with db.transaction():
+        state = db.execute(
+            "SELECT collection_state FROM geo.samples WHERE sample_id = %s", (ref.sample_id,)
+        ).fetchone()["collection_state"]
+        if state == "queued":
+            db.execute(
+                "UPDATE geo.samples SET submission_state = 'submitting' WHERE sample_id = %s",
+                (ref.sample_id,),
+            )
+            db.execute(
+                "UPDATE geo.samples SET submission_state = 'accepted', upstream_id = 'u1',"
+                " collection_state = 'running', lease_until = now() + interval '1 minute'"
+                " WHERE sample_id = %s",
+                (ref.sample_id,),
+            )
+            db.execute(
+                "UPDATE geo.samples SET collection_state = 'completed' WHERE sample_id = %s",
+                (ref.sample_id,),
+            )
+        db.execute(
+            "UPDATE geo.samples SET evidence_state = %s, evidence_reason = %s"
+            " WHERE sample_id = %s AND evidence_state IS DISTINCT FROM %s",
+            (outcome.state, outcome.reason, ref.sample_id, outcome.state),
+        )

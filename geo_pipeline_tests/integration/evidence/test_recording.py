@@ -24,6 +24,7 @@ from geo_pipeline.evidence.archive import Archive, PutResult
 from geo_pipeline_tests.fixtures.s3 import overwrite_behind_our_back, stored_keys
 from geo_pipeline_tests.integration.evidence.helpers import (
     ANSWER,
+    apply_outcome,
     good_screenshot,
     make_evidence,
     seed_sample,
@@ -264,30 +265,48 @@ def test_record_runs_inside_the_callers_transaction(db, archive):
 
 
 def test_outcome_drives_the_callers_state_transition(db, archive):
-    """The caller writes the outcome to geo.samples; the schema's state guards accept it."""
+    """The caller writes the outcome to geo.samples; the schema's state guards accept it, also
+    for the repair that follows (partial -> stored)."""
     ref = seed_sample(db, policy="required")
     outcome = _record(db, archive_evidence(archive, ref, 1, make_evidence(ref), "required"))
-    with db.transaction():
-        db.execute(
-            "UPDATE geo.samples SET submission_state = 'submitting' WHERE sample_id = %s",
-            (ref.sample_id,),
-        )
-        db.execute(
-            "UPDATE geo.samples SET submission_state = 'accepted', upstream_id = 'u1',"
-            " collection_state = 'running', lease_until = now() + interval '1 minute'"
-            " WHERE sample_id = %s",
-            (ref.sample_id,),
-        )
-        db.execute(
-            "UPDATE geo.samples SET collection_state = 'completed', evidence_state = %s,"
-            " evidence_reason = %s WHERE sample_id = %s",
-            (outcome.state, outcome.reason, ref.sample_id),
-        )
+    apply_outcome(db, ref, outcome)
+    assert _state(db, ref) == ("partial", "SCREENSHOT_UNAVAILABLE")
+    repaired = _record(
+        db,
+        archive_evidence(
+            archive, ref, 2, make_evidence(ref, screenshot=good_screenshot()), "required"
+        ),
+    )
+    apply_outcome(db, ref, repaired)
+    assert _state(db, ref) == ("stored", None)
+
+
+def _state(db, ref):
     row = db.execute(
         "SELECT evidence_state, evidence_reason FROM geo.samples WHERE sample_id = %s",
         (ref.sample_id,),
     ).fetchone()
-    assert (row["evidence_state"], row["evidence_reason"]) == ("partial", "SCREENSHOT_UNAVAILABLE")
+    return row["evidence_state"], row["evidence_reason"]
+
+
+def test_a_worse_later_attempt_never_moves_the_state_backwards(db, archive):
+    ref = seed_sample(db, policy="required")
+    good = make_evidence(ref, screenshot=good_screenshot())
+    apply_outcome(db, ref, _record(db, archive_evidence(archive, ref, 1, good, "required")))
+    assert _state(db, ref) == ("stored", None)
+
+    # A changed answer without a screenshot is kept as revision 2, but stored stays stored.
+    worse = make_evidence(ref, text=ANSWER + "\nMore.\n")
+    outcome = _record(db, archive_evidence(archive, ref, 2, worse, "required"))
+    assert (outcome.state, outcome.answer_revision) == ("stored", 2)
+    assert "SCREENSHOT_UNAVAILABLE" in outcome.warnings
+    # An attempt whose upload failed records nothing and does not fail the stored evidence.
+    broken = _FailingKinds(archive, {"answer_raw"})
+    third = make_evidence(ref, text=ANSWER + "\nEven more.\n")
+    failed = _record(db, archive_evidence(broken, ref, 3, third, "required"))
+    assert failed.state == "stored" and "ARCHIVE_FAILED" in failed.warnings
+    assert _counts(db, ref.sample_id)["answers"] == 2
+    apply_outcome(db, ref, failed)  # the guard would reject stored -> failed; nothing to apply
 
 
 def test_digest_mismatch_on_read_is_detected(db, archive):
