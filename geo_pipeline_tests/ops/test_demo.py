@@ -1,0 +1,250 @@
+"""``geo-pipeline demo`` as a newcomer runs it: in a subprocess, with no service in the
+environment, on embedded PostgreSQL and Redis (``--embedded``: this machine also has local
+servers on the default ports, which the demo would otherwise use). While it runs, /metrics and
+/healthz of every process are scraped (R26, D11); afterwards the report's numbers are checked
+against the database the demo left in its state directory (R7, D10), and a second invocation
+reuses that state.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+from psycopg.rows import dict_row
+
+from geo_pipeline.domain.stats import wilson_interval
+
+METRICS = (
+    "geo_queue_wait_seconds",
+    "geo_upstream_accept_seconds",
+    "geo_execution_seconds",
+    "geo_stream_pending_entries",
+    "geo_stream_length",
+    "geo_uncertain_samples",
+    "geo_dead_letters",
+    "geo_evidence_missing_rate",
+    "geo_reconciliation_difference_minor",
+    "geo_db_write_seconds",
+    "geo_retries",
+    "geo_samples_processed",
+    "geo_outbox_published",
+)
+# What every run of the demo must move (the others are present, and move only when their event
+# happens: a dead letter, an uncertain acceptance).
+MUST_MOVE = (
+    "geo_queue_wait_seconds_count",
+    "geo_upstream_accept_seconds_count",
+    "geo_execution_seconds_count",
+    "geo_samples_processed_total",
+    "geo_db_write_seconds_count",
+    "geo_outbox_published_total",
+)
+
+
+def _env() -> dict[str, str]:
+    """The environment of a fresh laptop: none of the services' variables."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEO_", "DAGSTER_"))}
+    env["GEO_FORCE_EMBEDDED"] = "1"
+    return env
+
+
+def _get(url: str) -> tuple[int, str]:
+    try:
+        with urllib.request.urlopen(url, timeout=3) as resp:
+            return resp.status, resp.read().decode()
+    except urllib.error.HTTPError as exc:
+        return exc.code, exc.read().decode()
+
+
+def _scrape(port: int) -> dict[str, float]:
+    """Sum of each sample name over its labels, plus the family names (value 0) seen."""
+    _, text = _get(f"http://127.0.0.1:{port}/metrics")
+    out: dict[str, float] = {}
+    for fam in text_string_to_metric_families(text):
+        out.setdefault(fam.name, 0.0)
+        for s in fam.samples:
+            out[s.name] = out.get(s.name, 0.0) + float(s.value)
+    return out
+
+
+def _run_demo(
+    state: Path, log: Path
+) -> tuple[dict[str, Any], list[dict[str, dict[str, float]]], set[int]]:
+    """Run the demo; scrape while it runs. Returns (its JSON, scrapes over time, health codes)."""
+    with log.open("wb") as err, (state.parent / f"{state.name}.out").open("wb") as out:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "geo_pipeline.cli.main",
+                "demo",
+                "--embedded",
+                "--state-dir",
+                str(state),
+                "--json",
+                "--timeout",
+                "240",
+            ],
+            stdout=out,
+            stderr=err,
+            env=_env(),
+        )
+        scrapes: list[dict[str, dict[str, float]]] = []
+        health: set[int] = set()
+        try:
+            while proc.poll() is None:
+                procs = state / "processes.json"
+                if procs.exists():
+                    with_ports = {
+                        n: p["metrics_port"]
+                        for n, p in json.loads(procs.read_text())["processes"].items()
+                        if p["metrics_port"]
+                    }
+                    snap: dict[str, dict[str, float]] = {}
+                    for name, port in with_ports.items():
+                        try:
+                            snap[name] = _scrape(port)
+                            health.add(_get(f"http://127.0.0.1:{port}/healthz")[0])
+                        except OSError:
+                            pass  # starting or already stopped
+                    if snap:
+                        scrapes.append(snap)
+                time.sleep(0.3)
+            proc.wait(timeout=300)
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+    stdout = (state.parent / f"{state.name}.out").read_text()
+    assert proc.returncode == 0, f"demo failed ({proc.returncode}):\n{log.read_text()[-3000:]}"
+    return json.loads(stdout), scrapes, health
+
+
+def _totals(snap: dict[str, dict[str, float]]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for values in snap.values():
+        for k, v in values.items():
+            out[k] = out.get(k, 0.0) + v
+    return out
+
+
+@pytest.fixture
+def embedded_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Open the database the demo left behind (its embedded server, restarted)."""
+    from geo_pipeline.ops.demo import DEMO_DATABASE, _with_database
+    from geo_pipeline.runtime import services
+
+    opened: list[Any] = []
+
+    def open_db(state: Path) -> psycopg.Connection[dict[str, Any]]:
+        monkeypatch.setenv("GEO_FORCE_EMBEDDED", "1")
+        svc = services.postgres(state)
+        opened.append(svc)
+        assert svc.source == "embedded"
+        conn = psycopg.connect(_with_database(svc.url, DEMO_DATABASE), row_factory=dict_row)
+        opened.append(conn)
+        return conn
+
+    yield open_db
+    for thing in reversed(opened):
+        if isinstance(thing, psycopg.Connection):
+            thing.close()
+        else:
+            thing.stop()
+
+
+def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, embedded_db):
+    state = tmp_path / "state"
+    result, scrapes, health = _run_demo(state, tmp_path / "demo1.log")
+
+    assert result["sources"] == {"postgres": "embedded", "redis": "embedded"}
+    st = result["status"]
+    assert st["terminal"] and st["total"] == 50  # 5 questions x 5 targets x 2 repeats
+    assert result["seconds"] < 240
+
+    # Metrics: every family is exported, the run's activity moved the counters, probes were OK.
+    assert len(scrapes) >= 2, "the demo ended before /metrics could be scraped twice"
+    seen = set().union(*(v.keys() for snap in scrapes for v in snap.values()))
+    missing = [m for m in METRICS if m not in seen]
+    assert not missing, f"metric families not exported: {missing}"
+    first, last = _totals(scrapes[0]), _totals(scrapes[-1])
+    stuck = [m for m in MUST_MOVE if last.get(m, 0.0) <= first.get(m, 0.0)]
+    assert not stuck, f"did not move during the run: {stuck}"
+    assert 200 in health and health <= {200}
+
+    conn = embedded_db(state)
+    run_id = result["run_id"]
+    by_state = {
+        r["collection_state"]: r["n"]
+        for r in conn.execute(
+            "SELECT collection_state, count(*) AS n FROM geo.samples WHERE run_id = %s GROUP BY 1",
+            (run_id,),
+        )
+    }
+    assert st["collection"] == by_state and sum(by_state.values()) == 50
+    reasons = {
+        r["reason"]: r["n"]
+        for r in conn.execute(
+            "SELECT coalesce(evidence_reason, 'UNSPECIFIED') AS reason, count(*) AS n "
+            "FROM geo.samples WHERE run_id = %s AND evidence_state IN ('partial', 'failed') "
+            "GROUP BY 1",
+            (run_id,),
+        )
+    }
+    assert st["evidence_reasons"] == reasons
+
+    money = result["money"]
+    ledger = {
+        r["kind"]: int(r["amount"])
+        for r in conn.execute(
+            "SELECT kind, sum(amount_minor) AS amount FROM geo.ledger_entries "
+            "WHERE run_id = %s GROUP BY kind",
+            (run_id,),
+        )
+    }
+    quoted = conn.execute(
+        "SELECT q.estimated_max_minor FROM geo.runs r JOIN geo.quote_snapshots q USING (quote_id) "
+        "WHERE r.run_id = %s",
+        (run_id,),
+    ).fetchone()["estimated_max_minor"]
+    assert money["quoted_max_minor"] == quoted == ledger["reserve"]
+    assert money["charged_minor"] == ledger.get("charge", 0) > 0
+    assert money["charged_minor"] <= quoted  # the quote is an upper bound (R4)
+    assert money["released_minor"] == ledger.get("release", 0) == quoted - money["charged_minor"]
+    diff = conn.execute(
+        "SELECT coalesce(sum(difference_minor), 0) AS d, count(*) AS n "
+        "FROM geo.reconciliation_lines WHERE run_id = %s",
+        (run_id,),
+    ).fetchone()
+    assert money["reconciliation_difference_minor"] == diff["d"] and diff["n"] > 0
+
+    rates = result["mention_rates"]
+    assert {r["channel"] for r in rates} == set(result["channels"])
+    for r in rates:
+        if r["n"]:
+            lo, hi = wilson_interval(r["mentions"], r["n"])
+            assert abs(r["rate_lower_95"] - lo) < 0.001 and abs(r["rate_upper_95"] - hi) < 0.001
+    html = Path(result["reports"]["html"]).read_text(encoding="utf-8")
+    assert run_id in html and "Evidence completeness" in html
+    conn.close()
+
+
+@pytest.mark.slow
+def test_a_second_demo_reuses_the_state_and_reset_starts_afresh(tmp_path, embedded_db):
+    state = tmp_path / "state"
+    first, _, _ = _run_demo(state, tmp_path / "demo1.log")
+    second, _, _ = _run_demo(state, tmp_path / "demo2.log")
+    assert first["run_id"] != second["run_id"]
+    conn = embedded_db(state)
+    runs = {r["run_id"] for r in conn.execute("SELECT run_id FROM geo.runs")}
+    assert runs == {first["run_id"], second["run_id"]}
