@@ -376,6 +376,42 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     c.print(f"reports: {paths['html']}  {paths['csv']}  {paths['json']}", markup=False)
 
 
+@click.command("retention")
+@click.option(
+    "--apply",
+    "apply_",
+    is_flag=True,
+    help="Delete for real (default: a dry run that only lists what would go).",
+)
+@click.option("--limit", default=500, show_default=True, help="At most this many runs per pass.")
+@click.option("--json", "as_json", is_flag=True)
+def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
+    """Remove raw evidence and attempts of runs older than their tenant's retention policy (D9);
+    aggregates, answers and the ledger stay. Dry run unless --apply."""
+    from geo_pipeline.evidence.archive import archive_from_url
+    from geo_pipeline.ops import retention
+
+    try:
+        archive = archive_from_url()
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from None
+    with dbmod.connect() as conn:
+        rep = retention.apply_retention(
+            conn, archive, retention.database_now(conn), dry_run=not apply_, limit=limit
+        )
+    if as_json:
+        emit_json(rep.as_dict())
+        return
+    emit_table(
+        [{k: v for k, v in r.as_dict().items() if k != "object_keys"} for r in rep.runs],
+        ["run_id", "tenant_id", "retention_days", "objects", "bytes", "attempts"],
+        title="removed" if apply_ else "would remove (dry run; --apply to delete)",
+    )
+    click.echo(
+        f"{len(rep.runs)} runs, {rep.objects} objects ({rep.bytes} bytes), {rep.attempts} attempts"
+    )
+
+
 def register(root: click.Group) -> None:
     """Add ``demo`` and ``dev``; add ``export`` to the ``runs`` group registered before us."""
     runs = root.commands.get("runs")
@@ -384,3 +420,4 @@ def register(root: click.Group) -> None:
     runs.add_command(export_cmd)
     root.add_command(demo_cmd)
     root.add_command(dev_cmd)
+    root.add_command(retention_cmd)

@@ -106,3 +106,24 @@ def test_a_crash_between_bytes_and_rows_is_finished_by_the_next_pass(db, tmp_pat
     now = retention.database_now(db) + timedelta(days=31)
     rep = retention.apply_retention(db, archive, now, dry_run=False)
     assert rep.objects == 3 and _counts(db)["objects"] == 0
+
+
+def test_cli_dry_run_lists_and_apply_removes(db, db_url, tmp_path):
+    import json
+    import subprocess
+    import sys
+
+    _, _, keys = _setup(db, tmp_path)
+    db.execute("UPDATE geo.runs SET created_at = now() - interval '40 days'")
+    db.commit()
+    env = {
+        "GEO_DATABASE_URL": db_url,
+        "GEO_EVIDENCE_URL": (tmp_path / "evidence").as_uri(),
+        "PATH": "/usr/bin:/bin",
+    }
+    cmd = [sys.executable, "-m", "geo_pipeline.cli.main", "retention", "--json"]
+    dry = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    assert json.loads(dry.stdout)["objects"] == 3 and _counts(db)["objects"] == 3
+    real = subprocess.run([*cmd, "--apply"], capture_output=True, text=True, env=env, check=True)
+    assert json.loads(real.stdout)["dry_run"] is False and _counts(db)["objects"] == 0
+    assert not any((tmp_path / "evidence" / k).exists() for k in keys)
