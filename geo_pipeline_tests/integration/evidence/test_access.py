@@ -145,3 +145,21 @@ def test_delete_is_for_retention_only_and_idempotent(archive):
     archive.delete(key)
     archive.delete(key)  # already gone: fine
     assert not archive.exists(key)
+
+
+def test_dagster_s3_resource_builds_the_same_archive(s3_server, s3_archive):
+    from dagster_aws.s3 import S3Resource
+
+    from geo_pipeline.evidence import archive_from_s3_resource
+
+    resource = S3Resource(
+        endpoint_url=s3_server.endpoint,
+        region_name="us-east-1",
+        aws_access_key_id=s3_server.access_key,
+        aws_secret_access_key=s3_server.secret_key,
+    )
+    via_dagster = archive_from_s3_resource(resource, s3_archive.bucket, "evidence")
+    key = object_key("tenant-a", "run-1", "s" + "3" * 24, "sha256-z", "answer_raw")
+    written = via_dagster.put(key, b"from dagster", mime_type="text/plain")
+    # The evidence package's own client reads what the Dagster resource's client wrote.
+    assert s3_archive.get(key, sha256=written.sha256) == b"from dagster"
