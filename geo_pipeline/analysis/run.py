@@ -29,6 +29,7 @@ from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
 CHUNK_SIZE = 2000
+ANALYZE_AFTER = 5000  # samples analysed in one call
 
 
 @dataclass
@@ -88,6 +89,10 @@ def analyse_run(
             after = rows[-1]["sample_id"]
             _analyse_chunk(conn, rows, brand_set, detector_version, summary)
     with conn.cursor() as cur:
+        if summary.analysed >= ANALYZE_AFTER:
+            # Bulk writes leave the planner's statistics stale until autovacuum comes by;
+            # the refresh that follows joins these tables.
+            cur.execute(Q("analysis.analyze_tables"))
         cur.execute(Q("analysis.waiting_counts"), {"run_id": run_id, "channel": channel})
         w = cur.fetchone()
     conn.commit()

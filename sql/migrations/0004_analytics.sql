@@ -64,7 +64,7 @@ SELECT r.run_id, comp.value ->> 'name', false, comp.ordinality::integer
 CREATE VIEW analytics.sample_status AS
 SELECT s.sample_id, s.run_id, s.tenant_id, s.question_revision, s.question_index,
        s.platform, s.device, s.channel, s.region, s.mode, s.repeat_index, s.analysis_state,
-       a.revision AS answer_revision,
+       a.revision AS answer_revision, a.captured_at,
        a.validity AS validity_judged, a.validity_reason,
        vd.verdict AS validity_reviewed,
        coalesce(vd.verdict, a.validity) AS validity,
@@ -77,7 +77,7 @@ SELECT s.sample_id, s.run_id, s.tenant_id, s.question_revision, s.question_index
        END AS mention_status,
        ac.detector_version, ac.answer_revision AS analysed_revision
   FROM geo.samples s
-  LEFT JOIN LATERAL (SELECT a1.revision, a1.validity, a1.validity_reason
+  LEFT JOIN LATERAL (SELECT a1.revision, a1.captured_at, a1.validity, a1.validity_reason
                        FROM geo.answers a1 WHERE a1.sample_id = s.sample_id
                       ORDER BY a1.revision DESC LIMIT 1) a ON true
   LEFT JOIN LATERAL (SELECT d.verdict FROM geo.review_decisions d
@@ -94,8 +94,8 @@ SELECT st.sample_id, st.run_id, st.tenant_id, r.monitor_id, r.scheduled_for,
        s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,
        s.submission_reason, s.collection_reason, s.evidence_reason, s.analysis_reason,
        s.upstream_id, s.completed_at,
-       st.answer_revision, st.validity_judged, st.validity_reason, st.validity_reviewed,
-       st.validity, st.mention_status, st.detector_version, ar.analysed_at,
+       st.answer_revision, st.captured_at, st.validity_judged, st.validity_reason,
+       st.validity_reviewed, st.validity, st.mention_status, st.detector_version, ar.analysed_at,
        CASE WHEN st.mention_status = 'known' THEN coalesce(tm.mentioned, false) END
          AS target_mentioned,
        CASE WHEN st.mention_status = 'known' THEN tm.rank END AS target_rank,

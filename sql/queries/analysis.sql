@@ -78,6 +78,10 @@ UPDATE geo.samples s SET analysis_state = v.state, analysis_reason = v.reason
  WHERE s.sample_id = v.sample_id AND s.analysis_state = 'pending'
    AND s.evidence_state IN ('stored', 'partial');
 
+-- name: analyze_tables
+-- After a large analysis: fresh planner statistics for the refresh that follows.
+ANALYZE geo.samples, geo.answers, geo.analysis_results, geo.analysis_current, geo.mentions;
+
 -- name: waiting_counts
 -- What analyse_run could not analyse yet, for its summary.
 SELECT count(*) FILTER (WHERE s.evidence_state NOT IN ('stored', 'partial')) AS evidence_not_ready,
@@ -186,15 +190,25 @@ WITH st AS MATERIALIZED (
     FROM chan
   RETURNING 1
 ), per_answer AS (
-  SELECT sample_id, bool_or(mentioned) AS any_brand, sum(mention_count)::int AS all_mentions
-    FROM km GROUP BY sample_id
+  SELECT run_id, channel, region, mode, sample_id, bool_or(mentioned) AS any_brand,
+         sum(mention_count)::int AS all_mentions
+    FROM km GROUP BY run_id, channel, region, mode, sample_id
+), sov_any AS (
+  SELECT run_id, channel, region, mode,
+         count(*) FILTER (WHERE any_brand)::int AS answers_any,
+         sum(all_mentions)::int AS all_mentions
+    FROM per_answer GROUP BY run_id, channel, region, mode
 ), sov_cell AS (
-  SELECT st.run_id, st.channel, st.region, st.mode, count(*)::int AS n,
-         count(*) FILTER (WHERE p.any_brand)::int AS answers_any,
-         coalesce(sum(p.all_mentions), 0)::int AS all_mentions
-    FROM st LEFT JOIN per_answer p ON p.sample_id = st.sample_id
-   WHERE st.mention_status = 'known'
-   GROUP BY st.run_id, st.channel, st.region, st.mode
+  -- Every join below is at the cell grain (a few rows per run x channel), never per sample,
+  -- so a stale row estimate cannot turn it into a slow nested loop.
+  SELECT c.run_id, c.channel, c.region, c.mode, sum(c.n)::int AS n,
+         coalesce(max(sa.answers_any), 0) AS answers_any,
+         coalesce(max(sa.all_mentions), 0) AS all_mentions
+    FROM cell c
+    LEFT JOIN sov_any sa ON sa.run_id = c.run_id AND sa.channel = c.channel
+         AND sa.region = c.region AND sa.mode = c.mode
+   GROUP BY c.run_id, c.channel, c.region, c.mode
+  HAVING sum(c.n) > 0
 ), sov_brand AS (
   SELECT run_id, channel, region, mode, brand,
          count(*) FILTER (WHERE mentioned)::int AS answers_brand,
