@@ -227,8 +227,10 @@ def start_pipeline(sup: Supervisor, stack: Stack, opts: DemoOptions) -> None:
     stack.simulator_url = str(json.loads(line)["url"])
     stack.env["GEO_SIMULATOR_URL"] = stack.simulator_url
     os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
+    # Workers serve the platforms the demo's config uses (each --platform is one lane).
+    lanes = [a for p in demo_platforms(opts) for a in ("--platform", p)]
     roles = [("relay", ["relay"]), ("sweeper", ["sweeper"])]
-    roles += [(f"worker-{i + 1}", ["worker"]) for i in range(opts.workers)]
+    roles += [(f"worker-{i + 1}", ["worker", *lanes]) for i in range(opts.workers)]
     pids = {"simulator": sim.pid}
     for name, argv in roles:
         port = free_port()
@@ -241,6 +243,18 @@ def start_pipeline(sup: Supervisor, stack: Stack, opts: DemoOptions) -> None:
     stack.metrics_ports["demo"] = start_server(0).server_port
     pids["demo"] = os.getpid()
     write_processes(stack, pids)
+
+
+def demo_platforms(opts: DemoOptions) -> list[str]:
+    """The platforms of the config the demo will run (validated the same way as the run)."""
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import load_config_file, normalise_and_validate
+
+    caps = load_registry().capabilities()
+    config = normalise_and_validate(
+        load_config_file(opts.config or example_path("collection.yaml")), caps
+    )
+    return sorted({t.platform for t in config.targets})
 
 
 def write_processes(stack: Stack, pids: dict[str, int], run_id: str | None = None) -> None:
