@@ -76,7 +76,7 @@ def make_answer(rng: random.Random, bs: BrandSet, chinese: bool) -> str:
     size = 0
     item = 0
     while size < 1024:
-        if rng.random() < 0.12:
+        if rng.random() < (0.12 if chinese else 0.05):
             b = rng.choice(cjk if chinese and rng.random() < 0.8 else latin)
             piece = rng.choice(b.names) + (" " if not chinese else "")
         elif rng.random() < 0.04:
@@ -235,9 +235,9 @@ def bench_db(samples: int, keep: bool = False) -> list[tuple[str, str]]:
     finally:
         if keep:
             print(f"kept database {url}")
-            return rows
-        with psycopg.connect(admin, autocommit=True) as a:
-            a.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+        else:
+            with psycopg.connect(admin, autocommit=True) as a:
+                a.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
     return rows
 
 

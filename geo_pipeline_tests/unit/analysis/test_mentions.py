@@ -242,3 +242,27 @@ def test_folding_paths_agree_and_offsets_map_into_the_original(text):
         assert f.text[i] in fold(text[o : o + 4]) or unicodedata.combining(
             text[o + 1 : o + 2] or "a"
         )
+
+
+# --------------------------------------------------------------------------- analysis verdicts
+def test_verdicts_for_valid_and_invalid_answers():
+    from geo_pipeline.domain.mentions import conclude, verdict_for
+
+    assert verdict_for("valid", None) == verdict_for("valid", None)
+    v = verdict_for("valid", None)
+    assert (v.state, v.reason, v.run_detector) == ("accepted", None, True)
+    t = verdict_for("invalid", "truncated")
+    assert (t.state, t.reason, t.run_detector) == (
+        "review",
+        "invalid_answer_needs_review:truncated",
+        True,
+    )
+    for reason in ("empty", "login_page", "error_page", "captcha", "refusal", "too_short"):
+        f = verdict_for("invalid", reason)
+        assert (f.state, f.reason, f.run_detector) == ("failed", f"invalid_answer:{reason}", False)
+    amb = detect("我每天都喝咖啡", BrandSet((LUCKIN, Brand("Manner Coffee", ("咖啡",)))))
+    c = conclude(v, amb)
+    assert (c.state, c.reason) == ("review", "ambiguous_alias:咖啡")
+    assert conclude(v, detect("瑞幸咖啡", COFFEE)) == v
+    # A doubtful invalid answer stays in review for its own reason.
+    assert conclude(t, amb) == t
