@@ -69,25 +69,23 @@ def analyse_run(
     brand_set = BrandSet.from_config(runstore.run_config(conn, run_id))
     conn.commit()  # end the read transaction: each chunk is its own transaction
     summary = AnalysisSummary(run_id, detector_version)
-    after = ""
-    while True:
+    with conn.cursor() as cur:
+        cur.execute(
+            Q("analysis.candidate_ids"),
+            {"run_id": run_id, "channel": channel, "detector_version": detector_version},
+        )
+        todo = [r["sample_id"] for r in cur.fetchall()]
+    conn.commit()
+    for i in range(0, len(todo), chunk_size):
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(Q("analysis.set_actor"), {"actor": f"analysis:{detector_version}"})
             cur.execute(
                 Q("analysis.candidates"),
-                {
-                    "run_id": run_id,
-                    "channel": channel,
-                    "after": after,
-                    "detector_version": detector_version,
-                    "limit": chunk_size,
-                },
+                {"sample_ids": todo[i : i + chunk_size], "detector_version": detector_version},
             )
             rows = cur.fetchall()
-            if not rows:
-                break
-            after = rows[-1]["sample_id"]
-            _analyse_chunk(conn, rows, brand_set, detector_version, summary)
+            if rows:
+                _analyse_chunk(conn, rows, brand_set, detector_version, summary)
     with conn.cursor() as cur:
         if summary.analysed >= ANALYZE_AFTER:
             # Bulk writes leave the planner's statistics stale until autovacuum comes by;

@@ -5,10 +5,27 @@
 -- Names the analyser or operator in geo.state_transitions.actor for this transaction.
 SELECT set_config('geo.actor', %(actor)s, true);
 
+-- name: candidate_ids
+-- Samples of a run to analyse (R6): evidence stored or partial, with an answer, and either
+-- analysis pending or no result yet for this detector version and the latest answer revision.
+-- One pass over the run; the chunks below lock and re-check their share of these ids.
+SELECT s.sample_id
+  FROM geo.samples s
+  CROSS JOIN LATERAL (SELECT a1.revision FROM geo.answers a1 WHERE a1.sample_id = s.sample_id
+                       ORDER BY a1.revision DESC LIMIT 1) a
+ WHERE s.run_id = %(run_id)s
+   AND (%(channel)s::text IS NULL OR s.channel = %(channel)s)
+   AND s.evidence_state IN ('stored', 'partial')
+   AND (s.analysis_state = 'pending'
+        OR NOT EXISTS (SELECT 1 FROM geo.analysis_results r
+                        WHERE r.sample_id = s.sample_id
+                          AND r.detector_version = %(detector_version)s
+                          AND r.answer_revision = a.revision))
+ ORDER BY s.sample_id;
+
 -- name: candidates
--- The next chunk of samples of a run to analyse (R6): evidence stored or partial, with an
--- answer, and either analysis pending or no result yet for this detector version and the
--- latest answer revision. Locked so that two analysers split the work instead of doubling it.
+-- One chunk of candidate_ids, locked so that two analysers split the work instead of doubling
+-- it, and re-checked under the lock (another analyser may have finished some meanwhile).
 SELECT s.sample_id, s.analysis_state, a.revision AS answer_revision, a.raw_text,
        coalesce(vd.verdict, a.validity) AS validity, a.validity_reason
   FROM geo.samples s
@@ -18,17 +35,14 @@ SELECT s.sample_id, s.analysis_state, a.revision AS answer_revision, a.raw_text,
   LEFT JOIN LATERAL (SELECT d.verdict FROM geo.review_decisions d
                       WHERE d.sample_id = s.sample_id AND d.subject = 'validity'
                       ORDER BY d.decision_id DESC LIMIT 1) vd ON true
- WHERE s.run_id = %(run_id)s
-   AND (%(channel)s::text IS NULL OR s.channel = %(channel)s)
+ WHERE s.sample_id = ANY(%(sample_ids)s::text[])
    AND s.evidence_state IN ('stored', 'partial')
-   AND s.sample_id > %(after)s
    AND (s.analysis_state = 'pending'
         OR NOT EXISTS (SELECT 1 FROM geo.analysis_results r
                         WHERE r.sample_id = s.sample_id
                           AND r.detector_version = %(detector_version)s
                           AND r.answer_revision = a.revision))
  ORDER BY s.sample_id
- LIMIT %(limit)s
  FOR UPDATE OF s SKIP LOCKED;
 
 -- name: citations_for

@@ -333,3 +333,42 @@ def test_materialised_tables_agree_with_the_sample_brand_facts_view(db, planted)
         " ORDER BY 1, 2, 3, 4, 5"
     ).fetchall()
     assert from_view == from_table and len(from_table) == 12
+
+
+def test_two_analysers_at_once_split_the_work(db, db_url):
+    import threading
+
+    import psycopg
+    from psycopg.rows import dict_row
+
+    samples = make_run(
+        db,
+        "r-twice",
+        questions=["哪个咖啡品牌最好？"],
+        channels=[{"platform": "kimi", "device": "web"}],
+        repeats=20,
+    )
+    for s in samples:
+        store_answer(db, s["sample_id"], "推荐瑞幸。")
+    results = []
+
+    def analyser():
+        with psycopg.connect(db_url, row_factory=dict_row) as conn:
+            results.append(analyse_run(conn, "r-twice", chunk_size=3, refresh=False))
+
+    threads = [threading.Thread(target=analyser) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert sum(r.analysed for r in results) == 20
+    per_sample = db.execute(
+        "SELECT count(*) AS c FROM geo.analysis_results r JOIN geo.samples s USING (sample_id)"
+        " WHERE s.run_id = 'r-twice' GROUP BY sample_id"
+    ).fetchall()
+    assert len(per_sample) == 20 and {r["c"] for r in per_sample} == {1}
+    moves = db.execute(
+        "SELECT count(*) AS c FROM geo.state_transitions WHERE run_id = 'r-twice'"
+        " AND layer = 'analysis'"
+    ).fetchone()["c"]
+    assert moves == 20  # pending -> accepted once each
