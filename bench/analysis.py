@@ -158,7 +158,7 @@ def bench_db(samples: int, keep: bool = False) -> list[tuple[str, str]]:
     from geo_pipeline.store import runs as runstore
 
     admin = _admin_url()
-    name = f"geo_bench_{uuid.uuid4().hex[:10]}"
+    name = f"geo_bench_analysis_{uuid.uuid4().hex[:10]}"
     with psycopg.connect(admin, autocommit=True) as a:
         a.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
     url = admin.rsplit("/", 1)[0] + "/" + name
