@@ -41,6 +41,28 @@ def _id_tuple(stream_id: str) -> tuple[int, int]:
     return int(ms), int(seq or 0)
 
 
+# One page of XRANGE, reduced on the server to its distinct (run_id, channel) pairs: the sensor
+# needs only where to look, and shipping 50k entries of five fields each to Python costs seconds
+# of RESP parsing (measured: 11 s vs < 1 s for 50k entries, bench/dagster_sensor.py).
+# Returns {last id read, entries read, ["run_id<TAB>channel", ...]}. Ids never contain a tab.
+_PAIRS_LUA = """
+local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
+local seen, out, last = {}, {}, ''
+for _, e in ipairs(entries) do
+  last = e[1]
+  local f, run, ch = e[2], nil, nil
+  for j = 1, #f, 2 do
+    if f[j] == 'run_id' then run = f[j + 1] elseif f[j] == 'channel' then ch = f[j + 1] end
+  end
+  if run and ch then
+    local k = run .. '\t' .. ch
+    if not seen[k] then seen[k] = true; out[#out + 1] = k end
+  end
+end
+return {last, #entries, out}
+"""
+
+
 def read_completions(
     client: redis_lib.Redis, stream: str, after: str | None, page: int, limit: int
 ) -> StreamRead:
@@ -69,18 +91,19 @@ def read_completions(
             # already read leaves the head at or before the cursor and is no gap.)
             out.gap = "entries after the cursor may have been trimmed"
     start = f"({after}" if after else "-"
+    script = client.register_script(_PAIRS_LUA)
     while out.entries < limit:
-        batch = client.xrange(stream, min=start, max="+", count=min(page, limit - out.entries))
-        if not batch:
+        count = min(page, limit - out.entries)
+        last_id, n, pairs = script(keys=[stream], args=[start, count])
+        if not n:
             break
-        for _entry_id, fields in batch:
-            run_id, channel = (fields or {}).get("run_id"), (fields or {}).get("channel")
-            if run_id and channel:
-                out.pairs.add((str(run_id), str(channel)))
-        out.entries += len(batch)
-        out.last_id = str(batch[-1][0])
+        for pair in pairs:
+            run_id, _, channel = str(pair).partition("\t")
+            out.pairs.add((run_id, channel))
+        out.entries += int(n)
+        out.last_id = str(last_id)
         start = f"({out.last_id}"
-        if len(batch) < page:
+        if int(n) < count:
             break
     return out
 
