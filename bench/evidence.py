@@ -193,6 +193,8 @@ def main() -> None:
         "archive_evidence per sample (6 objects incl. a 1.3 MB 1280x2400 PNG and its thumbnail)",
     )
     print_table(bench_rules(args.answers), "pure evidence rules")
+    # These machines are shared and noisy; the load says how much of them the run really had.
+    print("load average (1/5/15 min) at the end: {:.1f} {:.1f} {:.1f}".format(*os.getloadavg()))
     assert sha256_hex(b"") == "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
 
 

@@ -204,13 +204,18 @@ class LocalArchive:
 class S3Archive:
     """A bucket (and key prefix) on any S3-compatible store, through a boto3 S3 client.
 
-    The sha256 of each object is kept in its user metadata so an idempotent re-write can be
-    recognised with one HEAD request; reads still hash the bytes themselves."""
+    The sha256 of each object is kept in its user metadata so that an idempotent re-write can be
+    told from a conflict with one HEAD request; reads still hash the bytes themselves."""
 
-    def __init__(self, client: Any, bucket: str, prefix: str = ""):
+    def __init__(
+        self, client: Any, bucket: str, prefix: str = "", *, conditional_writes: bool = True
+    ):
         self.client = client
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
+        # AWS S3, MinIO and SeaweedFS honour If-None-Match on PUT; a store that ignores it can
+        # only replace an object with identical bytes, because keys are content-addressed.
+        self.conditional_writes = conditional_writes
 
     @property
     def location(self) -> str:
@@ -244,9 +249,33 @@ class S3Archive:
             raise self._unavailable("look up", key, exc) from exc
 
     def put(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
-        from botocore.exceptions import BotoCoreError, ClientError
+        """One conditional PUT (``If-None-Match: *``) for a new object — the common case; when
+        the key exists (412), a HEAD tells an idempotent re-write from a conflict. Stores that
+        do not support conditional writes fall back to HEAD-then-PUT."""
+        from botocore.exceptions import BotoCoreError, ClientError, ParamValidationError
 
         digest = sha256_hex(data)
+        args: dict[str, Any] = dict(
+            Bucket=self.bucket,
+            Key=self._key(key),
+            Body=data,
+            ContentType=mime_type,
+            Metadata={SHA256_METADATA: digest},
+        )
+        if self.conditional_writes:
+            try:
+                self.client.put_object(IfNoneMatch="*", **args)
+                return PutResult(key, digest, len(data), created=True)
+            except ParamValidationError:  # a boto3 too old to send the header
+                self.conditional_writes = False
+            except ClientError as exc:
+                code = self._code(exc)
+                if code in ("NotImplemented", "501"):
+                    self.conditional_writes = False
+                elif code not in ("PreconditionFailed", "412", "ConditionalRequestConflict"):
+                    raise self._unavailable("write", key, exc) from exc
+            except BotoCoreError as exc:
+                raise self._unavailable("write", key, exc) from exc
         head = self._head(key)
         if head is not None:
             stored = (head.get("Metadata") or {}).get(SHA256_METADATA)
@@ -256,13 +285,7 @@ class S3Archive:
                 raise ObjectConflict(f"{key!r} at {self.location} holds different content")
             return PutResult(key, digest, len(data), created=False)
         try:
-            self.client.put_object(
-                Bucket=self.bucket,
-                Key=self._key(key),
-                Body=data,
-                ContentType=mime_type,
-                Metadata={SHA256_METADATA: digest},
-            )
+            self.client.put_object(**args)
         except (ClientError, BotoCoreError) as exc:
             raise self._unavailable("write", key, exc) from exc
         return PutResult(key, digest, len(data), created=True)

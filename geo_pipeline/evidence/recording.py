@@ -127,6 +127,7 @@ class ArchivedEvidence:
     screenshot_status: ScreenshotStatus
     warnings: tuple[str, ...] = ()
     failure: str | None = None  # the text could not be archived
+    screenshot_detail: str | None = None  # why there is no screenshot (platform or our side)
 
 
 @dataclass(frozen=True)
@@ -285,7 +286,7 @@ def archive_evidence(
             warnings=_dedupe(evidence.warnings),
             failure=f"{ARCHIVE_FAILED}: {exc}",
         )
-    status, shot_objects, shot_warnings, _detail = _archive_attachment(
+    status, shot_objects, shot_warnings, detail = _archive_attachment(
         archive, ref, evidence.screenshot
     )
     warnings = list(evidence.warnings) + shot_warnings
@@ -296,6 +297,7 @@ def archive_evidence(
         objects=tuple(objects + shot_objects),
         screenshot_status=status,
         warnings=_dedupe(warnings),
+        screenshot_detail=detail,
     )
 
 

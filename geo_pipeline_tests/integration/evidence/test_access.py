@@ -163,3 +163,14 @@ def test_dagster_s3_resource_builds_the_same_archive(s3_server, s3_archive):
     written = via_dagster.put(key, b"from dagster", mime_type="text/plain")
     # The evidence package's own client reads what the Dagster resource's client wrote.
     assert s3_archive.get(key, sha256=written.sha256) == b"from dagster"
+
+
+def test_s3_without_conditional_writes_behaves_the_same(s3_archive):
+    """The HEAD-then-PUT path for stores that do not honour If-None-Match."""
+    plain = S3Archive(s3_archive.client, s3_archive.bucket, "plain", conditional_writes=False)
+    key = object_key("tenant-a", "run-1", "s" + "4" * 24, "sha256-w", "answer_raw")
+    assert plain.put(key, b"v1", mime_type="text/plain").created
+    assert not plain.put(key, b"v1", mime_type="text/plain").created
+    with pytest.raises(ObjectConflict):
+        plain.put(key, b"v2", mime_type="text/plain")
+    assert plain.get(key) == b"v1"

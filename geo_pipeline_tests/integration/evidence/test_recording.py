@@ -141,9 +141,9 @@ def test_repair_adds_a_revision_and_the_old_one_stays_readable(db, archive):
 def test_unavailable_screenshot_leaves_text_and_a_later_one_adds_a_revision(db, archive):
     ref = seed_sample(db, policy="required")
     missing = Attachment(kind="screenshot", status="unavailable", reason="renderer crashed")
-    outcome = _record(
-        db, archive_evidence(archive, ref, 1, make_evidence(ref, screenshot=missing), "required")
-    )
+    archived = archive_evidence(archive, ref, 1, make_evidence(ref, screenshot=missing), "required")
+    assert archived.screenshot_detail == "renderer crashed"
+    outcome = _record(db, archived)
     assert (outcome.state, outcome.reason) == ("partial", "SCREENSHOT_UNAVAILABLE")
     assert "SCREENSHOT_UNAVAILABLE" in outcome.warnings
     answer = db.execute(
