@@ -1,0 +1,60 @@
+"""dagster.yaml: dagster-postgres storage from environment variables (psycopg2 driver) and the
+QueuedRunCoordinator with its concurrency limits, loaded against the real PostgreSQL server."""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import dagster as dg
+import pytest
+
+from geo_pipeline.defs.jobs import QUEUE_TAG
+from geo_pipeline_tests.fixtures.postgres import create_database, drop_database
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture
+def dagster_home(
+    pg_admin_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Path]:
+    name = f"geo_dagster_{uuid.uuid4().hex[:10]}"
+    create_database(pg_admin_url, name)
+    parts = urlsplit(pg_admin_url)
+    if not parts.hostname or parts.hostname.startswith("/"):
+        pytest.skip("the test server listens on a socket directory; dagster.yaml uses TCP")
+    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
+    monkeypatch.setenv("DAGSTER_PG_USERNAME", parts.username or "postgres")
+    monkeypatch.setenv("DAGSTER_PG_PASSWORD", parts.password or "")
+    monkeypatch.setenv("DAGSTER_PG_HOST", parts.hostname)
+    monkeypatch.setenv("DAGSTER_PG_PORT", str(parts.port or 5432))
+    monkeypatch.setenv("DAGSTER_PG_DB", name)
+    yield tmp_path
+    drop_database(pg_admin_url, name)
+
+
+def test_instance_uses_postgres_storage_and_a_limited_run_queue(dagster_home: Path) -> None:
+    from dagster._core.run_coordinator import QueuedRunCoordinator
+    from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
+
+    with dg.DagsterInstance.get() as instance:
+        assert isinstance(instance.run_storage, PostgresRunStorage)
+        assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
+        coordinator = instance.run_coordinator
+        assert isinstance(coordinator, QueuedRunCoordinator)
+        config = coordinator.inst_data.config_dict  # type: ignore[union-attr]
+        assert config["max_concurrent_runs"] == 8
+        limits = {
+            (lim["key"], lim["value"]): lim["limit"] for lim in config["tag_concurrency_limits"]
+        }
+        assert limits == {(QUEUE_TAG, "plan"): 4, (QUEUE_TAG, "downstream"): 6,
+                          (QUEUE_TAG, "billing"): 2}  # fmt: skip
+        # The dynamic partitions live in that storage and survive a new instance.
+        instance.add_dynamic_partitions("collection_runs", ["r-yaml-1"])
+    with dg.DagsterInstance.get() as again:
+        assert again.get_dynamic_partitions("collection_runs") == ["r-yaml-1"]
