@@ -38,7 +38,7 @@ FAULTY = {
         "unparseable_rate": 0.05,
         "screenshot_late_rate": 0.2,
         "screenshot_never_rate": 0.1,
-        "screenshot_delay_s": [0.05, 0.2],
+        "screenshot_delay_s": [0.8, 1.2],  # long enough to be seen pending under load
         "bad_answer_rate": 0.15,
         "hostile_rate": 0.15,
     }
@@ -136,11 +136,11 @@ async def drive(cs: ConnectorSet, n_tasks: int) -> tuple[Counter[str], dict[str,
                 evidence_kinds[w] += 1
             if ev.screenshot is not None and ev.screenshot.status != "unavailable":
                 shot = None
-                for _ in range(100):
+                for _ in range(200):
                     shot = await conn.fetch_screenshot(upstream_id)
                     if shot.status != "pending":
                         break
-                    await asyncio.sleep(0.02)
+                    await asyncio.sleep(0.05)
                 assert shot is not None and shot.status == "available"
                 assert shot.data is not None and shot.data.startswith(b"\x89PNG")
                 evidence_kinds["screenshot_fetched"] += 1
