@@ -127,3 +127,13 @@ def load_registry(path: str | Path | None = None) -> Registry:
     except OSError as exc:
         raise RegistryError(f"cannot read connector registry {source}: {exc.strerror}") from exc
     return parse_registry(data or {})
+
+
+def __getattr__(name: str) -> Any:
+    # ``from geo_pipeline.connectors.registry import build_connector`` works too; the factory
+    # lives in connectors.factory, which imports this module, hence the lazy lookup.
+    if name in ("build_connector", "ConnectorSet"):
+        from geo_pipeline.connectors import factory
+
+        return getattr(factory, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
