@@ -60,6 +60,7 @@ def test_normalisation_rules(raw, normalized):
         ("www.example.org.cn", "example.org.cn"),
         ("shop.example.com.hk", "example.com.hk"),
         ("example.co.jp", "example.co.jp"),
+        ("www.xn--fsqu00a.xn--55qx5d.cn", "xn--fsqu00a.xn--55qx5d.cn"),  # www.例子.公司.cn
         ("com.cn", None),
         ("localhost", None),
         ("127.0.0.1", None),
