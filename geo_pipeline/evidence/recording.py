@@ -53,8 +53,11 @@ from geo_pipeline.domain.urls import normalise_url
 from geo_pipeline.domain.validity import Validity, classify
 from geo_pipeline.evidence.archive import Archive, ArchiveError, object_key, sha256_hex
 from geo_pipeline.evidence.sanitise import render_answer
-from geo_pipeline.evidence.thumbnails import THUMBNAIL_MIME, ImageUnreadable, inspect_image
-from geo_pipeline.evidence.thumbnails import make_thumbnail as _make_thumbnail
+from geo_pipeline.evidence.thumbnails import (
+    THUMBNAIL_MIME,
+    ImageUnreadable,
+    screenshot_derivatives,
+)
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -216,7 +219,7 @@ def _archive_attachment(
     if attachment.status != "available" or not attachment.data:
         return "unavailable", [], [SCREENSHOT_UNAVAILABLE], attachment.reason or "no image data"
     try:
-        info = inspect_image(attachment.data)
+        info, thumb = screenshot_derivatives(attachment.data)
     except ImageUnreadable as exc:
         return "unavailable", [], [SCREENSHOT_UNAVAILABLE], str(exc)
     try:
@@ -226,9 +229,8 @@ def _archive_attachment(
         return "unavailable", [], [SCREENSHOT_UNAVAILABLE], f"archive: {exc}"
     objects, warnings = [shot], []
     try:
-        thumb = _make_thumbnail(attachment.data)
         objects.append(_put(archive, ref, "thumbnail", thumb, THUMBNAIL_MIME))
-    except (ArchiveError, ImageUnreadable) as exc:
+    except ArchiveError as exc:
         # The original is archived; a missing thumbnail is cosmetic and can be re-made from it.
         log.warning("thumbnail of %s not archived: %s", ref.sample_id, exc)
         warnings.append(THUMBNAIL_UNAVAILABLE)

@@ -43,24 +43,39 @@ def _open(data: bytes) -> Image.Image:
         raise ImageUnreadable(f"cannot decode screenshot image: {exc}") from exc
 
 
-def inspect_image(data: bytes) -> ImageInfo:
-    """Format and size of an image; raises ImageUnreadable."""
-    image = _open(data)
+def _info(image: Image.Image) -> ImageInfo:
     fmt = image.format or "octet-stream"
-    mime = _MIME_BY_FORMAT.get(fmt, f"image/{fmt.lower()}")
-    return ImageInfo(mime, image.width, image.height)
+    return ImageInfo(_MIME_BY_FORMAT.get(fmt, f"image/{fmt.lower()}"), image.width, image.height)
 
 
-def make_thumbnail(data: bytes, max_size: tuple[int, int] = THUMBNAIL_MAX) -> bytes:
-    """A JPEG no larger than ``max_size`` keeping the aspect ratio. Deterministic for the same
-    input, so re-archiving the same screenshot re-creates the same thumbnail object."""
-    image = _open(data)
+def _thumbnail_of(image: Image.Image, max_size: tuple[int, int]) -> bytes:
     if image.mode not in ("RGB", "L"):
         background = Image.new("RGB", image.size, (255, 255, 255))
         rgba = image.convert("RGBA")
         background.paste(rgba, mask=rgba.getchannel("A"))
         image = background
+    else:
+        image = image.copy()  # thumbnail() works in place; the decoded original stays intact
     image.thumbnail(max_size)
     out = io.BytesIO()
     image.save(out, format="JPEG", quality=80, optimize=True)
     return out.getvalue()
+
+
+def inspect_image(data: bytes) -> ImageInfo:
+    """Format and size of an image; raises ImageUnreadable."""
+    return _info(_open(data))
+
+
+def make_thumbnail(data: bytes, max_size: tuple[int, int] = THUMBNAIL_MAX) -> bytes:
+    """A JPEG no larger than ``max_size`` keeping the aspect ratio. Deterministic for the same
+    input, so re-archiving the same screenshot re-creates the same thumbnail object."""
+    return _thumbnail_of(_open(data), max_size)
+
+
+def screenshot_derivatives(
+    data: bytes, max_size: tuple[int, int] = THUMBNAIL_MAX
+) -> tuple[ImageInfo, bytes]:
+    """Format/size and thumbnail from one decode (decoding a full-page PNG is the costly part)."""
+    image = _open(data)
+    return _info(image), _thumbnail_of(image, max_size)
