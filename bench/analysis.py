@@ -110,6 +110,12 @@ def bench_detection(n: int) -> list[tuple[str, str]]:
     return rows
 
 
+def _emit(rows: list[tuple[str, str]], row: tuple[str, str]) -> None:
+    """Print a result as soon as it is measured (the 100k run takes minutes)."""
+    rows.append(row)
+    print(f"{row[0]:<62}  {row[1]}", flush=True)
+
+
 def _admin_url() -> str:
     from geo_pipeline.store.db import to_psycopg_url
 
@@ -215,22 +221,22 @@ def bench_db(samples: int, keep: bool = False) -> list[tuple[str, str]]:
                             u = f"https://{dom}/a"
                             copy.write_row((s.sample_id, 1, k, rel, u, u, dom))
             conn.commit()
-            rows.append((f"setup: {n:,} samples completed + answers/citations COPY",
+            _emit(rows, (f"setup: {n:,} samples completed + answers/citations COPY",
                          f"{time.perf_counter() - t0:,.1f} s"))  # fmt: skip
             t0 = time.perf_counter()
             summary = analyse_run(conn, "bench-run", refresh=False)  # type: ignore[arg-type]
             dt = time.perf_counter() - t0
-            rows.append((f"analyse_run: {summary.analysed:,} samples x {len(brands)} brands",
+            _emit(rows, (f"analyse_run: {summary.analysed:,} samples x {len(brands)} brands",
                          f"{dt:,.1f} s ({summary.analysed / dt:,.0f} samples/s)"))  # fmt: skip
             t0 = time.perf_counter()
             counts = refresh_analytics(conn, "bench-run")  # type: ignore[arg-type]
             dt = time.perf_counter() - t0
-            rows.append((f"refresh_analytics: {sum(counts.values()):,} rows in 4 tables",
+            _emit(rows, (f"refresh_analytics: {sum(counts.values()):,} rows in 4 tables",
                          f"{dt:,.1f} s"))  # fmt: skip
             t0 = time.perf_counter()
             again = analyse_run(conn, "bench-run")  # type: ignore[arg-type]
             dt = time.perf_counter() - t0
-            rows.append((f"analyse_run again (idempotent: {again.analysed} analysed) + refresh",
+            _emit(rows, (f"analyse_run again (idempotent: {again.analysed} analysed) + refresh",
                          f"{dt:,.1f} s"))  # fmt: skip
     finally:
         if keep:
@@ -248,13 +254,11 @@ def main() -> None:
     ap.add_argument("--skip-db", action="store_true")
     ap.add_argument("--keep", action="store_true", help="Keep the scratch database.")
     args = ap.parse_args()
-    rows = bench_detection(args.answers)
+    print(f"machine: {machine()}", flush=True)
+    for name, value in bench_detection(args.answers):
+        print(f"{name:<62}  {value}", flush=True)
     if not args.skip_db:
-        rows += bench_db(args.samples, args.keep)
-    print(f"machine: {machine()}")
-    width = max(len(r[0]) for r in rows)
-    for name, value in rows:
-        print(f"{name:<{width}}  {value}")
+        bench_db(args.samples, args.keep)
 
 
 if __name__ == "__main__":

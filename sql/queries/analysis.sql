@@ -149,23 +149,36 @@ WITH st AS MATERIALIZED (
      AND m.detector_version = st.detector_version AND m.answer_revision = st.analysed_revision
    WHERE st.mention_status = 'known'
 ), cell_brand AS (
-  SELECT run_id, channel, region, mode, question_revision, brand,
-         count(*) FILTER (WHERE mentioned)::int AS mentions,
-         sum(rank) FILTER (WHERE mentioned) AS rank_sum,
-         count(*) FILTER (WHERE domain_cited)::int AS cited,
-         count(*) FILTER (WHERE domain_retrieved)::int AS retrieved
-    FROM km
-   GROUP BY run_id, channel, region, mode, question_revision, brand
+  -- Cell counts x tracked brands, and the known mention rows, summed by one GROUP BY over a
+  -- UNION ALL: no join between aggregates whose row estimates the planner cannot know (a
+  -- misestimated join here cost minutes on a 100,000-sample run).
+  SELECT u.run_id, u.channel, u.region, u.mode, u.question_revision, u.brand,
+         max(u.tenant_id) AS tenant_id, max(u.platform) AS platform, max(u.device) AS device,
+         max(u.question_index) AS question_index, bool_or(u.is_target) AS is_target,
+         sum(u.samples)::int AS samples, sum(u.valid_samples)::int AS valid_samples,
+         sum(u.invalid_samples)::int AS invalid_samples,
+         sum(u.analysing_samples)::int AS analysing_samples,
+         sum(u.review_samples)::int AS review_samples, sum(u.n)::int AS n,
+         count(*) FILTER (WHERE u.mentioned)::int AS mentions,
+         sum(u.rank) FILTER (WHERE u.mentioned) AS rank_sum,
+         count(*) FILTER (WHERE u.domain_cited)::int AS cited,
+         count(*) FILTER (WHERE u.domain_retrieved)::int AS retrieved
+    FROM (SELECT c.run_id, c.channel, c.region, c.mode, c.question_revision, b.brand,
+                 c.tenant_id, c.platform, c.device, c.question_index, b.is_target,
+                 c.samples, c.valid_samples, c.invalid_samples, c.analysing_samples,
+                 c.review_samples, c.n, NULL::boolean AS mentioned, NULL::int AS rank,
+                 NULL::boolean AS domain_cited, NULL::boolean AS domain_retrieved
+            FROM cell c JOIN analytics.run_brands b ON b.run_id = c.run_id
+          UNION ALL
+          SELECT km.run_id, km.channel, km.region, km.mode, km.question_revision, km.brand,
+                 NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0,
+                 km.mentioned, km.rank, km.domain_cited, km.domain_retrieved
+            FROM km) u
+   GROUP BY u.run_id, u.channel, u.region, u.mode, u.question_revision, u.brand
+  HAVING bool_or(u.is_target) IS NOT NULL
 ), metrics AS MATERIALIZED (
-  SELECT c.*, r.monitor_id, r.scheduled_for, b.brand, b.is_target,
-         coalesce(cb.mentions, 0) AS mentions, cb.rank_sum,
-         coalesce(cb.cited, 0) AS cited, coalesce(cb.retrieved, 0) AS retrieved
-    FROM cell c
-    JOIN geo.runs r ON r.run_id = c.run_id
-    JOIN analytics.run_brands b ON b.run_id = c.run_id
-    LEFT JOIN cell_brand cb ON cb.run_id = c.run_id AND cb.channel = c.channel
-         AND cb.region = c.region AND cb.mode = c.mode
-         AND cb.question_revision = c.question_revision AND cb.brand = b.brand
+  SELECT cb.*, r.monitor_id, r.scheduled_for
+    FROM cell_brand cb JOIN geo.runs r ON r.run_id = cb.run_id
 ), ins_cell AS (
   INSERT INTO analytics.brand_metrics
     (run_id, tenant_id, monitor_id, scheduled_for, channel, platform, device, region, mode,
@@ -223,27 +236,34 @@ WITH st AS MATERIALIZED (
          AND sa.region = c.region AND sa.mode = c.mode
    GROUP BY c.run_id, c.channel, c.region, c.mode
   HAVING sum(c.n) > 0
-), sov_brand AS (
-  SELECT run_id, channel, region, mode, brand,
-         count(*) FILTER (WHERE mentioned)::int AS answers_brand,
-         sum(mention_count)::int AS brand_mentions
-    FROM km GROUP BY run_id, channel, region, mode, brand
+), sov AS (
+  -- The same UNION ALL shape as cell_brand, at the run x channel x region x mode grain.
+  SELECT u.run_id, u.channel, u.region, u.mode, u.brand, bool_or(u.is_target) AS is_target,
+         max(u.n) AS n, max(u.answers_any) AS answers_any, max(u.all_mentions) AS all_mentions,
+         count(*) FILTER (WHERE u.mentioned)::int AS answers_brand,
+         coalesce(sum(u.mention_count), 0)::int AS brand_mentions
+    FROM (SELECT sc.run_id, sc.channel, sc.region, sc.mode, b.brand, b.is_target, sc.n,
+                 sc.answers_any, sc.all_mentions, NULL::boolean AS mentioned,
+                 NULL::int AS mention_count
+            FROM sov_cell sc JOIN analytics.run_brands b ON b.run_id = sc.run_id
+          UNION ALL
+          SELECT km.run_id, km.channel, km.region, km.mode, km.brand, NULL, NULL, NULL, NULL,
+                 km.mentioned, km.mention_count
+            FROM km) u
+   GROUP BY u.run_id, u.channel, u.region, u.mode, u.brand
+  HAVING max(u.n) > 0 AND bool_or(u.is_target) IS NOT NULL
 ), ins_sov AS (
   INSERT INTO analytics.share_of_voice
     (run_id, monitor_id, scheduled_for, channel, region, mode, brand, is_target, n,
      answers_mentioning_brand, answers_mentioning_any_tracked_brand,
      share_of_answers_mentioning_any_brand, brand_mentions, all_tracked_mentions,
      share_of_all_tracked_mentions)
-  SELECT sc.run_id, r.monitor_id, r.scheduled_for, sc.channel, sc.region, sc.mode, b.brand,
-         b.is_target, sc.n, coalesce(sb.answers_brand, 0), sc.answers_any,
-         coalesce(sb.answers_brand, 0)::float8 / nullif(sc.answers_any, 0),
-         coalesce(sb.brand_mentions, 0), sc.all_mentions,
-         coalesce(sb.brand_mentions, 0)::float8 / nullif(sc.all_mentions, 0)
-    FROM sov_cell sc
-    JOIN geo.runs r ON r.run_id = sc.run_id
-    JOIN analytics.run_brands b ON b.run_id = sc.run_id
-    LEFT JOIN sov_brand sb ON sb.run_id = sc.run_id AND sb.channel = sc.channel
-         AND sb.region = sc.region AND sb.mode = sc.mode AND sb.brand = b.brand
+  SELECT v.run_id, r.monitor_id, r.scheduled_for, v.channel, v.region, v.mode, v.brand,
+         v.is_target, v.n, v.answers_brand, v.answers_any,
+         v.answers_brand::float8 / nullif(v.answers_any, 0),
+         v.brand_mentions, v.all_mentions,
+         v.brand_mentions::float8 / nullif(v.all_mentions, 0)
+    FROM sov v JOIN geo.runs r ON r.run_id = v.run_id
   RETURNING 1
 )
 SELECT (SELECT count(*) FROM ins_cell) AS brand_metrics,
