@@ -186,10 +186,11 @@ class SyncProtocolConnector:
             data = load_json(raw, self.protocol)
         except Unparseable:
             data = None  # accepted all the same: fetch_evidence reports it raw (R13)
-        if data is not None:
+        if data is not None and "error" in data and not data.keys() - {"error", "type"}:
+            # A bare error object inside HTTP 200: the engine answered 'no', nothing to keep.
+            # (A body that is a response with a failed status was accepted: poll says failed.)
             err = error_in_body(data, raw, self.protocol)
-            if err is not None and data.get("type") != "message":
-                # An error object inside HTTP 200: the engine answered 'no', nothing to keep.
+            if err is not None:
                 raise err
         # The engine's own response id when readable; otherwise our key names the attempt.
         rid = data.get("id") or data.get("responseId") if data else None

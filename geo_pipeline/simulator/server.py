@@ -23,6 +23,13 @@ from aiohttp import web
 
 from geo_pipeline.simulator.answers import generate_answer, unit
 from geo_pipeline.simulator.profiles import Profile, ProfileError, SimulatorConfig
+from geo_pipeline.simulator.protocols import (
+    STATS_LABEL,
+    auth_key,
+    error_body,
+    question_of,
+    success_body,
+)
 from geo_pipeline.simulator.screenshots import render_png
 from geo_pipeline.simulator.state import SimState, Task, TokenBucket
 
@@ -50,18 +57,6 @@ def _json(obj: Any, status: int = 200, headers: Mapping[str, str] | None = None)
 def _error(code: int, etype: str, message: str, **extra: Any) -> web.Response:
     headers = extra.pop("headers", None)
     return _json({"error": {"type": etype, "message": message, **extra}}, code, headers)
-
-
-def _openai_error(
-    status: int,
-    message: str,
-    etype: str,
-    code: str | None,
-    headers: Mapping[str, str] | None = None,
-) -> web.Response:
-    # OpenAI's documented error body: {"error": {"message", "type", "param", "code"}}.
-    body = {"error": {"message": message, "type": etype, "param": None, "code": code}}
-    return _json(body, status, headers)
 
 
 def _iso(ts: datetime) -> str:
@@ -510,42 +505,47 @@ class Simulator:
     # ------------------------------------------------------------------ OpenAI-compatible
     async def chat_completions(self, request: web.Request) -> web.Response:
         """``POST /openai/v1/chat/completions``: the model name selects the platform profile."""
+        return await self.sync_call(request, "openai_chat")
+
+    def _sync_handler(self, protocol: str) -> Handler:
+        async def handler(request: web.Request) -> web.Response:
+            return await self.sync_call(request, protocol)
+
+        return handler
+
+    async def sync_call(self, request: web.Request, protocol: str) -> web.Response:
+        """One synchronous engine call in ``protocol``'s documented shapes (protocols.py). The
+        model name (in the body, or Gemini's URL path) selects the platform profile; faults are
+        drawn per (Idempotency-Key or body hash, call number) like the task API's."""
+
+        def fail(kind: str, message: str, headers: Mapping[str, str] | None = None) -> web.Response:
+            status, body = error_body(protocol, kind, message)
+            return _json(body, status, headers)
+
+        raw = await request.read()
         try:
-            body = json.loads(await request.read())
+            body = json.loads(raw)
             if not isinstance(body, dict):
                 raise ValueError
         except ValueError:
-            return _openai_error(
-                400, "We could not parse the JSON body", "invalid_request_error", None
-            )
-        model = str(body.get("model") or "")
+            return fail("bad_request", "We could not parse the JSON body")
+        if protocol == "gemini":
+            model, _, _action = request.match_info["model_action"].partition(":")
+        else:
+            model = str(body.get("model") or "")
         prof = self.profiles.get(model)
         if prof is None:
-            return _openai_error(
-                404,
-                f"The model `{model}` does not exist",
-                "invalid_request_error",
-                "model_not_found",
-            )
-        platform = f"openai/{model}"
+            return fail("model_not_found", f"The model `{model}` does not exist")
+        platform = f"{STATS_LABEL.get(protocol, protocol)}/{model}"
         if prof.require_auth:
-            header = request.headers.get("Authorization", "")
-            if header[7:].strip() != (prof.api_key or "") or not header.startswith("Bearer "):
+            given = auth_key(protocol, request.headers)
+            if not given or given != (prof.api_key or ""):
                 self._count(platform, "chat", 401)
-                return _openai_error(
-                    401, "Incorrect API key provided", "invalid_request_error", "invalid_api_key"
-                )
-        messages = body.get("messages")
-        question = ""
-        if isinstance(messages, list):
-            users = [m for m in messages if isinstance(m, dict) and m.get("role") == "user"]
-            question = str(users[-1].get("content") or "") if users else ""
+                return fail("unauthenticated", "Incorrect API key provided")
+        question = question_of(protocol, body)
         if not question.strip():
             self._count(platform, "chat", 400)
-            return _openai_error(
-                400, "messages must contain a user message", "invalid_request_error", None
-            )
-        raw = await request.read()
+            return fail("bad_request", "the request contains no user message")
         key = request.headers.get("Idempotency-Key") or hashlib.sha256(raw).hexdigest()[:24]
         self.state.submit_calls[(platform, key)] += 1
         draw_key = f"{key}#{self.state.submit_calls[(platform, key)]}"
@@ -553,34 +553,23 @@ class Simulator:
         if unit(seed, draw_key, "perm") < prof.permission_error_rate:
             self._fault(platform, "permission")
             self._count(platform, "chat", 403)
-            return _openai_error(
-                403,
-                "You are not allowed to sample from this model",
-                "invalid_request_error",
-                "permission_denied",
-            )
+            return fail("permission", "You are not allowed to sample from this model")
         if unit(seed, draw_key, "invalid") < prof.invalid_params_rate:
             self._fault(platform, "invalid_params")
             self._count(platform, "chat", 400)
-            return _openai_error(
-                400, "Invalid value for 'temperature'", "invalid_request_error", None
-            )
+            return fail("bad_request", "Invalid value for 'temperature'")
         if unit(seed, draw_key, "429") < prof.rate_limited_rate:
             self._fault(platform, "rate_limited")
             self._count(platform, "chat", 429)
-            return _openai_error(
-                429,
+            return fail(
+                "rate_limited",
                 "Rate limit reached for requests",
-                "requests",
-                "rate_limit_exceeded",
-                headers={"Retry-After": f"{max(prof.retry_after_s, 0.0):g}"},
+                {"Retry-After": f"{max(prof.retry_after_s, 0.0):g}"},
             )
         if unit(seed, draw_key, "5xx") < prof.transient_rate:
             self._fault(platform, "transient")
             self._count(platform, "chat", 500)
-            return _openai_error(
-                500, "The server had an error while processing your request", "server_error", None
-            )
+            return fail("server", "The server had an error while processing your request")
         # From here on the platform has done (and, for a paid API, charged) the work.
         self.state.tasks_created[(platform, key)] += 1
         lo, hi = prof.completion_s
@@ -593,60 +582,18 @@ class Simulator:
             self._fault(platform, "response_lost")
             self._count(platform, "chat", 599)
             return await self._lose_response(request, prof)
+        ans = generate_answer(seed, key, question, prof)
+        self._count(platform, "chat", 200)
         if unit(seed, draw_key, "err200") < prof.error_in_200_rate:
             self._fault(platform, "error_in_200")
-            self._count(platform, "chat", 200)
             if unit(seed, draw_key, "err200_kind") < 0.5:
-                return _openai_error(
-                    200, "The upstream model failed to respond", "server_error", "upstream_error"
-                )
-            return _json(self._completion(prof, model, key, question, content_filter=True))
-        self._count(platform, "chat", 200)
-        return _json(self._completion(prof, model, key, question))
-
-    def _completion(
-        self, prof: Profile, model: str, key: str, question: str, content_filter: bool = False
-    ) -> dict[str, Any]:
-        ans = generate_answer(self.seed, key, question, prof)
-        content = "" if content_filter else ans.answer
-        annotations = []
-        if not content_filter:
-            for c in ans.citations:
-                # The reference line "[n] [title](url)" is the span the citation annotates.
-                line = f"[{c.id}] [{c.title}]({c.url})"
-                start = content.find(line)
-                if start >= 0:
-                    annotations.append(
-                        {
-                            "type": "url_citation",
-                            "url_citation": {
-                                "start_index": start,
-                                "end_index": start + len(line),
-                                "url": c.url,
-                                "title": c.title,
-                            },
-                        }
-                    )
-        finish = "content_filter" if content_filter else ("length" if ans.truncated else "stop")
-        prompt_tokens = max(1, len(question) // 2)
-        completion_tokens = max(0, len(content) // 2)
-        message: dict[str, Any] = {"role": "assistant", "content": content, "refusal": None}
-        if annotations:
-            message["annotations"] = annotations
-        return {
-            "id": "chatcmpl-" + hashlib.blake2b(key.encode(), digest_size=10).hexdigest(),
-            "object": "chat.completion",
-            "created": int(time.time()),
-            "model": model,
-            "choices": [
-                {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
-            ],
-            "usage": {
-                "prompt_tokens": prompt_tokens,
-                "completion_tokens": completion_tokens,
-                "total_tokens": prompt_tokens + completion_tokens,
-            },
-        }
+                # An error object with status 200, as some gateways answer.
+                return _json(error_body(protocol, "server", "The upstream model failed")[1])
+            filtered = success_body(
+                protocol, ans, model=model, key=key, question=question, failure="filtered"
+            )
+            return _json(filtered)
+        return _json(success_body(protocol, ans, model=model, key=key, question=question))
 
     # ------------------------------------------------------------------ control
     async def control_profiles(self, request: web.Request) -> web.Response:
@@ -704,6 +651,10 @@ def create_app(config: SimulatorConfig) -> web.Application:
             web.get("/v1/{platform}/statements/{day}", sim.statement),
             web.get("/v1/{platform}/prices", sim.prices),
             web.post("/openai/v1/chat/completions", sim.chat_completions),
+            web.post("/openai/v1/responses", sim._sync_handler("openai_responses")),
+            web.post("/perplexity/chat/completions", sim._sync_handler("perplexity")),
+            web.post("/gemini/v1beta/models/{model_action}", sim._sync_handler("gemini")),
+            web.post("/anthropic/v1/messages", sim._sync_handler("anthropic")),
             web.post("/_control/profiles/{platform}", sim.control_profiles),
             web.get("/_control/profiles", sim.control_get_profiles),
             web.get("/_control/stats", sim.control_stats),

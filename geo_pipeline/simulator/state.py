@@ -85,10 +85,14 @@ class SimState:
         self.faults: Counter[str] = Counter()  # "platform:fault"
         self.buckets: dict[str, TokenBucket] = {}
         self.seq = 0
+        # Upstream ids are unique for ever on a real platform; a restarted (or reset) simulator
+        # must not hand out an id a previous instance gave, or a database that outlives it (the
+        # demo's reused state) sees two tasks with one id.
+        self.epoch = format(time.time_ns() // 1_000_000, "x")
 
     def next_id(self, platform: str) -> str:
         self.seq += 1
-        return f"{platform}-{self.seq:08d}"
+        return f"{platform}-{self.epoch}-{self.seq:08d}"
 
     @staticmethod
     def now_utc() -> datetime:

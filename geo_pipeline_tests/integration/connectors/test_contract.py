@@ -22,7 +22,7 @@ from geo_pipeline.connectors.base import (
     SubmitRequest,
 )
 from geo_pipeline.connectors.factory import ConnectorSet
-from geo_pipeline_tests.fixtures.simulator import registry_for
+from geo_pipeline_tests.fixtures.simulator import registry_with_protocols
 
 T = TypeVar("T")
 
@@ -32,14 +32,30 @@ CONNECTORS = [
     ("kimi", False),
     ("qwen", False),
     ("openai_sim", False),
+    ("responses_sim", False),
+    ("perplexity_sim", False),
+    ("gemini_sim", False),
+    ("anthropic_sim", False),
     ("deepseek", True),  # InstantConnector
 ]
-IDS = ["sim-deepseek", "sim-doubao", "sim-kimi", "sim-qwen", "openai_sim-http", "instant-deepseek"]
+IDS = [
+    "sim-deepseek",
+    "sim-doubao",
+    "sim-kimi",
+    "sim-qwen",
+    "openai_chat-http",
+    "openai_responses-http",
+    "perplexity-http",
+    "gemini-http",
+    "anthropic-http",
+    "instant-deepseek",
+]
+SYNC = {"openai_sim", "responses_sim", "perplexity_sim", "gemini_sim", "anthropic_sim"}
 
 
 def run(coro_fn: Callable[[ConnectorSet], Awaitable[T]], url: str, instant: bool) -> T:
     async def main() -> T:
-        async with ConnectorSet(registry_for(url), instant=instant) as connectors:
+        async with ConnectorSet(registry_with_protocols(url), instant=instant) as connectors:
             return await coro_fn(connectors)
 
     return asyncio.run(main())
@@ -87,7 +103,7 @@ def test_capabilities_describe_the_platform(
         assert caps.devices and caps.regions and caps.modes
         assert caps.prices.version and caps.prices.currency == "CNY"
         assert set(caps.modes) <= set(caps.prices.base)
-        if platform == "openai_sim":
+        if platform in SYNC:
             # A synchronous API adapted to submit/poll says so, whatever the registry file claims.
             assert not caps.asynchronous and not caps.screenshot and not caps.lookup_by_key
 
@@ -115,12 +131,19 @@ def test_submit_poll_fetch_round_trip(simulator_url: str, platform: str, instant
     assert ev.raw_mime_type == "application/json"
     assert ev.answer_text.strip()
     # The raw body is the engine's JSON exactly as received, and the answer text came from it.
-    assert json.dumps(ev.answer_text, ensure_ascii=False)[1:-1] in ev.raw_body.decode()
+    # (Anthropic splits the text into blocks around citations, hence line by line.)
+    raw_text = ev.raw_body.decode()
+    for line in filter(None, ev.answer_text.split("\n")):
+        assert json.dumps(line, ensure_ascii=False)[1:-1] in raw_text
     assert ev.citations, "default profiles always cite at least two sources"
     for c in ev.citations:
         assert c.url.startswith("https://")
         assert c.relation in ("cited", "retrieved")
     assert any(c.relation == "cited" for c in ev.citations)
+    for c in ev.citations:
+        if c.span_start is not None and c.span_end is not None:
+            # Where the format gives a span, it covers the text that cites this URL.
+            assert c.url in ev.answer_text[c.span_start : c.span_end]
     if acc.inline_result is not None:
         assert ev.raw_body == acc.inline_result
 
@@ -186,7 +209,7 @@ def test_screenshot_cancel_and_statement(simulator_url: str, platform: str, inst
         assert cancel.local_intent_recorded
         assert not cancel.upstream_cancelled  # already finished: nothing to stop
         today = (ev.captured_at.date()).isoformat()
-        if platform == "openai_sim":
+        if platform in SYNC:
             with pytest.raises(NotImplementedError):
                 await conn.fee_statement(today)
             return

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import email.utils
+import json
 import time
 
 import click
@@ -12,10 +13,17 @@ import httpx
 import pytest
 
 from geo_pipeline.cli.simulator import _parse_sets
-from geo_pipeline.connectors.base import AcceptanceUnknown, TransientError
+from geo_pipeline.connectors.base import (
+    AcceptanceUnknown,
+    RateLimited,
+    TransientError,
+    UpstreamFailed,
+)
 from geo_pipeline.connectors.http import parse_retry_after, transport_error
+from geo_pipeline.connectors.parsers import PARSERS
 from geo_pipeline.simulator.answers import BAD_KINDS, HOSTILE_SNIPPETS, generate_answer
 from geo_pipeline.simulator.profiles import BrandSpec, ProfileError, load_profiles
+from geo_pipeline.simulator.protocols import PROTOCOLS, error_body, success_body
 
 ZH = "国内性价比最高的连锁咖啡品牌有哪些？"
 EN = "Which coffee chain in China has the best value for money?"
@@ -130,3 +138,37 @@ def test_transport_errors_split_on_whether_the_request_left() -> None:
             transport_error(exc, sent_means_unknown=True, what="w"), AcceptanceUnknown
         )
         assert isinstance(transport_error(exc, sent_means_unknown=False, what="w"), TransientError)
+
+
+@pytest.mark.parametrize("protocol", PROTOCOLS)
+def test_simulated_protocol_bodies_parse_back_to_the_generated_answer(
+    protocol: str, profile
+) -> None:  # type: ignore[no-untyped-def]
+    """The simulator dresses one answer in each vendor's shape; the real parser of that vendor
+    gets the same text, the cited URLs (with spans covering them) and the retrieved ones back."""
+    p = dataclasses.replace(profile, search_results_range=(2, 2))
+    ans = generate_answer(3, "proto:1", ZH, p)
+    body = json.dumps(
+        success_body(protocol, ans, model="deepseek", key="proto:1", question=ZH)
+    ).encode()
+    parsed = PARSERS[protocol](body)
+    assert parsed.answer_text == ans.answer
+    cited = [c for c in parsed.citations if c.relation == "cited"]
+    assert [c.url for c in cited] == [c.url for c in ans.citations]
+    for c in cited:
+        if c.span_start is not None:
+            assert c.url in parsed.answer_text[c.span_start : c.span_end]
+    retrieved = {c.url for c in parsed.citations if c.relation == "retrieved"}
+    if protocol != "openai_chat":  # plain chat completions carry no retrieved list
+        assert retrieved == {c.url for c in ans.search_results}
+    failed = json.dumps(
+        success_body(
+            protocol, ans, model="deepseek", key="proto:1", question=ZH, failure="filtered"
+        )
+    ).encode()
+    with pytest.raises(UpstreamFailed):
+        PARSERS[protocol](failed)
+    status, err = error_body(protocol, "rate_limited", "slow down")
+    assert status == 429
+    with pytest.raises(RateLimited):
+        PARSERS[protocol](json.dumps(err).encode())
