@@ -294,3 +294,26 @@ def test_control_rejects_unknown_profile_keys(sim: SimulatorProcess) -> None:
     assert resp.status_code == 400
     profiles = httpx.get(f"{sim.url}/_control/profiles", timeout=10).json()["profiles"]
     assert profiles["deepseek"]["transient_rate"] == 0.0 and "api_key" not in profiles["deepseek"]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--profiles", "/nonexistent/sim.yaml"], "cannot read simulator profiles"),
+        (["--set", "deepseek.transient_rate=7"], "a rate is a probability"),
+        (["--set", "nosuch.transient_rate=0.1"], "unknown platforms"),
+    ],
+)
+def test_cli_refuses_bad_profiles_with_a_message(args: list[str], message: str) -> None:
+    import subprocess
+    import sys
+
+    proc = subprocess.run(
+        [sys.executable, "-m", "geo_pipeline.cli.main", "simulator", "--port", "0", *args],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode != 0
+    assert message in proc.stderr
+    assert "Traceback" not in proc.stderr
