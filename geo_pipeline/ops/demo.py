@@ -356,8 +356,10 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
             summary = analyse_run(conn, run_id)
             done["analysis"] = summary.as_dict()
             say(f"analysed {summary.analysed} answers ({summary.review} for review)")
-        except ImportError as exc:  # the analysis package is optional in a partial install
-            done["analysis"] = {"skipped": str(exc)}
+        except Exception as exc:  # the report still shows the run; mentions read "analysing"
+            conn.rollback()
+            done["analysis_error"] = f"{type(exc).__name__}: {exc}"
+            say(f"analysis not completed: {exc}")
         conn.commit()
         try:
             from geo_pipeline.billing import ledger, reconcile

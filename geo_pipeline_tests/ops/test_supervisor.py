@@ -44,5 +44,7 @@ def test_a_child_that_dies_is_reported_with_its_log(tmp_path):
     with Supervisor(tmp_path, grace_s=1) as sup:
         c = sup.start("crash", [PY, "-c", "import sys; print('boom: bad config'); sys.exit(3)"])
         c.proc.wait(5)
-        with pytest.raises(ProcessFailed, match=r"(?s)crash .* exited with code 3.*boom: bad config"):
+        with pytest.raises(
+            ProcessFailed, match=r"(?s)crash .* exited with code 3.*boom: bad config"
+        ):
             sup.check()
