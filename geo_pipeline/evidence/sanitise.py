@@ -7,9 +7,9 @@ module's rendering, made in two independent steps so that one mistake is not eno
 1. a real Markdown parser (markdown-it-py, CommonMark + GFM tables and strikethrough), whose link
    validator already refuses ``javascript:``/``vbscript:``/``file:``/``data:`` links;
 2. an allow-list HTML sanitiser (nh3 / ammonia): only the tags and attributes below survive;
-   ``script`` and ``style`` are removed with their content; event handlers, ``style`` attributes,
-   SVG/MathML, forms, frames and images are dropped; links keep only http/https/mailto URLs and
-   get ``rel="nofollow noopener noreferrer"``.
+   ``script`` and ``style`` are removed with their content; event handlers, ``style`` attributes
+   (except exact table alignments), SVG/MathML, forms, frames and images are dropped; links
+   keep only http/https/mailto URLs and get ``rel="nofollow noopener noreferrer"``.
 
 Images are not allowed: a remote image in an answer would let whoever wrote it see every analyst
 who opens the report (a tracking pixel), and the evidence of record is the screenshot anyway.
@@ -40,6 +40,12 @@ ALLOWED_ATTRIBUTES: dict[str, set[str]] = {
     "th": {"colspan", "rowspan"},
     "td": {"colspan", "rowspan"},
 }
+# Table alignment from Markdown (``|:-:|``) is the only style kept, and only as these exact values.
+_ALIGN = {f"text-align:{side}" for side in ("left", "center", "right")}
+ALLOWED_ATTRIBUTE_VALUES: dict[str, dict[str, set[str]]] = {
+    "th": {"style": _ALIGN},
+    "td": {"style": _ALIGN},
+}
 URL_SCHEMES: frozenset[str] = frozenset({"http", "https", "mailto"})
 LINK_REL = "nofollow noopener noreferrer"
 
@@ -57,6 +63,7 @@ def _cleaner() -> nh3.Cleaner:
         tags=set(ALLOWED_TAGS),
         clean_content_tags={"script", "style"},
         attributes=ALLOWED_ATTRIBUTES,
+        tag_attribute_values=ALLOWED_ATTRIBUTE_VALUES,
         url_schemes=set(URL_SCHEMES),
         link_rel=LINK_REL,
         strip_comments=True,

@@ -7,7 +7,12 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from geo_pipeline.evidence.sanitise import ALLOWED_ATTRIBUTES, ALLOWED_TAGS, render_answer
+from geo_pipeline.evidence.sanitise import (
+    ALLOWED_ATTRIBUTE_VALUES,
+    ALLOWED_ATTRIBUTES,
+    ALLOWED_TAGS,
+    render_answer,
+)
 
 XSS_VECTORS = [
     "<script>alert(1)</script>",
@@ -59,6 +64,8 @@ XSS_VECTORS = [
     "<marquee onstart=alert(1)>x</marquee>",
     '<table background="javascript:alert(1)"><tr><td>x</td></tr></table>',
     '<td background="javascript:alert(1)">',
+    '<table><tr><td style="text-align:center;background:url(javascript:alert(1))">x</td></tr></table>',
+    '<table><tr><th style="text-align: expression(alert(1))">x</th></tr></table>',
     "<!--<img src=x onerror=alert(1)>-->",
     '<noscript><p title="</noscript><img src=x onerror=alert(1)>">',
     "<template><script>alert(1)</script></template>",
@@ -84,8 +91,13 @@ class _Inspector(HTMLParser):
         if tag not in ALLOWED_TAGS:
             self.problems.append(f"tag <{tag}>")
         allowed = ALLOWED_ATTRIBUTES.get(tag, set())
+        exact = ALLOWED_ATTRIBUTE_VALUES.get(tag, {})
         for name, value in attrs:
             if name == "rel" and tag == "a":
+                continue
+            if name in exact:
+                if value not in exact[name]:
+                    self.problems.append(f"{name}={value!r} on <{tag}>")
                 continue
             if name not in allowed or name.startswith("on"):
                 self.problems.append(f"attribute {name} on <{tag}>")
@@ -151,8 +163,9 @@ def test_benign_markdown_survives():
         "<em>值得</em>",
         "<s>旧说法</s>",
         "<table>",
-        "<th>品牌</th>",
-        "<td>小米</td>",
+        '<th style="text-align:left">品牌</th>',  # Markdown alignment survives
+        '<td style="text-align:right">9</td>',
+        '<td style="text-align:left">小米</td>',
         "<ol>",
         "<li>第一</li>",
         "<ul>",
