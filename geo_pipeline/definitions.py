@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 
 import dagster as dg
+from dagster_aws.s3 import S3Resource
 
 from geo_pipeline.defs.assets import (
     billing_reconciliation,
@@ -38,6 +39,20 @@ from geo_pipeline.defs.sensors import (
     partition_retention_sensor,
     sampling_plan_sensor,
 )
+from geo_pipeline.evidence.archive import EVIDENCE_URL_ENV, S3_ENDPOINT_ENV
+
+
+def evidence_from_env() -> EvidenceStorageResource:
+    """GEO_EVIDENCE_URL; an s3:// location goes through dagster_aws's S3Resource (endpoint from
+    GEO_S3_ENDPOINT for SeaweedFS / MinIO / OSS; keys from the standard AWS variables)."""
+    url = os.environ.get(EVIDENCE_URL_ENV, "")
+    if not url.startswith("s3://"):
+        return EvidenceStorageResource(url=url)
+    s3 = S3Resource(
+        endpoint_url=os.environ.get(S3_ENDPOINT_ENV) or None,
+        region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
+    )
+    return EvidenceStorageResource(url=url, s3=s3)
 
 
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
@@ -48,7 +63,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         "redis": RedisResource(
             url=dg.EnvVar("GEO_REDIS_URL"), prefix=os.environ.get("GEO_REDIS_PREFIX", "geo")
         ),
-        "evidence": EvidenceStorageResource(url=os.environ.get("GEO_EVIDENCE_URL", "")),
+        "evidence": evidence_from_env(),
         "registry": ConnectorRegistryResource(path=os.environ.get("GEO_CONNECTORS_FILE", "")),
         "settings": PipelineSettingsResource(
             partition_retention_days=int(os.environ.get("GEO_PARTITION_RETENTION_DAYS", "90"))

@@ -17,7 +17,11 @@ from geo_pipeline.defs.partitions import (
     runs_partitions,
     split_key,
 )
-from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource
+from geo_pipeline.defs.resources import (
+    EvidenceStorageResource,
+    PipelineSettingsResource,
+    PostgresResource,
+)
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.states import AggregateStatus
 from geo_pipeline.store import runs as runstore
@@ -206,10 +210,14 @@ def collection_results(
             True,
         ),
         (names.CHECK_SCREENSHOT_MISSING, "screenshots present per the policy (R6, R21)", False),
+        (names.CHECK_OBJECTS_READABLE, "archived objects exist with their digests (R20)", True),
     ),
 )
 def validated_evidence(
-    context: dg.AssetExecutionContext, db: PostgresResource, settings: PipelineSettingsResource
+    context: dg.AssetExecutionContext,
+    db: PostgresResource,
+    evidence: EvidenceStorageResource,
+    settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
     """The evidence set of one channel of a run that analysts may rely on: answers archived raw
     with a sanitised rendering (R19, R20), judged valid or invalid with a reason (R22; completed
@@ -231,6 +239,9 @@ def validated_evidence(
             checks.citation_traceability(conn, run_id, channel),
             checks.screenshot_missing(
                 conn, run_id, channel, settings.max_optional_screenshot_missing_rate
+            ),
+            checks.objects_readable(
+                conn, evidence.archive(), run_id, channel, settings.evidence_objects_verified
             ),
         ]
     ev = status.counts.evidence

@@ -17,6 +17,7 @@ from geo_pipeline.defs import names
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.domain.states import AggregateStatus
+from geo_pipeline.evidence import Archive, ArchiveError
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -281,6 +282,28 @@ def screenshot_missing(
         optional_missing=int(opt["missing"]),
         optional_missing_rate=round(opt_rate, 4),
         optional_tolerance=max_optional_rate,
+    )
+
+
+def objects_readable(
+    conn: Conn, archive: Archive, run_id: str, channel: str, limit: int
+) -> dg.AssetCheckResult:
+    """R20, R21: a row in geo.evidence_objects is a promise that the object exists with that
+    digest. Re-reads a fixed spread of the partition's objects and compares their sha256."""
+    rows = _rows(conn, "objects_to_verify", run_id=run_id, channel=channel, limit=limit)
+    problems: list[str] = []
+    for r in rows:
+        try:
+            archive.get(r["storage_key"], sha256=r["sha256"])
+        except ArchiveError as exc:
+            problems.append(f"{r['sample_id']} {r['kind']}#{r['revision']}: {exc}")
+    return _result(
+        names.CHECK_OBJECTS_READABLE,
+        names.VALIDATED_EVIDENCE,
+        not problems,
+        verified=len(rows),
+        archive=archive.location,
+        problems=problems[:EXAMPLES],
     )
 
 

@@ -6,15 +6,17 @@ tests build them from their fixtures' URLs.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import dagster as dg
 import redis as redis_lib
+from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from geo_pipeline.connectors.registry import Registry, load_registry
 from geo_pipeline.defs.names import COMPLETIONS_STREAM
+from geo_pipeline.evidence import Archive, archive_from_s3_resource, archive_from_url
 from geo_pipeline.store.db import Conn, connect
 
 
@@ -55,23 +57,19 @@ class RedisResource(dg.ConfigurableResource):
 
 class EvidenceStorageResource(dg.ConfigurableResource):
     """Where archived evidence lives (R20): ``s3://bucket/prefix`` (S3, SeaweedFS, MinIO, OSS)
-    or a directory (``file:///path`` or a plain path). From GEO_EVIDENCE_URL.
-
-    The Dagster layer only needs to know the location for links in metadata; reading and
-    writing objects is the evidence package's job."""
+    or ``file:///dir`` (the directory backend), from GEO_EVIDENCE_URL; empty = the evidence
+    package's default directory. With ``s3`` set (a ``dagster_aws.s3.S3Resource``) an s3:// URL
+    is served through that resource's client; otherwise the evidence package builds its own
+    client from GEO_S3_* / AWS_* variables."""
 
     url: str = Field(default="", description="evidence location (GEO_EVIDENCE_URL)")
+    s3: S3Resource | None = None
 
-    @property
-    def backend(self) -> str:
-        return "s3" if self.url.startswith("s3://") else "directory"
-
-    def location(self, key: str) -> str:
-        """A human-readable location of an object key, for asset metadata (not a permission)."""
-        if self.backend == "s3":
-            return f"{self.url.rstrip('/')}/{key}"
-        base = self.url.removeprefix("file://") or "."
-        return str(Path(base) / key)
+    def archive(self) -> Archive:
+        parts = urlsplit(self.url)
+        if self.s3 is not None and parts.scheme == "s3":
+            return archive_from_s3_resource(self.s3, parts.netloc, parts.path.lstrip("/"))
+        return archive_from_url(self.url or None)
 
 
 class ConnectorRegistryResource(dg.ConfigurableResource):
@@ -96,6 +94,7 @@ class PipelineSettingsResource(dg.ConfigurableResource):
     recent_run_days: int = 7  # how far back the catch-up scan and plan sensor look
     stream_page: int = 5000  # XRANGE COUNT per round trip
     max_entries_per_tick: int = 200_000  # bounded work per tick (a tick has 60 s)
+    evidence_objects_verified: int = 20  # objects per partition re-read and digest-checked
 
     def as_metadata(self) -> dict[str, Any]:
         return self.model_dump()

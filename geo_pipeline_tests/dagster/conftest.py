@@ -8,6 +8,7 @@ import hashlib
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import dagster as dg
@@ -26,6 +27,7 @@ from geo_pipeline.defs.resources import (
     PostgresResource,
     RedisResource,
 )
+from geo_pipeline.evidence import LocalArchive
 from geo_pipeline.store import runs as runstore
 
 CHANNELS = ("deepseek__web", "qwen__app")
@@ -62,12 +64,26 @@ def dg_instance() -> Iterator[dg.DagsterInstance]:
         yield instance
 
 
+# Where ``finish`` archives the objects it records; set per test by the autouse fixture below
+# (tests run one at a time in a process, also under xdist).
+_ARCHIVE: dict[str, LocalArchive] = {}
+
+
+@pytest.fixture(autouse=True)
+def evidence_dir(tmp_path: Path) -> Iterator[Path]:
+    """The test's evidence archive (directory backend), shared by ``finish`` and ``resources``."""
+    path = tmp_path / "evidence"
+    _ARCHIVE["current"] = LocalArchive(path)
+    yield path
+    _ARCHIVE.clear()
+
+
 @pytest.fixture
-def resources(db_url: str, redis_url: str, redis_ns: str) -> dict[str, Any]:
+def resources(db_url: str, redis_url: str, redis_ns: str, evidence_dir: Path) -> dict[str, Any]:
     return {
         "db": PostgresResource(url=db_url),
         "redis": RedisResource(url=redis_url, prefix=redis_ns),
-        "evidence": EvidenceStorageResource(url=""),
+        "evidence": EvidenceStorageResource(url=evidence_dir.as_uri()),
         "registry": ConnectorRegistryResource(),
         "settings": PipelineSettingsResource(),
     }
@@ -194,6 +210,9 @@ def finish(
                     None if is_valid else "EMPTY",
                 ),
             )
+            archive = _ARCHIVE["current"]
+            answer_key = f"{row['tenant_id']}/{run_id}/{sid}/1/answer.md"
+            archive.put(answer_key, text.encode(), mime_type="text/markdown")
             conn.execute(
                 """INSERT INTO geo.evidence_objects (sample_id, tenant_id, run_id, revision, kind,
                      storage_key, sha256, size_bytes, mime_type, attempt_no, captured_at)
@@ -202,13 +221,16 @@ def finish(
                     sid,
                     row["tenant_id"],
                     run_id,
-                    f"{row['tenant_id']}/{run_id}/{sid}/1/answer.md",
+                    answer_key,
                     digest,
                     len(text),
                     row["attempt_no"],
                 ),
             )
             if row["screenshot_policy"] != "off":
+                png = b"\x89PNG fake " + sid.encode()
+                shot_key = f"{row['tenant_id']}/{run_id}/{sid}/1/s.png"
+                archive.put(shot_key, png, mime_type="image/png")
                 conn.execute(
                     """INSERT INTO geo.evidence_objects (sample_id, tenant_id, run_id, revision,
                          kind, storage_key, sha256, size_bytes, mime_type, attempt_no, captured_at)
@@ -217,8 +239,8 @@ def finish(
                         sid,
                         row["tenant_id"],
                         run_id,
-                        f"{row['tenant_id']}/{run_id}/{sid}/1/s.png",
-                        hashlib.sha256(sid.encode()).hexdigest(),
+                        shot_key,
+                        hashlib.sha256(png).hexdigest(),
                         row["attempt_no"],
                     ),
                 )

@@ -152,6 +152,7 @@ def test_finished_partition_materialises_collection_and_evidence_with_passing_ch
         names.CHECK_VALIDITY_RATE: True,  # 2 of 3 valid >= 0.5
         names.CHECK_CITATION_TRACEABILITY: True,
         names.CHECK_SCREENSHOT_MISSING: True,
+        names.CHECK_OBJECTS_READABLE: True,
     }
     col = metadata(result, names.COLLECTION_RESULTS)
     assert col["overall"] == "partial"
@@ -213,6 +214,7 @@ def test_evidence_checks_fail_on_broken_evidence(
         names.CHECK_VALIDITY_RATE: False,  # 0 of 3 remaining answers valid
         names.CHECK_CITATION_TRACEABILITY: False,
         names.CHECK_SCREENSHOT_MISSING: False,  # optional policy, 100% missing > 20%
+        names.CHECK_OBJECTS_READABLE: True,  # what is recorded is still readable
     }
     assert check_severity(result, names.CHECK_VALIDITY_RATE) == dg.AssetCheckSeverity.WARN
     assert check_severity(result, names.CHECK_SCREENSHOT_MISSING) == dg.AssetCheckSeverity.WARN
@@ -357,3 +359,24 @@ def test_analysis_and_visibility_checks_fail_on_broken_data(
     failing = checks.pending_not_reported_as_not_mentioned(conn, run_id, WEB)
     assert failing.passed is False
     assert failing.metadata["offending"].value == 1
+
+
+def test_archived_object_missing_or_altered_fails_the_evidence_check(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any], evidence_dir: Any
+) -> None:
+    run_id = create_run(conn, dg_instance)
+    done = finish(conn, run_id, WEB)
+    a, b = done.completed[:2]
+    (evidence_dir / f"acme/{run_id}/{a}/1/answer.md").unlink()
+    (evidence_dir / f"acme/{run_id}/{b}/1/s.png").write_bytes(b"tampered")
+    result = materialise([validated_evidence], partition_key(run_id, WEB), dg_instance, resources)
+    assert not result.success
+    [evaluation] = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == names.CHECK_OBJECTS_READABLE
+    ]
+    assert evaluation.passed is False
+    problems = evaluation.metadata["problems"].value  # type: ignore[attr-defined]
+    assert any(a in p and "answer_raw" in p for p in problems)
+    assert any(b in p and "screenshot" in p for p in problems)

@@ -18,6 +18,7 @@ from geo_pipeline.defs.jobs import (
     sampling_plan_job,
 )
 from geo_pipeline.defs.partitions import partition_key
+from geo_pipeline.defs.resources import EvidenceStorageResource
 from geo_pipeline.defs.sensors import completion_sensor, sampling_plan_sensor
 from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, fund
 from geo_pipeline_tests.faults.harness import Cluster, start_simulator
@@ -43,6 +44,11 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     dg_instance: dg.DagsterInstance,
     resources: dict[str, Any],
 ) -> None:
+    # The worker archives into the cluster's directory; validated_evidence re-reads from it.
+    resources = {
+        **resources,
+        "evidence": EvidenceStorageResource(url=(tmp_path / "evidence").as_uri()),
+    }
     defs = dg.Definitions(
         assets=ASSETS,
         jobs=[create_collection_run, sampling_plan_job, partition_downstream_job, billing_job],
@@ -58,10 +64,10 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     run_id = created.output_for_node("create_run_op")
 
     def tick(sensor: Any, cursor: str | None = None) -> dg.SensorResult:
-        ctx = dg.build_sensor_context(
+        with dg.build_sensor_context(
             instance=dg_instance, cursor=cursor, resources=resources, definitions=defs
-        )
-        result = sensor(ctx)
+        ) as ctx:
+            result = sensor(ctx)
         assert isinstance(result, dg.SensorResult)
         return result
 
@@ -110,6 +116,9 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     assert per_check[names.CHECK_NO_NON_TERMINAL] == len(CHANNELS)
     assert per_check[names.CHECK_VISIBILITY_MATCHES] == len(CHANNELS)
     assert per_check[names.CHECK_NO_DUPLICATE_CHARGE] == 1
+    readable = [e for e in evaluations if e.check_name == names.CHECK_OBJECTS_READABLE]
+    assert all(e.passed for e in readable)
+    assert sum(e.metadata["verified"].value for e in readable) > 0  # type: ignore[attr-defined]
     # Nothing is requested twice: the next tick repeats only run keys already used.
     again = tick(completion_sensor, None).run_requests or []
     assert {r.run_key for r in again} <= {r.run_key for r in downstream}

@@ -26,8 +26,9 @@ WEB, APP = "deepseek__web", "qwen__app"
 def tick(
     sensor: Any, instance: dg.DagsterInstance, resources: dict[str, Any], cursor: str | None
 ) -> dg.SensorResult:
-    ctx = dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources)
-    result = sensor(ctx)
+    # A context manager, as the daemon uses it: the evidence resource nests an S3Resource.
+    with dg.build_sensor_context(instance=instance, cursor=cursor, resources=resources) as ctx:
+        result = sensor(ctx)
     assert isinstance(result, dg.SensorResult)
     return result
 

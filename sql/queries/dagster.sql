@@ -109,6 +109,15 @@ FROM geo.samples s
 WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s AND s.collection_state = 'completed'
 GROUP BY 1 ORDER BY 1;
 
+-- name: objects_to_verify
+-- A deterministic spread of the partition's archived objects (answers and screenshots) to
+-- re-read from storage: the same sample each time, so a failure can be reproduced.
+SELECT e.sample_id, e.kind, e.revision, e.storage_key, e.sha256
+FROM geo.evidence_objects e JOIN geo.samples s ON s.sample_id = e.sample_id
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+  AND e.kind IN ('answer_raw', 'screenshot')
+ORDER BY md5(e.sample_id || e.kind || e.revision) LIMIT %(limit)s;
+
 -- name: valid_not_analysed
 -- Samples whose latest answer is valid but that have no analysis result for that revision, or
 -- whose analysis layer is still pending (R6: such a sample must show "analysing").
