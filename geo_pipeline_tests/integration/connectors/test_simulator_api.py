@@ -120,22 +120,26 @@ def test_auth_required_by_profile(sim: SimulatorProcess, monkeypatch: pytest.Mon
 
 
 def test_token_bucket_rate_limit_answers_429_with_retry_after(sim: SimulatorProcess) -> None:
-    sim.set_profile("kimi", submit_rate_per_s=2, submit_burst=2)
+    # A bucket of two tokens refilled once per 100 s: however slow the machine, exactly two pass.
+    sim.set_profile("kimi", submit_rate_per_s=0.01, submit_burst=2)
     codes = [submit(sim, "kimi", key()) for _ in range(6)]
-    limited = [r for r in codes if r.status_code == 429]
-    assert limited and sum(r.status_code == 202 for r in codes) >= 2
-    assert all(float(r.headers["Retry-After"]) > 0 for r in limited)
+    assert [r.status_code for r in codes] == [202, 202, 429, 429, 429, 429]
+    assert all(50 <= float(r.headers["Retry-After"]) <= 100 for r in codes[2:])
+    assert codes[2].json()["error"]["type"] == "rate_limited"
 
 
 def test_screenshot_late_never_and_not_requested(sim: SimulatorProcess) -> None:
-    sim.set_profile("deepseek", screenshot_late_rate=1.0, screenshot_delay_s=[1.5, 1.5])
+    sim.set_profile("deepseek", screenshot_late_rate=1.0, screenshot_delay_s=[2.5, 2.5])
     late = submit(sim, "deepseek", key(), screenshot=True).json()["task_id"]
     first = httpx.get(f"{sim.url}/v1/deepseek/tasks/{late}/screenshot", timeout=10)
     assert first.status_code == 202 and float(first.headers["Retry-After"]) > 0
     result = httpx.get(f"{sim.url}/v1/deepseek/tasks/{late}/result", timeout=10).json()
     assert result["screenshot"] == {"status": "pending"}  # the text is there before the picture
-    time.sleep(1.6)
-    png = httpx.get(f"{sim.url}/v1/deepseek/tasks/{late}/screenshot", timeout=10)
+    for _ in range(100):  # until it arrives (2.5 s after the text), bounded
+        png = httpx.get(f"{sim.url}/v1/deepseek/tasks/{late}/screenshot", timeout=10)
+        if png.status_code != 202:
+            break
+        time.sleep(0.1)
     assert png.status_code == 200 and png.headers["content-type"] == "image/png"
     assert png.content.startswith(b"\x89PNG")
     again = httpx.get(f"{sim.url}/v1/deepseek/tasks/{late}/screenshot", timeout=10)
