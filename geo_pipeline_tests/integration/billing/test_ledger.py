@@ -261,3 +261,25 @@ def test_deposit_idempotency_and_currency(db):
     assert ledger.balances(db, "acme").available == Money(70, "CNY")
     with pytest.raises(ledger.BillingError, match="no tenant"):
         ledger.balances(db, "nobody")
+
+
+def test_close_of_a_terminal_run_counts_uncertain_samples_without_blocking(db):
+    ledger.deposit(db, "acme", 10_000, "CNY", "dep-1")
+    plan = create(db, "r11")
+    s = plan.samples[0]
+    db.execute(
+        "UPDATE geo.samples SET submission_state = 'submitting' WHERE sample_id = %s",
+        (s.sample_id,),
+    )
+    db.execute(
+        "UPDATE geo.samples SET submission_state = 'uncertain' WHERE sample_id = %s",
+        (s.sample_id,),
+    )
+    db.execute("UPDATE geo.samples SET collection_state = 'failed' WHERE run_id = 'r11'")
+    db.commit()
+    result = ledger.close_run(db, "r11")  # no force needed: nothing is queued or running
+    assert result.closed_now
+    assert result.released == plan.quote.estimated_max
+    release = [e for e in ledger.run_ledger(db, "r11")["entries"] if e["kind"] == "release"]
+    assert release[0]["details"]["uncertain_samples"] == 1
+    assert release[0]["details"]["forced"] is False
