@@ -23,9 +23,16 @@ from geo_pipeline.ops.supervisor import Supervisor
 DAGSTER_URL_ENV = "GEO_DAGSTER_PG_URL"
 
 
+def dagster_database(database_url: str) -> str:
+    """Dagster's database beside the pipeline's: ``<geo database>_dagster`` (so two stacks on one
+    server, e.g. parallel tests, never share an instance)."""
+    name = urlsplit(database_url).path.lstrip("/") or "geo"
+    return f"{name}_dagster" if name != "postgres" else DAGSTER_DATABASE
+
+
 def dagster_storage_url(database_url: str) -> str:
     """The geo database URL turned into Dagster's: own database, psycopg2 driver."""
-    url = _with_database(database_url, DAGSTER_DATABASE)
+    url = _with_database(database_url, dagster_database(database_url))
     parts = urlsplit(url)
     return "postgresql+psycopg2://" + url[len(parts.scheme) + 3 :]
 
@@ -62,7 +69,7 @@ def prepare_instance(stack: Stack) -> tuple[Path, dict[str, str]]:
             yaml.safe_dump({"load_from": [{"python_module": "geo_pipeline.definitions"}]})
         )
     admin = _with_database(stack.database_url, "postgres")
-    _ensure_database(admin, DAGSTER_DATABASE)
+    _ensure_database(admin, dagster_database(stack.database_url))
     env = {
         "DAGSTER_HOME": str(home),
         DAGSTER_URL_ENV: dagster_storage_url(stack.database_url),

@@ -124,13 +124,11 @@ class Supervisor:
     def stop(self, child: Managed) -> int | None:
         """SIGTERM, wait up to the grace period, then SIGKILL. Returns the exit code."""
         if child.alive():
-            with contextlib.suppress(ProcessLookupError):
-                child.proc.send_signal(signal.SIGTERM)
+            _signal_group(child, signal.SIGTERM)
             try:
                 child.proc.wait(timeout=self.grace_s)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    child.proc.kill()
+                _signal_group(child, signal.SIGKILL)
                 child.proc.wait(timeout=10)
         child.log_file.close()
         return child.proc.returncode
@@ -141,21 +139,34 @@ class Supervisor:
         codes: dict[str, int | None] = {}
         live = [c for c in reversed(self.children) if c.alive()]
         for c in live:
-            with contextlib.suppress(ProcessLookupError):
-                c.proc.send_signal(signal.SIGTERM)
+            _signal_group(c, signal.SIGTERM)
         deadline = time.monotonic() + self.grace_s
         for c in reversed(self.children):
             remaining = max(0.0, deadline - time.monotonic())
             try:
                 c.proc.wait(timeout=remaining)
             except subprocess.TimeoutExpired:
-                with contextlib.suppress(ProcessLookupError):
-                    c.proc.kill()
+                _signal_group(c, signal.SIGKILL)
                 c.proc.wait(timeout=10)
+            # Helpers a child started in its own process group (Dagster's code servers) go too.
+            _signal_group(c, signal.SIGKILL, leader_too=False)
             c.log_file.close()
             codes[c.name] = c.proc.returncode
         self.children.clear()
         return codes
+
+
+def _signal_group(child: Managed, sig: int, leader_too: bool = True) -> None:
+    """Signal the process group we created for ``child`` (start_new_session: its pid is the
+    group id), so helpers it spawned stop with it. Never any other process."""
+    if not leader_too and child.proc.poll() is None:
+        return
+    try:
+        os.killpg(child.pid, sig)
+    except (ProcessLookupError, PermissionError):
+        if leader_too and child.proc.poll() is None:
+            with contextlib.suppress(ProcessLookupError):
+                child.proc.send_signal(sig)
 
 
 @contextlib.contextmanager

@@ -48,3 +48,26 @@ def test_a_child_that_dies_is_reported_with_its_log(tmp_path):
             ProcessFailed, match=r"(?s)crash .* exited with code 3.*boom: bad config"
         ):
             sup.check()
+
+
+def test_helpers_a_child_started_are_stopped_with_it(tmp_path):
+    import os
+
+    spawn = (
+        "import subprocess, sys, time; "
+        "p = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)']); "
+        "print(p.pid, flush=True); time.sleep(60)"
+    )
+    with Supervisor(tmp_path, grace_s=2) as sup:
+        parent = sup.start("parent", [PY, "-c", spawn])
+        helper_pid = int(sup.wait_for_line(parent, str.isdigit, 10))
+    for _ in range(50):
+        try:
+            os.kill(helper_pid, 0)
+        except ProcessLookupError:
+            break
+        import time
+
+        time.sleep(0.1)
+    else:
+        pytest.fail(f"helper {helper_pid} outlived the supervisor")
