@@ -166,6 +166,56 @@ def ledger_cmd(run_id: str, as_json: bool) -> None:
         emit_table([data["totals"]], title="totals")
 
 
+@billing_group.command("refund")
+@click.argument("run_id")
+@click.option("--upstream-id", required=True, help="The upstream task the refund is for.")
+@click.option("--amount", required=True, type=int, help="Integer minor units.")
+@click.option("--reason", required=True, help="Why, e.g. the reconciliation line it settles.")
+@click.option("--idempotency-key", required=True, help="Repeat safely: one key, one refund.")
+@click.option("--json", "as_json", is_flag=True)
+def refund_cmd(
+    run_id: str, upstream_id: str, amount: int, reason: str, idempotency_key: str, as_json: bool
+) -> None:
+    """Refund part of what RUN_ID was charged for one upstream task (never more than charged;
+    never automatic, R24)."""
+    with dbmod.connect() as conn:
+        try:
+            entry = ledger.refund(conn, run_id, upstream_id, amount, reason, idempotency_key)
+        except (ledger.BillingError, MoneyError) as exc:
+            raise _fail(exc) from None
+    if as_json:
+        emit_json(
+            {
+                "entry_id": entry,
+                "run_id": run_id,
+                "upstream_id": upstream_id,
+                "amount_minor": amount,
+            }
+        )
+    else:
+        click.echo(f"refunded {amount} minor units for {upstream_id} (entry {entry})")
+
+
+@billing_group.command("review")
+@click.option("--run-id", default=None, help="Only this run.")
+@click.option("--json", "as_json", is_flag=True)
+def review_cmd(run_id: str | None, as_json: bool) -> None:
+    """Charges that exceeded their run's reservation (covered by flagged adjustments), and any
+    run whose maintained account disagrees with its entries."""
+    with dbmod.connect() as conn:
+        flagged = ledger.entries_for_review(conn, run_id)
+        drift = ledger.account_drift(conn, run_id)
+    if as_json:
+        emit_json({"over_reservation": flagged, "account_drift": drift})
+        return
+    emit_table(
+        flagged,
+        ["entry_id", "run_id", "sample_id", "attempt_no", "upstream_id", "amount_minor"],
+        title="charges beyond the reservation (adjusted, to review)",
+    )
+    click.echo("run accounts agree with the entries" if not drift else f"DRIFT: {drift}")
+
+
 def _simulator_statement(platform: str, day: str) -> Any:
     """One day's statement straight from the simulator's HTTP API
     (``GET /v1/{platform}/statements/{YYYY-MM-DD}``), using the registry's base URL and key."""

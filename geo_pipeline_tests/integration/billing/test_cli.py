@@ -120,3 +120,56 @@ def test_reconcile_with_statements_from_the_simulator(cli, db, simulator_env):
     assert out["summary"]["unexplained_difference_minor"] == 6
     text = cli("reconcile", "rs1").output
     assert "missing_ours" in text and "unexplained difference: 6" in text
+
+
+def test_refund_and_review_commands(cli, db):
+    ledger.deposit(db, "acme", 10_000, "CNY", "dep-1")
+    plan = create(db, "rr1", questions=1, max_attempts=1, screenshot="off")
+    s = plan.samples[0]
+    for attempt in (1, 2):  # the second exceeds the reservation of 6
+        ledger.post_charge(
+            db,
+            ChargeRequest(
+                "acme",
+                "rr1",
+                s.sample_id,
+                attempt,
+                f"u{attempt}",
+                "doubao",
+                "standard",
+                "completed",
+            ),
+        )
+    review = json.loads(cli("review", "--run-id", "rr1", "--json").output)
+    assert [r["amount_minor"] for r in review["over_reservation"]] == [6]
+    assert review["account_drift"] == []
+    args = (
+        "refund",
+        "rr1",
+        "--upstream-id",
+        "u2",
+        "--amount",
+        "6",
+        "--reason",
+        "dup task",
+        "--idempotency-key",
+        "rf1",
+        "--json",
+    )
+    first = json.loads(cli(*args).output)
+    assert json.loads(cli(*args).output)["entry_id"] == first["entry_id"]
+    too_much = cli(
+        "refund",
+        "rr1",
+        "--upstream-id",
+        "u2",
+        "--amount",
+        "1",
+        "--reason",
+        "x",
+        "--idempotency-key",
+        "rf2",
+        ok=False,
+    )
+    assert too_much.exit_code == 1 and "exceeds what is left to refund" in too_much.output
+    assert ledger.balances(db, "acme").spent.amount_minor == 6
