@@ -11,8 +11,6 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 
-from geo_pipeline.simulator.answers import GeneratedAnswer
-
 
 @dataclass(slots=True)
 class Task:
@@ -32,9 +30,7 @@ class Task:
     shot: str  # available | late | never | unsupported | not_requested
     shot_ready_at: float
     cancelled_at: float | None = None
-    answer: GeneratedAnswer | None = None
-    result_body: bytes | None = None
-    png: bytes | None = None
+    png: bytes | None = None  # rendered on the first screenshot fetch
 
     def status(self, now: float) -> str:
         if self.cancelled_at is not None and self.cancelled_at < self.done_at:
