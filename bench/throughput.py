@@ -68,7 +68,7 @@ def db_url_for(name: str) -> str:
 def create_db() -> tuple[str, str]:
     from geo_pipeline.store import migrate
 
-    name = f"geo_bench_{uuid.uuid4().hex[:8]}"
+    name = f"exec_bench_{uuid.uuid4().hex[:8]}"
     with psycopg.connect(ADMIN_URL, autocommit=True) as c:
         c.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
     url = db_url_for(name)
@@ -109,8 +109,8 @@ def lease_update_rate(url: str, seconds: int = 5) -> float:
     return float(m.group(1)) if m else float("nan")
 
 
-def make_run(url: str, samples: int, run_id: str) -> float:
-    """Plan + create_run (outbox rows included); returns seconds taken."""
+def make_run(url: str, samples: int, run_id: str) -> tuple[float, int]:
+    """Plan + create_run (outbox rows included); returns (seconds taken, samples planned)."""
     from geo_pipeline.billing import ledger
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.config import normalise_and_validate
@@ -140,7 +140,7 @@ def make_run(url: str, samples: int, run_id: str) -> float:
         conn.commit()
         runstore.create_run(conn, plan, confirm=True, dispatch=True)  # type: ignore[arg-type]
         conn.commit()
-    return time.perf_counter() - t0
+    return time.perf_counter() - t0, len(plan.samples)
 
 
 def terminal_count(url: str) -> tuple[int, int]:
@@ -346,9 +346,8 @@ def run_mode(mode: str, samples: int, evidence: bool) -> dict[str, Any]:
         procs.append(worker)
         time.sleep(1.0)  # let both connect before the clock starts
         t0 = time.perf_counter()
-        create_s = make_run(url, samples, f"bench-{mode}")
+        create_s, total = make_run(url, samples, f"bench-{mode}")
         peak_running = 0
-        total = samples
         while True:
             done, running = terminal_count(url)
             peak_running = max(peak_running, running)

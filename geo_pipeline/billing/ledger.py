@@ -685,3 +685,99 @@ __all__ = [
     "refund",
     "run_ledger",
 ]
+
+
+# --------------------------------------------------------------------------- batched charges
+def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
+    """``post_charge`` for a whole completion batch of the execution core (added by the
+    execution issue; same rules, keys and results as calling ``post_charge`` for each charge in
+    order). Per run: ONE account lock, one read of the context (existing keys, fee rules, quote
+    lines, samples already charged), the decisions computed with the same pure rules (the
+    reservation left is carried from charge to charge), and the entries inserted in one
+    pipelined round trip. Runs are taken in run_id order so concurrent batches never deadlock
+    on account locks. Runs in the caller's transaction (a savepoint per run)."""
+    results: list[int | None] = [None] * len(charges)
+    by_run: dict[str, list[int]] = {}
+    for i, c in enumerate(charges):
+        rules.minor(c.attempt_no, "attempt_no")
+        by_run.setdefault(c.run_id, []).append(i)
+    for run_id in sorted(by_run):
+        idx = by_run[run_id]
+        with conn.transaction():
+            account = _lock_account(conn, run_id)
+            currency = str(account["currency"]).strip()
+            left = int(account["reservation_left_minor"])
+            keys = [charges[i].idempotency_key for i in idx]
+            with conn.cursor() as cur:
+                cur.execute(Q("billing.charges_context"), {"run_id": run_id, "keys": keys,
+                            "sample_ids": [charges[i].sample_id for i in idx]})  # fmt: skip
+                ctx = dict(cur.fetchone() or {})
+            existing = set(ctx.get("existing_keys") or [])
+            fee_rules = dict(ctx.get("fee_rules") or {})
+            quote_lines = list(ctx.get("quote_lines") or [])
+            charged = set(ctx.get("charged_samples") or [])
+            posts: list[tuple[int | None, bool, dict[str, Any]]] = []  # (index, free, params)
+            for i in idx:
+                c = charges[i]
+                if c.tenant_id != account["tenant_id"]:
+                    raise BillingError(
+                        f"charge {c.idempotency_key} names tenant {c.tenant_id}, but run "
+                        f"{run_id} is billed to {account['tenant_id']}"
+                    )
+                if c.idempotency_key in existing:
+                    continue  # a replay: nothing posted, like post_charge
+                existing.add(c.idempotency_key)
+                rule = (
+                    fee_rules.get(c.platform) or _fee_rules_from_registry([c.platform])[c.platform]
+                )
+                prices = rules.unit_prices_from_quote(quote_lines, c.platform, c.mode)
+                decision = rules.charge_for_attempt(
+                    prices,
+                    rule,
+                    c.upstream_outcome,
+                    deep_thinking_used=c.deep_thinking_used,
+                    web_search_used=c.web_search_used,
+                    screenshot_used=c.screenshot_used,
+                    sample_already_charged=c.sample_id in charged,
+                )
+                overrun = rules.over_reservation(decision.amount_minor, left)
+                common: dict[str, Any] = {
+                    "tenant_id": c.tenant_id,
+                    "currency": currency,
+                    "run_id": c.run_id,
+                    "sample_id": c.sample_id,
+                    "attempt_no": c.attempt_no,
+                    "upstream_id": c.upstream_id,
+                    "price_version": prices.price_version,
+                }
+                if overrun:
+                    posts.append((None, False, {**common, "kind": "adjustment",
+                        "adjusts": "reservation", "amount_minor": overrun,
+                        "idempotency_key": f"overrun:{c.sample_id}:{c.attempt_no}",
+                        "details": Jsonb({"review": REVIEW_OVER_RESERVATION,
+                                          "charge_minor": decision.amount_minor,
+                                          "reservation_left_minor": left})}))  # fmt: skip
+                    left += overrun
+                posts.append((i, decision.free, {**common, "kind": "charge", "adjusts": None,
+                    "amount_minor": decision.amount_minor,
+                    "idempotency_key": c.idempotency_key,
+                    "details": Jsonb({"platform": c.platform, "mode": c.mode,
+                                      "upstream_outcome": c.upstream_outcome,
+                                      "retry_fee_rule": rule, "items": dict(decision.items),
+                                      "free_reason": decision.free_reason,
+                                      "unquoted": list(decision.unquoted)})}))  # fmt: skip
+                left -= decision.amount_minor
+                if decision.amount_minor > 0:
+                    charged.add(c.sample_id)
+            if not posts:
+                continue
+            for _, _, p in posts:
+                Money(rules.minor(p["amount_minor"], f"{p['kind']} amount"), currency)
+            with conn.cursor() as cur:
+                cur.executemany(Q("billing.insert_entry"), [p for _, _, p in posts], returning=True)
+                for j, free, _ in posts:
+                    row = cur.fetchone()
+                    if j is not None and row is not None and not free:
+                        results[j] = int(row["entry_id"])
+                    cur.nextset()
+    return results

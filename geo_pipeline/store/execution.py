@@ -206,8 +206,10 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
                 outcome = _record_evidence(conn, item.archived)
                 item.ev_to = getattr(outcome, "state", item.ev_to)
                 item.ev_reason = getattr(outcome, "reason", item.ev_reason)
-            if item.charge is not None:
-                ledger.post_charge(conn, item.charge)
+        charges = [i.charge for i in live if i.charge is not None]
+        if charges:
+            # One account lock and one round trip per run for the whole batch (R24 keys).
+            ledger.post_charges(conn, charges)
         done: dict[str, str] = {}
         if live:
             cur.execute(Q("execution.finish"), _finish_params(owner, live))

@@ -86,6 +86,7 @@ class WorkerSettings:
     max_deliveries: int = 5
     flush_s: float = 0.005  # batching window for acceptance / completion writes
     batch_max: int = 500
+    finish_concurrency: int = 2  # completion batches in flight (evidence inserts overlap)
     aging_s: float = 60.0
     poll: PollSchedule = field(default_factory=PollSchedule)
     retry: RetryPolicy = field(default_factory=RetryPolicy)
@@ -119,18 +120,24 @@ R = TypeVar("R")
 
 
 class Batcher(Generic[T, R]):
-    """Collects items for ``window_s`` (or ``max_items``) and runs ONE call for the batch; each
-    caller awaits its own item's result. Turns thousands of tiny transactions into a few."""
+    """Group commit: collects items for ``window_s`` (or ``max_items``) and runs ONE call for the
+    batch; each caller awaits its own item's result. At most ``concurrency`` calls run at once;
+    items arriving meanwhile form the next batch, which starts as soon as a call returns. Turns
+    thousands of tiny transactions into a few large ones and keeps batches of one run from
+    queueing behind each other's row locks (e.g. the run's billing account)."""
 
     def __init__(
         self,
         run: Callable[[list[T]], Awaitable[Mapping[int, R]]],
         window_s: float,
         max_items: int,
+        concurrency: int = 1,
     ) -> None:
         self._run = run
         self._window = window_s
         self._max = max_items
+        self._concurrency = concurrency
+        self._running = 0
         self._items: list[tuple[T, asyncio.Future[R]]] = []
         self._timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
@@ -139,6 +146,8 @@ class Batcher(Generic[T, R]):
         loop = asyncio.get_running_loop()
         fut: asyncio.Future[R] = loop.create_future()
         self._items.append((item, fut))
+        if self._running >= self._concurrency:
+            return fut  # picked up when a running call returns
         if len(self._items) >= self._max:
             self._flush()
         elif self._timer is None:
@@ -149,11 +158,13 @@ class Batcher(Generic[T, R]):
         if self._timer is not None:
             self._timer.cancel()
             self._timer = None
-        batch, self._items = self._items, []
-        if batch:
-            task = asyncio.get_running_loop().create_task(self._go(batch))
-            self._tasks.add(task)
-            task.add_done_callback(self._tasks.discard)
+        if not self._items or self._running >= self._concurrency:
+            return
+        batch, self._items = self._items[: self._max], self._items[self._max :]
+        self._running += 1
+        task = asyncio.get_running_loop().create_task(self._go(batch))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     async def _go(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
         try:
@@ -165,14 +176,23 @@ class Batcher(Generic[T, R]):
             if not isinstance(exc, Exception):
                 raise
             return
-        for i, (_, fut) in enumerate(batch):
-            if not fut.done():
-                fut.set_result(results[i])
+        else:
+            for i, (_, fut) in enumerate(batch):
+                if not fut.done():
+                    fut.set_result(results[i])
+        finally:
+            self._running -= 1
+            if self._items:  # they waited for us already: no second window
+                self._flush()
 
     async def drain(self) -> None:
         self._flush()
-        while self._tasks:
-            await asyncio.gather(*list(self._tasks), return_exceptions=True)
+        while self._tasks or self._items:
+            if self._tasks:
+                await asyncio.gather(*list(self._tasks), return_exceptions=True)
+            else:
+                self._flush()
+                await asyncio.sleep(0)
 
 
 class Lane:
@@ -232,7 +252,7 @@ class Worker:
             self._accept_batch, settings.flush_s, settings.batch_max
         )
         self.finishes: Batcher[ex.Finish, str | None] = Batcher(
-            self._finish_batch, settings.flush_s, settings.batch_max
+            self._finish_batch, settings.flush_s, settings.batch_max, settings.finish_concurrency
         )
         self.acks: Batcher[tuple[str, str], bool] = Batcher(self._ack_batch, settings.flush_s, 5000)
         self.report: dict[str, int] = {

@@ -223,3 +223,21 @@ SELECT upstream_id, sample_id, attempt_no, platform, classification, fee_class, 
        theirs_minor, difference_minor, currency, detail, reconciled_at
 FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
 ORDER BY classification, upstream_id;
+
+-- name: charges_context
+-- The context of a batch of charges of one run (post_charges), read after the run account is
+-- locked: which keys exist already, the run's fee rules, its quote lines, and which of the
+-- samples already carry a positive charge.
+SELECT
+  (SELECT coalesce(array_agg(idempotency_key), '{}') FROM geo.ledger_entries
+    WHERE idempotency_key = ANY(%(keys)s::text[])) AS existing_keys,
+  (SELECT coalesce(jsonb_object_agg(platform, retry_fee_rule), '{}') FROM geo.run_fee_rules
+    WHERE run_id = %(run_id)s) AS fee_rules,
+  (SELECT coalesce(jsonb_agg(jsonb_build_object(
+            'platform', ql.platform, 'mode', ql.mode, 'item', ql.item,
+            'unit_price_minor', ql.unit_price_minor, 'price_version', ql.price_version)), '[]')
+     FROM geo.runs r JOIN geo.quote_lines ql USING (quote_id)
+    WHERE r.run_id = %(run_id)s) AS quote_lines,
+  (SELECT coalesce(array_agg(DISTINCT e.sample_id), '{}') FROM geo.ledger_entries e
+    WHERE e.sample_id = ANY(%(sample_ids)s::text[]) AND e.kind = 'charge'
+      AND e.amount_minor > 0) AS charged_samples;
