@@ -305,7 +305,20 @@ def adjust(
 
 
 def balances(conn: Conn, tenant: str) -> Balances:
-    """Available, reserved and spent money of a tenant, summed from its entries."""
+    """Available, reserved and spent money of a tenant, summed from its entries (R23).
+
+    Run-linked sums are read from the run accounts the ledger trigger maintains (one row per
+    run), so the cost grows with the number of runs, not of charges; ``balances_from_entries``
+    is the plain definition over every entry, and the two are always equal (tested)."""
+    return _balances(conn, tenant, "billing.tenant_balance")
+
+
+def balances_from_entries(conn: Conn, tenant: str) -> Balances:
+    """The same balances summed over every single entry (the ``geo.account_balances`` view)."""
+    return _balances(conn, tenant, "billing.tenant_balance_from_entries")
+
+
+def _balances(conn: Conn, tenant: str, query: str) -> Balances:
     currency = _tenant_currency(conn, tenant)
     if currency is None:
         raise BillingError(
@@ -313,7 +326,7 @@ def balances(conn: Conn, tenant: str) -> Balances:
             f"(`geo-pipeline billing deposit --tenant {tenant} --amount N`) or its first run"
         )
     with conn.cursor() as cur:
-        cur.execute(Q("billing.tenant_balance"), {"tenant_id": tenant, "currency": currency})
+        cur.execute(Q(query), {"tenant_id": tenant, "currency": currency})
         row = cur.fetchone()
     r = dict(row) if row is not None else {}
     return Balances(
@@ -676,6 +689,7 @@ __all__ = [
     "account_drift",
     "adjust",
     "balances",
+    "balances_from_entries",
     "close_run",
     "confirm_run",
     "deposit",

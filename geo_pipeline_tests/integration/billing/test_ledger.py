@@ -225,6 +225,12 @@ def test_refunds_never_exceed_charges_and_are_idempotent(db):
     b = ledger.balances(db, "acme")
     assert b.spent == Money(0, "CNY")
     assert b.available + b.reserved == Money(10_000, "CNY")
+    # a goodwill credit linked to the run moves available money, not the reservation
+    ledger.adjust(db, "acme", 25, "CNY", "goodwill for r9", "adj-r9", run_id="r9")
+    b2 = ledger.balances(db, "acme")
+    assert b2.available == b.available + Money(25, "CNY") and b2.reserved == b.reserved
+    assert b2 == ledger.balances_from_entries(db, "acme")
+    assert ledger.account_drift(db) == []
 
 
 def test_money_is_never_a_float(db):

@@ -247,6 +247,9 @@ def test_random_event_sequences_keep_the_ledger_exact(
     reported = (b.available.amount_minor, b.reserved.amount_minor, b.spent.amount_minor)
     assert all(type(x) is int for x in reported)
     assert reported == recomputed_balances(db, tenant)
+    v = ledger.balances_from_entries(db, tenant)
+    assert reported == (v.available.amount_minor, v.reserved.amount_minor, v.spent.amount_minor)
+    assert b.deposited == v.deposited
     model_spent = charged - sum(refunded.values())
     model_reserved = reserve_left
     model_available = deposited + adjusted - model_reserved - model_spent
