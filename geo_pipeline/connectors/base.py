@@ -81,6 +81,12 @@ class NotFound(ConnectorError):
     error_class = "not_found"
 
 
+class NoStatementApi(NotFound, NotImplementedError):
+    """The platform publishes no fee statement through its API (e.g. a synchronous vendor API
+    billed from a console export). Both a ConnectorError and a NotImplementedError, so a
+    reconciliation loop that catches either reports it as unavailable instead of crashing."""
+
+
 # --------------------------------------------------------------------------- values
 @dataclass(frozen=True)
 class SubmitRequest:

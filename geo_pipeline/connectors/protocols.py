@@ -26,6 +26,7 @@ from geo_pipeline.connectors.base import (
     CancelResult,
     Evidence,
     FeeStatement,
+    NoStatementApi,
     NotFound,
     PollResult,
     SubmitRequest,
@@ -259,7 +260,7 @@ class SyncProtocolConnector:
         )
 
     async def fee_statement(self, statement_date: str) -> FeeStatement:
-        raise NotImplementedError(
+        raise NoStatementApi(
             f"{self.platform}: {self.protocol} offers no fee statement API; reconcile from the "
             "vendor's billing export"
         )

@@ -15,8 +15,10 @@ import pytest
 from geo_pipeline.connectors.base import (
     Acceptance,
     Connector,
+    ConnectorError,
     Evidence,
     InvalidParams,
+    NoStatementApi,
     NotFound,
     PollResult,
     SubmitRequest,
@@ -210,8 +212,9 @@ def test_screenshot_cancel_and_statement(simulator_url: str, platform: str, inst
         assert not cancel.upstream_cancelled  # already finished: nothing to stop
         today = (ev.captured_at.date()).isoformat()
         if platform in SYNC:
-            with pytest.raises(NotImplementedError):
+            with pytest.raises(NoStatementApi) as exc:  # a ConnectorError and NotImplementedError
                 await conn.fee_statement(today)
+            assert isinstance(exc.value, ConnectorError | NotImplementedError)
             return
         stmt = await conn.fee_statement(today)
         mine = [line for line in stmt.lines if line.upstream_id == acc.upstream_id]
