@@ -367,6 +367,12 @@ def record_run_created(
     platforms = sorted(q.price_versions)
     rules_now = dict(fee_rules) if fee_rules is not None else _fee_rules_from_registry(platforms)
     with conn.transaction():
+        billed_in = _tenant_currency(conn, tenant)
+        if billed_in is not None and billed_in != q.currency:
+            raise BillingError(
+                f"tenant {tenant} is billed in {billed_in}, but run {run_id} is quoted in "
+                f"{q.currency}; a tenant's ledger has one currency"
+            )
         with conn.cursor() as cur:
             cur.executemany(
                 Q("billing.insert_fee_rule"),

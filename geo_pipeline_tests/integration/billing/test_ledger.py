@@ -289,3 +289,12 @@ def test_close_of_a_terminal_run_counts_uncertain_samples_without_blocking(db):
     release = [e for e in ledger.run_ledger(db, "r11")["entries"] if e["kind"] == "release"]
     assert release[0]["details"]["uncertain_samples"] == 1
     assert release[0]["details"]["forced"] is False
+
+
+def test_a_run_quoted_in_another_currency_than_the_tenant_is_refused(db):
+    ledger.deposit(db, "acme", 10_000, "USD", "dep-usd")
+    with pytest.raises(ledger.BillingError, match="billed in USD, but run r12 is quoted in CNY"):
+        runstore.create_run(db, make_plan("r12"), confirm=True, dispatch=False)
+    db.rollback()
+    with pytest.raises(runstore.RunNotFound):
+        runstore.get_run(db, "r12")
