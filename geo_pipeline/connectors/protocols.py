@@ -230,7 +230,24 @@ class SyncProtocolConnector:
         return PollResult("completed", upstream_id)
 
     async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
-        raw, mime, parsed = self._parsed(upstream_id)
+        """The parsed answer with the body exactly as received. A refusal or filter reported
+        inside HTTP 200 comes back as a *failed* evidence that still keeps the raw body (the
+        caller may skip ``poll`` for an inline result); a body that does not parse raises
+        ``Unparseable`` with the raw bytes (R13)."""
+        try:
+            raw, mime, parsed = self._parsed(upstream_id)
+        except UpstreamFailed as exc:
+            raw, mime = self._held(upstream_id)
+            return Evidence(
+                sample_id=request.sample_id,
+                upstream_id=upstream_id,
+                collection_state="failed",
+                answer_text="",
+                raw_body=raw,
+                raw_mime_type=mime.split(";")[0] or "application/json",
+                captured_at=datetime.now(UTC),
+                warnings=(f"UPSTREAM_FAILED: {exc}"[:300],),
+            )
         return Evidence(
             sample_id=request.sample_id,
             upstream_id=upstream_id,

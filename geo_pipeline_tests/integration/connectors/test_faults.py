@@ -249,6 +249,8 @@ def test_real_protocol_faults_map_to_typed_errors(
                 seen[f"poll:{polled.state}"] += 1
                 if polled.state == "failed":
                     assert polled.error  # the refusal/filter the engine reported, named
+                    ev = await conn.fetch_evidence(acc.upstream_id, req)
+                    assert ev.collection_state == "failed" and ev.raw_body == acc.inline_result
                 else:
                     ev = await conn.fetch_evidence(acc.upstream_id, req)
                     assert ev.raw_body == acc.inline_result
