@@ -83,12 +83,15 @@ async def _drive(url: str, seconds: float, concurrency: int, tag: str) -> dict[s
 
 
 def _client(url: str, seconds: float, concurrency: int, tag: str, out: mp.Queue) -> None:
+    cpu0 = time.process_time()
     try:
         import uvloop
 
-        out.put(uvloop.run(_drive(url, seconds, concurrency, tag)))
+        counts = uvloop.run(_drive(url, seconds, concurrency, tag))
     except ImportError:
-        out.put(asyncio.run(_drive(url, seconds, concurrency, tag)))
+        counts = asyncio.run(_drive(url, seconds, concurrency, tag))
+    counts["_client_cpu_us"] = int((time.process_time() - cpu0) * 1e6)
+    out.put(counts)
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -151,6 +154,16 @@ def main() -> int:
         f"{overall / max(server_cpu, 1e-9):.0f} requests/s per fully used core"
     )
     print(f"# load average now: {open('/proc/loadavg').read().split()[:3]} (shared machine?)")
+    client_cpu = totals.pop("_client_cpu_us", 0) / 1e6
+    server_us = server_cpu / max(overall, 1) * 1e6
+    client_us = client_cpu / max(overall, 1) * 1e6
+    cores = os.cpu_count() or 1
+    print(
+        f"# client CPU {client_us:.0f} us/request; if this machine were otherwise idle, "
+        f"server + client would saturate {cores} cores at about "
+        f"{cores * 1e6 / max(server_us + client_us, 1e-9):.0f} requests/s "
+        f"(server alone: {1e6 / max(server_us, 1e-9):.0f}/s on one core)"
+    )
     bad = {k: v for k, v in totals.items() if not k.endswith(("_200", "_202"))}
     if bad:
         print(f"# unexpected statuses: {bad}")
