@@ -3,13 +3,22 @@ Dagster run covers a partition, workers execute its samples. Every number about 
 the metadata comes from the one aggregation service (store/status.py, R7).
 """
 
+import asyncio
 from typing import Any
 
 import dagster as dg
+import httpx
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics
 from geo_pipeline.billing.ledger import close_run, run_ledger
-from geo_pipeline.billing.reconcile import reconcile_run
+from geo_pipeline.billing.reconcile import (
+    afetch_and_import,
+    reconcile_run,
+    statement_days_needed,
+)
+from geo_pipeline.connectors.base import ConnectorError
+from geo_pipeline.connectors.factory import ConnectorSet
+from geo_pipeline.connectors.registry import Registry, RegistryError
 from geo_pipeline.defs import checks, names
 from geo_pipeline.defs.partitions import (
     ALL_CHANNELS_OF_RUN,
@@ -18,6 +27,7 @@ from geo_pipeline.defs.partitions import (
     split_key,
 )
 from geo_pipeline.defs.resources import (
+    ConnectorRegistryResource,
     EvidenceStorageResource,
     PipelineSettingsResource,
     PostgresResource,
@@ -333,15 +343,20 @@ def _jsonable(value: Any) -> Any:
     ),
 )
 def billing_reconciliation(
-    context: dg.AssetExecutionContext, db: PostgresResource
+    context: dg.AssetExecutionContext,
+    db: PostgresResource,
+    registry: ConnectorRegistryResource,
+    settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
     """Our ledger of one collection run against the platforms' fee statements (R23, R24): each
     upstream task matched, mismatched, missing on either side or pending (statement not in yet),
     with completed, failed and to-be-verified fees apart, in integer minor units.
 
     Partitioned by run only: it reads every channel of the run (all-channels partition mapping).
-    Re-materialising replaces the run's reconciliation lines (reconcile_run rewrites them in one
-    transaction), so a later statement import is picked up by materialising again.
+    First it fetches, through each platform's connector, the fee statements of the days the
+    run's fees fall on (imported once, by content digest); a statement not yet published leaves
+    its lines pending, which is explained by timing, not a difference. Re-materialising replaces
+    the run's reconciliation lines (one transaction), so later statements are picked up then.
     """
     run_id = context.partition_key
     with db.connect() as conn:
@@ -356,6 +371,12 @@ def billing_reconciliation(
         if status.terminal:
             # Nothing more can cost money: release the unused reservation (idempotent, R23).
             closed = close_run(conn, run_id)
+        imported: list[str] = []
+        unavailable: list[str] = []
+        if settings.import_fee_statements:
+            imported, unavailable = asyncio.run(
+                _import_statements(conn, registry.load(), statement_days_needed(conn, run_id))
+            )
         summary = reconcile_run(conn, run_id)
         totals = run_ledger(conn, run_id)["totals"] or {}
         unexplained = checks.zero_unexplained(conn, run_id)
@@ -390,9 +411,29 @@ def billing_reconciliation(
             if closed and closed.closed_now
             else 0,
             "overall": status.overall,
+            "statements_imported": imported,
+            "statements_unavailable": unavailable,
         },
         check_results=results,
     )
+
+
+async def _import_statements(
+    conn: Conn, registry: Registry, needed: dict[str, list[str]]
+) -> tuple[list[str], list[str]]:
+    """Fetch and import each (platform, day) statement; what cannot be fetched is reported."""
+    imported: list[str] = []
+    unavailable: list[str] = []
+    async with ConnectorSet(registry) as connectors:
+        for platform, days in sorted(needed.items()):
+            for day in days:
+                try:
+                    result = await afetch_and_import(conn, connectors[platform], day)
+                except (ConnectorError, httpx.HTTPError, RegistryError) as exc:
+                    unavailable.append(f"{platform} {day}: {type(exc).__name__}: {exc}"[:300])
+                    continue
+                imported.append(f"{platform} {day}: {result.lines} lines")
+    return imported, unavailable
 
 
 # --------------------------------------------------------------------------- analyst tables

@@ -95,6 +95,7 @@ class PipelineSettingsResource(dg.ConfigurableResource):
     stream_page: int = 5000  # XRANGE COUNT per round trip
     max_entries_per_tick: int = 200_000  # bounded work per tick (a tick has 60 s)
     evidence_objects_verified: int = 20  # objects per partition re-read and digest-checked
+    import_fee_statements: bool = True  # billing fetches the statements it needs first
 
     def as_metadata(self) -> dict[str, Any]:
         return self.model_dump()

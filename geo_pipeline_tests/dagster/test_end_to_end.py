@@ -1,13 +1,16 @@
 """End to end through Dagster with real processes: the launchpad job creates a run, the
 sampling-plan sensor requests its partitions, the plan jobs dispatch, a real relay and worker
 collect against the platform simulator (HTTP), the completion sensor reads the real stream and
-requests the downstream runs, and every asset and check materialises for every partition."""
+requests the downstream runs, and every asset and check materialises for every partition —
+billing reconciled against the simulator's own fee statements."""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
+import pytest
 
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
@@ -26,6 +29,25 @@ from geo_pipeline_tests.faults.harness import Cluster, start_simulator
 ERROR = dg.AssetCheckSeverity.ERROR
 
 
+@pytest.fixture
+def cluster(
+    db_url: str, redis_url: str, redis_ns: str, tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> Iterator[Cluster]:
+    sim, sim_url = start_simulator()
+    # The registry (read at materialisation time) points the connectors at this simulator, so
+    # billing_reconciliation fetches the fee statements from it.
+    monkeypatch.setenv("GEO_SIMULATOR_URL", sim_url)
+    c = Cluster(db_url, redis_url, redis_ns, sim_url, tmp_path)
+    try:
+        yield c
+    finally:
+        c.shutdown()
+        sim.kill()
+        sim.wait(timeout=10)
+        if sim.stdout:
+            sim.stdout.close()
+
+
 def launch(defs: dg.Definitions, req: dg.RunRequest, instance: dg.DagsterInstance) -> Any:
     """What the daemon does with a run request: run the named job for the partition."""
     assert req.job_name is not None
@@ -37,10 +59,8 @@ def launch(defs: dg.Definitions, req: dg.RunRequest, instance: dg.DagsterInstanc
 
 def test_run_created_in_dagster_is_collected_and_every_downstream_asset_materialises(
     conn: Any,
-    db_url: str,
-    redis_url: str,
-    redis_ns: str,
     tmp_path: Any,
+    cluster: Cluster,
     dg_instance: dg.DagsterInstance,
     resources: dict[str, Any],
 ) -> None:
@@ -55,13 +75,6 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
         sensors=[completion_sensor, sampling_plan_sensor],
         resources=resources,
     )
-    fund(conn)
-    created = defs.resolve_job_def("create_collection_run").execute_in_process(
-        run_config={"ops": {"create_run_op": {"config": {"collection": collection_config()}}}},
-        instance=dg_instance,
-    )
-    assert created.success
-    run_id = created.output_for_node("create_run_op")
 
     def tick(sensor: Any, cursor: str | None = None) -> dg.SensorResult:
         with dg.build_sensor_context(
@@ -71,6 +84,14 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
         assert isinstance(result, dg.SensorResult)
         return result
 
+    fund(conn)
+    created = defs.resolve_job_def("create_collection_run").execute_in_process(
+        run_config={"ops": {"create_run_op": {"config": {"collection": collection_config()}}}},
+        instance=dg_instance,
+    )
+    assert created.success
+    run_id = created.output_for_node("create_run_op")
+
     completion_cursor = tick(completion_sensor).cursor  # nothing finished yet
     plans = tick(sampling_plan_sensor).run_requests or []
     assert sorted(r.run_key for r in plans) == sorted(
@@ -79,18 +100,9 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     for req in plans:
         assert launch(defs, req, dg_instance).success
 
-    sim, sim_url = start_simulator()
-    cluster = Cluster(db_url, redis_url, redis_ns, sim_url, tmp_path)
-    try:
-        cluster.relay()
-        cluster.worker(platforms=("deepseek", "qwen"), lease_s=10)
-        cluster.wait(cluster.all_terminal, 120, "every sample terminal")
-    finally:
-        cluster.shutdown()
-        sim.kill()
-        sim.wait(timeout=10)
-        if sim.stdout:
-            sim.stdout.close()
+    cluster.relay()
+    cluster.worker(platforms=("deepseek", "qwen"), lease_s=10)
+    cluster.wait(cluster.all_terminal, 120, "every sample terminal")
 
     downstream = tick(completion_sensor, completion_cursor).run_requests or []
     assert sorted(r.run_key for r in downstream) == sorted(
@@ -119,6 +131,13 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     readable = [e for e in evaluations if e.check_name == names.CHECK_OBJECTS_READABLE]
     assert all(e.passed for e in readable)
     assert sum(e.metadata["verified"].value for e in readable) > 0  # type: ignore[attr-defined]
+    # Billing fetched the simulator's statements and matched them: nothing left unexplained.
+    billing = dg_instance.get_latest_materialization_event(names.BILLING_RECONCILIATION)
+    assert billing is not None and billing.asset_materialization is not None
+    meta = {k: v.value for k, v in billing.asset_materialization.metadata.items()}
+    assert meta["statements_imported"] and not meta["statements_unavailable"], meta
+    assert meta["classifications"]["matched"] > 0, meta
+    assert meta["unexplained_difference_minor"] == 0
     # Nothing is requested twice: the next tick repeats only run keys already used.
     again = tick(completion_sensor, None).run_requests or []
     assert {r.run_key for r in again} <= {r.run_key for r in downstream}
