@@ -241,6 +241,7 @@ def validated_evidence(
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
         status = statusmod.partition_status(conn, run_id, channel)
+        archive = evidence.archive()
         validity, counts = checks.validity_rate(conn, run_id, channel, settings.min_validity_rate)
         results = [
             checks.field_completeness(conn, run_id, channel),
@@ -251,7 +252,7 @@ def validated_evidence(
                 conn, run_id, channel, settings.max_optional_screenshot_missing_rate
             ),
             checks.objects_readable(
-                conn, evidence.archive(), run_id, channel, settings.evidence_objects_verified
+                conn, archive, run_id, channel, settings.evidence_objects_verified
             ),
         ]
     ev = status.counts.evidence
@@ -264,6 +265,9 @@ def validated_evidence(
             "answers": counts["answers"],
             "valid_answers": counts["valid"],
             "evidence_missing_rate": round(missing / completed, 4) if completed else 0.0,
+            # Where the partition's objects live (tenant/run/sample/revision keys, R20); a
+            # location, not a permission: downloads go through the evidence package.
+            "evidence_archive": archive.location,
             **_status_metadata(status),
         },
         check_results=results,

@@ -3,7 +3,6 @@ QueuedRunCoordinator with its concurrency limits, loaded against the real Postgr
 
 from __future__ import annotations
 
-import shutil
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -27,12 +26,16 @@ def dagster_home(
     parts = urlsplit(pg_admin_url)
     if not parts.hostname or parts.hostname.startswith("/"):
         pytest.skip("the test server listens on a socket directory; dagster.yaml uses TCP")
-    shutil.copy(ROOT / "dagster.yaml", tmp_path / "dagster.yaml")
+    text = (ROOT / "dagster.yaml").read_text(encoding="utf-8")
+    assert "port: 5432" in text
+    # The file names the standard port; a test server elsewhere gets it substituted.
+    (tmp_path / "dagster.yaml").write_text(
+        text.replace("port: 5432", f"port: {parts.port or 5432}"), encoding="utf-8"
+    )
     monkeypatch.setenv("DAGSTER_HOME", str(tmp_path))
     monkeypatch.setenv("DAGSTER_PG_USERNAME", parts.username or "postgres")
     monkeypatch.setenv("DAGSTER_PG_PASSWORD", parts.password or "")
     monkeypatch.setenv("DAGSTER_PG_HOST", parts.hostname)
-    monkeypatch.setenv("DAGSTER_PG_PORT", str(parts.port or 5432))
     monkeypatch.setenv("DAGSTER_PG_DB", name)
     yield tmp_path
     drop_database(pg_admin_url, name)
