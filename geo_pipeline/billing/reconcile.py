@@ -26,6 +26,7 @@ from psycopg.types.json import Jsonb
 from geo_pipeline.domain import billing as rules
 from geo_pipeline.domain.billing import ReconciliationSummary, ReconLine
 from geo_pipeline.domain.money import Money
+from geo_pipeline.observability.metrics import RECONCILIATION_DIFF
 from geo_pipeline.store.queries import Q
 
 if TYPE_CHECKING:
@@ -280,7 +281,10 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
                 for line in lines
             ],
         )
-    return rules.summarise(run_id, currency, lines)
+    summary = rules.summarise(run_id, currency, lines)
+    # R26: the difference of the run reconciled last, per currency (the asset keeps each run's).
+    RECONCILIATION_DIFF.labels(currency).set(summary.unexplained_difference_minor)
+    return summary
 
 
 def reconciliation_lines(conn: Conn, run_id: str) -> list[dict[str, Any]]:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
+from prometheus_client import REGISTRY
+
 from geo_pipeline.billing import ledger, reconcile
 from geo_pipeline.billing.ledger import ChargeRequest
 from geo_pipeline.connectors.base import FeeLine, FeeStatement
@@ -126,6 +128,8 @@ def test_every_discrepancy_kind(db):
         "pending": 3,
     }
     assert s.unexplained_difference_minor == 1 - 6 + 6
+    gauge = REGISTRY.get_sample_value("geo_reconciliation_difference_minor", {"currency": "CNY"})
+    assert gauge == 1  # R26: exported for monitoring
     assert s.pending_ours_minor == 8
     assert not s.clean
 
