@@ -8,6 +8,7 @@ daemon on the same PostgreSQL.
 
 from __future__ import annotations
 
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -183,12 +184,18 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
             demo.start_pipeline(sup, stack, opts)
             url = dev.start_dagster(sup, stack, port)
             ui.say(f"Dagster UI: {url}  (logs in {stack.state_dir / 'logs'}; Ctrl-C stops all)")
-            ui.say(
-                f"export GEO_DATABASE_URL='{stack.database_url}' GEO_REDIS_URL="
-                f"'{stack.redis_url}' GEO_EVIDENCE_URL='{stack.evidence_url}' "
+            # One unwrapped line a person can paste into another shell (passwords masked, D2:
+            # a URL that had one came from the environment, which the person already has).
+            click.echo(
+                f"export GEO_DATABASE_URL='{dbmod.redact(stack.database_url)}' "
+                f"GEO_REDIS_URL='{dbmod.redact(stack.redis_url)}' "
+                f"GEO_EVIDENCE_URL='{stack.evidence_url}' "
                 f"GEO_REDIS_PREFIX='{stack.env['GEO_REDIS_PREFIX']}' "
-                f"GEO_SIMULATOR_URL='{stack.simulator_url}'   # to use the CLI alongside"
+                f"GEO_SIMULATOR_URL='{stack.simulator_url}' "
+                f"DAGSTER_HOME='{stack.env['DAGSTER_HOME']}' "
+                f"GEO_DAGSTER_PG_URL='{dbmod.redact(stack.env['GEO_DAGSTER_PG_URL'])}'"
             )
+            sys.stdout.flush()
             while True:
                 sup.check()
                 time.sleep(1)

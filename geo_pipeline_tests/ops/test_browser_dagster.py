@@ -1,0 +1,191 @@
+"""``geo-pipeline dev`` and the Dagster UI in a real browser: the asset graph shows every asset of
+geo_pipeline.definitions, and after a run finishes its (run x channel) partitions show as
+materialised — the sensor did it, nobody clicked. Screenshots go to test-artifacts/."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from geo_pipeline.ops.demo import free_port
+from geo_pipeline.ops.dev import dagster_database
+from geo_pipeline_tests.ops.conftest import ARTIFACTS
+
+pytestmark = pytest.mark.browser
+
+DOWNSTREAM = ("collection_results", "validated_evidence", "brand_analysis", "brand_visibility")
+CONFIG = """\
+tenant: acme
+brand: {name: 瑞幸咖啡, aliases: [Luckin]}
+competitors: [{name: 星巴克, aliases: [Starbucks]}]
+questions: ["国内最好喝的咖啡品牌？", "Best coffee chain in China?"]
+channels: [{platform: deepseek, device: web}, {platform: kimi, device: web}]
+repeats: 2
+"""
+
+
+def _graphql(port: int, query: str) -> dict[str, Any]:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return json.loads(resp.read())["data"]
+
+
+def _partition_stats(port: int) -> dict[str, int]:
+    data = _graphql(port, "{ assetNodes { assetKey { path } partitionStats { numMaterialized } } }")
+    return {
+        "/".join(n["assetKey"]["path"]): (n["partitionStats"] or {}).get("numMaterialized", 0)
+        for n in data["assetNodes"]
+    }
+
+
+def _wait_for(predicate: Any, timeout_s: float, what: str, proc: subprocess.Popen[bytes]) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, f"geo-pipeline dev exited while waiting for {what}"
+        value = predicate()
+        if value:
+            return value
+        time.sleep(2)
+    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+def _dismiss_welcome(page: Any) -> None:
+    """Dagster's first-visit "join the community" dialog covers the page; skip it if shown."""
+    skip = page.get_by_role("button", name="Skip")
+    try:
+        skip.wait_for(timeout=5_000)
+        skip.click()
+    except Exception:
+        pass  # not shown on this visit
+
+
+def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
+    db_url, redis_url, redis_ns, tmp_path, browser_page
+):
+    from geo_pipeline.definitions import defs
+
+    assets = sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())
+    port = free_port()
+    state = tmp_path / "state"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEO_", "DAGSTER_"))}
+    env.update(
+        GEO_DATABASE_URL=db_url,
+        GEO_REDIS_URL=redis_url,
+        GEO_REDIS_PREFIX=redis_ns,
+        GEO_EVIDENCE_URL=(tmp_path / "evidence").as_uri(),
+    )
+    out = tmp_path / "dev.out"
+    with out.open("wb") as fh:
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "geo_pipeline.cli.main",
+                "dev",
+                "--state-dir",
+                str(state),
+                "--port",
+                str(port),
+                "--workers",
+                "1",
+            ],
+            stdout=fh,
+            stderr=subprocess.STDOUT,
+            env=env,
+        )
+    try:
+        export = _wait_for(
+            lambda: next(
+                (ln for ln in out.read_text().splitlines() if ln.startswith("export ")), None
+            ),
+            240,
+            "the Dagster UI",
+            proc,
+        )
+        for part in export.removeprefix("export ").split(" "):
+            key, _, value = part.partition("=")
+            env[key] = value.strip("'")
+
+        page = browser_page
+        page.goto(f"http://127.0.0.1:{port}/asset-groups", wait_until="networkidle")
+        _dismiss_welcome(page)
+        for name in assets:
+            page.get_by_text(name, exact=True).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "dagster-asset-graph.png"), full_page=True)
+
+        # A run created the way a data engineer's launchpad job does: its partition first.
+        run_id = f"ui-{os.getpid()}"
+        subprocess.run(
+            [
+                sys.executable,
+                "-c",
+                "import sys, dagster as dg; from geo_pipeline.defs import names; "
+                "dg.DagsterInstance.get().add_dynamic_partitions(names.RUNS_PARTITIONS, [sys.argv[1]])",
+                run_id,
+            ],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        config = tmp_path / "config.yaml"
+        config.write_text(CONFIG, encoding="utf-8")
+        cli = [sys.executable, "-m", "geo_pipeline.cli.main"]
+        subprocess.run(
+            [*cli, "billing", "deposit", "--tenant", "acme", "--amount", "100000"],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+        subprocess.run(
+            [*cli, "runs", "create", str(config), "--run-id", run_id],
+            env=env,
+            check=True,
+            capture_output=True,
+        )
+
+        channels = 2
+        stats = _wait_for(
+            lambda: (
+                (s := _partition_stats(port))
+                and all(s.get(a, 0) >= channels for a in DOWNSTREAM)
+                and s.get("billing_reconciliation", 0) >= 1
+                and s
+            ),
+            420,
+            "the sensor to materialise the finished partitions",
+            proc,
+        )
+        assert all(stats[a] == channels for a in DOWNSTREAM), stats
+
+        page.goto(
+            f"http://127.0.0.1:{port}/assets/brand_visibility?view=partitions",
+            wait_until="networkidle",
+        )
+        _dismiss_welcome(page)
+        page.get_by_text(f"Materialized ({channels})", exact=True).first.wait_for(timeout=60_000)
+        page.get_by_text(run_id, exact=False).first.wait_for(timeout=60_000)
+        page.screenshot(path=str(ARTIFACTS / "dagster-partitions.png"), full_page=True)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        admin = db_url.rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            name = dagster_database(db_url)
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+    assert Path(ARTIFACTS / "dagster-asset-graph.png").exists()
