@@ -291,3 +291,20 @@ def reconciliation_lines(conn: Conn, run_id: str) -> list[dict[str, Any]]:
     with conn.cursor() as cur:
         cur.execute(Q("billing.reconciliation_lines"), {"run_id": run_id})
         return [dict(r) for r in cur.fetchall()]
+
+
+def unattributed_statement_lines(
+    conn: Conn, platform: str | None = None, statement_date: str | None = None
+) -> list[dict[str, Any]]:
+    """Statement lines for upstream tasks that no run of ours knows: money the platform billed
+    for nothing we sent (missing on our side at the platform level, R23). Per-run
+    reconciliation cannot see these, since they belong to no run."""
+    with conn.cursor() as cur:
+        cur.execute(
+            Q("billing.unattributed_statement_lines"),
+            {
+                "platform": platform,
+                "statement_date": date.fromisoformat(statement_date) if statement_date else None,
+            },
+        )
+        return [dict(r) for r in cur.fetchall()]

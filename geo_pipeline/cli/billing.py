@@ -200,19 +200,24 @@ def refund_cmd(
 @click.option("--run-id", default=None, help="Only this run.")
 @click.option("--json", "as_json", is_flag=True)
 def review_cmd(run_id: str | None, as_json: bool) -> None:
-    """Charges that exceeded their run's reservation (covered by flagged adjustments), and any
-    run whose maintained account disagrees with its entries."""
+    """Charges that exceeded their run's reservation (covered by flagged adjustments), runs whose
+    maintained account disagrees with its entries, and statement lines of tasks we never sent."""
     with dbmod.connect() as conn:
         flagged = ledger.entries_for_review(conn, run_id)
         drift = ledger.account_drift(conn, run_id)
+        stray = reconcile.unattributed_statement_lines(conn)
     if as_json:
-        emit_json({"over_reservation": flagged, "account_drift": drift})
+        emit_json(
+            {"over_reservation": flagged, "account_drift": drift, "unattributed_lines": stray}
+        )
         return
     emit_table(
         flagged,
         ["entry_id", "run_id", "sample_id", "attempt_no", "upstream_id", "amount_minor"],
         title="charges beyond the reservation (adjusted, to review)",
     )
+    if stray:
+        emit_table(stray, title="statement lines for tasks no run of ours knows")
     click.echo("run accounts agree with the entries" if not drift else f"DRIFT: {drift}")
 
 

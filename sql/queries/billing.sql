@@ -268,3 +268,21 @@ SELECT
   (SELECT coalesce(array_agg(DISTINCT e.sample_id), '{}') FROM geo.ledger_entries e
     WHERE e.sample_id = ANY(%(sample_ids)s::text[]) AND e.kind = 'charge'
       AND e.amount_minor > 0) AS charged_samples;
+
+-- name: unattributed_statement_lines
+-- Lines of the latest statements that name an upstream task no run of ours knows (neither an
+-- upstream request nor a charge): billed to us for nothing we sent, per platform and day.
+WITH latest AS (
+  SELECT DISTINCT ON (platform, statement_date) statement_id, platform, statement_date
+  FROM geo.fee_statements
+  WHERE (%(platform)s::text IS NULL OR platform = %(platform)s)
+    AND (%(statement_date)s::date IS NULL OR statement_date = %(statement_date)s)
+  ORDER BY platform, statement_date, imported_at DESC, statement_id DESC
+)
+SELECT latest.platform, latest.statement_date, l.upstream_id, l.item, l.amount_minor, l.currency
+FROM geo.fee_statement_lines l JOIN latest USING (statement_id)
+WHERE NOT EXISTS (SELECT 1 FROM geo.upstream_requests u
+                   WHERE u.platform = latest.platform AND u.upstream_id = l.upstream_id)
+  AND NOT EXISTS (SELECT 1 FROM geo.ledger_entries e
+                   WHERE e.upstream_id = l.upstream_id AND e.kind = 'charge')
+ORDER BY latest.platform, latest.statement_date, l.upstream_id, l.item;

@@ -102,6 +102,9 @@ def test_every_discrepancy_kind(db):
         ),
     )
     assert first.imported_now and first.lines == 6
+    stray = reconcile.unattributed_statement_lines(db, "doubao", day)
+    assert [(r["upstream_id"], r["amount_minor"]) for r in stray] == [("unknown-task", 6)]
+    assert reconcile.unattributed_statement_lines(db, "deepseek") == []
 
     s = reconcile.reconcile_run(db, "rr")
     rows = by_id(db, "rr")
