@@ -14,6 +14,8 @@ from collections import defaultdict
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
+from psycopg.types.json import Jsonb
+
 from geo_pipeline.analysis.refresh import refresh_analytics
 from geo_pipeline.domain.mentions import (
     DETECTOR_VERSION,
@@ -167,9 +169,8 @@ def _analyse_chunk(
             cur.execute(
                 Q("analysis.reopen"), {"sample_ids": reopen, "reason": f"reanalyse:{version}"}
             )
-        cur.execute(
-            Q("analysis.conclude"), {"sample_ids": ids, "states": states, "reasons": reasons}
-        )
+        verdicts = {sid: [st, why] for sid, st, why in zip(ids, states, reasons, strict=True)}
+        cur.execute(Q("analysis.conclude"), {"verdicts": Jsonb(verdicts), "sample_ids": ids})
         if cur.rowcount != len(ids):
             # The rows are locked FOR UPDATE by this transaction: nothing else can move them.
             raise RuntimeError(

@@ -84,12 +84,15 @@ UPDATE geo.samples SET analysis_state = 'pending', analysis_reason = %(reason)s
  WHERE sample_id = ANY(%(sample_ids)s::text[]) AND analysis_state <> 'pending';
 
 -- name: conclude
--- The analysis verdict of each sample, only from pending (a concurrent writer cannot be
--- overwritten) and only after its evidence (the analysis_after_evidence constraint holds too).
-UPDATE geo.samples s SET analysis_state = v.state, analysis_reason = v.reason
-  FROM unnest(%(sample_ids)s::text[], %(states)s::text[], %(reasons)s::text[])
-       AS v(sample_id, state, reason)
- WHERE s.sample_id = v.sample_id AND s.analysis_state = 'pending'
+-- The analysis verdict of each sample ({sample_id: [state, reason]}), only from pending (a
+-- concurrent writer cannot be overwritten) and only after its evidence (the
+-- analysis_after_evidence constraint holds too). The rows are found by primary key (= ANY) and
+-- the verdict looked up per row: no join whose plan depends on fresh statistics (a join with
+-- unnest() on a just-reopened run took minutes).
+UPDATE geo.samples s
+   SET analysis_state = p.v -> s.sample_id ->> 0, analysis_reason = p.v -> s.sample_id ->> 1
+  FROM (SELECT %(verdicts)s::jsonb AS v) p
+ WHERE s.sample_id = ANY(%(sample_ids)s::text[]) AND s.analysis_state = 'pending'
    AND s.evidence_state IN ('stored', 'partial');
 
 -- name: analyze_tables
