@@ -17,6 +17,7 @@ def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
     """Recompute the analyst tables of one run (or of every run); returns rows per table."""
     params = {"run_id": run_id}
     with conn.transaction(), conn.cursor() as cur:
+        cur.execute(Q("analysis.tune"))
         for table in TABLES:
             cur.execute(Q(f"analysis.refresh_delete_{table}"), params)
         # brand_metrics, channel_brand_metrics and share_of_voice in one statement (one scan).

@@ -72,6 +72,7 @@ def analyse_run(
     conn.commit()  # end the read transaction: each chunk is its own transaction
     summary = AnalysisSummary(run_id, detector_version)
     with conn.cursor() as cur:
+        cur.execute(Q("analysis.tune"))
         cur.execute(
             Q("analysis.candidate_ids"),
             {"run_id": run_id, "channel": channel, "detector_version": detector_version},
@@ -81,6 +82,7 @@ def analyse_run(
     for i in range(0, len(todo), chunk_size):
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(Q("analysis.set_actor"), {"actor": f"analysis:{detector_version}"})
+            cur.execute(Q("analysis.tune"))
             cur.execute(
                 Q("analysis.candidates"),
                 {"sample_ids": todo[i : i + chunk_size], "detector_version": detector_version},

@@ -5,6 +5,11 @@
 -- Names the analyser or operator in geo.state_transitions.actor for this transaction.
 SELECT set_config('geo.actor', %(actor)s, true);
 
+-- name: tune
+-- For this transaction: no JIT (compiling the refresh's plan cost more than running it: 9 s of
+-- 17 s at 20,000 samples) and enough memory to aggregate in hash tables instead of sorting.
+SELECT set_config('jit', 'off', true), set_config('work_mem', '128MB', true);
+
 -- name: candidate_ids
 -- Samples of a run to analyse (R6): evidence stored or partial, with an answer, and either
 -- analysis pending or no result yet for this detector version and the latest answer revision.
