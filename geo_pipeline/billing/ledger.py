@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from geo_pipeline.domain import billing as rules
+from geo_pipeline.domain.config import TENANT_RE
 from geo_pipeline.domain.money import Money, MoneyError
 from geo_pipeline.store.queries import Q
 
@@ -239,6 +240,11 @@ def deposit(conn: Conn, tenant: str, amount: int, currency: str, idempotency_key
     money = Money(rules.minor(amount, "deposit"), currency)
     if money.amount_minor <= 0:
         raise BillingError(f"a deposit must be positive, got {amount}")
+    if not TENANT_RE.match(tenant):
+        raise BillingError(
+            f"{tenant!r} is not a tenant id: use 1-63 of a-z, 0-9, '_' or '-', "
+            "starting with a letter or digit"
+        )
     with conn.transaction():
         with conn.cursor() as cur:
             cur.execute(Q("billing.upsert_tenant"), {"tenant_id": tenant, "currency": currency})

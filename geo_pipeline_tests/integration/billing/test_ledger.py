@@ -262,6 +262,8 @@ def test_deposit_idempotency_and_currency(db):
         ledger.deposit(db, "acme", 100, "USD", "dep-2")
     with pytest.raises(ledger.BillingError, match="positive"):
         ledger.deposit(db, "acme", 0, "CNY", "dep-3")
+    with pytest.raises(ledger.BillingError, match="not a tenant id"):
+        ledger.deposit(db, "Bad Tenant!", 10, "CNY", "dep-4")
     assert ledger.balances(db, "acme").available == Money(100, "CNY")
     ledger.adjust(db, "acme", -30, "CNY", "goodwill reversal", "adj-1")
     assert ledger.balances(db, "acme").available == Money(70, "CNY")
