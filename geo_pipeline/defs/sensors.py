@@ -128,7 +128,7 @@ def _rows(conn: Conn, name: str, **params: Any) -> list[dict[str, Any]]:
 def recent_unfinished_pairs(conn: Conn, days: int, done_partitions: set[str]) -> set[Pair]:
     """Partitions of recent runs whose downstream assets are not yet materialised."""
     out: set[Pair] = set()
-    for r in _rows(conn, "recent_runs", days=days):
+    for r in _rows(conn, "recent_runs", days=days, outside_schedule=False):
         for ch in r["channels"]:
             if str(partition_key(r["run_id"], ch)) not in done_partitions:
                 out.add((r["run_id"], ch))
@@ -253,26 +253,50 @@ def completion_sensor(
 def sampling_plan_sensor(
     context: dg.SensorEvaluationContext, db: PostgresResource, settings: PipelineSettingsResource
 ) -> dg.SensorResult:
-    with db.connect() as conn:
-        rows = _rows(conn, "undispatched_partitions", days=settings.recent_run_days)
-    existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    # Cursor: the partitions already seen dispatched, so a tick asks PostgreSQL only about the
+    # others (a dispatched partition stays dispatched); pruned to the recent window.
+    seen: set[str] = set(json.loads(context.cursor)["dispatched"]) if context.cursor else set()
+    planned = context.instance.get_materialized_partitions(names.SAMPLING_PLAN)
     channels = known_channels()
-    missing = sorted({r["run_id"] for r in rows} - existing)
+    with db.connect() as conn:
+        recent = _rows(conn, "recent_runs", days=settings.recent_run_days, outside_schedule=True)
+        pairs = sorted(
+            (r["run_id"], ch)
+            for r in recent
+            for ch in r["channels"]
+            if ch in channels
+            and str(partition_key(r["run_id"], ch)) not in planned
+            and f"{r['run_id']}|{ch}" not in seen
+        )
+        undispatched = {
+            (r["run_id"], r["channel"])
+            for r in _rows(
+                conn,
+                "undispatched_pairs",
+                run_ids=[p[0] for p in pairs],
+                channels=[p[1] for p in pairs],
+            )
+        }
+    recent_ids = {r["run_id"] for r in recent}
+    seen = {k for k in seen if k.split("|", 1)[0] in recent_ids}
+    seen |= {f"{rid}|{ch}" for rid, ch in pairs if (rid, ch) not in undispatched}
+    cursor = json.dumps({"dispatched": sorted(seen)})
+    if not undispatched:
+        return dg.SensorResult(skip_reason="no undispatched partitions", cursor=cursor)
+    existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    missing = sorted({rid for rid, _ in undispatched} - existing)
     requests = [
         dg.RunRequest(
-            run_key=names.plan_run_key(r["run_id"], r["channel"]),
-            partition_key=partition_key(r["run_id"], r["channel"]),
+            run_key=names.plan_run_key(rid, ch),
+            partition_key=partition_key(rid, ch),
             job_name=sampling_plan_job.name,
-            tags={"geo/run_id": r["run_id"], "geo/channel": r["channel"]},
+            tags={"geo/run_id": rid, "geo/channel": ch},
         )
-        for r in rows
-        if r["channel"] in channels
+        for rid, ch in sorted(undispatched)
     ]
-    if not requests:
-        return dg.SensorResult(skip_reason="no undispatched partitions")
     # A run created outside Dagster (CLI) has no partition yet: add it with the requests.
     adds = [dg.AddDynamicPartitionsRequest(names.RUNS_PARTITIONS, missing)] if missing else []
-    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds)
+    return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
 
 
 # --------------------------------------------------------------------------- retention

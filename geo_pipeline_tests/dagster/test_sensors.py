@@ -196,11 +196,21 @@ def test_sampling_plan_sensor_requests_undispatched_partitions_and_adds_missing_
     [add] = result.dynamic_partitions_requests or []
     assert isinstance(add, dg.AddDynamicPartitionsRequest)
     assert list(add.partition_keys) == [without_partition]
-    # Once dispatched, a partition is not requested again.
+    # Once dispatched, a partition is not requested again, and the cursor remembers it so
+    # later ticks do not ask PostgreSQL about it.
     runstore.dispatch(conn, with_partition, WEB)
-    again = tick(sampling_plan_sensor, dg_instance, resources, None)
+    again = tick(sampling_plan_sensor, dg_instance, resources, result.cursor)
     assert names.plan_run_key(with_partition, WEB) not in keys(again)
     assert names.plan_run_key(with_partition, APP) in keys(again)
+    assert json.loads(again.cursor or "{}")["dispatched"] == [f"{with_partition}|{WEB}"]
+    # Scheduled runs are the schedule's to request; cancelled runs are not dispatched.
+    scheduled = create_run(conn, dg_instance, run_id="m-20261130", scheduled_for="2026-11-30")
+    conn.execute(
+        "UPDATE geo.runs SET cancel_requested_at = now() WHERE run_id = %s", (without_partition,)
+    )
+    third = tick(sampling_plan_sensor, dg_instance, resources, again.cursor)
+    assert keys(third) == [names.plan_run_key(with_partition, APP)]
+    assert scheduled not in {r.tags["geo/run_id"] for r in third.run_requests or []}
 
 
 # --------------------------------------------------------------------------- retention

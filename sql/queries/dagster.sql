@@ -184,29 +184,37 @@ WHERE run_id = %(run_id)s AND classification NOT IN ('matched', 'pending')
 ORDER BY upstream_id LIMIT 1000;
 
 -- name: recent_runs
--- Runs created within the window that are not older than the retention horizon, with their
--- channels (a partition exists for every channel a run has samples on).
+-- Runs created within the window, with the channels of their frozen snapshot (a partition per
+-- channel) -- read from the snapshot, not by scanning samples. ``outside_schedule`` keeps only
+-- runs created by the launchpad job or the CLI (the schedule requests its own).
 SELECT r.run_id, r.scheduled_for, r.created_at, r.cancel_requested_at,
-       array_agg(DISTINCT s.channel ORDER BY s.channel) AS channels
-FROM geo.runs r JOIN geo.samples s ON s.run_id = r.run_id
+       ARRAY(SELECT DISTINCT (t ->> 'platform') || '__' || (t ->> 'device')
+               FROM jsonb_array_elements(c.config -> 'targets') AS t ORDER BY 1) AS channels
+FROM geo.runs r JOIN geo.config_snapshots c USING (snapshot_id)
 WHERE r.created_at >= now() - make_interval(days => %(days)s)
-GROUP BY r.run_id ORDER BY r.created_at, r.run_id;
+  AND (NOT %(outside_schedule)s OR (r.scheduled_for IS NULL AND r.cancel_requested_at IS NULL))
+ORDER BY r.created_at, r.run_id;
 
--- name: undispatched_partitions
--- (run, channel) pairs of recent runs created outside the schedule (the launchpad job, the CLI
--- with --no-dispatch) that still have samples never dispatched: sampling_plan has not run.
-SELECT s.run_id, s.channel, r.created_at FROM geo.samples s JOIN geo.runs r USING (run_id)
-WHERE r.created_at >= now() - make_interval(days => %(days)s)
-  AND r.scheduled_for IS NULL AND r.cancel_requested_at IS NULL
-  AND s.attempt_no = 0
-  AND NOT EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect')
-GROUP BY s.run_id, s.channel, r.created_at
-ORDER BY r.created_at, s.run_id, s.channel;
+-- name: undispatched_pairs
+-- Of the given (run, channel) pairs, those with a sample whose collect hint was never written
+-- (sampling_plan has not dispatched the partition).
+SELECT p.run_id, p.channel
+FROM unnest(%(run_ids)s::text[], %(channels)s::text[]) AS p(run_id, channel)
+WHERE EXISTS (
+  SELECT 1 FROM geo.samples s
+  WHERE s.run_id = p.run_id AND s.channel = p.channel
+    AND s.collection_state = 'queued' AND s.attempt_no = 0
+    AND NOT EXISTS (SELECT 1 FROM geo.outbox o
+                     WHERE o.sample_id = s.sample_id AND o.kind = 'collect'))
+ORDER BY p.run_id, p.channel;
 
 -- name: run_channels
--- The channels of the given runs (the partitions each run has).
-SELECT run_id, array_agg(DISTINCT channel ORDER BY channel) AS channels FROM geo.samples
-WHERE run_id = ANY(%(run_ids)s::text[]) GROUP BY run_id;
+-- The channels of the given runs, from their frozen snapshots.
+SELECT r.run_id,
+       ARRAY(SELECT DISTINCT (t ->> 'platform') || '__' || (t ->> 'device')
+               FROM jsonb_array_elements(c.config -> 'targets') AS t ORDER BY 1) AS channels
+FROM geo.runs r JOIN geo.config_snapshots c USING (snapshot_id)
+WHERE r.run_id = ANY(%(run_ids)s::text[]);
 
 -- name: runs_created
 -- Creation time of the given run ids; missing ids are runs PostgreSQL does not know.
