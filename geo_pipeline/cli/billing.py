@@ -293,8 +293,11 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
             f"statement {imp['platform']} {imp['statement_date']}: {imp['lines']} lines"
             + ("" if imp["imported_now"] else " (already imported)")
         )
+    differing = [line for line in lines if line["classification"] != "matched"]
+    if not differing:
+        click.echo(f"run {run_id}: {len(lines)} upstream tasks, no differences")
     emit_table(
-        [line for line in lines if line["classification"] != "matched"],
+        differing,
         [
             "upstream_id",
             "platform",
