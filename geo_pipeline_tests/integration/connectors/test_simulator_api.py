@@ -321,3 +321,49 @@ def test_cli_refuses_bad_profiles_with_a_message(args: list[str], message: str) 
     assert proc.returncode != 0
     assert message in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("transport", ["aiohttp", "httpcore"])
+def test_both_http_transports_classify_send_failures_alike(
+    sim: SimulatorProcess, transport: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """R12 hinges on 'did the request leave?': refused connection -> TransientError (not sent);
+    held or dropped response -> AcceptanceUnknown (maybe accepted), whichever transport runs."""
+    from geo_pipeline.connectors.base import TransientError
+    from geo_pipeline.connectors.http import new_client
+
+    monkeypatch.setenv("GEO_HTTP_TRANSPORT", transport)
+    base = registry_for(sim.url).entry("doubao")
+    fast = dataclasses.replace(base, options={"submit_timeout_s": 0.5})
+    dead = dataclasses.replace(base, base_url="http://127.0.0.1:9")  # discard port: refused
+
+    def req() -> SubmitRequest:
+        return SubmitRequest(
+            f"tr-{uuid.uuid4().hex[:8]}",
+            1,
+            "acme",
+            "咖啡？",
+            "doubao",
+            "web",
+            "cn",
+            "standard",
+            False,
+        )
+
+    async def go() -> None:
+        async with new_client() as client:
+            with pytest.raises(TransientError):
+                await SimulatorConnector(dead, client).submit(req())
+            conn = SimulatorConnector(fast, client)
+            for mode in ("hold", "drop"):
+                sim.set_profile("doubao", response_lost_rate=1.0, lost_mode=mode, lost_hold_s=2)
+                r = req()
+                with pytest.raises(AcceptanceUnknown):
+                    await conn.submit(r)
+                found = await conn.lookup(r.idempotency_key)
+                assert found is not None
+            sim.set_profile("doubao", response_lost_rate=0.0)
+            ok = await conn.submit(req())  # the pool recovers after dropped connections
+            assert ok.upstream_id.startswith("doubao-")
+
+    asyncio.run(go())
