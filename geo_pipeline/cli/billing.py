@@ -296,19 +296,20 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
     differing = [line for line in lines if line["classification"] != "matched"]
     if not differing:
         click.echo(f"run {run_id}: {len(lines)} upstream tasks, no differences")
-    emit_table(
-        differing,
-        [
-            "upstream_id",
-            "platform",
-            "classification",
-            "fee_class",
-            "ours_minor",
-            "theirs_minor",
-            "difference_minor",
-        ],
-        title=f"differences of run {run_id} (minor units {summary.currency})",
-    )
+    else:
+        emit_table(
+            differing,
+            [
+                "upstream_id",
+                "platform",
+                "classification",
+                "fee_class",
+                "ours_minor",
+                "theirs_minor",
+                "difference_minor",
+            ],
+            title=f"differences of run {run_id} (minor units {summary.currency})",
+        )
     s = summary.as_dict()
     emit_table(
         [
