@@ -82,14 +82,62 @@ async def _drive(url: str, seconds: float, concurrency: int, tag: str) -> dict[s
     return dict(counts)
 
 
-def _client(url: str, seconds: float, concurrency: int, tag: str, out: mp.Queue) -> None:
+async def _drive_connectors(url: str, seconds: float, concurrency: int, tag: str) -> dict[str, int]:
+    """The same loop through the project's SimulatorConnector (one pooled httpx client), i.e.
+    what a worker pays per request on top of the simulator."""
+    os.environ["GEO_SIMULATOR_URL"] = url
+    from geo_pipeline.connectors.base import SubmitRequest
+    from geo_pipeline.connectors.factory import ConnectorSet
+
+    counts: Counter[str] = Counter()
+    deadline = time.monotonic() + seconds
+    async with ConnectorSet() as cs:
+
+        async def worker(w: int) -> None:
+            n = 0
+            platforms = ("deepseek", "doubao", "kimi", "qwen")
+            while time.monotonic() < deadline:
+                n += 1
+                plat = platforms[(w + n) % len(platforms)]
+                conn = cs[plat]
+                req = SubmitRequest(
+                    f"{tag}-{w}-{n}",
+                    1,
+                    "bench",
+                    QUESTIONS[n % 2],
+                    plat,
+                    "web",
+                    "cn",
+                    "standard",
+                    False,
+                )
+                acc = await conn.submit(req)
+                counts["submit_202"] += 1
+                await conn.poll(acc.upstream_id)
+                counts["poll_200"] += 1
+                await conn.fetch_evidence(acc.upstream_id, req)
+                counts["result_200"] += 1
+
+        await asyncio.gather(*(worker(i) for i in range(concurrency)))
+    return dict(counts)
+
+
+def _client(
+    url: str, seconds: float, concurrency: int, tag: str, out: mp.Queue, via: str = "aiohttp"
+) -> None:
+    import aiohttp  # noqa: F401  - imports are not part of the per-request cost
+
+    if via == "connector":
+        import geo_pipeline.connectors.factory
+        import geo_pipeline.connectors.transport  # noqa: F401
     cpu0 = time.process_time()
+    drive = _drive if via == "aiohttp" else _drive_connectors
     try:
         import uvloop
 
-        counts = uvloop.run(_drive(url, seconds, concurrency, tag))
+        counts = uvloop.run(drive(url, seconds, concurrency, tag))
     except ImportError:
-        counts = asyncio.run(_drive(url, seconds, concurrency, tag))
+        counts = asyncio.run(drive(url, seconds, concurrency, tag))
     counts["_client_cpu_us"] = int((time.process_time() - cpu0) * 1e6)
     out.put(counts)
 
@@ -106,6 +154,12 @@ def main() -> int:
     ap.add_argument("--seconds", type=float, default=10.0)
     ap.add_argument("--concurrency", type=int, default=64, help="coroutines per client process")
     ap.add_argument("--clients", type=int, default=1, help="client processes")
+    ap.add_argument(
+        "--via",
+        choices=("aiohttp", "connector"),
+        default="aiohttp",
+        help="raw aiohttp requests, or the project's SimulatorConnector (httpx)",
+    )
     args = ap.parse_args()
 
     proc = subprocess.Popen(
@@ -118,7 +172,10 @@ def main() -> int:
         url = json.loads(proc.stdout.readline())["url"]
         queue: mp.Queue = mp.Queue()
         clients = [
-            mp.Process(target=_client, args=(url, args.seconds, args.concurrency, f"c{i}", queue))
+            mp.Process(
+                target=_client,
+                args=(url, args.seconds, args.concurrency, f"c{i}", queue, args.via),
+            )
             for i in range(args.clients)
         ]
         started = time.monotonic()
@@ -139,7 +196,7 @@ def main() -> int:
     print(f"# simulator throughput — {machine()}")
     print(
         f"# {args.clients} client process(es) x {args.concurrency} coroutines, "
-        f"{args.seconds:g}s, server = 1 process (aiohttp)"
+        f"{args.seconds:g}s, client via {args.via}, server = 1 process (aiohttp)"
     )
     print(f"{'kind':<10}{'requests':>12}{'req/s':>12}")
     overall = 0
