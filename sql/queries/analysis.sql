@@ -156,6 +156,8 @@ WITH st AS MATERIALIZED (
     JOIN geo.mentions m ON m.sample_id = st.sample_id
      AND m.detector_version = st.detector_version AND m.answer_revision = st.analysed_revision
    WHERE st.mention_status = 'known'
+     -- A brand neither mentioned nor cited adds nothing to any sum below; n comes from cell.
+     AND (m.mentioned OR m.domain_cited OR m.domain_retrieved)
 ), cell_brand AS (
   -- Cell counts x tracked brands, and the known mention rows, summed by one GROUP BY over a
   -- UNION ALL: no join between aggregates whose row estimates the planner cannot know (a
