@@ -10,7 +10,7 @@ import dagster as dg
 import httpx
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics
-from geo_pipeline.billing.ledger import close_run, run_ledger
+from geo_pipeline.billing.ledger import BillingError, close_run, run_ledger
 from geo_pipeline.billing.reconcile import (
     afetch_and_import,
     reconcile_run,
@@ -372,9 +372,14 @@ def billing_reconciliation(
             ) from None
         status = statusmod.run_status(conn, run_id)
         closed = None
+        close_refused = None
         if status.terminal:
             # Nothing more can cost money: release the unused reservation (idempotent, R23).
-            closed = close_run(conn, run_id)
+            # Billing refuses while acceptance is still unknown somewhere (R12): report it.
+            try:
+                closed = close_run(conn, run_id)
+            except BillingError as exc:
+                close_refused = str(exc)
         imported: list[str] = []
         unavailable: list[str] = []
         if settings.import_fee_statements:
@@ -415,6 +420,7 @@ def billing_reconciliation(
             if closed and closed.closed_now
             else 0,
             "overall": status.overall,
+            "close_refused": close_refused,
             "statements_imported": imported,
             "statements_unavailable": unavailable,
         },

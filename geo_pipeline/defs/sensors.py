@@ -198,7 +198,8 @@ def evaluate_completions(
     finally:
         client.close()
     sweep_due = now - cursor["swept"] >= settings.sweep_interval_seconds
-    sweep = read.gap is not None or sweep_due or cursor["id"] is None
+    # The first tick sweeps too (swept = 0 in a fresh cursor).
+    sweep = read.gap is not None or sweep_due
     existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
     candidates = set(read.pairs)
     with db.connect() as conn:

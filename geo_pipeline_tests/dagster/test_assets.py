@@ -262,6 +262,7 @@ def test_billing_reconciliation_per_run_with_checks(
     assert meta["unexplained_difference_minor"] == 0
     closed = conn.execute("SELECT closed_at FROM geo.runs WHERE run_id = %s", (run_id,)).fetchone()
     assert closed["closed_at"] is not None  # a finished run's unused reservation is released
+    assert meta["close_refused"] is None  # (charges used the whole estimate: nothing left)
 
 
 def test_duplicate_charge_fails_the_billing_check(
