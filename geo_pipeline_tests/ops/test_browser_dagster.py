@@ -20,7 +20,8 @@ from geo_pipeline.ops.demo import free_port
 from geo_pipeline.ops.dev import dagster_database
 from geo_pipeline_tests.ops.conftest import ARTIFACTS
 
-pytestmark = pytest.mark.browser
+# Starting Dagster, a run and the sensor's downstream runs takes 3-4 minutes on 2 loaded cores.
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
 DOWNSTREAM = ("collection_results", "validated_evidence", "brand_analysis", "brand_visibility")
 CONFIG = """\

@@ -174,6 +174,7 @@ def embedded_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
             thing.stop()
 
 
+@pytest.mark.timeout(600)
 def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, embedded_db):
     state = tmp_path / "state"
     result, scrapes, health = _run_demo(state, tmp_path / "demo1.log")
@@ -255,6 +256,7 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, emb
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)
 def test_a_second_demo_reuses_the_state_and_reset_starts_afresh(tmp_path, embedded_db):
     state = tmp_path / "state"
     first, _, _ = _run_demo(state, tmp_path / "demo1.log")
