@@ -135,6 +135,18 @@ def recent_unfinished_pairs(conn: Conn, days: int, done_partitions: set[str]) ->
     return out
 
 
+def recent_runs_among(conn: Conn, run_ids: set[str], days: int, now_ts: float) -> set[str]:
+    """Of the given ids, the runs PostgreSQL has that were created within the last ``days``."""
+    if not run_ids:
+        return set()
+    horizon = now_ts - days * 86400
+    return {
+        r["run_id"]
+        for r in _rows(conn, "runs_created", run_ids=sorted(run_ids))
+        if r["created_at"].timestamp() >= horizon
+    }
+
+
 def finished_runs(conn: Conn, run_ids: Iterable[str]) -> set[str]:
     """Runs whose every partition is terminal (decided by the aggregation service)."""
     ids = sorted(set(run_ids))
@@ -206,7 +218,14 @@ def evaluate_completions(
         if sweep:
             done = context.instance.get_materialized_partitions(names.BRAND_VISIBILITY)
             candidates |= recent_unfinished_pairs(conn, settings.recent_run_days, done)
-        requests, finished = completion_requests(conn, candidates, existing, known_channels())
+        # Runs created by the CLI have no partition yet: adopt the recent ones PostgreSQL knows
+        # (ids it does not know are ignored; old runs stay with the retention sensor).
+        adopted = recent_runs_among(
+            conn, {rid for rid, _ in candidates} - existing, settings.recent_run_days, now
+        )
+        requests, finished = completion_requests(
+            conn, candidates, existing | adopted, known_channels()
+        )
     new_cursor = json.dumps(
         {"id": read.last_id, "swept": now if sweep else cursor["swept"]}, sort_keys=True
     )
@@ -218,11 +237,18 @@ def evaluate_completions(
         f" ({read.gap})" if read.gap else "",
         len(finished),
     )
+    adds = (
+        [dg.AddDynamicPartitionsRequest(names.RUNS_PARTITIONS, sorted(adopted))] if adopted else []
+    )
     if not requests:
         return dg.SensorResult(
-            skip_reason=f"{read.entries} entries read, no partition finished", cursor=new_cursor
+            skip_reason=f"{read.entries} entries read, no partition finished",
+            cursor=new_cursor,
+            dynamic_partitions_requests=adds,
         )
-    return dg.SensorResult(run_requests=requests, cursor=new_cursor)
+    return dg.SensorResult(
+        run_requests=requests, cursor=new_cursor, dynamic_partitions_requests=adds
+    )
 
 
 @dg.sensor(

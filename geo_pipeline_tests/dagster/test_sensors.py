@@ -158,16 +158,30 @@ def test_periodic_sweep_skips_partitions_already_materialised(
     assert names.downstream_run_key(run_id, APP) in keys(result)
 
 
-def test_completions_of_runs_without_a_partition_are_ignored(
+def test_runs_created_by_the_cli_are_adopted_and_unknown_ids_ignored(
     conn: Any,
     dg_instance: dg.DagsterInstance,
     resources: dict[str, Any],
     redis_client: redis_lib.Redis,
 ) -> None:
-    run_id = create_run(conn)  # no dynamic partition (e.g. deleted by retention)
+    run_id = create_run(conn)  # `geo-pipeline runs create`: no Dagster partition
+    old = create_run(conn)
+    conn.execute(
+        "UPDATE geo.runs SET created_at = now() - interval '100 days' WHERE run_id = %s", (old,)
+    )
+    # The first tick sweeps recent runs: the CLI run gets its partition (not the old one).
     first = tick(completion_sensor, dg_instance, resources, None)
+    assert [list(a.partition_keys) for a in first.dynamic_partitions_requests or []] == [[run_id]]
+    assert not first.run_requests
     finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
-    assert not tick(completion_sensor, dg_instance, resources, first.cursor).run_requests
+    finish(conn, old, WEB, client=redis_client, stream=stream(resources))
+    redis_client.xadd(stream(resources), {"run_id": "no-such-run", "channel": WEB})
+    # (build_sensor_context does not apply the add; the daemon would, before the requests.)
+    result = tick(completion_sensor, dg_instance, resources, first.cursor)
+    [add] = result.dynamic_partitions_requests or []
+    assert isinstance(add, dg.AddDynamicPartitionsRequest)
+    assert list(add.partition_keys) == [run_id]
+    assert keys(result) == [names.downstream_run_key(run_id, WEB)]
 
 
 def test_stream_reading_is_paged_and_bounded(redis_client: redis_lib.Redis, redis_ns: str) -> None:
