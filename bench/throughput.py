@@ -233,15 +233,9 @@ def worker_child(args: argparse.Namespace) -> None:
     async def main() -> dict[str, Any]:
         client = None
         if args.connector == "http":
-            import httpx
+            from geo_pipeline.cli.execution import _build_connectors
 
-            from geo_pipeline.connectors.registry import build_connector  # type: ignore[attr-defined]
-
-            client = httpx.AsyncClient(
-                timeout=10.0,
-                limits=httpx.Limits(max_connections=400, max_keepalive_connections=400),
-            )
-            connectors = {p: build_connector(registry.entry(p), client) for p in PLATFORMS}
+            connectors, client = _build_connectors(registry, PLATFORMS)
         elif args.connector == "latency":
             connectors = {p: InstantConnector(p, (10.0, 30.0)) for p in PLATFORMS}
         else:
@@ -420,6 +414,8 @@ def main() -> None:
     if args.cmd == "_worker":
         worker_child(args)
         return
+    # `timeout` and Ctrl-C must still stop the child processes and drop the database.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     modes = ["http", "instant", "inflight"] if args.mode == "all" else [args.mode]
     defaults = {"http": 5000, "instant": 10000, "inflight": 5000}
     rows = []

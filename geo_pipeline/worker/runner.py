@@ -93,6 +93,9 @@ class WorkerSettings:
     drain_timeout_s: float = 10.0
     db_pool_size: int = 6
     lookup_tries: int = 3
+    # Upstream calls in flight per platform: waiting happens here, not inside the HTTP client's
+    # connection pool (whose pool timeout would turn a long queue into false transient errors).
+    max_concurrent_calls: int = 64
 
 
 @dataclass
@@ -215,6 +218,7 @@ class Lane:
         self.poll_limit = SharedRateLimiter(
             worker.redis, worker.ns, platform, "poll", rl.poll_per_second
         )
+        self.calls = asyncio.Semaphore(worker.s.max_concurrent_calls)
 
     def room(self) -> int:
         return self.w.s.max_in_flight - len(self.held)
@@ -654,7 +658,8 @@ class Worker:
         await lane.submit_limit.acquire()
         t0 = time.monotonic()
         try:
-            acc = await lane.connector.submit(req)
+            async with lane.calls:
+                acc = await lane.connector.submit(req)
         except ConnectorError as exc:
             if exc.error_class == "acceptance_unknown":
                 return await self._recover(lane, h, req)
@@ -682,7 +687,8 @@ class Worker:
             await self.db(ex.note_lookup, key)
             try:
                 await lane.poll_limit.acquire()
-                found = await lane.connector.lookup(key)
+                async with lane.calls:
+                    found = await lane.connector.lookup(key)
             except NotImplementedError:
                 await self._park_uncertain(
                     lane, h, "acceptance_unknown:no_lookup", UNCERTAIN_PARK_S
@@ -791,7 +797,8 @@ class Worker:
             first = False
             await lane.poll_limit.acquire()
             try:
-                pr = await lane.connector.poll(upstream_id)
+                async with lane.calls:
+                    pr = await lane.connector.poll(upstream_id)
                 state = pr.state
                 poll_errors = 0
             except ConnectorError as exc:
@@ -830,7 +837,8 @@ class Worker:
             return
         try:
             await lane.poll_limit.acquire()
-            evidence = await lane.connector.fetch_evidence(upstream_id, req)
+            async with lane.calls:
+                evidence = await lane.connector.fetch_evidence(upstream_id, req)
         except ConnectorError as exc:
             if exc.error_class == "unparseable":
                 # Keep the raw bytes, send to review, never re-ask (R13).

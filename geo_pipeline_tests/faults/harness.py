@@ -9,6 +9,7 @@ import json
 import os
 import re
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from geo_pipeline_tests.integration.execution.helpers import states
+from geo_pipeline_tests.integration.execution.helpers import fetch, states
 
 LEASE_S = 2.0
 SWEEP_S = 0.5
@@ -105,7 +106,28 @@ class Cluster:
             if cond():
                 return time.monotonic() - t0
             time.sleep(0.1)
-        raise AssertionError(f"timed out after {timeout_s}s waiting for {what}: {self.states()}")
+        raise AssertionError(
+            f"timed out after {timeout_s}s waiting for {what}: {self.states()}\n{self.logs()}"
+        )
+
+    def logs(self, tail: int = 15) -> str:
+        out = []
+        for path in sorted(self.tmp.glob("*.log")):
+            lines = path.read_text(errors="replace").splitlines()[-tail:]
+            out.append(f"--- {path.name}\n" + "\n".join(lines))
+        return "\n".join(out)
+
+    def held_by(self, proc: subprocess.Popen[str]) -> int:
+        """Samples still leased to ``proc`` (a dead worker's leases not yet taken over)."""
+        owner = f"worker:{socket.gethostname()}:{proc.pid}"
+        return int(
+            fetch(
+                self.db_url,
+                "SELECT count(*) AS n FROM geo.samples WHERE lease_owner = %s "
+                "AND collection_state = 'running'",
+                (owner,),
+            )[0]["n"]
+        )
 
     def wait_dead(self, proc: subprocess.Popen[str], timeout_s: float = 30) -> int:
         try:

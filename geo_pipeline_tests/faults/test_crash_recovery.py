@@ -19,8 +19,10 @@ from geo_pipeline_tests.faults.harness import LEASE_S, SWEEP_S, Cluster
 from geo_pipeline_tests.integration.execution.helpers import check_invariants, fetch, make_run
 
 N = 12
-# Lease + sweep interval is the promise; the slack covers process start-up and doing the work.
-RECOVERY_S = LEASE_S + SWEEP_S + 12.0
+# Lease + sweep interval is the promise for taking a dead worker's samples back; the slack
+# covers process start-up on a busy 2-core machine. Finishing the work gets a looser bound.
+RECLAIM_S = LEASE_S + SWEEP_S + 6.0
+RECOVERY_S = 40.0
 
 WORKER_POINTS = [
     "after_read_before_claim",
@@ -88,8 +90,9 @@ def test_worker_killed_at_crash_point_recovers(cluster, db_url, redis_url, redis
     w1 = cluster.worker(crash_at=point)
     assert cluster.wait_dead(w1) == -signal.SIGKILL
     w2 = cluster.worker()
-    took = cluster.wait(cluster.all_terminal, RECOVERY_S, f"recovery after {point}")
-    assert took <= RECOVERY_S
+    # The dead worker's leases are taken back within lease + sweep interval (R11, section 4).
+    cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, f"leases of the dead {point}")
+    cluster.wait(cluster.all_terminal, RECOVERY_S, f"recovery after {point}")
     if point == "completed_not_acked":
         # The dead worker's unacked entries are reclaimed and acked (already processed).
         cluster.wait(lambda: pending(cluster, redis_url, redis_ns) == 0, 10, "empty PEL")
