@@ -20,11 +20,9 @@ def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
         cur.execute(Q("analysis.tune"))
         for table in TABLES:
             cur.execute(Q(f"analysis.refresh_delete_{table}"), params)
-        # brand_metrics, channel_brand_metrics and share_of_voice in one statement (one scan).
-        cur.execute(Q("analysis.refresh_insert_brand_tables"), params)
+        # Every table in one statement: the run's per-sample status is computed once.
+        cur.execute(Q("analysis.refresh_insert_tables"), params)
         row = cur.fetchone()
         assert row is not None
         counts = {k: int(v) for k, v in row.items()}
-        cur.execute(Q("analysis.refresh_insert_source_domains"), params)
-        counts["source_domains"] = cur.rowcount
     return counts

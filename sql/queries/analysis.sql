@@ -124,16 +124,16 @@ DELETE FROM analytics.channel_brand_metrics
 -- name: refresh_delete_share_of_voice
 DELETE FROM analytics.share_of_voice WHERE (%(run_id)s::text IS NULL OR run_id = %(run_id)s);
 
--- name: refresh_insert_brand_tables
--- One statement fills brand_metrics, channel_brand_metrics and share_of_voice (data-modifying
--- CTEs). Work is proportional to samples + known mention rows: brand-independent counts come
+-- name: refresh_insert_tables
+-- One statement fills brand_metrics, channel_brand_metrics, share_of_voice and source_domains
+-- (data-modifying CTEs over one computation of the run's sample_status). Work is proportional to samples + known mention rows: brand-independent counts come
 -- from one row per sample (analytics.sample_status), mention counts from geo.mentions of the
 -- samples whose mentions are known. Rates count only those answers (valid, analysis accepted)
 -- and sit beside their n; invalid, analysing and in-review answers have their own columns.
 WITH st AS MATERIALIZED (
   SELECT v.sample_id, v.run_id, v.tenant_id, v.channel, v.platform, v.device, v.region, v.mode,
          v.question_revision, v.question_index, v.validity, v.mention_status,
-         v.detector_version, v.analysed_revision
+         v.detector_version, v.analysed_revision, v.answer_revision
     FROM analytics.sample_status v
    WHERE (%(run_id)s::text IS NULL OR v.run_id = %(run_id)s)
 ), cell AS (
@@ -275,39 +275,37 @@ WITH st AS MATERIALIZED (
          v.brand_mentions::float8 / nullif(v.all_mentions, 0)
     FROM sov v JOIN geo.runs r ON r.run_id = v.run_id
   RETURNING 1
-)
-SELECT (SELECT count(*) FROM ins_cell) AS brand_metrics,
-       (SELECT count(*) FROM ins_chan) AS channel_brand_metrics,
-       (SELECT count(*) FROM ins_sov) AS share_of_voice;
-
--- name: refresh_delete_source_domains
-DELETE FROM analytics.source_domains WHERE (%(run_id)s::text IS NULL OR run_id = %(run_id)s);
-
--- name: refresh_insert_source_domains
--- Citations of the latest revision of every valid answer, per engine (platform).
-WITH va AS MATERIALIZED (
-  SELECT v.sample_id, v.run_id, v.platform, v.answer_revision
-    FROM analytics.sample_status v
-   WHERE (%(run_id)s::text IS NULL OR v.run_id = %(run_id)s) AND v.validity = 'valid'
-), tot AS (
+), va AS (
+  -- Source domains: citations of the latest revision of every valid answer, per engine.
+  SELECT sample_id, run_id, platform, answer_revision FROM st WHERE validity = 'valid'
+), va_total AS (
   SELECT run_id, platform, count(*)::int AS valid_answers FROM va GROUP BY run_id, platform
-), per AS (
+), dom AS (
   SELECT va.run_id, va.platform, c.registrable_domain, c.relation, count(*)::int AS citations,
          count(DISTINCT va.sample_id)::int AS answers
     FROM va
     JOIN geo.citations c ON c.sample_id = va.sample_id AND c.revision = va.answer_revision
    WHERE c.registrable_domain IS NOT NULL
    GROUP BY va.run_id, va.platform, c.registrable_domain, c.relation
+), ins_dom AS (
+  INSERT INTO analytics.source_domains
+    (run_id, monitor_id, scheduled_for, platform, registrable_domain, relation, citations,
+     answers, valid_answers, answer_rate)
+  SELECT dom.run_id, r.monitor_id, r.scheduled_for, dom.platform, dom.registrable_domain,
+         dom.relation, dom.citations, dom.answers, t.valid_answers,
+         dom.answers::float8 / t.valid_answers
+    FROM dom
+    JOIN va_total t ON t.run_id = dom.run_id AND t.platform = dom.platform
+    JOIN geo.runs r ON r.run_id = dom.run_id
+  RETURNING 1
 )
-INSERT INTO analytics.source_domains
-  (run_id, monitor_id, scheduled_for, platform, registrable_domain, relation, citations,
-   answers, valid_answers, answer_rate)
-SELECT per.run_id, r.monitor_id, r.scheduled_for, per.platform, per.registrable_domain,
-       per.relation, per.citations, per.answers, tot.valid_answers,
-       per.answers::float8 / tot.valid_answers
-  FROM per
-  JOIN tot ON tot.run_id = per.run_id AND tot.platform = per.platform
-  JOIN geo.runs r ON r.run_id = per.run_id;
+SELECT (SELECT count(*) FROM ins_cell) AS brand_metrics,
+       (SELECT count(*) FROM ins_chan) AS channel_brand_metrics,
+       (SELECT count(*) FROM ins_sov) AS share_of_voice,
+       (SELECT count(*) FROM ins_dom) AS source_domains;
+
+-- name: refresh_delete_source_domains
+DELETE FROM analytics.source_domains WHERE (%(run_id)s::text IS NULL OR run_id = %(run_id)s);
 
 -- name: review_queue
 -- Every sample waiting for a person (issue 6 point 4): analysis in review; an answer kept raw
