@@ -394,3 +394,26 @@ def resolve_uncertain(
             {"sample_id": sample_id, "verdict": verdict, "note": note, "actor": actor},
         )
     return verdict
+
+
+# --------------------------------------------------------------------------- late screenshots
+def sample_for_screenshot(conn: Conn, sample_id: str) -> dict[str, Any] | None:
+    with conn.cursor() as cur:
+        cur.execute(Q("execution.sample_for_screenshot"), {"sample_id": sample_id})
+        row = cur.fetchone()
+    return dict(row) if row else None
+
+
+def record_late_screenshot(conn: Conn, archived: Any, *, actor: str) -> str:
+    """Record a screenshot downloaded from the screenshot stream and move the evidence layer
+    (R10, R21): one transaction; returns the sample's evidence state afterwards."""
+    from geo_pipeline.evidence import record_screenshot
+
+    with conn.transaction(), conn.cursor() as cur:
+        _actor(conn, actor)
+        outcome = record_screenshot(conn, archived)
+        cur.execute(
+            Q("execution.set_late_evidence_state"),
+            {"sample_id": archived.ref.sample_id, "state": outcome.state, "reason": outcome.reason},
+        )
+    return str(outcome.state)

@@ -56,7 +56,7 @@ from geo_pipeline.observability.metrics import (
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import execution as ex
 from geo_pipeline.streams import consumer as sc
-from geo_pipeline.streams.keys import GROUP, collect_stream, stream_key
+from geo_pipeline.streams.keys import GROUP, collect_stream, screenshot_stream, stream_key
 from geo_pipeline.streams.ratelimit import SharedRateLimiter
 from geo_pipeline.worker.crash import crashpoint
 from geo_pipeline.worker.evidence_bridge import archive_for_completion
@@ -96,6 +96,7 @@ class WorkerSettings:
     # Upstream calls in flight per platform: waiting happens here, not inside the HTTP client's
     # connection pool (whose pool timeout would turn a long queue into false transient errors).
     max_concurrent_calls: int = 64
+    screenshot_retry_s: float = 2.0  # a pending screenshot is asked for again after this
 
 
 @dataclass
@@ -219,6 +220,12 @@ class Lane:
             worker.redis, worker.ns, platform, "poll", rl.poll_per_second
         )
         self.calls = asyncio.Semaphore(worker.s.max_concurrent_calls)
+        # Screenshots have their own stream, limiter and call budget: never starve text (R10).
+        self.shot_key = stream_key(worker.ns, screenshot_stream(platform))
+        self.shot_limit = SharedRateLimiter(
+            worker.redis, worker.ns, platform, "screenshot", rl.screenshot_per_second
+        )
+        self.shot_calls = asyncio.Semaphore(max(1, worker.s.max_concurrent_calls // 4))
 
     def room(self) -> int:
         return self.w.s.max_in_flight - len(self.held)
@@ -336,10 +343,14 @@ class Worker:
         try:
             for lane in self.lanes.values():
                 await sc.ensure_group(self.redis, lane.key)
+                if lane.caps.screenshot and self.archive is not None:
+                    await sc.ensure_group(self.redis, lane.shot_key)
             tasks = []
             for lane in self.lanes.values():
                 tasks.append(asyncio.create_task(self._reader(lane)))
                 tasks.append(asyncio.create_task(self._claimer(lane)))
+                if lane.caps.screenshot and self.archive is not None:
+                    tasks.append(asyncio.create_task(self._screenshots(lane)))
             tasks.append(asyncio.create_task(self._renewer()))
             tasks.append(asyncio.create_task(self._reclaimer()))
             event(log, "worker.started", worker=self.id, platforms=list(self.lanes))
@@ -478,6 +489,76 @@ class Worker:
             h = lane.held[row["sample_id"]]
             h.task = asyncio.create_task(self._run_sample(lane, h))
         return want > 0 and len(rows) >= want
+
+    # ------------------------------------------------------------------ screenshots
+    async def _screenshots(self, lane: Lane) -> None:
+        """The screenshot stream of one platform: download late screenshots, archive them and
+        move the evidence layer. A pending one stays unacked and is asked for again; if this
+        worker dies, the entry is reclaimed like any other."""
+        retry: dict[str, float] = {}
+        while not self.stopping.is_set():
+            try:
+                reply = await self.redis.xreadgroup(
+                    GROUP, self.consumer, {lane.shot_key: ">"}, count=50, block=self.s.block_ms
+                )
+            except Exception as exc:
+                if "NOGROUP" in str(exc):
+                    await sc.ensure_group(self.redis, lane.shot_key)
+                    continue
+                log.warning("screenshot stream read failed: %s", exc)
+                await asyncio.sleep(0.5)
+                continue
+            entries = [
+                sc.Entry(lane.shot_key, sc._s(mid), sc.decode_fields(fields))
+                for _, msgs in (reply or [])
+                for mid, fields in msgs
+                if fields is not None
+            ]
+            # Entries whose screenshot was pending come back after screenshot_retry_s.
+            now = time.monotonic()
+            due = [mid for mid, at in retry.items() if at <= now]
+            if due:
+                for mid in due:
+                    retry.pop(mid, None)
+                claimed = await self.redis.xclaim(lane.shot_key, GROUP, self.consumer, 0, due)
+                entries += [
+                    sc.Entry(lane.shot_key, sc._s(m), sc.decode_fields(f))
+                    for m, f in claimed
+                    if f is not None
+                ]
+            for e in entries:
+                try:
+                    done = await self._one_screenshot(lane, e)
+                except Exception:
+                    log.exception("screenshot failed", extra={"sample_id": e.sample_id})
+                    done = False
+                if done:
+                    self.acks.submit((e.stream, e.message_id))
+                else:
+                    retry[e.message_id] = time.monotonic() + self.s.screenshot_retry_s
+
+    async def _one_screenshot(self, lane: Lane, e: sc.Entry) -> bool:
+        from geo_pipeline.evidence import archive_screenshot
+        from geo_pipeline.worker.evidence_bridge import sample_ref
+
+        row = await self.db(ex.sample_for_screenshot, e.sample_id or "")
+        if (
+            row is None
+            or row["collection_state"] != "completed"
+            or row["evidence_state"] == "stored"
+            or not row["upstream_id"]
+        ):
+            return True  # nothing (more) to do
+        await lane.shot_limit.acquire()
+        async with lane.shot_calls:
+            att = await lane.connector.fetch_screenshot(row["upstream_id"])
+        if att.status == "pending":
+            return False
+        archived = await asyncio.to_thread(
+            archive_screenshot, self.archive, sample_ref(row), int(row["attempt_no"]), att
+        )
+        await self.db(ex.record_late_screenshot, archived, actor=self.id)
+        return True
 
     # ------------------------------------------------------------------ leases
     async def _renewer(self) -> None:

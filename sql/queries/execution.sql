@@ -379,3 +379,12 @@ VALUES (%(sample_id)s, 'acceptance', %(verdict)s, %(note)s, %(actor)s);
 SELECT s.sample_id, s.run_id, s.tenant_id, s.platform, s.upstream_id, s.attempt_no,
        s.evidence_state, s.collection_state
 FROM geo.samples s WHERE s.sample_id = %(sample_id)s;
+
+-- name: set_late_evidence_state
+-- A screenshot that arrived after the text moves the evidence layer (partial -> stored); the
+-- collection result is never touched (R21). Guarded by the transition trigger like every move.
+UPDATE geo.samples
+SET evidence_state = %(state)s, evidence_reason = %(reason)s
+WHERE sample_id = %(sample_id)s AND collection_state = 'completed'
+  AND evidence_state IS DISTINCT FROM %(state)s
+RETURNING sample_id;

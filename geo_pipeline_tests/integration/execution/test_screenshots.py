@@ -1,0 +1,78 @@
+"""Late screenshots travel on their own stream (R10) and repair the evidence layer without
+touching the stored text (R21): partial (SCREENSHOT_PENDING) -> stored."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+from dataclasses import replace
+
+from PIL import Image
+
+from geo_pipeline.connectors.base import Attachment, Evidence, SubmitRequest
+from geo_pipeline.evidence import LocalArchive
+from geo_pipeline_tests.integration.execution.helpers import FakeConnector, fetch, make_run
+from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
+
+
+def _png() -> bytes:
+    buf = io.BytesIO()
+    Image.new("RGB", (64, 48), (200, 30, 30)).save(buf, format="PNG")
+    return buf.getvalue()
+
+
+class LateShots(FakeConnector):
+    def __init__(self) -> None:
+        super().__init__("deepseek")
+        self.asked: dict[str, int] = {}
+
+    async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
+        ev = await super().fetch_evidence(upstream_id, request)
+        return replace(ev, screenshot=Attachment("screenshot", "pending"))
+
+    async def fetch_screenshot(self, upstream_id: str) -> Attachment:
+        self.asked[upstream_id] = self.asked.get(upstream_id, 0) + 1
+        if self.asked[upstream_id] == 1:
+            return Attachment("screenshot", "pending")  # not ready the first time
+        return Attachment("screenshot", "available", _png(), "image/png")
+
+
+def test_late_screenshot_moves_evidence_from_partial_to_stored(
+    db_url, redis_url, redis_ns, tmp_path
+):
+    ids = make_run(db_url, "r-shot", questions=3, screenshot="required")
+    conn = LateShots()
+
+    def done() -> bool:
+        rows = fetch(db_url, "SELECT evidence_state FROM geo.samples")
+        return bool(rows) and all(r["evidence_state"] == "stored" for r in rows)
+
+    asyncio.run(
+        run_worker_until(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": conn},
+            done,
+            timeout_s=40,
+            archive=LocalArchive(str(tmp_path / "ev")),
+            screenshot_retry_s=0.3,
+        )
+    )
+    assert done()
+    log = fetch(
+        db_url,
+        "SELECT from_state, to_state, count(*) AS n FROM geo.state_transitions "
+        "WHERE layer = 'evidence' GROUP BY 1, 2 ORDER BY 1",
+    )
+    assert {(r["from_state"], r["to_state"]): r["n"] for r in log} == {
+        ("pending", "partial"): len(ids),
+        ("partial", "stored"): len(ids),
+    }
+    assert all(n == 2 for n in conn.asked.values())  # asked again after "pending"
+    shots = fetch(
+        db_url, "SELECT count(*) AS n FROM geo.evidence_objects WHERE kind = 'screenshot'"
+    )
+    assert shots[0]["n"] == len(ids)
+    answers = fetch(db_url, "SELECT count(*) AS n FROM geo.answers")
+    assert answers[0]["n"] == len(ids)  # the text was not re-recorded
