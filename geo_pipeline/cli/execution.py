@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import getpass
+import logging
 import os
 import signal
 import socket
@@ -140,6 +141,8 @@ def worker_cmd(
     from geo_pipeline.worker.runner import Worker, WorkerSettings
 
     logs.configure()
+    # One line per HTTP request would drown the events that matter (D6).
+    logging.getLogger("httpx").setLevel(logging.WARNING)
     _metrics(metrics_port)
     registry = _registry()
     chosen = list(platforms) or sorted(registry.entries)
