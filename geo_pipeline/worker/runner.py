@@ -22,6 +22,7 @@ import os
 import socket
 import time
 from collections.abc import Awaitable, Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
@@ -278,6 +279,7 @@ class Worker:
             "dead_lettered": 0,
         }
         self._bg: set[asyncio.Task[Any]] = set()
+        self._db_threads = ThreadPoolExecutor(settings.db_pool_size + 2, "geo-db")
 
     # ------------------------------------------------------------------ db helpers
     async def db(self, fn: Callable[..., R], *args: Any, **kw: Any) -> R:
@@ -288,7 +290,9 @@ class Worker:
             with pool.connection() as conn:
                 return fn(conn, *args, **kw)
 
-        return await asyncio.to_thread(call)
+        # Database calls get threads of their own: evidence uploads (default executor) must
+        # never queue a completion batch or a lease renewal behind them.
+        return await asyncio.get_running_loop().run_in_executor(self._db_threads, call)
 
     async def _accept_batch(self, items: list[ex.AcceptanceRecord]) -> dict[int, bool]:
         done = await self.db(ex.record_acceptances, owner=self.id, items=items)
@@ -366,6 +370,7 @@ class Worker:
             await self.acks.drain()
         finally:
             await asyncio.to_thread(self.pool.close)
+            self._db_threads.shutdown(wait=False)
         event(log, "worker.stopped", worker=self.id, **self.report)
         return self.report
 
