@@ -115,6 +115,9 @@ class LayerCounts:
     analysis: Mapping[str, int] = field(default_factory=dict)
     evidence_reasons: Mapping[str, int] = field(default_factory=dict)
     failure_reasons: Mapping[str, int] = field(default_factory=dict)
+    # Samples with archived evidence whose analysis is still pending (a joint count: a failed
+    # sample has a pending analysis too, but nothing to analyse).
+    awaiting_analysis: int = 0
 
 
 @dataclass(frozen=True)
@@ -152,9 +155,7 @@ def derive_status(counts: LayerCounts) -> AggregateStatus:
     completed = col.get("completed", 0)
     failed = col.get("failed", 0)
     uncertain = counts.submission.get("uncertain", 0)
-    analysing = counts.analysis.get("pending", 0) > 0 and (
-        counts.evidence.get("stored", 0) + counts.evidence.get("partial", 0) > 0
-    )
+    analysing = counts.awaiting_analysis > 0
     if counts.total == 0:
         overall: Overall = "empty"
     elif completed + failed < counts.total:

@@ -16,6 +16,7 @@ def _counts(
 ) -> LayerCounts:
     by: dict[str, Counter[str]] = defaultdict(Counter)
     total = 0
+    awaiting = 0
     with conn.cursor() as cur:
         cur.execute(
             Q("status.layer_counts"),
@@ -30,6 +31,8 @@ def _counts(
                 by["evidence_reason"][r["evidence_reason"]] += n
             if r["failure_reason"] is not None:
                 by["failure_reason"][r["failure_reason"]] += n
+            if r["analysis_state"] == "pending" and r["evidence_state"] in ("stored", "partial"):
+                awaiting += n
     return LayerCounts(
         total=total,
         submission=dict(by["submission"]),
@@ -38,6 +41,7 @@ def _counts(
         analysis=dict(by["analysis"]),
         evidence_reasons=dict(by["evidence_reason"]),
         failure_reasons=dict(by["failure_reason"]),
+        awaiting_analysis=awaiting,
     )
 
 

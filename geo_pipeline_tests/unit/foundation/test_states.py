@@ -50,8 +50,17 @@ def test_all_failed_and_partial():
 
 
 def test_pending_analysis_shows_analysing_not_unmentioned():
-    st = derive_status(counts(2, {"completed": 2}, {"stored": 2}, {"pending": 1, "accepted": 1}))
+    c = counts(2, {"completed": 2}, {"stored": 2}, {"pending": 1, "accepted": 1})
+    st = derive_status(LayerCounts(**{**c.__dict__, "awaiting_analysis": 1}))
     assert st.analysing is True
+
+
+def test_a_failed_sample_with_nothing_to_analyse_is_not_analysing():
+    # One analysed sample, one failed one: its analysis is pending but there is nothing to analyse.
+    c = counts(
+        2, {"completed": 1, "failed": 1}, {"stored": 1, "pending": 1}, {"pending": 1, "accepted": 1}
+    )
+    assert derive_status(c).analysing is False
 
 
 def test_uncertain_is_reported():
