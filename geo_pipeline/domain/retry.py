@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Literal
 
@@ -197,10 +197,3 @@ def fair_pick(
 def dead_letter_due(deliveries: int, max_deliveries: int) -> bool:
     """An entry delivered more than ``max_deliveries`` times goes to the dead-letter stream."""
     return deliveries > max_deliveries
-
-
-def split_by_tenant(ids: Sequence[tuple[str, str]]) -> dict[str, list[str]]:
-    out: dict[str, list[str]] = defaultdict(list)
-    for sample_id, tenant in ids:
-        out[tenant].append(sample_id)
-    return dict(out)

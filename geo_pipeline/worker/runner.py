@@ -42,6 +42,7 @@ from geo_pipeline.domain.retry import (
     PollSchedule,
     RetryPolicy,
     classify,
+    dead_letter_due,
     poll_interval,
 )
 from geo_pipeline.observability.logs import event
@@ -633,7 +634,7 @@ class Worker:
         keep: list[sc.Entry] = []
         for e in got.entries:
             n = counts.get(e.message_id, 1)
-            if n > self.s.max_deliveries:
+            if dead_letter_due(n, self.s.max_deliveries):
                 await sc.move_to_dead(self.redis, self.ns, e, n, "max_deliveries")
                 await self.db(
                     ex.record_dead_letter,
