@@ -7,9 +7,10 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
-from geo_pipeline.connectors.base import ConnectorError, Evidence
+from geo_pipeline.connectors.base import Attachment, ConnectorError, Evidence
 from geo_pipeline.evidence import SampleRef, archive_evidence
 
 UNPARSEABLE = "UNPARSEABLE"
@@ -33,11 +34,22 @@ async def archive_for_completion(
     and reason UNPARSEABLE: it goes to review and is never re-asked (R13)."""
     if evidence is None:
         return None, "failed", UNPARSEABLE if unparseable else "NO_EVIDENCE", False
+    shot = evidence.screenshot
     want_shot = (
         row.get("screenshot_policy") != "off"
-        and evidence.screenshot is not None
-        and evidence.screenshot.status == "pending"
+        and shot is not None
+        and shot.data is None
+        and shot.status in ("pending", "available")
     )
+    if want_shot and shot is not None and shot.status == "available":
+        # The platform has the screenshot but the result carried only its status: the bytes come
+        # through the screenshot stream, so downloads never hold up text collection (R10).
+        # Until they are archived the screenshot is pending, not unavailable.
+        evidence = replace(
+            evidence,
+            screenshot=Attachment("screenshot", "pending", reason=shot.reason),
+            warnings=(*evidence.warnings, "SCREENSHOT_PENDING"),
+        )
     if archive is None:
         return None, None, None, want_shot
     archived = await asyncio.to_thread(

@@ -551,7 +551,9 @@ class Worker:
         if (
             row is None
             or row["collection_state"] != "completed"
-            or row["evidence_state"] == "stored"
+            # 'stored' under a required policy means the screenshot is archived already; an
+            # optional one is still fetched (archiving is idempotent, the state stays stored).
+            or (row["evidence_state"] == "stored" and row["screenshot_policy"] == "required")
             or not row["upstream_id"]
         ):
             return True  # nothing (more) to do

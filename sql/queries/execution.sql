@@ -377,7 +377,7 @@ VALUES (%(sample_id)s, 'acceptance', %(verdict)s, %(note)s, %(actor)s);
 
 -- name: sample_for_screenshot
 SELECT s.sample_id, s.run_id, s.tenant_id, s.platform, s.upstream_id, s.attempt_no,
-       s.evidence_state, s.collection_state
+       s.evidence_state, s.collection_state, s.screenshot_policy
 FROM geo.samples s WHERE s.sample_id = %(sample_id)s;
 
 -- name: set_late_evidence_state

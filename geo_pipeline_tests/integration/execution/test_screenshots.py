@@ -76,3 +76,55 @@ def test_late_screenshot_moves_evidence_from_partial_to_stored(
     assert shots[0]["n"] == len(ids)
     answers = fetch(db_url, "SELECT count(*) AS n FROM geo.answers")
     assert answers[0]["n"] == len(ids)  # the text was not re-recorded
+
+
+class StatusOnlyShots(FakeConnector):
+    """Like the simulator's task API: the result says the screenshot is available but carries
+    no bytes; they are downloaded separately (fetch_screenshot)."""
+
+    def __init__(self) -> None:
+        super().__init__("deepseek")
+        self.asked: dict[str, int] = {}
+
+    async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
+        ev = await super().fetch_evidence(upstream_id, request)
+        return replace(ev, screenshot=Attachment("screenshot", "available"))
+
+    async def fetch_screenshot(self, upstream_id: str) -> Attachment:
+        self.asked[upstream_id] = self.asked.get(upstream_id, 0) + 1
+        return Attachment("screenshot", "available", _png(), "image/png")
+
+
+def test_available_screenshot_without_bytes_is_downloaded_not_reported_missing(
+    db_url, redis_url, redis_ns, tmp_path
+):
+    ids = make_run(db_url, "r-shot2", questions=3, screenshot="required")
+    conn = StatusOnlyShots()
+
+    def done() -> bool:
+        rows = fetch(db_url, "SELECT evidence_state FROM geo.samples")
+        return bool(rows) and all(r["evidence_state"] == "stored" for r in rows)
+
+    asyncio.run(
+        run_worker_until(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": conn},
+            done,
+            timeout_s=40,
+            archive=LocalArchive(str(tmp_path / "ev")),
+            screenshot_retry_s=0.3,
+        )
+    )
+    assert done()
+    reasons = fetch(
+        db_url,
+        "SELECT DISTINCT reason FROM geo.state_transitions "
+        "WHERE layer = 'evidence' AND to_state = 'partial'",
+    )
+    assert [r["reason"] for r in reasons] == ["SCREENSHOT_PENDING"]  # never "unavailable"
+    shots = fetch(
+        db_url, "SELECT count(*) AS n FROM geo.evidence_objects WHERE kind = 'screenshot'"
+    )
+    assert shots[0]["n"] == len(ids) and sorted(conn.asked.values()) == [1] * len(ids)
