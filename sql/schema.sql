@@ -562,8 +562,7 @@ INSERT INTO geo.allowed_transitions (layer, from_state, to_state) VALUES
   ('analysis', 'review', 'pending'),
   ('analysis', 'failed', 'pending');
 
--- Idempotent dispatch looks up a sample's collect hint.
-CREATE INDEX outbox_sample_kind ON geo.outbox (sample_id, kind);
+-- (A sample's collect hints are looked up through outbox_sample_kind_created, migration 0006.)
 
 -- ==== 0005_billing ====
 -- Billing (issue 7; R15, R23, R24): what an adjustment moves, the retry fee rules frozen per run,

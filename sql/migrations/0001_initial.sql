@@ -561,5 +561,4 @@ INSERT INTO geo.allowed_transitions (layer, from_state, to_state) VALUES
   ('analysis', 'review', 'pending'),
   ('analysis', 'failed', 'pending');
 
--- Idempotent dispatch looks up a sample's collect hint.
-CREATE INDEX outbox_sample_kind ON geo.outbox (sample_id, kind);
+-- (A sample's collect hints are looked up through outbox_sample_kind_created, migration 0006.)

@@ -67,8 +67,7 @@ INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
 SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
        jsonb_build_object('priority', s.priority)
 FROM geo.samples s
-WHERE s.run_id = %(run_id)s
-ORDER BY s.batch_no;
+WHERE s.run_id = %(run_id)s;  -- physical order is plan order; sorting 100k rows would spill
 
 -- name: get_snapshot
 SELECT config FROM geo.config_snapshots WHERE snapshot_id = %(snapshot_id)s;
