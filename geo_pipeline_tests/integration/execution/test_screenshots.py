@@ -21,6 +21,26 @@ def _png() -> bytes:
     return buf.getvalue()
 
 
+def _run_until_all_stored(db_url, redis_url, redis_ns, tmp_path, connector) -> None:
+    def done() -> bool:
+        rows = fetch(db_url, "SELECT evidence_state FROM geo.samples")
+        return bool(rows) and all(r["evidence_state"] == "stored" for r in rows)
+
+    asyncio.run(
+        run_worker_until(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": connector},
+            done,
+            timeout_s=40,
+            archive=LocalArchive(str(tmp_path / "ev")),
+            screenshot_retry_s=0.3,
+        )
+    )
+    assert done()
+
+
 class LateShots(FakeConnector):
     def __init__(self) -> None:
         super().__init__("deepseek")
@@ -42,24 +62,7 @@ def test_late_screenshot_moves_evidence_from_partial_to_stored(
 ):
     ids = make_run(db_url, "r-shot", questions=3, screenshot="required")
     conn = LateShots()
-
-    def done() -> bool:
-        rows = fetch(db_url, "SELECT evidence_state FROM geo.samples")
-        return bool(rows) and all(r["evidence_state"] == "stored" for r in rows)
-
-    asyncio.run(
-        run_worker_until(
-            db_url,
-            redis_url,
-            redis_ns,
-            {"deepseek": conn},
-            done,
-            timeout_s=40,
-            archive=LocalArchive(str(tmp_path / "ev")),
-            screenshot_retry_s=0.3,
-        )
-    )
-    assert done()
+    _run_until_all_stored(db_url, redis_url, redis_ns, tmp_path, conn)
     log = fetch(
         db_url,
         "SELECT from_state, to_state, count(*) AS n FROM geo.state_transitions "
@@ -100,24 +103,7 @@ def test_available_screenshot_without_bytes_is_downloaded_not_reported_missing(
 ):
     ids = make_run(db_url, "r-shot2", questions=3, screenshot="required")
     conn = StatusOnlyShots()
-
-    def done() -> bool:
-        rows = fetch(db_url, "SELECT evidence_state FROM geo.samples")
-        return bool(rows) and all(r["evidence_state"] == "stored" for r in rows)
-
-    asyncio.run(
-        run_worker_until(
-            db_url,
-            redis_url,
-            redis_ns,
-            {"deepseek": conn},
-            done,
-            timeout_s=40,
-            archive=LocalArchive(str(tmp_path / "ev")),
-            screenshot_retry_s=0.3,
-        )
-    )
-    assert done()
+    _run_until_all_stored(db_url, redis_url, redis_ns, tmp_path, conn)
     reasons = fetch(
         db_url,
         "SELECT DISTINCT reason FROM geo.state_transitions "
