@@ -5,6 +5,7 @@ same run id with a different config is refused.
 
 from __future__ import annotations
 
+import re
 import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -14,7 +15,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.config import ConfigError, NormalisedConfig, Problem
 from geo_pipeline.domain.plan import Batch, PlannedSample, Quote, assign_batches, expand
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
@@ -66,7 +67,20 @@ def new_run_id(today: date | None = None) -> str:
     return f"r{day}-{secrets.token_hex(4)}"
 
 
+# A run id is also a Dagster dynamic partition key: no '|', ',', '[' or ']' (DESIGN.md section 5);
+# the same rule is the CHECK on geo.runs.run_id.
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
 def build_plan(config: NormalisedConfig, quote: Quote, run_id: str) -> Plan:
+    if not RUN_ID_RE.match(run_id):
+        raise ConfigError(
+            [
+                Problem(
+                    "run_id", f"{run_id!r} is not a run id: use 1-64 of A-Z, a-z, 0-9, '_' or '-'"
+                )
+            ]
+        )
     samples, batches = assign_batches(
         expand(config, run_id), config.submit_cap, config.platform_caps
     )

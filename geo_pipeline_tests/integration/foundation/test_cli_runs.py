@@ -71,6 +71,12 @@ def test_bad_config_lists_every_problem_without_traceback(db_url, tmp_path):
     assert "channels[4].platform: unknown platform 'bing'" in proc.stderr
 
 
+def test_bad_run_id_is_refused_before_anything_is_written(db_url, db):
+    proc = run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "bad|id", check=False)
+    assert proc.returncode == 2 and "run_id: 'bad|id' is not a run id" in proc.stderr
+    assert db.execute("SELECT count(*) AS n FROM geo.runs").fetchone()["n"] == 0
+
+
 def test_unknown_run_and_missing_database_are_clear(db_url):
     proc = run_cli(db_url, "runs", "show", "nope", check=False)
     assert proc.returncode == 1 and "no run with id 'nope'" in proc.stderr
