@@ -26,7 +26,6 @@ import asyncio
 import json
 import os
 import platform
-import random
 import re
 import resource
 import signal
@@ -35,7 +34,6 @@ import sys
 import tempfile
 import time
 import uuid
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -153,75 +151,12 @@ def terminal_count(url: str) -> tuple[int, int]:
     return int(row[0]), int(row[1])
 
 
-# --------------------------------------------------------------------------- connectors
-class InstantConnector:
-    """In-process, answers at once (no HTTP): isolates the core's own cost. With
-    ``latency=(lo, hi)`` each task takes that long (the in-flight mode without a simulator)."""
-
-    def __init__(self, platform: str, latency: tuple[float, float] = (0.0, 0.0)) -> None:
-        from geo_pipeline.connectors.registry import load_registry
-
-        self.platform = platform
-        self._caps = load_registry().capabilities()[platform]
-        self.latency = latency
-        self.tasks: dict[str, float] = {}
-        self.n = 0
-
-    def capabilities(self) -> Any:
-        return self._caps
-
-    async def submit(self, request: Any) -> Any:
-        from geo_pipeline.connectors.base import Acceptance
-
-        self.n += 1
-        uid = f"{self.platform}-{self.n}"
-        lo, hi = self.latency
-        self.tasks[uid] = time.monotonic() + (random.uniform(lo, hi) if hi else 0.0)
-        return Acceptance(uid)
-
-    async def lookup(self, key: str) -> Any:
-        return None
-
-    async def poll(self, upstream_id: str) -> Any:
-        from geo_pipeline.connectors.base import PollResult
-
-        done = time.monotonic() >= self.tasks[upstream_id]
-        return PollResult("completed" if done else "running", upstream_id)
-
-    async def fetch_evidence(self, upstream_id: str, request: Any) -> Any:
-        from geo_pipeline.connectors.base import Citation, Evidence
-
-        text = f"推荐：瑞幸咖啡、星巴克。[1] ({request.sample_id})"
-        self.tasks.pop(upstream_id, None)
-        return Evidence(
-            sample_id=request.sample_id,
-            upstream_id=upstream_id,
-            collection_state="completed",
-            answer_text=text,
-            raw_body=text.encode(),
-            raw_mime_type="text/plain",
-            captured_at=datetime.now(UTC),
-            citations=(Citation("https://example.com/a?utm_source=x"),),
-        )
-
-    async def fetch_screenshot(self, upstream_id: str) -> Any:
-        raise NotImplementedError
-
-    async def cancel(self, upstream_id: str) -> Any:
-        raise NotImplementedError
-
-    async def fee_statement(self, statement_date: str) -> Any:
-        raise NotImplementedError
-
-    async def aclose(self) -> None:
-        return None
-
-
 # --------------------------------------------------------------------------- worker child
 def worker_child(args: argparse.Namespace) -> None:
     """The worker process: runs until SIGTERM, then prints its report with CPU and peak RSS."""
     import redis.asyncio as aioredis
 
+    from geo_pipeline.connectors.instant import InstantConnector
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.retry import PollSchedule
     from geo_pipeline.evidence import LocalArchive
@@ -236,10 +171,12 @@ def worker_child(args: argparse.Namespace) -> None:
             from geo_pipeline.cli.execution import _build_connectors
 
             connectors, client = _build_connectors(registry, PLATFORMS)
-        elif args.connector == "latency":
-            connectors = {p: InstantConnector(p, (10.0, 30.0)) for p in PLATFORMS}
         else:
-            connectors = {p: InstantConnector(p) for p in PLATFORMS}
+            # The project's in-process connector (connectors/instant.py): real answers, no HTTP.
+            latency = (10.0, 30.0) if args.connector == "latency" else (0.0, 0.0)
+            connectors = {
+                p: InstantConnector(registry.entry(p), latency=latency) for p in PLATFORMS
+            }
         redis = aioredis.Redis.from_url(REDIS_URL, decode_responses=True, max_connections=50)
         poll = PollSchedule(first_s=0.0, min_s=0.02, ratio=0.5, max_s=10.0)
         if args.connector == "latency":

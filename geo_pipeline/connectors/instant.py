@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -36,7 +37,12 @@ class _Held:
 
 
 class InstantConnector:
-    def __init__(self, entry: PlatformEntry, *, seed: int = 0):
+    """``latency=(lo, hi)``: each task stays running for a uniform lo..hi seconds (drawn from the
+    idempotency key, so deterministic) -- the in-flight benchmark without an HTTP simulator."""
+
+    def __init__(
+        self, entry: PlatformEntry, *, seed: int = 0, latency: tuple[float, float] = (0.0, 0.0)
+    ):
         from geo_pipeline.simulator.profiles import profile_from_registry_entry
 
         self.platform = entry.platform
@@ -46,6 +52,8 @@ class InstantConnector:
         self._tasks: dict[str, _Held] = {}
         self._by_key: dict[str, str] = {}
         self._png: bytes | None = None
+        self.latency = latency
+        self._due: dict[str, float] = {}
 
     def capabilities(self) -> Capabilities:
         return self.entry.capabilities
@@ -61,6 +69,10 @@ class InstantConnector:
             upstream_id = self._upstream_id(key)
             self._by_key[key] = upstream_id
             self._tasks[upstream_id] = _Held(request, datetime.now(UTC))
+            lo, hi = self.latency
+            if hi > 0:
+                frac = int.from_bytes(hashlib.blake2b(key.encode(), digest_size=4).digest()) / 2**32
+                self._due[upstream_id] = time.monotonic() + lo + (hi - lo) * frac
         return Acceptance(upstream_id, self._tasks[upstream_id].accepted_at)
 
     async def lookup(self, idempotency_key: str) -> Acceptance | None:
@@ -77,6 +89,9 @@ class InstantConnector:
 
     async def poll(self, upstream_id: str) -> PollResult:
         self._held(upstream_id)
+        if time.monotonic() < self._due.get(upstream_id, 0.0):
+            return PollResult("running", upstream_id)
+        self._due.pop(upstream_id, None)
         return PollResult("completed", upstream_id)
 
     async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
