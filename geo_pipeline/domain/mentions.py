@@ -141,8 +141,11 @@ def fold_with_offsets(text: str) -> Folded:
         delta = 0
         cmap = _common_compat_map()
         for frequent, folded_form in _FREQUENT_COMPAT:
-            if frequent in cf:
-                cf = cf.replace(frequent, folded_form)
+            cf = cf.replace(frequent, folded_form)  # one search when absent, like ``in``
+        # Every _COMMON_COMPAT character is outside NFKC: a normalized text has none of them,
+        # and is folded already (the usual Chinese answer, once its punctuation is replaced).
+        if unicodedata.is_normalized("NFKC", cf):
+            return Folded(cf)
         for m in _COMMON_COMPAT.finditer(cf):
             i = m.start()
             rep = cmap[m.group()]
@@ -206,6 +209,11 @@ def _is_word_char(c: str) -> bool:
     return (c.isalnum() and c < "\u2e80") or c == "_"
 
 
+# The same predicate as a set (~6,400 characters): one membership test per automaton hit in
+# Matcher.find instead of two method calls and two comparisons.
+_WORD_CHARS = frozenset(c for c in map(chr, range(0x2E80)) if _is_word_char(c))
+
+
 # --------------------------------------------------------------------------- brand set
 @dataclass(frozen=True)
 class BrandSet:
@@ -234,7 +242,7 @@ class BrandSet:
         )
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class _Pattern:
     length: int
     brands: tuple[int, ...]
@@ -244,12 +252,33 @@ class _Pattern:
     alias: str
 
 
+# Which word boundaries a hit must be checked for, as the automaton value carries them.
+_BOUND_START = 1
+_BOUND_END = 2
+
+
 def _alias_is_ambiguous(alias_folded: str, declared: frozenset[str]) -> bool:
     if alias_folded in declared or alias_folded in COMMON_WORDS:
         return True
     if any(_is_word_char(c) for c in alias_folded):
         return len(alias_folded.strip()) <= 2
     return len(alias_folded.strip()) <= 1
+
+
+# Letters by frequency in English text, then digits; any other first character ranks last.
+_LETTER_RANK = {c: i for i, c in enumerate("etaoinsrhldcumfpgwybvkxjqz0123456789")}
+
+
+def _root_order(key: str) -> int:
+    """Insertion order of names into an automaton, most frequent first letters first.
+
+    pyahocorasick finds a node's child by a linear scan in insertion order, and most of an
+    answer's characters are looked up at the root: frequent letters found early are ~10% of
+    an English scan. Matching does not depend on the order."""
+    return _LETTER_RANK.get(key[0], len(_LETTER_RANK))
+
+
+Hit = tuple[int, int, _Pattern]  # (start, end, pattern) in the folded text
 
 
 class Matcher:
@@ -272,7 +301,12 @@ class Matcher:
                 is_name[key] = is_name.get(key, False) or k == 0
                 original.setdefault(key, n)
         self.automaton = ahocorasick.Automaton()
-        for key, brands in owners.items():
+        # The ASCII names alone, for ASCII answers (no other name can occur in them): the
+        # automaton looks a character up among a node's children one by one, so a root with
+        # only the Latin names' first letters scans an English answer ~25% faster.
+        self._ascii_automaton = ahocorasick.Automaton()
+        for key in sorted(owners, key=_root_order):
+            brands = owners[key]
             ambiguous = len(brands) > 1 or (
                 not is_name[key] and _alias_is_ambiguous(key, brand_set.ambiguous_aliases)
             )
@@ -286,66 +320,136 @@ class Matcher:
                 bound_end=_is_word_char(key[-1]),
                 alias=original[key],
             )
+            bounds = (_BOUND_START if pat.bound_start else 0) | (_BOUND_END if pat.bound_end else 0)
             # The automaton's value is a flat tuple: find() unpacks it for every hit.
-            self.automaton.add_word(key, (pat.length - 1, pat.bound_start, pat.bound_end, pat))
+            value = (pat.length - 1, bounds, pat)
+            self.automaton.add_word(key, value)
+            if key.isascii():
+                self._ascii_automaton.add_word(key, value)
         if owners:
             self.automaton.make_automaton()
+        if len(self._ascii_automaton):
+            self._ascii_automaton.make_automaton()
         self._empty = not owners
+        self._ascii_empty = not len(self._ascii_automaton)
         self._domains: dict[str, tuple[int, ...]] = {}
         for bi, b in enumerate(brand_set.brands):
             for d in b.domains:
                 key = d.lower().rstrip(".")
                 self._domains[key] = (*self._domains.get(key, ()), bi)
+        self._owning: dict[str, tuple[int, ...]] = {}  # brands_owning, memoised per domain
+        self.names = tuple(b.name for b in brand_set.brands)
         # Immutable facts of a brand that no answer mentions, shared instead of rebuilt.
         self.absent = tuple(
             BrandMention(b.name, bi == 0, False) for bi, b in enumerate(brand_set.brands)
         )
 
-    def find(self, folded: str) -> list[tuple[int, int, _Pattern]]:
+    def find(self, folded: str) -> list[Hit]:
         """Boundary-respecting, non-overlapping hits (start, end, pattern), longest first on
-        overlaps, in text order."""
-        if self._empty:
+        overlaps (then earliest), in text order.
+
+        The automaton reports every occurrence of every name, in order of end offset. A hit
+        that touches a word character where its name needs a boundary is dropped *before*
+        overlaps are settled: a longer name that fails its boundary never hides a shorter one
+        that passes (``Acme`` in ``Acme Corporation`` with a name ``Acme Corp``)."""
+        if folded.isascii():
+            if self._ascii_empty:
+                return []
+            automaton = self._ascii_automaton
+        elif self._empty:
             return []
-        n = len(folded)
-        cands: list[tuple[int, int, _Pattern]] = []
-        for end_incl, (length_1, bound_start, bound_end, pat) in self.automaton.iter(folded):
+        else:
+            automaton = self.automaton
+        last = len(folded) - 1
+        word = _WORD_CHARS
+        cands: list[Hit] = []
+        prev_end = 0
+        overlap = False
+        for end_incl, (length_1, bounds, pat) in automaton.iter(folded):
             start = end_incl - length_1
-            end = end_incl + 1
-            # Inlined _is_word_char: this loop runs for every hit of every answer.
-            if bound_start and start > 0:
-                c = folded[start - 1]
-                if (c.isalnum() and c < "\u2e80") or c == "_":
+            if bounds:
+                if bounds & _BOUND_START and start and folded[start - 1] in word:
                     continue
-            if bound_end and end < n:
-                c = folded[end]
-                if (c.isalnum() and c < "\u2e80") or c == "_":
+                if bounds & _BOUND_END and end_incl < last and folded[end_incl + 1] in word:
                     continue
-            cands.append((start, end, pat))
-        if len(cands) <= 1:
+            # Each hit starting at or after the previous one's end means the list is already
+            # in text order and disjoint (the usual case): nothing to sort or settle.
+            if start < prev_end:
+                overlap = True
+            prev_end = end_incl + 1
+            cands.append((start, prev_end, pat))
+        if not overlap:
             return cands
-        cands.sort(key=_first)
-        if all(cands[i][1] <= cands[i + 1][0] for i in range(len(cands) - 1)):
-            return cands  # the usual case: nothing overlaps
-        # Longest wins, then earliest; a taken character cannot be part of another hit.
-        cands.sort(key=lambda c: (c[0] - c[1], c[0]))
-        taken = bytearray(n)
-        chosen: list[tuple[int, int, _Pattern]] = []
-        for s, e, p in cands:
-            if taken.find(1, s, e) != -1:
-                continue
-            taken[s:e] = b"\x01" * (e - s)
-            chosen.append((s, e, p))
-        chosen.sort(key=_first)
-        return chosen
+        return _settle_overlaps(cands)
 
     def brands_owning(self, domain: str) -> tuple[int, ...]:
         """Brands whose configured domain is ``domain`` or one of its parent domains."""
+        found = self._owning.get(domain)
+        if found is not None:
+            return found
         d = domain.lower().rstrip(".")
-        found: tuple[int, ...] = ()
+        found = ()
         while d:
             found += self._domains.get(d, ())
             _, _, d = d.partition(".")
+        if len(self._owning) >= 4096:  # a bound on memory, not a hit-rate tuning
+            self._owning.clear()
+        self._owning[domain] = found
         return found
+
+
+def _settle_overlaps(cands: list[Hit]) -> list[Hit]:
+    """The longest of overlapping hits wins, then the earliest; a character taken by a winner
+    cannot be part of another hit -- the greedy choice in that priority order over all hits.
+
+    Settled cluster by cluster (a cluster: hits chained by overlaps): a hit's fate depends only
+    on the hits it overlaps, all in its cluster, so the greedy choice within each cluster is the
+    greedy choice over the whole text. Clusters are small (a name and the aliases it contains)."""
+    cands.sort(key=_first)
+    chosen: list[Hit] = []
+    cluster = [cands[0]]
+    cluster_end = cands[0][1]
+    for c in cands[1:]:
+        if c[0] < cluster_end:
+            cluster.append(c)
+            if c[1] > cluster_end:
+                cluster_end = c[1]
+            continue
+        if len(cluster) == 1:
+            chosen.append(cluster[0])
+        else:
+            _settle_cluster(cluster, chosen)
+        cluster = [c]
+        cluster_end = c[1]
+    if len(cluster) == 1:
+        chosen.append(cluster[0])
+    else:
+        _settle_cluster(cluster, chosen)
+    return chosen
+
+
+def _settle_cluster(cluster: list[Hit], chosen: list[Hit]) -> None:
+    """Append the winners of one cluster (sorted by start) to ``chosen``, in text order."""
+    if len(cluster) == 2:
+        # Two hits of a cluster overlap: the longer wins, on equal length the earlier (two
+        # hits with the same start and length are the same name: names are unique keys).
+        (s1, e1, _), (s2, e2, _) = cluster
+        chosen.append(cluster[0] if e1 - s1 >= e2 - s2 else cluster[1])
+        return
+    winners: list[Hit] = []
+    for c in sorted(cluster, key=_priority):
+        s, e = c[0], c[1]
+        for w in winners:
+            if s < w[1] and w[0] < e:
+                break
+        else:
+            winners.append(c)
+    winners.sort(key=_first)
+    chosen.extend(winners)
+
+
+def _priority(hit: Hit) -> tuple[int, int]:
+    return (hit[0] - hit[1], hit[0])
 
 
 _first = itemgetter(0)
@@ -392,11 +496,9 @@ def _inside(spans: Sequence[tuple[int, int]], pos: int) -> bool:
 def _block_starts(folded: str) -> list[int]:
     """Offsets where blocks (paragraphs, list items, headings) begin; block 0 is the first."""
     first = len(folded) - len(folded.lstrip())
-    starts = [first]
-    for m in _BLOCK_START.finditer(folded, first):
-        if m.end() > starts[-1]:
-            starts.append(m.end())
-    return starts
+    # Every match begins with a newline at or after ``first`` (a non-space) and ends before a
+    # non-space: the ends rise strictly, each past the one before.
+    return [first, *[m.end() for m in _BLOCK_START.finditer(folded, first)]]
 
 
 def position_bucket(offset: int, length: int) -> PositionBucket:
@@ -437,6 +539,11 @@ class BrandMention(NamedTuple):
     ambiguous_aliases: tuple[str, ...] = ()
 
 
+# Builds a BrandMention from a tuple of all its fields without the keyword-argument call
+# (~5x cheaper): detect() makes one per mentioned brand of every answer.
+_new_tuple = tuple.__new__
+
+
 @dataclass(frozen=True)
 class Detection:
     detector_version: str
@@ -464,15 +571,21 @@ def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()
     folded = fold_with_offsets(text)
     ftext = folded.text
     hits = matcher.find(ftext)
-    if hits and ("```" in ftext or "~~~" in ftext):
+    # Fences and URLs need these substrings; a one-character test first (memchr) spares most
+    # answers the substring searches.
+    if hits and (("`" in ftext and "```" in ftext) or ("~" in ftext and "~~~" in ftext)):
         code = _code_spans(ftext)
         hits = [h for h in hits if not _inside(code, h[0])]
-    if hits and ("://" in ftext or "www." in ftext or "](" in ftext):
+    if hits and (
+        ("/" in ftext and "://" in ftext) or ("]" in ftext and "](" in ftext) or "www." in ftext
+    ):
         urls = _url_spans(ftext)
         hits = [h for h in hits if not _inside(urls, h[0])]
 
-    # Per brand index: [count, first offset]; ambiguous aliases per brand index.
-    seen: dict[int, list[int]] = {}
+    # Per brand index: mention count (dict order: order of first mention), and each brand's
+    # first offset in that order; ambiguous aliases per brand index.
+    seen: dict[int, int] = {}
+    firsts: list[int] = []
     amb: dict[int, list[str]] = {}
     ambiguous_hits: list[str] = []
     for start, _end, pat in hits:
@@ -484,11 +597,11 @@ def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()
                     lst.append(pat.alias)
             continue
         bi = pat.brands[0]
-        facts = seen.get(bi)
-        if facts is None:
-            seen[bi] = [1, start]  # hits come in text order: the first is the first mention
+        if bi in seen:
+            seen[bi] += 1
         else:
-            facts[0] += 1
+            seen[bi] = 1
+            firsts.append(start)  # hits come in text order: the first is the first mention
 
     cited: set[int] = set()
     retrieved: set[int] = set()
@@ -498,10 +611,10 @@ def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()
             (cited if c.relation == "cited" else retrieved).update(matcher.brands_owning(dom))
 
     out = list(matcher.absent)
-    brands = brand_set.brands
+    names = matcher.names
     for bi in {*amb, *cited, *retrieved} - seen.keys():
         out[bi] = BrandMention(
-            brand=brands[bi].name,
+            brand=names[bi],
             is_target=bi == 0,
             mentioned=False,
             domain_cited=bi in cited,
@@ -511,22 +624,31 @@ def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()
         )
     if seen:
         blocks = _block_starts(ftext)
-        flen = len(ftext.rstrip())
+        # Thirds of the text as position_bucket() cuts them; the text holds a mention, so its
+        # stripped length is positive.
+        third = len(ftext.rstrip())
+        two_thirds = 2 * third
+        shifted = bool(folded._fold_starts) or folded._full_map is not None
         # dicts keep insertion order, and brands were inserted in order of first mention.
-        for r, (bi, (count, f)) in enumerate(seen.items(), start=1):
-            out[bi] = BrandMention(
-                brand=brands[bi].name,
-                is_target=bi == 0,
-                mentioned=True,
-                mention_count=count,
-                first_offset=folded.to_original(f),
-                rank=r,
-                first_block=max(0, bisect_right(blocks, f) - 1),
-                position_bucket=position_bucket(f, flen),
-                domain_cited=bi in cited,
-                domain_retrieved=bi in retrieved,
-                ambiguous=bi in amb,
-                ambiguous_aliases=tuple(amb.get(bi, ())),
+        for r, ((bi, count), f) in enumerate(zip(seen.items(), firsts, strict=True), start=1):
+            f3 = f * 3
+            # Positional, in BrandMention's field order: one is built per mentioned brand.
+            out[bi] = _new_tuple(
+                BrandMention,
+                (
+                    names[bi],  # brand
+                    bi == 0,  # is_target
+                    True,  # mentioned
+                    count,  # mention_count
+                    folded.to_original(f) if shifted else f,  # first_offset
+                    r,  # rank
+                    max(0, bisect_right(blocks, f) - 1),  # first_block
+                    "top" if f3 < third else "middle" if f3 < two_thirds else "bottom",
+                    bi in cited,  # domain_cited
+                    bi in retrieved,  # domain_retrieved
+                    bi in amb,  # ambiguous
+                    tuple(amb[bi]) if bi in amb else (),  # ambiguous_aliases
+                ),
             )
     return Detection(DETECTOR_VERSION, tuple(out), tuple(dict.fromkeys(ambiguous_hits)))
 

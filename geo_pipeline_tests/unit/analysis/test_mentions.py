@@ -14,9 +14,11 @@ from geo_pipeline.domain.mentions import (
     DETECTOR_VERSION,
     BrandSet,
     CitationRef,
+    _is_word_char,
     detect,
     fold,
     fold_with_offsets,
+    matcher_for,
     position_bucket,
 )
 
@@ -79,6 +81,78 @@ def test_longest_match_wins_when_a_brand_name_is_inside_a_competitors():
     # And the other way round: the target's longer name is one mention of the target.
     f2 = facts("瑞幸咖啡", COFFEE)
     assert f2["瑞幸咖啡"].mention_count == 1
+
+
+def test_a_longer_name_failing_its_word_boundary_does_not_hide_a_shorter_one():
+    # "Acme Corp" occurs inside "Acme Corporation" but not at a word end: that hit is dropped
+    # before overlaps are settled, so the alias "Acme" still counts (a leftmost-longest scan
+    # that keeps only the longest name at each start would lose it).
+    acme = Brand("Acme Corp", ("Acme",))
+    f = facts("Acme Corporation ships; so does Acme Corp.", BrandSet((acme,)))
+    assert f["Acme Corp"].mention_count == 2
+    assert f["Acme Corp"].first_offset == 0
+
+
+def test_overlaps_are_settled_longest_first_then_earliest_across_the_whole_text():
+    kestrel = Brand("Kestrel Bottle", ("Kestrel",))
+    bottle = Brand("Bottle Works Coffee")
+    bs = BrandSet((kestrel, bottle))
+    # "bottle works coffee" (19) beats the overlapping "kestrel bottle" (14), which frees the
+    # characters of "kestrel" (7): it counts, although a longer name starts where it starts.
+    f = facts("Kestrel Bottle Works Coffee", bs)
+    assert f["Bottle Works Coffee"].mention_count == 1
+    assert f["Bottle Works Coffee"].first_offset == len("Kestrel ")
+    assert f["Kestrel Bottle"].mention_count == 1 and f["Kestrel Bottle"].first_offset == 0
+    # Equal lengths: the earlier name wins the shared characters.
+    nimbus, vertex = Brand("Nimbus Air"), Brand("Air Vertex")
+    f2 = facts("Nimbus Air Vertex", BrandSet((nimbus, vertex)))
+    assert f2["Nimbus Air"].mention_count == 1 and not f2["Air Vertex"].mentioned
+
+
+def _reference_find(names: list[str], folded: str) -> list[tuple[int, int, str]]:
+    """The matching rules written the slow, obvious way: every occurrence of every name, those
+    touching a word character where the name starts or ends with one dropped, then greedy
+    longest-then-earliest selection of non-overlapping hits, in text order."""
+    cands = []
+    for key in {fold(n).strip() for n in names} - {""}:
+        i = folded.find(key)
+        while i != -1:
+            s, e = i, i + len(key)
+            ok_start = not (_is_word_char(key[0]) and s > 0 and _is_word_char(folded[s - 1]))
+            ok_end = not (_is_word_char(key[-1]) and e < len(folded) and _is_word_char(folded[e]))
+            if ok_start and ok_end:
+                cands.append((s, e, key))
+            i = folded.find(key, i + 1)
+    taken = [False] * len(folded)
+    chosen = []
+    for s, e, key in sorted(cands, key=lambda c: (c[0] - c[1], c[0])):
+        if not any(taken[s:e]):
+            taken[s:e] = [True] * (e - s)
+            chosen.append((s, e, key))
+    return sorted(chosen)
+
+
+# Few characters, so names overlap, nest and touch often; ASCII-only texts take the matcher's
+# ASCII path, the others the full one.
+_ALPHABET = "ab-_ 1瑞幸é"
+_names = st.text(_ALPHABET, min_size=1, max_size=5).filter(lambda n: fold(n).strip() != "")
+
+
+@settings(max_examples=500, deadline=None)
+@given(
+    brands=st.lists(st.lists(_names, min_size=1, max_size=4), min_size=1, max_size=5),
+    data=st.data(),
+)
+def test_matcher_finds_what_the_reference_implementation_finds(brands, data):
+    # Brand names never occur (the alphabet lacks their letters); the aliases are the names.
+    bs = BrandSet(tuple(Brand(f"brand{i}", tuple(ns)) for i, ns in enumerate(brands)))
+    names = [n for ns in brands for n in ns]
+    # Texts made of the names and single characters, so that hits overlap and touch.
+    pieces = st.sampled_from([*names, *_ALPHABET, "AB", "Ｂ"])
+    text = "".join(data.draw(st.lists(pieces, max_size=25), label="pieces"))
+    folded = fold(text)
+    got = [(s, e, fold(p.alias).strip()) for s, e, p in matcher_for(bs).find(folded)]
+    assert got == _reference_find(names, folded)
 
 
 def test_full_width_forms_match_and_offsets_refer_to_the_original_text():
