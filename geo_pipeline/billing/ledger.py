@@ -30,6 +30,7 @@ are explicit (``refund``), follow reconciliation, and never exceed what was char
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -799,11 +800,14 @@ def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
                 continue
             for _, _, p in posts:
                 Money(rules.minor(p["amount_minor"], f"{p['kind']} amount"), currency)
+            cols = ("tenant_id", "kind", "amount_minor", "currency", "run_id", "sample_id",
+                    "attempt_no", "upstream_id", "price_version", "idempotency_key", "adjusts")
+            params: dict[str, Any] = {c: [p[c] for _, _, p in posts] for c in cols}
+            params["details"] = [json.dumps(p["details"].obj) for _, _, p in posts]
             with conn.cursor() as cur:
-                cur.executemany(Q("billing.insert_entry"), [p for _, _, p in posts], returning=True)
-                for j, free, _ in posts:
-                    row = cur.fetchone()
-                    if j is not None and row is not None and not free:
-                        results[j] = int(row["entry_id"])
-                    cur.nextset()
+                cur.execute(Q("billing.insert_entries"), params)
+                ids = {r["idempotency_key"]: int(r["entry_id"]) for r in cur.fetchall()}
+            for j, free, p in posts:
+                if j is not None and not free:
+                    results[j] = ids.get(p["idempotency_key"])
     return results

@@ -171,6 +171,9 @@ class Finish:
     want_shot: bool = False  # a screenshot download is still to come (R10)
     charge: ledger.ChargeRequest | None = None
     archived: Any = None  # geo_pipeline.evidence ArchivedEvidence, recorded in the same tx
+    # An upstream acceptance not written yet: recorded by this same write (the submission layer
+    # moves to 'accepted' with the upstream id, the acceptance record and attempt follow).
+    accept: AcceptanceRecord | None = None
     meta: dict[str, Any] = field(default_factory=dict)
 
 
@@ -241,6 +244,8 @@ def _finish_params(owner: str, items: Iterable[Finish]) -> dict[str, Any]:
         "deep": [i.deep for i in items],
         "shot": [i.shot for i in items],
         "want_shot": [i.want_shot for i in items],
+        "acc_upstream_id": [i.accept.upstream_id if i.accept else None for i in items],
+        "acc_resolved_by": [i.accept.resolved_by if i.accept else None for i in items],
     }
 
 

@@ -3,7 +3,9 @@ and operation (submit, poll, screenshot), refilled by Redis time in a Lua script
 workers together never exceed what the platform allows.
 
 A worker takes tokens in small batches and hands them out locally: one Redis round trip per
-``batch`` calls instead of one per call. The cost is that up to ``batch`` tokens may sit unused
+``batch`` calls instead of one per call. The batch is what the limit allows in 20 ms (at least
+one, at most 100), so a 5 req/s limit is still taken one token at a time while a 5,000 req/s
+one costs a round trip per 100 calls. The cost is that up to ``batch`` tokens may sit unused
 in a dying worker, which only makes the limit stricter, never looser.
 """
 
@@ -48,13 +50,15 @@ class SharedRateLimiter:
         op: str,
         rate_per_s: float,
         burst: float | None = None,
-        batch: int = 10,
+        batch: int | None = None,
     ) -> None:
         self._redis = redis
         self.key = rate_key(ns, platform, op)
         self.rate = max(0.001, float(rate_per_s))
         self.burst = float(burst if burst is not None else max(1.0, self.rate))
-        self.batch = max(1, min(batch, int(self.burst)))
+        if batch is None:
+            batch = int(self.rate * 0.02)
+        self.batch = max(1, min(batch, 100, int(self.burst)))
         self._local = 0
         self._local_until = 0.0
         self._lock = asyncio.Lock()

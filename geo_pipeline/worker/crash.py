@@ -29,12 +29,13 @@ POINTS = frozenset(
 )
 
 _hits: dict[str, int] = {}
+# Read once: a process is started with its crash point (the hot path calls this per sample).
+_TARGET = os.environ.get(CRASH_AT_ENV) or None
 
 
 def crashpoint(name: str) -> None:
     """SIGKILL this process if ``GEO_CRASH_AT`` names this point (after N hits if asked)."""
-    target = os.environ.get(CRASH_AT_ENV)
-    if not target or target != name:
+    if _TARGET is None or _TARGET != name:
         return
     _hits[name] = _hits.get(name, 0) + 1
     after = int(os.environ.get(CRASH_AFTER_ENV, "1") or "1")

@@ -86,7 +86,13 @@ class WorkerSettings:
     reclaim_idle_ms: int = 30_000
     reclaim_every_s: float = 5.0
     max_deliveries: int = 5
-    flush_s: float = 0.005  # batching window for acceptance / completion writes
+    flush_s: float = 0.005  # batching window for completion writes
+    # On platforms that can look a request up by its idempotency key, an upstream acceptance
+    # is written within this window, or with the attempt's end if that comes first (one write
+    # instead of two). A crash inside the window leaves the acceptance record at 'sending' and
+    # recovery looks the request up (R9, R12). Platforms without lookup get flush_s: there an
+    # unrecorded acceptance would need an operator.
+    accept_defer_s: float = 1.0
     batch_max: int = 500
     finish_concurrency: int = 2  # completion batches in flight (evidence inserts overlap)
     aging_s: float = 60.0
@@ -99,6 +105,11 @@ class WorkerSettings:
     # connection pool (whose pool timeout would turn a long queue into false transient errors).
     max_concurrent_calls: int = 64
     screenshot_retry_s: float = 2.0  # a pending screenshot is asked for again after this
+    # Claim no more new submissions than the platform's submit rate admits in this many
+    # seconds: a sample claimed but waiting for a rate-limit token holds its place, so a large
+    # tenant's backlog would queue here in arrival order and the fair choice made in
+    # PostgreSQL would be lost (R10).
+    submit_horizon_s: float = 0.5
 
 
 @dataclass
@@ -108,9 +119,13 @@ class Held:
     row: dict[str, Any]
     claimed_at: float
     entries: list[tuple[str, str]] = field(default_factory=list)  # (stream key, message id)
+    # An acceptance queued for writing but not yet confirmed written (see accept_defer_s).
+    accept: asyncio.Future[bool] | None = None
+    accept_via: Batcher[Any, bool] | None = None
     lost: bool = False
     cancelled: bool = False
     task: asyncio.Task[None] | None = None
+    awaits_submit: bool = False  # counted in Lane.submit_waiting until it has its token
 
     @property
     def sample_id(self) -> str:
@@ -191,6 +206,19 @@ class Batcher(Generic[T, R]):
             if self._items:  # they waited for us already: no second window
                 self._flush()
 
+    def withdraw(self, fut: asyncio.Future[R]) -> T | None:
+        """Take back an item that has not been handed to a call yet (its future is cancelled);
+        None if it is already being written or done."""
+        for i, (item, f) in enumerate(self._items):
+            if f is fut:
+                del self._items[i]
+                fut.cancel()
+                if not self._items and self._timer is not None:
+                    self._timer.cancel()
+                    self._timer = None
+                return item
+        return None
+
     async def drain(self) -> None:
         self._flush()
         while self._tasks or self._items:
@@ -228,9 +256,24 @@ class Lane:
             worker.redis, worker.ns, platform, "screenshot", rl.screenshot_per_second
         )
         self.shot_calls = asyncio.Semaphore(max(1, worker.s.max_concurrent_calls // 4))
+        # New submissions claimed but still waiting for a submit token (submit_horizon_s).
+        rate = caps.rate_limits.submit_per_second
+        self.submit_budget = max(1, int(rate * worker.s.submit_horizon_s))
+        self.submit_waiting = 0
+        self.budget_limited = False
 
     def room(self) -> int:
         return self.w.s.max_in_flight - len(self.held)
+
+    def submit_started(self, h: Held) -> None:
+        """``h`` got its submit token (or will not submit): its place in the budget is free."""
+        if not h.awaits_submit:
+            return
+        h.awaits_submit = False
+        self.submit_waiting -= 1
+        if self.budget_limited and self.submit_waiting <= self.submit_budget // 2:
+            self.budget_limited = False
+            self.wake.set()
 
 
 class Worker:
@@ -263,6 +306,9 @@ class Worker:
         self.stopping = asyncio.Event()
         self.accepts: Batcher[ex.AcceptanceRecord, bool] = Batcher(
             self._accept_batch, settings.flush_s, settings.batch_max
+        )
+        self.accepts_deferred: Batcher[ex.AcceptanceRecord, bool] = Batcher(
+            self._accept_batch, settings.accept_defer_s, settings.batch_max * 4
         )
         self.finishes: Batcher[ex.Finish, str | None] = Batcher(
             self._finish_batch, settings.flush_s, settings.batch_max, settings.finish_concurrency
@@ -391,6 +437,10 @@ class Worker:
             if h.task is not None:
                 h.task.cancel()
         await asyncio.gather(*[h.task for h in leftovers if h.task], return_exceptions=True)
+        # Acceptances still queued are written before the hand-back: the next worker then
+        # follows the upstream task instead of looking it up.
+        await self.accepts.drain()
+        await self.accepts_deferred.drain()
         if leftovers:
             res = await self.db(
                 ex.finish_batch,
@@ -463,7 +513,9 @@ class Worker:
 
     async def _claim_round(self, lane: Lane) -> bool:
         entries, lane.inbox = lane.inbox, []
-        want = min(lane.room(), self.s.claim_batch)
+        budget = lane.submit_budget - lane.submit_waiting
+        want = min(lane.room(), self.s.claim_batch, budget)
+        lane.budget_limited = budget < min(lane.room(), self.s.claim_batch)
         rows: list[dict[str, Any]] = []
         if want > 0:
             rows = await self.db(
@@ -478,6 +530,9 @@ class Worker:
         now = time.monotonic()
         for row in rows:
             h = Held(row, now)
+            if row["was"] == "planned":
+                h.awaits_submit = True
+                lane.submit_waiting += 1
             lane.held[h.sample_id] = h
             QUEUE_WAIT.labels(lane.platform).observe(max(0.0, float(row["queue_wait_s"])))
         self.report["claimed"] += len(rows)
@@ -682,6 +737,7 @@ class Worker:
                 ),
             )
         finally:
+            lane.submit_started(h)
             if h.sample_id in lane.held and lane.held[h.sample_id] is h and h.lost:
                 lane.held.pop(h.sample_id, None)
             IN_FLIGHT.set(self.held_count())
@@ -745,6 +801,7 @@ class Worker:
 
     async def _submit(self, lane: Lane, h: Held, req: SubmitRequest) -> Acceptance | None:
         await lane.submit_limit.acquire()
+        lane.submit_started(h)
         t0 = time.monotonic()
         try:
             async with lane.calls:
@@ -756,12 +813,12 @@ class Worker:
             return None
         crashpoint("accepted_not_recorded")
         ACCEPT_LATENCY.labels(lane.platform).observe(time.monotonic() - t0)
-        ok = await self.accepts.submit(
+        # Queued, not awaited: polling may start at once; _end folds a still-queued acceptance
+        # into the attempt's last write, or waits for it.
+        h.accept_via = self.accepts_deferred if lane.caps.lookup_by_key else self.accepts
+        h.accept = h.accept_via.submit(
             ex.AcceptanceRecord(h.sample_id, h.token, acc.upstream_id, "response")
         )
-        if not ok:
-            self._stale(lane, h)
-            return None
         return acc
 
     async def _recover(self, lane: Lane, h: Held, req: SubmitRequest) -> Acceptance | None:
@@ -1037,6 +1094,14 @@ class Worker:
 
     async def _end(self, lane: Lane, h: Held, fin: ex.Finish) -> None:
         """The one fenced write that ends the attempt, then XACK (R11, R25)."""
+        if h.accept is not None and h.accept_via is not None:
+            pending, h.accept = h.accept, None
+            rec = h.accept_via.withdraw(pending) if fin.sub_to is None else None
+            if rec is not None:
+                fin.accept = rec  # written in the same transaction as the end
+            elif not await pending:
+                self._stale(lane, h)
+                return
         state = await self.finishes.submit(fin)
         if state is None:
             self._stale(lane, h)

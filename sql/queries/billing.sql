@@ -24,6 +24,24 @@ VALUES (%(tenant_id)s, %(kind)s, %(amount_minor)s, %(currency)s, %(run_id)s, %(s
 ON CONFLICT (idempotency_key) DO NOTHING
 RETURNING entry_id;
 
+-- name: insert_entries
+-- insert_entry for a batch, in one statement (the completion batches of the execution core):
+-- entries are inserted in the order given; replays (existing keys) post nothing (R24).
+INSERT INTO geo.ledger_entries (tenant_id, kind, amount_minor, currency, run_id, sample_id,
+                                attempt_no, upstream_id, price_version, idempotency_key,
+                                details, adjusts)
+SELECT e.tenant_id, e.kind, e.amount_minor, e.currency, e.run_id, e.sample_id, e.attempt_no,
+       e.upstream_id, e.price_version, e.idempotency_key, e.details::jsonb, e.adjusts
+FROM unnest(%(tenant_id)s::text[], %(kind)s::text[], %(amount_minor)s::bigint[],
+            %(currency)s::text[], %(run_id)s::text[], %(sample_id)s::text[],
+            %(attempt_no)s::int[], %(upstream_id)s::text[], %(price_version)s::text[],
+            %(idempotency_key)s::text[], %(details)s::text[], %(adjusts)s::text[])
+  WITH ORDINALITY AS e(tenant_id, kind, amount_minor, currency, run_id, sample_id, attempt_no,
+                       upstream_id, price_version, idempotency_key, details, adjusts, ord)
+ORDER BY e.ord
+ON CONFLICT (idempotency_key) DO NOTHING
+RETURNING idempotency_key, entry_id;
+
 -- name: entry_by_key
 SELECT entry_id, tenant_id, kind, amount_minor, currency, run_id, sample_id, attempt_no,
        upstream_id, adjusts, details

@@ -1,6 +1,11 @@
 -- Queries of the execution core (issue 4): claims, renewals, fenced completions, the relay and
 -- the sweeper. Every write to a claimed sample carries (sample_id, fencing_token, lease_owner)
 -- and "still running" in its WHERE: a stale token matches nothing and writes nothing (R11).
+-- Batch writes find their rows by ``s.sample_id = ANY(%(ids)s)`` alone (the primary key) and
+-- check state, owner and token on the locked rows afterwards: with "collection_state =
+-- 'running'" in the same scan, the planner (which cannot see into unnest) prefers the partial
+-- index samples_running_tenant and reads every sample in flight for each batch: O(in flight)
+-- per write instead of O(batch).
 
 -- name: set_actor
 -- Who the transition log names for this transaction's changes.
@@ -10,7 +15,9 @@ SELECT set_config('geo.actor', %(actor)s, true);
 -- Due samples of the given platforms, per tenant: the oldest-due and the highest-priority few,
 -- with the tenant's free in-flight room. The fair choice among them is made by
 -- geo_pipeline.domain.retry.fair_pick (R10); uncertain samples only where lookup exists (R12).
-WITH t AS (
+-- MATERIALIZED: inlined, the per-tenant running count was re-run for every candidate row
+-- (500 candidates x 5,000 running = 2.5M index entries read per claim).
+WITH t AS MATERIALIZED (
   SELECT tn.tenant_id,
          greatest(0, tn.max_in_flight - (SELECT count(*) FROM geo.samples r
                                          WHERE r.tenant_id = tn.tenant_id
@@ -96,18 +103,21 @@ JOIN geo.config_snapshots cs ON cs.snapshot_id = r.snapshot_id;
 -- tells the worker to stop following a run the operator cancelled. Rows are locked in
 -- sample_id order, like every multi-row writer here, so writers never deadlock.
 WITH l AS (
-  SELECT s.sample_id
+  SELECT s.sample_id, s.fencing_token, s.lease_owner, s.collection_state
   FROM geo.samples s
-  JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
-    ON s.sample_id = h.sample_id AND s.fencing_token = h.token
-  WHERE s.lease_owner = %(owner)s AND s.collection_state = 'running'
+  WHERE s.sample_id = ANY(%(ids)s::text[])
   ORDER BY s.sample_id
   FOR UPDATE OF s
+), o AS (
+  SELECT l.sample_id
+  FROM l JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
+    ON l.sample_id = h.sample_id AND l.fencing_token = h.token
+  WHERE l.lease_owner = %(owner)s AND l.collection_state = 'running'
 )
 UPDATE geo.samples s
 SET lease_until = now() + make_interval(secs => %(lease_s)s)
-FROM l
-WHERE s.sample_id = l.sample_id
+FROM o
+WHERE s.sample_id = o.sample_id AND s.sample_id = ANY(%(ids)s::text[])
 RETURNING s.sample_id,
           (SELECT r.cancel_requested_at IS NOT NULL FROM geo.runs r
             WHERE r.run_id = s.run_id) AS cancelled;
@@ -120,16 +130,18 @@ WITH h AS (
                        %(resolved_by)s::text[])
     AS h(sample_id, token, upstream_id, resolved_by)
 ), l AS (  -- lock in sample_id order (no deadlocks with renewals and completions)
-  SELECT s.sample_id FROM geo.samples s JOIN h USING (sample_id)
+  SELECT s.sample_id, s.fencing_token, s.lease_owner, s.collection_state, s.submission_state
+  FROM geo.samples s
+  WHERE s.sample_id = ANY(%(ids)s::text[])
   ORDER BY s.sample_id FOR UPDATE OF s
 ), s AS (
   UPDATE geo.samples s
   SET submission_state = 'accepted', submission_reason = NULL,
       upstream_id = h.upstream_id, accepted_at = now()
   FROM h JOIN l USING (sample_id)
-  WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
-    AND s.lease_owner = %(owner)s AND s.collection_state = 'running'
-    AND s.submission_state IN ('submitting', 'uncertain')
+  WHERE s.sample_id = h.sample_id AND s.sample_id = ANY(%(ids)s::text[])
+    AND l.fencing_token = h.token AND l.lease_owner = %(owner)s
+    AND l.collection_state = 'running' AND l.submission_state IN ('submitting', 'uncertain')
   RETURNING s.sample_id, s.attempt_no, s.platform, h.upstream_id, h.resolved_by
 ), r AS (
   UPDATE geo.upstream_requests u
@@ -150,33 +162,44 @@ WHERE idempotency_key = %(key)s;
 -- name: fence_lock
 -- Lock the rows of a completion batch that this worker still owns with these tokens. Rows not
 -- returned are stale: nothing is written for them (R11).
-SELECT s.sample_id
-FROM geo.samples s
-JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
-  ON s.sample_id = h.sample_id AND s.fencing_token = h.token
-WHERE s.lease_owner = %(owner)s AND s.collection_state = 'running'
-ORDER BY s.sample_id
-FOR UPDATE OF s;
+WITH l AS (
+  SELECT s.sample_id, s.fencing_token, s.lease_owner, s.collection_state
+  FROM geo.samples s
+  WHERE s.sample_id = ANY(%(ids)s::text[])
+  ORDER BY s.sample_id
+  FOR UPDATE OF s
+)
+SELECT l.sample_id
+FROM l JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
+  ON l.sample_id = h.sample_id AND l.fencing_token = h.token
+WHERE l.lease_owner = %(owner)s AND l.collection_state = 'running';
 
 -- name: finish
 -- The end of an attempt, for a batch of samples, in one statement guarded by the token: the
 -- sample's layers (completed / failed / handed back with a due time), the attempt row, the
 -- acceptance record, and the outbox rows -- one completion event per sample reaching a terminal
 -- collection state, and a screenshot download where one is still pending (R10, R11, R25).
+-- An item with acc_upstream_id also records the upstream acceptance that the worker had not
+-- written yet (record_acceptance's effects, in the same fenced write).
 WITH h AS (
   SELECT * FROM unnest(
       %(ids)s::text[], %(tokens)s::bigint[], %(sub_to)s::text[], %(col_to)s::text[],
       %(ev_to)s::text[], %(ev_reason)s::text[], %(reason)s::text[], %(delay_s)s::float8[],
       %(outcome)s::text[], %(error_class)s::text[], %(error_detail)s::text[],
       %(retry_after_ms)s::int[], %(req_state)s::text[], %(deep)s::bool[], %(shot)s::bool[],
-      %(want_shot)s::bool[])
+      %(want_shot)s::bool[], %(acc_upstream_id)s::text[], %(acc_resolved_by)s::text[])
     AS h(sample_id, token, sub_to, col_to, ev_to, ev_reason, reason, delay_s, outcome,
-         error_class, error_detail, retry_after_ms, req_state, deep, shot, want_shot)
+         error_class, error_detail, retry_after_ms, req_state, deep, shot, want_shot,
+         acc_upstream_id, acc_resolved_by)
 ), s AS (
   UPDATE geo.samples s
-  SET submission_state = coalesce(h.sub_to, s.submission_state),
-      submission_reason = CASE WHEN h.sub_to IS NOT NULL AND h.sub_to <> s.submission_state
+  SET submission_state = CASE WHEN h.acc_upstream_id IS NOT NULL THEN 'accepted'
+                              ELSE coalesce(h.sub_to, s.submission_state) END,
+      submission_reason = CASE WHEN h.acc_upstream_id IS NOT NULL THEN NULL
+                               WHEN h.sub_to IS NOT NULL AND h.sub_to <> s.submission_state
                                THEN h.reason ELSE s.submission_reason END,
+      upstream_id = coalesce(h.acc_upstream_id, s.upstream_id),
+      accepted_at = CASE WHEN h.acc_upstream_id IS NOT NULL THEN now() ELSE s.accepted_at END,
       collection_state = h.col_to,
       collection_reason = CASE WHEN h.col_to = 'completed' THEN NULL ELSE h.reason END,
       evidence_state = coalesce(h.ev_to, s.evidence_state),
@@ -189,11 +212,14 @@ WITH h AS (
       completed_at = CASE WHEN h.col_to IN ('completed', 'failed') THEN now()
                           ELSE s.completed_at END
   FROM h
+  -- finish_batch ran fence_lock in this transaction: these rows are locked and were running
+  -- under this owner and token; owner and token are checked again, "running" is implied.
   WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
-    AND s.lease_owner = %(owner)s AND s.collection_state = 'running'
+    AND s.sample_id = ANY(%(ids)s::text[]) AND s.lease_owner = %(owner)s
+    AND (h.acc_upstream_id IS NULL OR s.submission_state IN ('submitting', 'uncertain'))
   RETURNING s.sample_id, s.run_id, s.tenant_id, s.channel, s.platform, s.attempt_no,
             s.collection_state, h.outcome, h.error_class, h.error_detail, h.retry_after_ms,
-            h.req_state, h.deep, h.shot, h.want_shot
+            h.req_state, h.deep, h.shot, h.want_shot, h.acc_upstream_id, h.acc_resolved_by
 ), a AS (
   UPDATE geo.attempts a
   SET outcome = coalesce(s.outcome, a.outcome),
@@ -205,11 +231,14 @@ WITH h AS (
       screenshot_used = coalesce(s.shot, a.screenshot_used)
   FROM s WHERE a.sample_id = s.sample_id AND a.attempt_no = s.attempt_no
 ), r AS (
-  UPDATE geo.upstream_requests u SET state = s.req_state,
-         resolved_by = coalesce(u.resolved_by, 'response')
+  UPDATE geo.upstream_requests u
+  SET state = CASE WHEN s.acc_upstream_id IS NOT NULL THEN 'accepted' ELSE s.req_state END,
+      upstream_id = coalesce(s.acc_upstream_id, u.upstream_id),
+      accepted_at = CASE WHEN s.acc_upstream_id IS NOT NULL THEN now() ELSE u.accepted_at END,
+      resolved_by = coalesce(s.acc_resolved_by, u.resolved_by, 'response')
   FROM s
-  WHERE s.req_state IS NOT NULL AND u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
-    AND u.state <> 'accepted'
+  WHERE u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
+    AND (s.acc_upstream_id IS NOT NULL OR (s.req_state IS NOT NULL AND u.state <> 'accepted'))
 ), o AS (
   INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
   SELECT 'completions', 'completion', s.sample_id, s.run_id, s.tenant_id,
