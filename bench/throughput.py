@@ -369,7 +369,8 @@ def run_mode(mode: str, samples: int, evidence: bool, registry_limits: bool) -> 
             "lease_update_tps": round(lease_tps, 1),
             "ratio_to_lease_tps": round(rate / lease_tps, 3),
             "peak_running": peak_running,
-            "rate_limits": "registry" if registry_limits
+            "rate_limits": "registry"
+            if registry_limits
             else f"{BENCH_SUBMIT_RPS}/{BENCH_POLL_RPS} per s",
             "worker_cpu_s": round(report["cpu_s"], 1),
             "worker_cpu_cores": round(report["cpu_s"] / elapsed, 2),

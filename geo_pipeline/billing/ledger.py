@@ -800,8 +800,19 @@ def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
                 continue
             for _, _, p in posts:
                 Money(rules.minor(p["amount_minor"], f"{p['kind']} amount"), currency)
-            cols = ("tenant_id", "kind", "amount_minor", "currency", "run_id", "sample_id",
-                    "attempt_no", "upstream_id", "price_version", "idempotency_key", "adjusts")
+            cols = (
+                "tenant_id",
+                "kind",
+                "amount_minor",
+                "currency",
+                "run_id",
+                "sample_id",
+                "attempt_no",
+                "upstream_id",
+                "price_version",
+                "idempotency_key",
+                "adjusts",
+            )
             params: dict[str, Any] = {c: [p[c] for _, _, p in posts] for c in cols}
             params["details"] = [json.dumps(p["details"].obj) for _, _, p in posts]
             with conn.cursor() as cur:
