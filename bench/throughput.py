@@ -304,7 +304,14 @@ def start_simulator(completion: tuple[float, float]) -> tuple[subprocess.Popen[s
 
 
 # --------------------------------------------------------------------------- one mode
-def run_mode(mode: str, samples: int, evidence: bool, registry_limits: bool) -> dict[str, Any]:
+def run_mode(
+    mode: str,
+    samples: int,
+    evidence: bool,
+    registry_limits: bool,
+    n_workers: int = 1,
+    max_in_flight: int = 1000,
+) -> dict[str, Any]:
     name, url = create_db()
     ns = f"geobench:{uuid.uuid4().hex[:8]}"
     env = {
@@ -333,22 +340,32 @@ def run_mode(mode: str, samples: int, evidence: bool, registry_limits: bool) -> 
             env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
         )  # fmt: skip
         procs.append(relay)
-        worker = subprocess.Popen(
-            [sys.executable, __file__, "_worker", "--connector", connector, "--db-url", url,
-             "--ns", ns, "--evidence-dir", evidence_dir,
-             "--max-in-flight", str(samples if mode == "inflight" else 5000),
-             "--claim-batch", "500"],
-            env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
-        )  # fmt: skip
-        procs.append(worker)
-        time.sleep(1.0)  # let both connect before the clock starts
+        workers = []
+        for _ in range(n_workers):
+            worker = subprocess.Popen(
+                [sys.executable, __file__, "_worker", "--connector", connector, "--db-url", url,
+                 "--ns", ns, "--evidence-dir", evidence_dir,
+                 "--max-in-flight", str(samples if mode == "inflight" else max_in_flight),
+                 "--claim-batch", "500"],
+                env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+            )  # fmt: skip
+            procs.append(worker)
+            workers.append(worker)
+        time.sleep(1.0)  # let them connect before the clock starts
         t0 = time.perf_counter()
         create_s, total = make_run(url, samples, f"bench-{mode}")
         peak_running = wait_until_done(url, ns, total, mode, t0)
         elapsed = time.perf_counter() - t0
-        worker.send_signal(signal.SIGTERM)
-        out, _ = worker.communicate(timeout=60)
-        report = json.loads(out.strip().splitlines()[-1])
+        reports = []
+        for worker in workers:
+            worker.send_signal(signal.SIGTERM)
+        for worker in workers:
+            out, _ = worker.communicate(timeout=60)
+            reports.append(json.loads(out.strip().splitlines()[-1]))
+        report = {
+            "cpu_s": sum(r["cpu_s"] for r in reports),
+            "max_rss_mb": max(r["max_rss_mb"] for r in reports),
+        }
         with psycopg.connect(url, autocommit=True) as c:
             actual = c.execute("SELECT count(*) FROM geo.samples").fetchone()[0]  # type: ignore[index]
             states = dict(
@@ -372,6 +389,8 @@ def run_mode(mode: str, samples: int, evidence: bool, registry_limits: bool) -> 
             "rate_limits": "registry"
             if registry_limits
             else f"{BENCH_SUBMIT_RPS}/{BENCH_POLL_RPS} per s",
+            "workers": n_workers,
+            "max_in_flight": max_in_flight if mode != "inflight" else samples,
             "worker_cpu_s": round(report["cpu_s"], 1),
             "worker_cpu_cores": round(report["cpu_s"] / elapsed, 2),
             "worker_peak_rss_mb": round(report["max_rss_mb"], 1),
@@ -411,6 +430,18 @@ def main() -> None:
     ap.add_argument("--samples", type=int, default=0, help="default: 5000 / 10000 / 5000")
     ap.add_argument("--no-evidence", action="store_true", help="skip archiving (core only)")
     ap.add_argument(
+        "--workers",
+        type=int,
+        default=0,
+        help="worker processes for http/instant (default 2: one per core here); inflight: 1",
+    )
+    ap.add_argument(
+        "--max-in-flight",
+        type=int,
+        default=1000,
+        help="per worker and platform, http/instant modes (at zero latency more only queues)",
+    )
+    ap.add_argument(
         "--registry-limits",
         action="store_true",
         help="keep the shipped per-platform rate limits (caps the run at 800 samples/s)",
@@ -428,7 +459,12 @@ def main() -> None:
         try:
             rows.append(
                 run_mode(
-                    mode, args.samples or defaults[mode], not args.no_evidence, args.registry_limits
+                    mode,
+                    args.samples or defaults[mode],
+                    not args.no_evidence,
+                    args.registry_limits,
+                    1 if mode == "inflight" else (args.workers or 2),
+                    args.max_in_flight,
                 )
             )
         except Exception as exc:  # report the mode that could not run, keep the others
@@ -436,7 +472,7 @@ def main() -> None:
         print(json.dumps(rows[-1], default=str), flush=True)
     print(f"\nexecution core throughput -- machine: {machine()}")
     cols = ["mode", "samples", "evidence", "synchronous_commit", "elapsed_s", "samples_per_s",
-            "lease_update_tps", "ratio_to_lease_tps", "peak_running", "rate_limits",
+            "lease_update_tps", "ratio_to_lease_tps", "peak_running", "rate_limits", "workers",
             "worker_cpu_cores", "worker_peak_rss_mb"]  # fmt: skip
     print("  ".join(f"{c:>18}" for c in cols))
     for r in rows:

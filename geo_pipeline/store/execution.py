@@ -200,7 +200,7 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
                 "tokens": [i.token for i in items],
             },
         )
-        ours = {r["sample_id"] for r in cur.fetchall()}
+        ours = {r["sample_id"]: r["ctid"] for r in cur.fetchall()}
         # Ledger accounts are locked per run: take them in one order across all batches.
         live = sorted((i for i in items if i.sample_id in ours), key=lambda i: i.sample_id)
         live.sort(key=lambda i: i.charge.run_id if i.charge else "")
@@ -215,8 +215,17 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
             ledger.post_charges(conn, charges)
         done: dict[str, str] = {}
         if live:
-            cur.execute(Q("execution.finish"), _finish_params(owner, live))
+            params = _finish_params(owner, live)
+            params["ctids"] = [ours[i.sample_id] for i in live]
+            cur.execute(Q("execution.finish"), params)
             done = {r["sample_id"]: r["collection_state"] for r in cur.fetchall()}
+            if len(done) != len(live):
+                # Locked rows that were not written: never commit their charges and evidence.
+                missing = sorted({i.sample_id for i in live} - set(done))
+                raise RuntimeError(
+                    f"finish wrote {len(done)} of {len(live)} locked samples "
+                    f"(first missing: {missing[:3]})"
+                )
     DB_WRITE_LATENCY.labels("finish").observe(time.perf_counter() - t0)
     stale = [i.sample_id for i in items if i.sample_id not in done]
     if stale:

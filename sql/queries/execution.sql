@@ -1,11 +1,12 @@
 -- Queries of the execution core (issue 4): claims, renewals, fenced completions, the relay and
 -- the sweeper. Every write to a claimed sample carries (sample_id, fencing_token, lease_owner)
 -- and "still running" in its WHERE: a stale token matches nothing and writes nothing (R11).
--- Batch writes find their rows by ``s.sample_id = ANY(%(ids)s)`` alone (the primary key) and
--- check state, owner and token on the locked rows afterwards: with "collection_state =
--- 'running'" in the same scan, the planner (which cannot see into unnest) prefers the partial
--- index samples_running_tenant and reads every sample in flight for each batch: O(in flight)
--- per write instead of O(batch).
+-- Batch writes lock their rows by ``s.sample_id = ANY(%(ids)s)`` alone (the primary key),
+-- check state, owner and token on the locked rows, then update them joined by sample_id (or by
+-- the row address fence_lock returned): with "collection_state = 'running'" in the scan, the
+-- planner (which cannot see into unnest) prefers the partial index samples_running_tenant and
+-- reads every sample in flight for each batch, and with the id array repeated beside a join it
+-- probes the whole array once per row: O(in flight) or O(batch^2) per write, not O(batch).
 
 -- name: set_actor
 -- Who the transition log names for this transaction's changes.
@@ -54,16 +55,19 @@ WHERE t.room > 0
 -- token, and for a sample that starts a new attempt the attempt row and the acceptance record
 -- ('sending') -- committed BEFORE the request leaves (R9, R12). Runs not confirmed or cancelled
 -- get no new submissions; an accepted task of a cancelled run is still followed to its end.
-WITH c AS (
-  SELECT s.sample_id, s.submission_state AS was,
-         extract(epoch FROM now() - s.next_attempt_at)::float8 AS queue_wait_s
-  FROM geo.samples s JOIN geo.runs r ON r.run_id = s.run_id
+WITH l AS (  -- by primary key only; the state is checked on the locked rows (see the top)
+  SELECT s.sample_id, s.run_id, s.submission_state, s.collection_state, s.next_attempt_at
+  FROM geo.samples s
   WHERE s.sample_id = ANY(%(ids)s::text[])
-    AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
-    AND r.confirmed_at IS NOT NULL
-    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned')
   ORDER BY s.sample_id
   FOR UPDATE OF s SKIP LOCKED
+), c AS (
+  SELECT l.sample_id, l.submission_state AS was,
+         extract(epoch FROM now() - l.next_attempt_at)::float8 AS queue_wait_s
+  FROM l JOIN geo.runs r ON r.run_id = l.run_id
+  WHERE l.collection_state = 'queued' AND l.next_attempt_at <= now()
+    AND r.confirmed_at IS NOT NULL
+    AND (r.cancel_requested_at IS NULL OR l.submission_state <> 'planned')
 ), u AS (
   UPDATE geo.samples s
   SET collection_state = 'running', collection_reason = NULL,
@@ -117,7 +121,7 @@ WITH l AS (
 UPDATE geo.samples s
 SET lease_until = now() + make_interval(secs => %(lease_s)s)
 FROM o
-WHERE s.sample_id = o.sample_id AND s.sample_id = ANY(%(ids)s::text[])
+WHERE s.sample_id = o.sample_id
 RETURNING s.sample_id,
           (SELECT r.cancel_requested_at IS NOT NULL FROM geo.runs r
             WHERE r.run_id = s.run_id) AS cancelled;
@@ -139,7 +143,7 @@ WITH h AS (
   SET submission_state = 'accepted', submission_reason = NULL,
       upstream_id = h.upstream_id, accepted_at = now()
   FROM h JOIN l USING (sample_id)
-  WHERE s.sample_id = h.sample_id AND s.sample_id = ANY(%(ids)s::text[])
+  WHERE s.sample_id = l.sample_id
     AND l.fencing_token = h.token AND l.lease_owner = %(owner)s
     AND l.collection_state = 'running' AND l.submission_state IN ('submitting', 'uncertain')
   RETURNING s.sample_id, s.attempt_no, s.platform, h.upstream_id, h.resolved_by
@@ -163,13 +167,13 @@ WHERE idempotency_key = %(key)s;
 -- Lock the rows of a completion batch that this worker still owns with these tokens. Rows not
 -- returned are stale: nothing is written for them (R11).
 WITH l AS (
-  SELECT s.sample_id, s.fencing_token, s.lease_owner, s.collection_state
+  SELECT s.sample_id, s.ctid, s.fencing_token, s.lease_owner, s.collection_state
   FROM geo.samples s
   WHERE s.sample_id = ANY(%(ids)s::text[])
   ORDER BY s.sample_id
   FOR UPDATE OF s
 )
-SELECT l.sample_id
+SELECT l.sample_id, l.ctid::text AS ctid
 FROM l JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
   ON l.sample_id = h.sample_id AND l.fencing_token = h.token
 WHERE l.lease_owner = %(owner)s AND l.collection_state = 'running';
@@ -187,10 +191,11 @@ WITH h AS (
       %(ev_to)s::text[], %(ev_reason)s::text[], %(reason)s::text[], %(delay_s)s::float8[],
       %(outcome)s::text[], %(error_class)s::text[], %(error_detail)s::text[],
       %(retry_after_ms)s::int[], %(req_state)s::text[], %(deep)s::bool[], %(shot)s::bool[],
-      %(want_shot)s::bool[], %(acc_upstream_id)s::text[], %(acc_resolved_by)s::text[])
+      %(want_shot)s::bool[], %(acc_upstream_id)s::text[], %(acc_resolved_by)s::text[],
+      %(ctids)s::tid[])
     AS h(sample_id, token, sub_to, col_to, ev_to, ev_reason, reason, delay_s, outcome,
          error_class, error_detail, retry_after_ms, req_state, deep, shot, want_shot,
-         acc_upstream_id, acc_resolved_by)
+         acc_upstream_id, acc_resolved_by, ctid)
 ), s AS (
   UPDATE geo.samples s
   SET submission_state = CASE WHEN h.acc_upstream_id IS NOT NULL THEN 'accepted'
@@ -212,10 +217,11 @@ WITH h AS (
       completed_at = CASE WHEN h.col_to IN ('completed', 'failed') THEN now()
                           ELSE s.completed_at END
   FROM h
-  -- finish_batch ran fence_lock in this transaction: these rows are locked and were running
-  -- under this owner and token; owner and token are checked again, "running" is implied.
-  WHERE s.sample_id = h.sample_id AND s.fencing_token = h.token
-    AND s.sample_id = ANY(%(ids)s::text[]) AND s.lease_owner = %(owner)s
+  -- finish_batch ran fence_lock in this transaction: these rows are locked (so their address,
+  -- ctid, cannot change) and were running under this owner and token; owner and token are
+  -- checked again, "running" is implied. finish_batch checks every locked row was written.
+  WHERE s.ctid = h.ctid AND s.sample_id = h.sample_id AND s.fencing_token = h.token
+    AND s.lease_owner = %(owner)s
     AND (h.acc_upstream_id IS NULL OR s.submission_state IN ('submitting', 'uncertain'))
   RETURNING s.sample_id, s.run_id, s.tenant_id, s.channel, s.platform, s.attempt_no,
             s.collection_state, h.outcome, h.error_class, h.error_detail, h.retry_after_ms,
