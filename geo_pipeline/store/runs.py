@@ -219,10 +219,14 @@ def create_run(
 
 
 def dispatch(conn: Conn, run_id: str, channel: str | None = None) -> int:
-    """Queue collect hints for never-dispatched samples of a run (or one channel). Idempotent."""
+    """Queue collect hints for never-dispatched samples of a run (or one channel), one per
+    (batch, channel); returns how many samples the new hints cover. Idempotent."""
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(Q("runs.dispatch_collect"), {"run_id": run_id, "channel": channel})
-        return cur.rowcount
+        row = cur.fetchone()
+    if row is None:
+        return 0
+    return int(row["n"] if isinstance(row, dict) else row[0])
 
 
 def get_run(conn: Conn, run_id: str) -> dict[str, Any]:

@@ -47,6 +47,9 @@ def message_fields(row: dict[str, Any]) -> dict[str, str]:
     for k in ("priority", "attempt_no"):
         if k in payload:
             fields[k] = str(payload[k])
+    if row.get("batch_no") is not None:  # a batch hint (migration 0010): wakes the lane
+        fields["batch_no"] = str(row["batch_no"])
+        fields["channel"] = str(row.get("channel") or "")
     return fields
 
 

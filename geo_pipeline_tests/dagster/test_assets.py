@@ -37,9 +37,10 @@ def materialise(
 
 
 def collect_rows(conn: Any, run_id: str, channel: str) -> int:
+    """Samples of the partition covered by a collect hint (one hint per batch and channel)."""
     row = conn.execute(
-        "SELECT count(*) AS n FROM geo.outbox o JOIN geo.samples s USING (sample_id) "
-        "WHERE o.kind = 'collect' AND s.run_id = %s AND s.channel = %s",
+        "SELECT coalesce(sum((payload->>'samples')::int), 0) AS n FROM geo.outbox "
+        "WHERE kind = 'collect' AND sample_id IS NULL AND run_id = %s AND channel = %s",
         (run_id, channel),
     ).fetchone()
     return int(row["n"])

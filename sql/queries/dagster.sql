@@ -19,10 +19,14 @@ SELECT b.batch_no, b.size, b.platform_counts,
 FROM geo.batches b WHERE b.run_id = %(run_id)s ORDER BY b.batch_no;
 
 -- name: dispatched_count
--- How many samples of the partition have their collect hint in the outbox (written once).
+-- How many samples of the partition are dispatched: their (batch, channel) has its collect hint
+-- in the outbox (written once), or, for runs dispatched before migration 0010, the sample its own.
 SELECT count(*) AS n FROM geo.samples s
 WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
-  AND EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect');
+  AND (EXISTS (SELECT 1 FROM geo.outbox o
+                WHERE o.kind = 'collect' AND o.sample_id IS NULL AND o.run_id = s.run_id
+                  AND o.channel = s.channel AND o.batch_no = s.batch_no)
+       OR EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect'));
 
 -- name: accepted_without_record
 -- Samples the collection layer treats as accepted upstream (R9, R12) with no acceptance record
@@ -204,6 +208,9 @@ WHERE EXISTS (
   SELECT 1 FROM geo.samples s
   WHERE s.run_id = p.run_id AND s.channel = p.channel
     AND s.collection_state = 'queued' AND s.attempt_no = 0
+    AND NOT EXISTS (SELECT 1 FROM geo.outbox o
+                     WHERE o.kind = 'collect' AND o.sample_id IS NULL AND o.run_id = s.run_id
+                       AND o.channel = s.channel AND o.batch_no = s.batch_no)
     AND NOT EXISTS (SELECT 1 FROM geo.outbox o
                      WHERE o.sample_id = s.sample_id AND o.kind = 'collect'))
 ORDER BY p.run_id, p.channel;

@@ -259,7 +259,8 @@ SELECT sample_id, collection_state FROM s;
 
 -- name: outbox_batch
 -- The relay's next unpublished rows, locked so two relays never publish the same batch at once.
-SELECT outbox_id, stream, kind, sample_id, run_id, tenant_id, payload, created_at
+SELECT outbox_id, stream, kind, sample_id, run_id, tenant_id, batch_no, channel, payload,
+       created_at
 FROM geo.outbox
 WHERE published_at IS NULL
 ORDER BY outbox_id
@@ -305,6 +306,10 @@ WHERE s.collection_state = 'queued'
   AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
   AND NOT EXISTS (SELECT 1 FROM geo.outbox o
                   WHERE o.sample_id = s.sample_id AND o.kind = 'collect'
+                    AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))
+  AND NOT EXISTS (SELECT 1 FROM geo.outbox o  -- the hint of its batch and channel
+                  WHERE o.kind = 'collect' AND o.sample_id IS NULL AND o.run_id = s.run_id
+                    AND o.channel = s.channel AND o.batch_no = s.batch_no
                     AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))
 ORDER BY s.next_attempt_at
 LIMIT %(limit)s

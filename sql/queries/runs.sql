@@ -63,11 +63,14 @@ FROM STDIN;
 
 -- name: dispatch_new_run
 -- The first dispatch of a run created in this same transaction: no sample can have a hint yet.
-INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
-       jsonb_build_object('priority', s.priority)
+-- One collect hint per (batch, channel), in plan order (migration 0010).
+INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
+SELECT 'collect:' || s.platform, 'collect', s.run_id, s.tenant_id, s.batch_no, s.channel,
+       jsonb_build_object('priority', max(s.priority), 'samples', count(*))
 FROM geo.samples s
-WHERE s.run_id = %(run_id)s;  -- physical order is plan order; sorting 100k rows would spill
+WHERE s.run_id = %(run_id)s
+GROUP BY s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel
+ORDER BY s.batch_no, s.channel;
 
 -- name: get_snapshot
 SELECT config FROM geo.config_snapshots WHERE snapshot_id = %(snapshot_id)s;
@@ -88,15 +91,28 @@ FROM geo.quote_lines WHERE quote_id = %(quote_id)s ORDER BY line_no;
 SELECT batch_no, size, platform_counts FROM geo.batches WHERE run_id = %(run_id)s ORDER BY batch_no;
 
 -- name: dispatch_collect
--- Queue a collect hint for every sample of the run (optionally one channel) that was never
--- dispatched. Idempotent: a sample that already has a collect outbox row gets no second one.
-INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
-       jsonb_build_object('priority', s.priority)
-FROM geo.samples s
-WHERE s.run_id = %(run_id)s
-  AND (%(channel)s::text IS NULL OR (s.platform, s.device) = (split_part(%(channel)s, '__', 1),
-                                                              split_part(%(channel)s, '__', 2)))
-  AND s.collection_state = 'queued' AND s.attempt_no = 0
-  AND NOT EXISTS (SELECT 1 FROM geo.outbox o WHERE o.sample_id = s.sample_id AND o.kind = 'collect')
-ORDER BY s.batch_no, s.sample_id;
+-- Queue a collect hint for every (batch, channel) of the run (optionally one channel) with
+-- never-dispatched samples; returns how many samples the new hints cover. Idempotent: a batch
+-- and channel with a hint gets no second one (nor does a sample hinted on its own, as runs
+-- dispatched before migration 0010 were).
+WITH g AS (
+  SELECT s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel, max(s.priority) AS priority,
+         count(*) AS n
+  FROM geo.samples s
+  WHERE s.run_id = %(run_id)s AND (%(channel)s::text IS NULL OR s.channel = %(channel)s)
+    AND s.collection_state = 'queued' AND s.attempt_no = 0
+    AND NOT EXISTS (SELECT 1 FROM geo.outbox o
+                     WHERE o.sample_id = s.sample_id AND o.kind = 'collect')
+  GROUP BY s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel
+), i AS (
+  INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
+  SELECT 'collect:' || g.platform, 'collect', g.run_id, g.tenant_id, g.batch_no, g.channel,
+         jsonb_build_object('priority', g.priority, 'samples', g.n)
+  FROM g
+  WHERE NOT EXISTS (SELECT 1 FROM geo.outbox o
+                     WHERE o.kind = 'collect' AND o.sample_id IS NULL AND o.run_id = g.run_id
+                       AND o.channel = g.channel AND o.batch_no = g.batch_no)
+  ORDER BY g.batch_no, g.channel
+  RETURNING (payload ->> 'samples')::int AS n
+)
+SELECT coalesce(sum(n), 0)::int AS n FROM i;

@@ -54,7 +54,17 @@ def test_create_run_persists_everything_in_one_transaction(db):
     one = db.execute
     assert one("SELECT count(*) AS n FROM geo.samples WHERE run_id='run-a'").fetchone()["n"] == 160
     assert one("SELECT count(*) AS n FROM geo.batches WHERE run_id='run-a'").fetchone()["n"] == 2
-    assert one("SELECT count(*) AS n FROM geo.outbox WHERE run_id='run-a'").fetchone()["n"] == 160
+    # One collect hint per (batch, channel), together covering every sample exactly once.
+    hints = one(
+        "SELECT count(*) AS n, sum((payload->>'samples')::int) AS covered, "
+        "count(DISTINCT (batch_no, channel)) AS groups FROM geo.outbox "
+        "WHERE run_id='run-a' AND kind = 'collect' AND sample_id IS NULL"
+    ).fetchone()
+    groups = one(
+        "SELECT count(DISTINCT (batch_no, channel)) AS n FROM geo.samples WHERE run_id='run-a'"
+    ).fetchone()["n"]
+    assert hints["n"] == hints["groups"] == groups and hints["covered"] == 160
+    assert one("SELECT count(*) AS n FROM geo.outbox WHERE run_id='run-a'").fetchone()["n"] == groups
     assert one("SELECT count(*) AS n FROM geo.question_revisions").fetchone()["n"] == 20
     q = one("SELECT estimated_max_minor FROM geo.quote_snapshots").fetchone()
     assert q["estimated_max_minor"] == plan.quote.estimated_max.amount_minor
