@@ -348,6 +348,7 @@ class Worker:
     async def _finish_batch(self, items: list[ex.Finish]) -> dict[int, str | None]:
         try:
             res = await self.db(ex.finish_batch, owner=self.id, items=items)
+            self._log_ended(items, res.done)
         except Exception:
             if len(items) == 1:
                 raise
@@ -363,6 +364,24 @@ class Worker:
                     out[i] = None
             return out
         return {i: res.done.get(it.sample_id) for i, it in enumerate(items)}
+
+    def _log_ended(self, items: Sequence[ex.Finish], done: Mapping[str, str]) -> None:
+        """D6: one structured event per completion batch, naming every sample with its state
+        and reason (batched, so a log service is not sent thousands of lines a second)."""
+        if not items or not log.isEnabledFor(logging.INFO):
+            return
+        event(
+            log,
+            "samples.ended",
+            worker=self.id,
+            count=len(done),
+            stale=len(items) - len(done),
+            samples=[
+                {"sample_id": i.sample_id, "state": done.get(i.sample_id, "stale"),
+                 "reason": i.reason, "outcome": i.outcome}
+                for i in items
+            ],
+        )  # fmt: skip
 
     async def _ack_batch(self, items: list[tuple[str, str]]) -> dict[int, bool]:
         by_stream: dict[str, list[str]] = {}
@@ -537,6 +556,16 @@ class Worker:
             QUEUE_WAIT.labels(lane.platform).observe(max(0.0, float(row["queue_wait_s"])))
         self.report["claimed"] += len(rows)
         IN_FLIGHT.set(self.held_count())
+        if rows and log.isEnabledFor(logging.INFO):  # D6, one event per claim batch
+            event(
+                log,
+                "samples.started",
+                worker=self.id,
+                platform=lane.platform,
+                count=len(rows),
+                samples=[{"sample_id": r["sample_id"], "attempt_no": r["attempt_no"],
+                          "token": r["fencing_token"]} for r in rows],
+            )  # fmt: skip
         to_ack: list[tuple[str, str]] = []
         for e in entries:
             h2 = lane.held.get(e.sample_id or "")
@@ -989,6 +1018,24 @@ class Worker:
             if exc.error_class == "unparseable":
                 # Keep the raw bytes, send to review, never re-ask (R13).
                 await self._complete(lane, h, req, upstream_id, None, unparseable=exc)
+                return
+            if time.monotonic() - started > self._policy(h.row).max_total_s:
+                # The task was accepted long ago and its result still cannot be fetched: stop
+                # (R13's total-time bound). No charge we cannot prove; the upstream id stays on
+                # the sample for reconciliation and an operator (R23).
+                await self._end(
+                    lane,
+                    h,
+                    ex.Finish(
+                        h.sample_id,
+                        h.token,
+                        "failed",
+                        reason=f"fetch:{exc.error_class}:budget_exhausted",
+                        outcome="failed",
+                        error_class=exc.error_class,
+                        error_detail=str(exc)[:300],
+                    ),
+                )
                 return
             await self._end(
                 lane,

@@ -55,11 +55,13 @@ async def run_worker_until(
     s = WorkerSettings(
         platforms=list(connectors),
         worker_id="worker:test:1",
-        poll=PollSchedule(first_s=0.01, min_s=0.02, ratio=0.5, max_s=0.2),
-        retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2),
-        flush_s=0.002,
-        idle_claim_s=0.2,
-        **settings,
+        **{
+            "poll": PollSchedule(first_s=0.01, min_s=0.02, ratio=0.5, max_s=0.2),
+            "retry": RetryPolicy(base_delay_s=0.05, max_delay_s=0.2),
+            "flush_s": 0.002,
+            "idle_claim_s": 0.2,
+            **settings,  # a test's own settings win
+        },
     )
     worker = Worker(
         s,
@@ -263,4 +265,89 @@ def test_cancel_stops_new_submissions_without_refund(db_url, redis_url, redis_ns
         fetch(db_url, "SELECT count(*) AS n FROM geo.ledger_entries WHERE kind = 'refund'")[0]["n"]
         == 0
     )
+    check_invariants(db_url, expected_samples=len(ids))
+
+
+class _ResultNeverReady(FakeConnector):
+    """Accepts and reports the task completed, but its result can never be fetched."""
+
+    def __init__(self, platform: str) -> None:
+        super().__init__(platform)
+        self.fetches = 0
+
+    async def fetch_evidence(self, upstream_id: str, request: Any) -> Any:
+        from geo_pipeline.connectors.base import TransientError
+
+        self.fetches += 1
+        raise TransientError("503 result store down", status=503)
+
+
+def test_unfetchable_result_stops_at_the_total_time_budget(db_url, redis_url, redis_ns):
+    """R13: an accepted task whose result keeps failing to download is re-queued (never
+    re-submitted) until max_total_s since acceptance, then fails with the upstream id kept and
+    no charge."""
+    ids = make_run(db_url, "r-fetch-budget", questions=2)
+    fake = _ResultNeverReady("deepseek")
+    asyncio.run(
+        run_worker_until(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": fake},
+            all_terminal(db_url),
+            timeout_s=30,
+            retry=RetryPolicy(base_delay_s=0.05, max_delay_s=0.2, max_total_s=1.5),
+        )
+    )
+    rows = fetch(
+        db_url,
+        "SELECT collection_state, collection_reason, submission_state, upstream_id "
+        "FROM geo.samples",
+    )
+    assert len(rows) == len(ids)
+    for r in rows:
+        assert r["collection_state"] == "failed"
+        assert r["collection_reason"] == "fetch:transient:budget_exhausted"
+        assert r["submission_state"] == "accepted" and r["upstream_id"]
+    assert max(fake.submits.values()) == 1  # followed, never submitted again
+    assert fake.fetches > len(ids)  # it did retry the download before giving up
+    charges = fetch(db_url, "SELECT count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge'")
+    assert charges[0]["n"] == 0
+    check_invariants(db_url, expected_samples=len(ids))
+
+
+def test_acceptance_is_written_with_the_completion_when_it_comes_first(
+    db_url, redis_url, redis_ns
+):
+    """An acceptance on a platform with lookup is folded into the completion write when the
+    answer arrives within accept_defer_s: the log still shows submitting -> accepted, the
+    acceptance record is 'accepted' with the upstream id, and no separate write happened."""
+    ids = make_run(db_url, "r-fold", questions=5)
+    asyncio.run(
+        run_worker_until(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": FakeConnector("deepseek")},
+            all_terminal(db_url),
+            accept_defer_s=30.0,
+        )
+    )
+    assert states(db_url) == {"completed": len(ids)}
+    reqs = fetch(
+        db_url,
+        "SELECT u.state, u.upstream_id = s.upstream_id AS same, s.accepted_at = s.completed_at "
+        "AS together FROM geo.upstream_requests u JOIN geo.samples s USING (sample_id)",
+    )
+    assert len(reqs) == len(ids)
+    assert all(r["state"] == "accepted" and r["same"] and r["together"] for r in reqs)
+    log = fetch(
+        db_url,
+        "SELECT from_state, to_state, count(*) AS n FROM geo.state_transitions "
+        "WHERE layer = 'submission' GROUP BY 1, 2",
+    )
+    assert {(r["from_state"], r["to_state"]): r["n"] for r in log} == {
+        ("planned", "submitting"): len(ids),
+        ("submitting", "accepted"): len(ids),
+    }
     check_invariants(db_url, expected_samples=len(ids))
