@@ -1173,3 +1173,9 @@ ALTER TABLE geo.outbox ADD COLUMN batch_no integer, ADD COLUMN channel text;
 -- "Has this (run, channel, batch) a hint, and since when?": dispatch and the sweeper ask it.
 CREATE INDEX outbox_collect_batches ON geo.outbox (run_id, channel, batch_no, created_at)
   WHERE kind = 'collect' AND sample_id IS NULL;
+
+-- ==== 0011_screenshot_sweep ====
+-- The sweeper re-queues screenshot downloads whose hint Redis lost (issue 4): it looks for
+-- completed samples whose required screenshot is still pending. Only those are indexed.
+CREATE INDEX samples_screenshot_pending ON geo.samples (completed_at)
+  WHERE evidence_reason = 'SCREENSHOT_PENDING';

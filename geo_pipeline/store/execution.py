@@ -300,6 +300,14 @@ def sweep_unhinted(
         return [r["sample_id"] for r in cur.fetchall()]
 
 
+def sweep_screenshots(conn: Conn, *, ttl_s: float, limit: int = 5000) -> list[str]:
+    """Queue screenshot hints again for required screenshots still pending whose hint is older
+    than ``ttl_s`` (Redis lost or trimmed it)."""
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(Q("execution.sweep_screenshots"), {"ttl_s": ttl_s, "limit": limit})
+        return [r["sample_id"] for r in cur.fetchall()]
+
+
 def uncertain_count(conn: Conn) -> int:
     with conn.cursor() as cur:
         cur.execute(Q("execution.uncertain_count"))

@@ -585,7 +585,8 @@ class Worker:
         """The screenshot stream of one platform: download late screenshots, archive them and
         move the evidence layer. A pending one stays unacked and is asked for again; if this
         worker dies, the entry is reclaimed like any other."""
-        retry: dict[str, float] = {}
+        retry: dict[str, float] = {}  # message id -> when to ask again
+        waiting: dict[str, str] = {}  # sample id -> the message id being retried
         while not self.stopping.is_set():
             try:
                 reply = await self.redis.xreadgroup(
@@ -617,14 +618,22 @@ class Worker:
                     if f is not None
                 ]
             for e in entries:
+                sid = e.sample_id or ""
+                if waiting.get(sid, e.message_id) != e.message_id:
+                    # A second hint for a screenshot already being waited on (the sweeper
+                    # renews hints Redis may have lost): one wait per sample is enough.
+                    self.acks.submit((e.stream, e.message_id))
+                    continue
                 try:
                     done = await self._one_screenshot(lane, e)
                 except Exception:
                     log.exception("screenshot failed", extra={"sample_id": e.sample_id})
                     done = False
                 if done:
+                    waiting.pop(sid, None)
                     self.acks.submit((e.stream, e.message_id))
                 else:
+                    waiting[sid] = e.message_id
                     retry[e.message_id] = time.monotonic() + self.s.screenshot_retry_s
 
     async def _one_screenshot(self, lane: Lane, e: sc.Entry) -> bool:

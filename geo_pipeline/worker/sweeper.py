@@ -26,6 +26,7 @@ class SweepSettings:
     interval_s: float = 5.0
     grace_s: float = 2.0  # a due sample gets this long to be claimed before a new hint
     hint_ttl_s: float = 30.0  # a hint younger than this counts as live
+    screenshot_ttl_s: float = 300.0  # a pending screenshot's hint is renewed after this
     limit: int = 5000
 
 
@@ -44,9 +45,15 @@ def sweep_once(
         lookup_platforms=lookup_platforms,
         limit=settings.limit,
     )
+    shots = ex.sweep_screenshots(conn, ttl_s=settings.screenshot_ttl_s, limit=settings.limit)
     uncertain = ex.uncertain_count(conn)
     UNCERTAIN.set(uncertain)
-    return {"expired": len(expired), "hinted": len(hinted), "uncertain": uncertain}
+    return {
+        "expired": len(expired),
+        "hinted": len(hinted) + len(shots),
+        "screenshots": len(shots),
+        "uncertain": uncertain,
+    }
 
 
 def stream_gauges(redis: Any, keys: Sequence[str]) -> None:

@@ -315,6 +315,25 @@ ORDER BY s.next_attempt_at
 LIMIT %(limit)s
 RETURNING sample_id;
 
+-- name: sweep_screenshots
+-- Required screenshots still pending a day at most after their sample completed, with no
+-- screenshot hint for ttl seconds (Redis lost or trimmed it): queue a new hint. The screenshot
+-- lane drops a hint for a sample it is already waiting on, and archiving is idempotent.
+INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+SELECT 'screenshot:' || s.platform, 'screenshot', s.sample_id, s.run_id, s.tenant_id,
+       jsonb_build_object('attempt_no', s.attempt_no, 'reason', 'sweep')
+FROM geo.samples s
+WHERE s.evidence_reason = 'SCREENSHOT_PENDING' AND s.evidence_state = 'partial'
+  AND s.collection_state = 'completed'
+  AND s.completed_at > now() - interval '1 day'
+  AND s.completed_at < now() - make_interval(secs => %(ttl_s)s)
+  AND NOT EXISTS (SELECT 1 FROM geo.outbox o
+                  WHERE o.sample_id = s.sample_id AND o.kind = 'screenshot'
+                    AND o.created_at > now() - make_interval(secs => %(ttl_s)s))
+ORDER BY s.completed_at
+LIMIT %(limit)s
+RETURNING sample_id;
+
 -- name: uncertain_count
 SELECT count(*)::int AS n FROM geo.samples WHERE submission_state = 'uncertain';
 

@@ -114,3 +114,70 @@ def test_available_screenshot_without_bytes_is_downloaded_not_reported_missing(
         db_url, "SELECT count(*) AS n FROM geo.evidence_objects WHERE kind = 'screenshot'"
     )
     assert shots[0]["n"] == len(ids) and sorted(conn.asked.values()) == [1] * len(ids)
+
+
+class NeverReadyShots(FakeConnector):
+    """The screenshot stays pending for as long as this test runs."""
+
+    async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
+        ev = await super().fetch_evidence(upstream_id, request)
+        return replace(ev, screenshot=Attachment("screenshot", "pending"))
+
+    async def fetch_screenshot(self, upstream_id: str) -> Attachment:
+        return Attachment("screenshot", "pending")
+
+
+def test_sweeper_requeues_a_pending_screenshot_whose_hint_was_lost(
+    db_url, redis_url, redis_ns, tmp_path
+):
+    """Redis may lose a screenshot hint (stream deleted or trimmed): the sweeper queues a new one
+    for a required screenshot still pending once its last hint is older than the ttl, and
+    only then; a sample whose screenshot is archived is never hinted again."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from geo_pipeline.store import execution as ex
+
+    ids = make_run(db_url, "r-shot-lost", questions=3, screenshot="required")
+
+    def all_partial() -> bool:
+        rows = fetch(db_url, "SELECT evidence_state FROM geo.samples")
+        return bool(rows) and all(r["evidence_state"] == "partial" for r in rows)
+
+    asyncio.run(
+        run_worker_until(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": NeverReadyShots("deepseek")},
+            all_partial,
+            timeout_s=30,
+            archive=LocalArchive(str(tmp_path / "ev")),
+        )
+    )
+    assert all_partial()
+    with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
+        # Young hints: nothing to do.
+        assert ex.sweep_screenshots(conn, ttl_s=300) == []
+        # The hints were lost long ago; one sample got its screenshot meanwhile.
+        conn.execute(
+            "UPDATE geo.outbox SET created_at = now() - interval '10 minutes' "
+            "WHERE kind = 'screenshot'"
+        )
+        conn.execute("UPDATE geo.samples SET completed_at = now() - interval '10 minutes'")
+        conn.execute(
+            "UPDATE geo.samples SET evidence_state = 'stored', evidence_reason = NULL "
+            "WHERE sample_id = %s",
+            (ids[0],),
+        )
+        again = ex.sweep_screenshots(conn, ttl_s=300)
+        assert sorted(again) == sorted(ids[1:])
+        rows = conn.execute(
+            "SELECT stream, sample_id, payload ->> 'reason' AS reason FROM geo.outbox "
+            "WHERE kind = 'screenshot' AND created_at > now() - interval '1 minute'"
+        ).fetchall()
+        assert sorted(r["sample_id"] for r in rows) == sorted(ids[1:])
+        assert {r["stream"] for r in rows} == {"screenshot:deepseek"}
+        assert {r["reason"] for r in rows} == {"sweep"}
+        # The new hints are young: the next pass queues nothing more.
+        assert ex.sweep_screenshots(conn, ttl_s=300) == []
