@@ -95,6 +95,23 @@ def register(root: click.Group) -> None:
 @click.option("--max-deliveries", type=int, default=5, show_default=True)
 @click.option("--drain-timeout-s", type=float, default=10.0, show_default=True)
 @click.option("--idle-claim-s", type=float, default=1.0, show_default=True)
+@click.option(
+    "--accept-defer-s",
+    type=float,
+    default=1.0,
+    envvar="GEO_ACCEPT_DEFER_S",
+    show_default=True,
+    help="Platforms with lookup: write an acceptance with the attempt's end if it comes within "
+    "this time (one write instead of two); a crash inside it means a lookup, never a re-send.",
+)
+@click.option(
+    "--submit-horizon-s",
+    type=float,
+    default=0.5,
+    envvar="GEO_SUBMIT_HORIZON_S",
+    show_default=True,
+    help="Claim no more new submissions than the platform's submit rate admits in this time.",
+)
 @click.option("--no-evidence", is_flag=True, help="Do not archive evidence (benchmarks only).")
 @click.option("--metrics-port", type=int, default=None)
 @click.option("--json", "as_json", is_flag=True, help="Print the exit report as JSON (default).")
@@ -108,6 +125,8 @@ def worker_cmd(
     max_deliveries: int,
     drain_timeout_s: float,
     idle_claim_s: float,
+    accept_defer_s: float,
+    submit_horizon_s: float,
     no_evidence: bool,
     metrics_port: int | None,
     as_json: bool,
@@ -145,6 +164,8 @@ def worker_cmd(
         max_deliveries=max_deliveries,
         drain_timeout_s=drain_timeout_s,
         idle_claim_s=idle_claim_s,
+        accept_defer_s=accept_defer_s,
+        submit_horizon_s=submit_horizon_s,
     )
 
     async def main() -> dict[str, int]:
