@@ -222,7 +222,9 @@ def dispatch(conn: Conn, run_id: str, channel: str | None = None) -> int:
     """Queue collect hints for never-dispatched samples of a run (or one channel), one per
     (batch, channel); returns how many samples the new hints cover. Idempotent."""
     with conn.transaction(), conn.cursor() as cur:
-        cur.execute(Q("runs.dispatch_collect"), {"run_id": run_id, "channel": channel})
+        params = {"run_id": run_id, "channel": channel}
+        cur.execute(Q("runs.mark_dispatched"), params)  # workers may claim it from now on
+        cur.execute(Q("runs.dispatch_collect"), params)
         row = cur.fetchone()
     if row is None:
         return 0

@@ -16,6 +16,9 @@ SELECT set_config('geo.actor', %(actor)s, true);
 -- Due samples of the given platforms, per tenant: the oldest-due and the highest-priority few,
 -- with the tenant's free in-flight room. The fair choice among them is made by
 -- geo_pipeline.domain.retry.fair_pick (R10); uncertain samples only where lookup exists (R12).
+-- Only claimable samples are candidates -- run confirmed, (run, channel) dispatched, no new
+-- submission for a cancelled run -- checked before the LIMIT, so a large run that may not run
+-- yet never hides the work behind it.
 -- MATERIALIZED: inlined, the per-tenant running count was re-run for every candidate row
 -- (500 candidates x 5,000 running = 2.5M index entries read per claim).
 WITH t AS MATERIALIZED (
@@ -30,25 +33,31 @@ SELECT c.sample_id, c.tenant_id, c.priority,
 FROM t
 CROSS JOIN unnest(%(platforms)s::text[]) AS p(platform)
 CROSS JOIN LATERAL (
-  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at, s.run_id, s.submission_state,
-          s.platform
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at
    FROM geo.samples s
    WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
      AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
+     AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
+     AND EXISTS (SELECT 1 FROM geo.runs r
+                  WHERE r.run_id = s.run_id AND r.confirmed_at IS NOT NULL
+                    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned'))
+     AND EXISTS (SELECT 1 FROM geo.run_dispatches d
+                  WHERE d.run_id = s.run_id AND d.channel = s.channel)
    ORDER BY s.next_attempt_at LIMIT %(k)s)
   UNION
-  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at, s.run_id, s.submission_state,
-          s.platform
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at
    FROM geo.samples s
    WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
      AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
+     AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
+     AND EXISTS (SELECT 1 FROM geo.runs r
+                  WHERE r.run_id = s.run_id AND r.confirmed_at IS NOT NULL
+                    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned'))
+     AND EXISTS (SELECT 1 FROM geo.run_dispatches d
+                  WHERE d.run_id = s.run_id AND d.channel = s.channel)
    ORDER BY s.priority DESC, s.next_attempt_at LIMIT %(k)s)
 ) c
-JOIN geo.runs r ON r.run_id = c.run_id
-WHERE t.room > 0
-  AND r.confirmed_at IS NOT NULL
-  AND (r.cancel_requested_at IS NULL OR c.submission_state <> 'planned')
-  AND (c.submission_state <> 'uncertain' OR c.platform = ANY(%(lookup_platforms)s::text[]));
+WHERE t.room > 0;
 
 -- name: claim
 -- Claim the given due samples for one worker (R11): lease from database time, a new fencing
@@ -56,7 +65,8 @@ WHERE t.room > 0
 -- ('sending') -- committed BEFORE the request leaves (R9, R12). Runs not confirmed or cancelled
 -- get no new submissions; an accepted task of a cancelled run is still followed to its end.
 WITH l AS (  -- by primary key only; the state is checked on the locked rows (see the top)
-  SELECT s.sample_id, s.run_id, s.submission_state, s.collection_state, s.next_attempt_at
+  SELECT s.sample_id, s.run_id, s.channel, s.submission_state, s.collection_state,
+         s.next_attempt_at
   FROM geo.samples s
   WHERE s.sample_id = ANY(%(ids)s::text[])
   ORDER BY s.sample_id
@@ -68,6 +78,8 @@ WITH l AS (  -- by primary key only; the state is checked on the locked rows (se
   WHERE l.collection_state = 'queued' AND l.next_attempt_at <= now()
     AND r.confirmed_at IS NOT NULL
     AND (r.cancel_requested_at IS NULL OR l.submission_state <> 'planned')
+    AND EXISTS (SELECT 1 FROM geo.run_dispatches d
+                 WHERE d.run_id = l.run_id AND d.channel = l.channel)
 ), u AS (
   UPDATE geo.samples s
   SET collection_state = 'running', collection_reason = NULL,
@@ -304,6 +316,8 @@ WHERE s.collection_state = 'queued'
   AND r.confirmed_at IS NOT NULL
   AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned')
   AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
+  AND EXISTS (SELECT 1 FROM geo.run_dispatches d  -- never hint what was not dispatched
+               WHERE d.run_id = s.run_id AND d.channel = s.channel)
   AND NOT EXISTS (SELECT 1 FROM geo.outbox o
                   WHERE o.sample_id = s.sample_id AND o.kind = 'collect'
                     AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))

@@ -63,14 +63,21 @@ FROM STDIN;
 
 -- name: dispatch_new_run
 -- The first dispatch of a run created in this same transaction: no sample can have a hint yet.
--- One collect hint per (batch, channel), in plan order (migration 0010).
-INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
-SELECT 'collect:' || s.platform, 'collect', s.run_id, s.tenant_id, s.batch_no, s.channel,
-       jsonb_build_object('priority', max(s.priority), 'samples', count(*))
-FROM geo.samples s
-WHERE s.run_id = %(run_id)s
-GROUP BY s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel
-ORDER BY s.batch_no, s.channel;
+-- Every channel is marked dispatched (migration 0012) and gets one collect hint per batch, in
+-- plan order (migration 0010).
+WITH h AS (
+  INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
+  SELECT 'collect:' || s.platform, 'collect', s.run_id, s.tenant_id, s.batch_no, s.channel,
+         jsonb_build_object('priority', max(s.priority), 'samples', count(*))
+  FROM geo.samples s
+  WHERE s.run_id = %(run_id)s
+  GROUP BY s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel
+  ORDER BY s.batch_no, s.channel
+  RETURNING run_id, channel
+)
+INSERT INTO geo.run_dispatches (run_id, channel)
+SELECT DISTINCT run_id, channel FROM h
+ON CONFLICT DO NOTHING;
 
 -- name: get_snapshot
 SELECT config FROM geo.config_snapshots WHERE snapshot_id = %(snapshot_id)s;
@@ -89,6 +96,13 @@ FROM geo.quote_lines WHERE quote_id = %(quote_id)s ORDER BY line_no;
 
 -- name: batches
 SELECT batch_no, size, platform_counts FROM geo.batches WHERE run_id = %(run_id)s ORDER BY batch_no;
+
+-- name: mark_dispatched
+-- The run's channels (or one) may now be worked on (migration 0012). Idempotent.
+INSERT INTO geo.run_dispatches (run_id, channel)
+SELECT DISTINCT s.run_id, s.channel FROM geo.samples s
+WHERE s.run_id = %(run_id)s AND (%(channel)s::text IS NULL OR s.channel = %(channel)s)
+ON CONFLICT DO NOTHING;
 
 -- name: dispatch_collect
 -- Queue a collect hint for every (batch, channel) of the run (optionally one channel) with

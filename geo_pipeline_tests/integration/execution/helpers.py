@@ -46,8 +46,10 @@ def make_run(
     max_attempts: int = 3,
     screenshot: str = "off",
     priority: int = 5,
+    dispatch: bool = True,
 ) -> list[str]:
-    """Create a confirmed, dispatched run (outbox rows written) and return its sample ids."""
+    """Create a confirmed run, dispatched unless told otherwise (outbox rows written), and
+    return its sample ids."""
     raw = {
         "tenant": tenant,
         "brand": {"name": "瑞幸", "aliases": ["Luckin"]},
@@ -63,7 +65,7 @@ def make_run(
     with psycopg.connect(db_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
         ledger.deposit(conn, tenant, 10**10, "CNY", f"dep-{run_id}")  # type: ignore[arg-type]
         conn.commit()
-        runstore.create_run(conn, plan, confirm=True, dispatch=True)  # type: ignore[arg-type]
+        runstore.create_run(conn, plan, confirm=True, dispatch=dispatch)  # type: ignore[arg-type]
         conn.commit()
     return [s.sample_id for s in plan.samples]
 

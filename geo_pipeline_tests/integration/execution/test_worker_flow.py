@@ -316,9 +316,7 @@ def test_unfetchable_result_stops_at_the_total_time_budget(db_url, redis_url, re
     check_invariants(db_url, expected_samples=len(ids))
 
 
-def test_acceptance_is_written_with_the_completion_when_it_comes_first(
-    db_url, redis_url, redis_ns
-):
+def test_acceptance_is_written_with_the_completion_when_it_comes_first(db_url, redis_url, redis_ns):
     """An acceptance on a platform with lookup is folded into the completion write when the
     answer arrives within accept_defer_s: the log still shows submitting -> accepted, the
     acceptance record is 'accepted' with the upstream id, and no separate write happened."""
@@ -351,3 +349,68 @@ def test_acceptance_is_written_with_the_completion_when_it_comes_first(
         ("submitting", "accepted"): len(ids),
     }
     check_invariants(db_url, expected_samples=len(ids))
+
+
+def test_undispatched_channel_is_never_claimed_until_dispatched(db_url, redis_url, redis_ns):
+    """A confirmed run whose partitions were not dispatched (the Dagster sampling_plan checks
+    them first) is left alone by workers and the sweeper; dispatching one channel releases that
+    channel only. Meanwhile a dispatched run behind it is worked on (nothing hides it)."""
+    from geo_pipeline.store import runs as runstore
+
+    channels = [
+        {"platform": "deepseek", "device": "web"},
+        {"platform": "deepseek", "device": "app"},
+    ]
+    held = make_run(db_url, "r-held", questions=4, channels=channels, dispatch=False)
+    free = make_run(db_url, "r-free", questions=3)
+    fake = FakeConnector("deepseek")
+
+    def free_done() -> bool:
+        rows = fetch(
+            db_url,
+            "SELECT count(*) AS n FROM geo.samples WHERE run_id = 'r-free' "
+            "AND collection_state = 'completed'",
+        )
+        return rows[0]["n"] == len(free)
+
+    asyncio.run(run_worker_until(db_url, redis_url, redis_ns, {"deepseek": fake}, free_done))
+    with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
+        swept = sweep_once(
+            conn,  # type: ignore[arg-type]
+            actor="sweeper:test",
+            settings=SweepSettings(grace_s=0.0),
+            lookup_platforms=["deepseek"],
+        )
+    assert swept["hinted"] == 0  # the sweeper does not hint what was never dispatched
+    untouched = fetch(
+        db_url,
+        "SELECT count(*) AS n FROM geo.samples WHERE run_id = 'r-held' "
+        "AND collection_state = 'queued' AND attempt_no = 0",
+    )
+    assert untouched[0]["n"] == len(held)
+    assert not any(k.split(":")[0] in held for k in fake.submits)
+    # Dispatch one channel: only its samples are worked on.
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:
+        covered = runstore.dispatch(conn, "r-held", "deepseek__web")  # type: ignore[arg-type]
+        conn.commit()
+    assert covered == 4
+
+    def web_done() -> bool:
+        rows = fetch(
+            db_url,
+            "SELECT channel, collection_state, count(*) AS n FROM geo.samples "
+            "WHERE run_id = 'r-held' GROUP BY 1, 2",
+        )
+        got = {(r["channel"], r["collection_state"]): r["n"] for r in rows}
+        return got.get(("deepseek__web", "completed")) == 4
+
+    asyncio.run(run_worker_until(db_url, redis_url, redis_ns, {"deepseek": fake}, web_done))
+    rows = fetch(
+        db_url,
+        "SELECT channel, collection_state, count(*) AS n FROM geo.samples "
+        "WHERE run_id = 'r-held' GROUP BY 1, 2",
+    )
+    assert {(r["channel"], r["collection_state"]): r["n"] for r in rows} == {
+        ("deepseek__web", "completed"): 4,
+        ("deepseek__app", "queued"): 4,
+    }
