@@ -1000,21 +1000,7 @@ class Worker:
                 if d.action == "poll_again":
                     await asyncio.sleep(d.delay_s)
                     continue
-                # Budget spent: keep the upstream id on the sample, fail without a charge we
-                # cannot prove; reconciliation will see the platform's line (R13, R23).
-                await self._end(
-                    lane,
-                    h,
-                    ex.Finish(
-                        h.sample_id,
-                        h.token,
-                        "failed",
-                        reason=d.reason,
-                        outcome="failed",
-                        error_class=exc.error_class,
-                        error_detail=str(exc)[:300],
-                    ),
-                )
+                await self._fail_accepted(lane, h, exc, d.reason)
                 return
         if state == "failed":
             await self._upstream_failed(lane, h, req, upstream_id)
@@ -1029,22 +1015,8 @@ class Worker:
                 await self._complete(lane, h, req, upstream_id, None, unparseable=exc)
                 return
             if time.monotonic() - started > self._policy(h.row).max_total_s:
-                # The task was accepted long ago and its result still cannot be fetched: stop
-                # (R13's total-time bound). No charge we cannot prove; the upstream id stays on
-                # the sample for reconciliation and an operator (R23).
-                await self._end(
-                    lane,
-                    h,
-                    ex.Finish(
-                        h.sample_id,
-                        h.token,
-                        "failed",
-                        reason=f"fetch:{exc.error_class}:budget_exhausted",
-                        outcome="failed",
-                        error_class=exc.error_class,
-                        error_detail=str(exc)[:300],
-                    ),
-                )
+                # Accepted long ago and the result still cannot be fetched: R13's total bound.
+                await self._fail_accepted(lane, h, exc, f"fetch:{exc.error_class}:budget_exhausted")
                 return
             await self._end(
                 lane,
@@ -1063,6 +1035,26 @@ class Worker:
             await self._upstream_failed(lane, h, req, upstream_id, evidence)
             return
         await self._complete(lane, h, req, upstream_id, evidence)
+
+    async def _fail_accepted(
+        self, lane: Lane, h: Held, exc: ConnectorError, reason: str | None
+    ) -> None:
+        """An accepted task we cannot follow any further: fail it with the upstream id kept on
+        the sample and no charge we cannot prove; reconciliation will see the platform's line
+        and an operator can follow up (R13, R23)."""
+        await self._end(
+            lane,
+            h,
+            ex.Finish(
+                h.sample_id,
+                h.token,
+                "failed",
+                reason=reason,
+                outcome="failed",
+                error_class=exc.error_class,
+                error_detail=str(exc)[:300],
+            ),
+        )
 
     def _charge(
         self, h: Held, upstream_id: str, outcome: str, ev: Evidence | None
