@@ -715,6 +715,12 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- batched charges
+# The columns of billing.insert_entries besides details (sent as JSON text).
+ENTRY_COLUMNS = ("tenant_id", "kind", "amount_minor", "currency", "run_id", "sample_id",
+                 "attempt_no", "upstream_id", "price_version", "idempotency_key",
+                 "adjusts")  # fmt: skip
+
+
 def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
     """``post_charge`` for a whole completion batch of the execution core (added by the
     execution issue; same rules, keys and results as calling ``post_charge`` for each charge in
@@ -781,18 +787,18 @@ def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
                     posts.append((None, False, {**common, "kind": "adjustment",
                         "adjusts": "reservation", "amount_minor": overrun,
                         "idempotency_key": f"overrun:{c.sample_id}:{c.attempt_no}",
-                        "details": Jsonb({"review": REVIEW_OVER_RESERVATION,
-                                          "charge_minor": decision.amount_minor,
-                                          "reservation_left_minor": left})}))  # fmt: skip
+                        "details": {"review": REVIEW_OVER_RESERVATION,
+                                    "charge_minor": decision.amount_minor,
+                                    "reservation_left_minor": left}}))  # fmt: skip
                     left += overrun
                 posts.append((i, decision.free, {**common, "kind": "charge", "adjusts": None,
                     "amount_minor": decision.amount_minor,
                     "idempotency_key": c.idempotency_key,
-                    "details": Jsonb({"platform": c.platform, "mode": c.mode,
-                                      "upstream_outcome": c.upstream_outcome,
-                                      "retry_fee_rule": rule, "items": dict(decision.items),
-                                      "free_reason": decision.free_reason,
-                                      "unquoted": list(decision.unquoted)})}))  # fmt: skip
+                    "details": {"platform": c.platform, "mode": c.mode,
+                                "upstream_outcome": c.upstream_outcome,
+                                "retry_fee_rule": rule, "items": dict(decision.items),
+                                "free_reason": decision.free_reason,
+                                "unquoted": list(decision.unquoted)}}))  # fmt: skip
                 left -= decision.amount_minor
                 if decision.amount_minor > 0:
                     charged.add(c.sample_id)
@@ -800,21 +806,9 @@ def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
                 continue
             for _, _, p in posts:
                 Money(rules.minor(p["amount_minor"], f"{p['kind']} amount"), currency)
-            cols = (
-                "tenant_id",
-                "kind",
-                "amount_minor",
-                "currency",
-                "run_id",
-                "sample_id",
-                "attempt_no",
-                "upstream_id",
-                "price_version",
-                "idempotency_key",
-                "adjusts",
-            )
-            params: dict[str, Any] = {c: [p[c] for _, _, p in posts] for c in cols}
-            params["details"] = [json.dumps(p["details"].obj) for _, _, p in posts]
+            # One INSERT for the run's entries: a column per parameter, details as JSON text.
+            params: dict[str, Any] = {c: [p[c] for _, _, p in posts] for c in ENTRY_COLUMNS}
+            params["details"] = [json.dumps(p["details"]) for _, _, p in posts]
             with conn.cursor() as cur:
                 cur.execute(Q("billing.insert_entries"), params)
                 ids = {r["idempotency_key"]: int(r["entry_id"]) for r in cur.fetchall()}

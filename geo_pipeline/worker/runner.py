@@ -121,7 +121,6 @@ class Held:
     entries: list[tuple[str, str]] = field(default_factory=list)  # (stream key, message id)
     # An acceptance queued for writing but not yet confirmed written (see accept_defer_s).
     accept: asyncio.Future[bool] | None = None
-    accept_via: Batcher[Any, bool] | None = None
     lost: bool = False
     cancelled: bool = False
     task: asyncio.Task[None] | None = None
@@ -853,11 +852,15 @@ class Worker:
         ACCEPT_LATENCY.labels(lane.platform).observe(time.monotonic() - t0)
         # Queued, not awaited: polling may start at once; _end folds a still-queued acceptance
         # into the attempt's last write, or waits for it.
-        h.accept_via = self.accepts_deferred if lane.caps.lookup_by_key else self.accepts
-        h.accept = h.accept_via.submit(
+        h.accept = self._accepts_for(lane).submit(
             ex.AcceptanceRecord(h.sample_id, h.token, acc.upstream_id, "response")
         )
         return acc
+
+    def _accepts_for(self, lane: Lane) -> Batcher[ex.AcceptanceRecord, bool]:
+        """Acceptances wait up to accept_defer_s where the platform can look a request up (a
+        crash then costs a lookup); elsewhere they are written within flush_s."""
+        return self.accepts_deferred if lane.caps.lookup_by_key else self.accepts
 
     async def _recover(self, lane: Lane, h: Held, req: SubmitRequest) -> Acceptance | None:
         """Acceptance unknown (R12): look the request up by its idempotency key; never re-send.
@@ -1142,9 +1145,9 @@ class Worker:
 
     async def _end(self, lane: Lane, h: Held, fin: ex.Finish) -> None:
         """The one fenced write that ends the attempt, then XACK (R11, R25)."""
-        if h.accept is not None and h.accept_via is not None:
+        if h.accept is not None:
             pending, h.accept = h.accept, None
-            rec = h.accept_via.withdraw(pending) if fin.sub_to is None else None
+            rec = self._accepts_for(lane).withdraw(pending) if fin.sub_to is None else None
             if rec is not None:
                 fin.accept = rec  # written in the same transaction as the end
             elif not await pending:
