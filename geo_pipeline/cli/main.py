@@ -31,10 +31,6 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"geo_pipeline.cli.{_name}").register(cli)
 
 
-class UserError(click.ClickException):
-    """A problem the user can fix; printed without a traceback."""
-
-
 def main(argv: list[str] | None = None) -> int:
     try:
         cli.main(args=argv, standalone_mode=False)

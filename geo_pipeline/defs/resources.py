@@ -6,7 +6,6 @@ tests build them from their fixtures' URLs.
 
 from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import Any
 from urllib.parse import urlsplit
 
 import dagster as dg
@@ -96,6 +95,3 @@ class PipelineSettingsResource(dg.ConfigurableResource):
     max_entries_per_tick: int = 200_000  # bounded work per tick (a tick has 60 s)
     evidence_objects_verified: int = 20  # objects per partition re-read and digest-checked
     import_fee_statements: bool = True  # billing fetches the statements it needs first
-
-    def as_metadata(self) -> dict[str, Any]:
-        return self.model_dump()

@@ -9,13 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from geo_pipeline.domain.money import MoneyError
+from geo_pipeline.domain.platforms import RetryFeeRule
 
-RetryFeeRule = Literal["charged", "free_after_failure", "free"]
-RETRY_FEE_RULES: tuple[str, ...] = ("charged", "free_after_failure", "free")
-UpstreamOutcome = Literal["completed", "failed"]
+RETRY_FEE_RULES: tuple[str, ...] = get_args(RetryFeeRule)
 # What a platform bills for one answer; 'retry_allowance' is a quote line, never a charge item.
 CHARGE_ITEMS: tuple[str, ...] = ("base", "deep_thinking", "web_search", "screenshot")
 Classification = Literal["matched", "amount_mismatch", "missing_ours", "missing_theirs", "pending"]

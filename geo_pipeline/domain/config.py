@@ -19,7 +19,7 @@ from typing import Any, Literal
 import yaml
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.domain.platforms import Capabilities, channel_key
 
 MAX_QUESTIONS = 500
 MAX_QUESTION_CHARS = 500
@@ -116,7 +116,7 @@ class ChannelTarget:
 
     @property
     def channel(self) -> str:
-        return f"{self.platform}__{self.device}"
+        return channel_key(self.platform, self.device)
 
 
 @dataclass(frozen=True)

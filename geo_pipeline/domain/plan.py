@@ -14,7 +14,7 @@ from typing import Any
 
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.money import Money
-from geo_pipeline.domain.platforms import PriceList
+from geo_pipeline.domain.platforms import PriceList, channel_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +45,7 @@ class PlannedSample:
 
     @property
     def channel(self) -> str:
-        return f"{self.platform}__{self.device}"
+        return channel_key(self.platform, self.device)
 
 
 def sample_id_for(

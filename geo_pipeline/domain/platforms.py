@@ -65,7 +65,7 @@ class Capabilities:
     asynchronous: bool = True  # False: a synchronous API adapted to submit/poll
 
     def channels(self) -> list[str]:
-        return [f"{self.platform}__{device}" for device in self.devices]
+        return [channel_key(self.platform, device) for device in self.devices]
 
 
 def channel_key(platform: str, device: str) -> str:

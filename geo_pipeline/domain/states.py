@@ -71,8 +71,6 @@ TRANSITIONS: dict[Layer, frozenset[tuple[str, str]]] = {
     ),
 }
 
-TERMINAL_COLLECTION = frozenset({"completed", "failed"})
-
 
 class TransitionError(ValueError):
     pass

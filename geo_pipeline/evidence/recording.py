@@ -49,6 +49,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from geo_pipeline.connectors.base import Attachment, Citation, Evidence
+from geo_pipeline.domain.config import SCREENSHOT_POLICIES
 from geo_pipeline.domain.urls import normalise_url
 from geo_pipeline.domain.validity import Validity, classify
 from geo_pipeline.evidence.archive import Archive, ArchiveError, object_key, sha256_hex
@@ -72,7 +73,6 @@ THUMBNAIL_UNAVAILABLE = "THUMBNAIL_UNAVAILABLE"
 ARCHIVE_FAILED = "ARCHIVE_FAILED"
 NO_ANSWER = "NO_ANSWER_RECORDED"
 _SCREENSHOT_WARNINGS = (SCREENSHOT_UNAVAILABLE, SCREENSHOT_PENDING)
-SCREENSHOT_POLICIES = ("required", "optional", "off")
 
 TEXT_MIME = "text/markdown; charset=utf-8"
 HTML_MIME = "text/html; charset=utf-8"

@@ -53,26 +53,6 @@ DEFAULT_BRANDS: tuple[BrandSpec, ...] = (
     BrandSpec("Manner Coffee", ("Manner",), (), 0.3, "last"),
 )
 
-FAULT_RATES = (
-    "rate_limited_rate",
-    "transient_rate",
-    "response_lost_rate",
-    "invalid_params_rate",
-    "permission_error_rate",
-    "upstream_failure_rate",
-    "poll_error_rate",
-    "unparseable_rate",
-    "screenshot_late_rate",
-    "screenshot_never_rate",
-    "bad_answer_rate",
-    "hostile_rate",
-    "error_in_200_rate",
-    "statement_amount_mismatch_rate",
-    "statement_missing_line_rate",
-    "statement_extra_line_rate",
-    "brand_domain_citation_rate",
-)
-
 
 @dataclass(frozen=True)
 class Profile:

@@ -13,7 +13,6 @@ from typing import Any, TypeAlias
 
 import psycopg
 from psycopg.rows import dict_row
-from psycopg_pool import ConnectionPool
 
 DATABASE_URL_ENV = "GEO_DATABASE_URL"
 
@@ -73,19 +72,3 @@ def transaction(url: str | None = None) -> Iterator[Conn]:
     """A connection inside one transaction: committed on success, rolled back on error."""
     with connect(url) as conn, conn.transaction():
         yield conn
-
-
-def make_pool(
-    url: str | None = None, *, min_size: int = 1, max_size: int = 10, name: str = "geo"
-) -> ConnectionPool[Conn]:
-    """A bounded pool (D8). Opened here; the caller closes it."""
-    pool: ConnectionPool[Conn] = ConnectionPool(
-        database_url(url),
-        min_size=min_size,
-        max_size=max_size,
-        kwargs={"row_factory": dict_row},
-        name=name,
-        open=False,
-    )
-    pool.open(wait=True, timeout=30)
-    return pool

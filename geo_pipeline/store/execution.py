@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from geo_pipeline.billing import ledger
@@ -174,7 +174,6 @@ class Finish:
     # An upstream acceptance not written yet: recorded by this same write (the submission layer
     # moves to 'accepted' with the upstream id, the acceptance record and attempt follow).
     accept: AcceptanceRecord | None = None
-    meta: dict[str, Any] = field(default_factory=dict)
 
 
 @dataclass

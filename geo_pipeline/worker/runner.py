@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 import os
 import socket
@@ -324,7 +325,6 @@ class Worker:
             "uncertain": 0,
             "dead_lettered": 0,
         }
-        self._bg: set[asyncio.Task[Any]] = set()
         self._db_threads = ThreadPoolExecutor(settings.db_pool_size + 2, "geo-db")
 
     # ------------------------------------------------------------------ db helpers
@@ -391,12 +391,6 @@ class Worker:
             pipe.xack(key, GROUP, *mids)
         await pipe.execute()
         return dict.fromkeys(range(len(items)), True)
-
-    def _spawn(self, coro: Awaitable[Any]) -> asyncio.Task[Any]:
-        task = asyncio.ensure_future(coro)
-        self._bg.add(task)
-        task.add_done_callback(self._bg.discard)
-        return task
 
     # ------------------------------------------------------------------ main loop
     async def run(self) -> dict[str, int]:
@@ -795,18 +789,9 @@ class Worker:
         )
 
     def _policy(self, row: Mapping[str, Any]) -> RetryPolicy:
-        p = self.s.retry
+        """The worker's retry policy with the run's own max_attempts, when its config sets one."""
         ma = row.get("max_attempts")
-        if ma:
-            p = RetryPolicy(
-                max_attempts=int(ma),
-                max_rate_limited=p.max_rate_limited,
-                max_total_s=p.max_total_s,
-                base_delay_s=p.base_delay_s,
-                max_delay_s=p.max_delay_s,
-                poll_error_budget=p.poll_error_budget,
-            )
-        return p
+        return dataclasses.replace(self.s.retry, max_attempts=int(ma)) if ma else self.s.retry
 
     async def _execute(self, lane: Lane, h: Held) -> None:
         row = h.row

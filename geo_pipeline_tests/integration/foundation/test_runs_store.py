@@ -64,7 +64,9 @@ def test_create_run_persists_everything_in_one_transaction(db):
         "SELECT count(DISTINCT (batch_no, channel)) AS n FROM geo.samples WHERE run_id='run-a'"
     ).fetchone()["n"]
     assert hints["n"] == hints["groups"] == groups and hints["covered"] == 160
-    assert one("SELECT count(*) AS n FROM geo.outbox WHERE run_id='run-a'").fetchone()["n"] == groups
+    assert (
+        one("SELECT count(*) AS n FROM geo.outbox WHERE run_id='run-a'").fetchone()["n"] == groups
+    )
     assert one("SELECT count(*) AS n FROM geo.question_revisions").fetchone()["n"] == 20
     q = one("SELECT estimated_max_minor FROM geo.quote_snapshots").fetchone()
     assert q["estimated_max_minor"] == plan.quote.estimated_max.amount_minor
@@ -172,8 +174,15 @@ def test_status_service_counts_layers_and_reasons(db):
     assert (
         st.analysing
     )  # completed samples whose analysis is pending: "analysing", not "not mentioned"
+    # The same service per question (the run has one: the same counts) and per partition.
+    qrev = db.execute("SELECT DISTINCT question_revision FROM geo.samples").fetchone()
+    by_question = status.question_status(db, "run-a", qrev["question_revision"])
+    assert by_question.counts == st.counts and by_question.overall == "partial"
     chans = status.channels_of_run(db, "run-a")
     assert chans == {"deepseek__app": 1, "deepseek__web": 1, "kimi__web": 1, "qwen__web": 1}
+    per_channel = [status.partition_status(db, "run-a", c).counts.collection for c in chans]
+    assert sum(sum(c.values()) for c in per_channel) == 4
+    assert sorted(next(iter(c)) for c in per_channel) == ["completed"] * 3 + ["failed"]
     done = status.terminal_partitions(db, [("run-a", c) for c in chans])
     assert done == {("run-a", c) for c in chans}
     log = db.execute("SELECT count(*) AS n FROM geo.state_transitions").fetchone()["n"]
