@@ -110,10 +110,11 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     run_id, channel = split_key(context)
     with db.connect() as conn:
         run, config = _load_run(conn, run_id, channel)
+        rows = checks.partition_samples(conn, run_id, channel)  # one read for three checks
         results = [
-            checks.plan_volume(conn, config, run_id, channel),
-            checks.plan_identities(conn, run_id, channel),
-            checks.plan_batches(conn, config, run_id, channel),
+            checks.plan_volume(conn, config, run_id, channel, rows),
+            checks.plan_identities(conn, run_id, channel, rows),
+            checks.plan_batches(conn, config, run_id, channel, rows),
         ]
         cancelled = run["cancel_requested_at"] is not None
         dispatched_now = 0

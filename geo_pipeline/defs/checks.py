@@ -49,13 +49,21 @@ def spec(asset: dg.AssetKey, name: str, description: str, blocking: bool) -> dg.
 
 
 # --------------------------------------------------------------------------- sampling_plan
+Rows = list[dict[str, Any]]
+
+
+def partition_samples(conn: Conn, run_id: str, channel: str) -> Rows:
+    """The partition's samples, read once for all three plan checks."""
+    return _rows(conn, "partition_samples", run_id=run_id, channel=channel)
+
+
 def plan_volume(
-    conn: Conn, config: NormalisedConfig, run_id: str, channel: str
+    conn: Conn, config: NormalisedConfig, run_id: str, channel: str, rows: Rows
 ) -> dg.AssetCheckResult:
     """R3: the partition holds exactly Q x T_channel x R samples of the frozen snapshot."""
     targets = [t for t in config.targets if t.channel == channel]
     expected = len(config.questions) * len(targets) * config.repeats
-    actual = len(_rows(conn, "partition_samples", run_id=run_id, channel=channel))
+    actual = len(rows)
     return _result(
         names.CHECK_PLAN_VOLUME,
         names.SAMPLING_PLAN,
@@ -66,10 +74,9 @@ def plan_volume(
     )
 
 
-def plan_identities(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
+def plan_identities(conn: Conn, run_id: str, channel: str, rows: Rows) -> dg.AssetCheckResult:
     """R5: identities are unique and every sample id is the hash of its identity (so a retry
     or a re-plan can never create a second sample for the same identity)."""
-    rows = _rows(conn, "partition_samples", run_id=run_id, channel=channel)
     identity = Counter(
         (
             r["question_revision"],
@@ -108,14 +115,12 @@ def plan_identities(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResul
 
 
 def plan_batches(
-    conn: Conn, config: NormalisedConfig, run_id: str, channel: str
+    conn: Conn, config: NormalisedConfig, run_id: str, channel: str, rows: Rows
 ) -> dg.AssetCheckResult:
     """R3: every batch holding this partition's samples is within the submit cap and each
     platform's cap, and its recorded counts are the samples that really carry it."""
     platform = channel.split("__", 1)[0]
-    batch_nos = {
-        r["batch_no"] for r in _rows(conn, "partition_samples", run_id=run_id, channel=channel)
-    }
+    batch_nos = {r["batch_no"] for r in rows}
     problems: list[str] = []
     for b in _rows(conn, "run_batches", run_id=run_id):
         if b["batch_no"] not in batch_nos:
