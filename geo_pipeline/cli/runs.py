@@ -11,7 +11,6 @@ from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file, normalise_and_validate
-from geo_pipeline.domain.plan import quote
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
@@ -21,8 +20,7 @@ def plan_from_file(path: Path, run_id: str | None) -> runstore.Plan:
     registry = load_registry()
     caps = registry.capabilities()
     config = normalise_and_validate(load_config_file(path), caps)
-    q = quote(config, {p: c.prices for p, c in caps.items()})
-    return runstore.build_plan(config, q, run_id or runstore.new_run_id())
+    return runstore.plan_for(config, caps, run_id or runstore.new_run_id())
 
 
 @click.group("runs")

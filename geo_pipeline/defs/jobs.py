@@ -18,7 +18,7 @@ from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.config import CollectionConfig, ConfigError, normalise_and_validate
-from geo_pipeline.domain.plan import QuoteError, quote
+from geo_pipeline.domain.plan import QuoteError
 from geo_pipeline.store import runs as runstore
 
 # dagster.yaml limits concurrent runs per value of this tag (QueuedRunCoordinator).
@@ -66,8 +66,7 @@ def plan_from_config(
     reg = registry.load()
     caps = reg.capabilities()
     config = normalise_and_validate(raw, caps)
-    q = quote(config, {p: c.prices for p, c in caps.items()})
-    return runstore.build_plan(config, q, run_id or runstore.new_run_id())
+    return runstore.plan_for(config, caps, run_id or runstore.new_run_id())
 
 
 @dg.op(description="Validate the config, create the run and add its partition.")

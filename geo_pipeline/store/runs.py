@@ -16,7 +16,8 @@ from psycopg.types.json import Jsonb
 
 from geo_pipeline.billing import ledger
 from geo_pipeline.domain.config import ConfigError, NormalisedConfig, Problem
-from geo_pipeline.domain.plan import Batch, PlannedSample, Quote, assign_batches, expand
+from geo_pipeline.domain.plan import Batch, PlannedSample, Quote, assign_batches, expand, quote
+from geo_pipeline.domain.platforms import Capabilities
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -70,6 +71,11 @@ def new_run_id(today: date | None = None) -> str:
 # A run id is also a Dagster dynamic partition key: no '|', ',', '[' or ']' (DESIGN.md section 5);
 # the same rule is the CHECK on geo.runs.run_id.
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def plan_for(config: NormalisedConfig, caps: Mapping[str, Capabilities], run_id: str) -> Plan:
+    """Quote a validated config with its platforms' prices (R4) and expand it (R3)."""
+    return build_plan(config, quote(config, {p: c.prices for p, c in caps.items()}), run_id)
 
 
 def build_plan(config: NormalisedConfig, quote: Quote, run_id: str) -> Plan:
