@@ -234,6 +234,19 @@ def _lock_account(conn: Conn, run_id: str) -> dict[str, Any]:
 
 
 # --------------------------------------------------------------------------- tenants
+# One deposit is at most this many minor units (10 trillion CNY): balances are sums of entries
+# in bigint, and a mistyped amount must be refused before it makes every sum overflow.
+MAX_DEPOSIT_MINOR = 10**15
+
+
+def deposit_currencies() -> set[str]:
+    """The currencies some registered platform quotes in: money in any other currency could
+    never pay for a run (and the tenant would be locked to it)."""
+    from geo_pipeline.connectors.registry import load_registry
+
+    return {c.prices.currency for c in load_registry().capabilities().values()}
+
+
 def deposit(conn: Conn, tenant: str, amount: int, currency: str, idempotency_key: str) -> int:
     """Add money to a tenant's account; returns the entry id (the existing one on a replay).
     The tenant is created on its first deposit, in that currency; a tenant's ledger has one
@@ -241,6 +254,17 @@ def deposit(conn: Conn, tenant: str, amount: int, currency: str, idempotency_key
     money = Money(rules.minor(amount, "deposit"), currency)
     if money.amount_minor <= 0:
         raise BillingError(f"a deposit must be positive, got {amount}")
+    if money.amount_minor > MAX_DEPOSIT_MINOR:
+        raise BillingError(
+            f"amount {amount} is more than one deposit may be: at most {MAX_DEPOSIT_MINOR} "
+            "minor units"
+        )
+    allowed = deposit_currencies()
+    if currency not in allowed:
+        raise BillingError(
+            f"currency {currency} is not one any platform quotes in; allowed: "
+            f"{', '.join(sorted(allowed))}"
+        )
     if not TENANT_RE.match(tenant):
         raise BillingError(
             f"{tenant!r} is not a tenant id: use 1-63 of a-z, 0-9, '_' or '-', "

@@ -70,9 +70,16 @@ def deposit_cmd(
     with dbmod.connect() as conn:
         try:
             entry = ledger.deposit(conn, tenant, amount, currency.upper(), key)
-            b = ledger.balances(conn, tenant)
         except (ledger.BillingError, MoneyError) as exc:
             raise _fail(exc) from None
+        # The deposit is committed: whatever happens next, say so (a retry must reuse the key).
+        try:
+            b = ledger.balances(conn, tenant)
+        except Exception as exc:
+            raise click.ClickException(
+                f"deposit booked (entry {entry}, key {key}), but the balance could not be read: "
+                f"{exc}"
+            ) from None
     if as_json:
         emit_json({"entry_id": entry, "idempotency_key": key, "balances": b.as_dict()})
     else:

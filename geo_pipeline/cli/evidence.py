@@ -51,7 +51,12 @@ def evidence() -> None:
 @click.argument("sample_id")
 @click.option("--tenant", "tenant_id", required=True, help="The tenant asking; must own it.")
 @click.option("--kind", type=click.Choice(KINDS), default="answer_raw", show_default=True)
-@click.option("--revision", type=int, default=None, help="Revision of that kind (newest).")
+@click.option(
+    "--revision",
+    type=click.IntRange(1, 2**31 - 1),
+    default=None,
+    help="Revision of that kind (newest).",
+)
 @click.option("--out", "out", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write the object to this file.")  # fmt: skip
 @click.option("--presign", is_flag=True, help="Print a short-lived download URL instead.")

@@ -19,7 +19,7 @@ from typing import Any
 
 import click
 
-from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.cli.output import PORT, POSITIVE, POSITIVE_SECONDS, SECONDS, emit_json, emit_table
 from geo_pipeline.observability import logs
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import execution as ex
@@ -87,17 +87,21 @@ def register(root: click.Group) -> None:
 # --------------------------------------------------------------------------- worker
 @click.command("worker")
 @click.option("--platform", "platforms", multiple=True, help="Platforms to serve (default: all).")
-@click.option("--lease-s", type=float, default=30.0, envvar="GEO_LEASE_S", show_default=True)
-@click.option("--claim-batch", type=int, default=200, show_default=True)
-@click.option("--max-in-flight", type=int, default=5000, show_default=True, help="Per platform.")
-@click.option("--reclaim-idle-ms", type=int, default=30000, envvar="GEO_RECLAIM_IDLE_MS")
-@click.option("--reclaim-every-s", type=float, default=5.0, envvar="GEO_RECLAIM_EVERY_S")
-@click.option("--max-deliveries", type=int, default=5, show_default=True)
-@click.option("--drain-timeout-s", type=float, default=10.0, show_default=True)
-@click.option("--idle-claim-s", type=float, default=1.0, show_default=True)
+@click.option(
+    "--lease-s", type=POSITIVE_SECONDS, default=30.0, envvar="GEO_LEASE_S", show_default=True
+)
+@click.option("--claim-batch", type=POSITIVE, default=200, show_default=True)
+@click.option(
+    "--max-in-flight", type=POSITIVE, default=5000, show_default=True, help="Per platform."
+)
+@click.option("--reclaim-idle-ms", type=POSITIVE, default=30000, envvar="GEO_RECLAIM_IDLE_MS")
+@click.option("--reclaim-every-s", type=POSITIVE_SECONDS, default=5.0, envvar="GEO_RECLAIM_EVERY_S")
+@click.option("--max-deliveries", type=POSITIVE, default=5, show_default=True)
+@click.option("--drain-timeout-s", type=SECONDS, default=10.0, show_default=True)
+@click.option("--idle-claim-s", type=POSITIVE_SECONDS, default=1.0, show_default=True)
 @click.option(
     "--accept-defer-s",
-    type=float,
+    type=SECONDS,
     default=1.0,
     envvar="GEO_ACCEPT_DEFER_S",
     show_default=True,
@@ -106,14 +110,14 @@ def register(root: click.Group) -> None:
 )
 @click.option(
     "--submit-horizon-s",
-    type=float,
+    type=POSITIVE_SECONDS,
     default=0.5,
     envvar="GEO_SUBMIT_HORIZON_S",
     show_default=True,
     help="Claim no more new submissions than the platform's submit rate admits in this time.",
 )
 @click.option("--no-evidence", is_flag=True, help="Do not archive evidence (benchmarks only).")
-@click.option("--metrics-port", type=int, default=None)
+@click.option("--metrics-port", type=PORT, default=None)
 @click.option("--json", "as_json", is_flag=True, help="Print the exit report as JSON (default).")
 def worker_cmd(
     platforms: tuple[str, ...],
@@ -212,9 +216,9 @@ def _stop_on_signals() -> threading.Event:
 
 
 @click.command("relay")
-@click.option("--batch", type=int, default=1000, show_default=True)
-@click.option("--idle-s", type=float, default=0.05, show_default=True)
-@click.option("--metrics-port", type=int, default=None)
+@click.option("--batch", type=POSITIVE, default=1000, show_default=True)
+@click.option("--idle-s", type=POSITIVE_SECONDS, default=0.05, show_default=True)
+@click.option("--metrics-port", type=PORT, default=None)
 @click.option("--json", "as_json", is_flag=True)
 def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool) -> None:
     """Publish outbox rows to Redis Streams and mark them published."""
@@ -232,10 +236,10 @@ def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool
 
 
 @click.command("sweeper")
-@click.option("--interval-s", type=float, default=5.0, envvar="GEO_SWEEP_INTERVAL_S")
-@click.option("--grace-s", type=float, default=2.0, envvar="GEO_SWEEP_GRACE_S")
-@click.option("--hint-ttl-s", type=float, default=30.0, envvar="GEO_SWEEP_HINT_TTL_S")
-@click.option("--metrics-port", type=int, default=None)
+@click.option("--interval-s", type=POSITIVE_SECONDS, default=5.0, envvar="GEO_SWEEP_INTERVAL_S")
+@click.option("--grace-s", type=SECONDS, default=2.0, envvar="GEO_SWEEP_GRACE_S")
+@click.option("--hint-ttl-s", type=POSITIVE_SECONDS, default=30.0, envvar="GEO_SWEEP_HINT_TTL_S")
+@click.option("--metrics-port", type=PORT, default=None)
 @click.option("--json", "as_json", is_flag=True)
 def sweeper_cmd(
     interval_s: float, grace_s: float, hint_ttl_s: float, metrics_port: int | None, as_json: bool
@@ -326,7 +330,7 @@ def _cancel_upstream(accepted: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 @click.command("uncertain")
 @click.option("--run-id", default=None)
-@click.option("--limit", type=int, default=200, show_default=True)
+@click.option("--limit", type=POSITIVE, default=200, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def uncertain_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
     """Samples whose upstream acceptance is unknown, with what was tried (R12)."""

@@ -9,7 +9,9 @@ import sys
 
 import click
 import psycopg
+import redis
 
+from geo_pipeline.connectors.registry import RegistryError
 from geo_pipeline.domain.config import ConfigError
 from geo_pipeline.store.db import DatabaseUnavailable
 
@@ -46,6 +48,16 @@ def main(argv: list[str] | None = None) -> int:
         detail = f" ({diag.message_detail})" if diag is not None and diag.message_detail else ""
         click.echo(f"database error: {str(exc).splitlines()[0]}{detail}", err=True)
         return 4
+    except RegistryError as exc:  # the connector registry file (GEO_CONNECTORS_FILE) or a platform
+        click.echo(f"error: {exc}", err=True)
+        return 2
+    except redis.exceptions.ConnectionError as exc:
+        click.echo(f"error: Redis is unreachable ({exc}); check GEO_REDIS_URL", err=True)
+        return 3
+    except OSError as exc:  # an output path that cannot be written, a port already taken, ...
+        where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
+        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
+        return 2
     except click.exceptions.Abort:
         click.echo("aborted", err=True)
         return 130

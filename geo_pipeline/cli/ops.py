@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.cli.output import PORT, POSITIVE, emit_json, emit_table
 from geo_pipeline.ops import export as exportmod
 from geo_pipeline.ops import report as reportmod
 from geo_pipeline.store import db as dbmod
@@ -90,7 +90,9 @@ def _demo_options(f: Any) -> Any:
             "Redis, even when the environment or local ports offer some "
             "(same as GEO_FORCE_EMBEDDED=1).",
         ),
-        click.option("--workers", default=2, show_default=True, help="Worker processes."),
+        click.option(
+            "--workers", default=2, type=POSITIVE, show_default=True, help="Worker processes."
+        ),
     ]
     for o in reversed(opts):
         f = o(f)
@@ -159,7 +161,7 @@ def demo_cmd(
 
 @click.command("dev")
 @_demo_options
-@click.option("--port", default=3000, show_default=True, help="Dagster webserver port.")
+@click.option("--port", default=3000, type=PORT, show_default=True, help="Dagster webserver port.")
 def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: int) -> None:
     """The demo's services plus the Dagster webserver and daemon on the same PostgreSQL; runs
     until Ctrl-C."""
@@ -390,7 +392,13 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     is_flag=True,
     help="Delete for real (default: a dry run that only lists what would go).",
 )
-@click.option("--limit", default=500, show_default=True, help="At most this many runs per pass.")
+@click.option(
+    "--limit",
+    default=500,
+    type=POSITIVE,
+    show_default=True,
+    help="At most this many runs per pass.",
+)
 @click.option("--json", "as_json", is_flag=True)
 def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
     """Remove raw evidence and attempts of runs older than their tenant's retention policy (D9);

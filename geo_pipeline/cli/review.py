@@ -14,7 +14,7 @@ import os
 import click
 
 from geo_pipeline.analysis import review as reviewmod
-from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.cli.output import POSITIVE, emit_json, emit_table
 from geo_pipeline.store import db as dbmod
 
 LIST_COLUMNS = (
@@ -43,7 +43,9 @@ def review_group() -> None:
 
 @review_group.command("list")
 @click.option("--run", "run_id", default=None, help="Only this run.")
-@click.option("--limit", default=1000, show_default=True, help="At most this many rows.")
+@click.option(
+    "--limit", default=1000, type=POSITIVE, show_default=True, help="At most this many rows."
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
     """List the samples waiting for review, oldest first."""

@@ -8,7 +8,7 @@ from typing import Any
 import click
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.cli.output import POSITIVE, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file, normalise_and_validate
 from geo_pipeline.store import db as dbmod
@@ -117,7 +117,7 @@ def create_cmd(
 
 @runs_group.command("list")
 @click.option("--tenant", default=None)
-@click.option("--limit", default=50, show_default=True)
+@click.option("--limit", default=50, type=POSITIVE, show_default=True)
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(tenant: str | None, limit: int, as_json: bool) -> None:
     """Recent runs with their aggregate status."""

@@ -13,6 +13,7 @@ from typing import Any
 
 import click
 
+from geo_pipeline.cli.output import PORT
 from geo_pipeline.connectors.registry import RegistryError
 
 
@@ -35,7 +36,7 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, dict[str, Any]]:
 @click.command("simulator")
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option(
-    "--port", default=8765, show_default=True, type=int, help="Port; 0 picks a free port."
+    "--port", default=8765, show_default=True, type=PORT, help="Port; 0 picks a free port."
 )
 @click.option(
     "--profiles",

@@ -83,7 +83,10 @@ class ConfigError(ValueError):
     def __init__(self, problems: list[Problem]):
         self.problems = problems
         lines = "\n".join(f"  - {p}" for p in problems)
-        super().__init__(f"invalid collection config ({len(problems)} problems):\n{lines}")
+        n = len(problems)
+        super().__init__(
+            f"invalid collection config ({n} problem{'' if n == 1 else 's'}):\n{lines}"
+        )
 
 
 # --------------------------------------------------------------------------- normalised model
@@ -178,6 +181,15 @@ def _brand_from(data: Mapping[str, Any]) -> Brand:
 
 
 # --------------------------------------------------------------------------- normalisation
+def control_char(text: str) -> str | None:
+    """The first control character left in normalised text, as U+XXXX (PostgreSQL cannot store
+    U+0000 and no engine should be asked one); None if there is none."""
+    for ch in text:
+        if unicodedata.category(ch) == "Cc":
+            return f"U+{ord(ch):04X}"
+    return None
+
+
 def normalise_text(text: str) -> str:
     """NFKC (full-width -> half-width, compatibility forms) and trimmed, inner runs of
     whitespace collapsed to one space."""
@@ -204,14 +216,34 @@ def _unique(items: list[str]) -> tuple[str, ...]:
 
 
 # --------------------------------------------------------------------------- load + validate
+class _StrictLoader(yaml.SafeLoader):
+    """YAML's safe loader, but a key given twice in one mapping is an error: the last value
+    silently winning would run a config its author never wrote."""
+
+    def construct_mapping(self, node: yaml.MappingNode, deep: bool = False) -> dict[Any, Any]:
+        seen: set[Any] = set()
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+            if key in seen:
+                raise yaml.constructor.ConstructorError(
+                    None, None, f"key {key!r} is given twice", key_node.start_mark
+                )
+            seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
 def load_config_file(path: str | Path) -> dict[str, Any]:
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError([Problem(str(p), f"cannot read config file: {exc.strerror}")]) from exc
+    except UnicodeDecodeError as exc:
+        raise ConfigError(
+            [Problem(str(p), f"not UTF-8 text (byte {exc.object[exc.start]:#04x} at {exc.start})")]
+        ) from exc
     try:
-        data = json.loads(text) if p.suffix == ".json" else yaml.safe_load(text)
+        data = json.loads(text) if p.suffix == ".json" else yaml.load(text, _StrictLoader)
     except (json.JSONDecodeError, yaml.YAMLError) as exc:
         raise ConfigError(
             [Problem(str(p), f"not valid {p.suffix.lstrip('.') or 'YAML'}: {exc}")]
@@ -280,6 +312,11 @@ def normalise_and_validate(
         name = normalise_text(b.name)
         if not name:
             problems.append(Problem(f"{path}.name", "brand name is empty"))
+        for field_path, value in [(f"{path}.name", name)] + [
+            (f"{path}.aliases[{i}]", normalise_text(a)) for i, a in enumerate(b.aliases)
+        ]:
+            if bad := control_char(value):
+                problems.append(Problem(field_path, f"contains control character {bad}; remove it"))
         aliases = _unique([normalise_text(a) for a in b.aliases])
         aliases = tuple(a for a in aliases if a != name)
         for i, a in enumerate(b.aliases):
@@ -318,6 +355,11 @@ def normalise_and_validate(
         text = normalise_text(q)
         if not text:
             problems.append(Problem(f"questions[{i}]", "question is empty after trimming"))
+            continue
+        if bad := control_char(text):
+            problems.append(
+                Problem(f"questions[{i}]", f"contains control character {bad}; remove it")
+            )
             continue
         if len(text) < MIN_QUESTION_CHARS:
             problems.append(

@@ -7,6 +7,7 @@ environment). Runtime code uses psycopg 3; pools have an upper bound (D8).
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any, TypeAlias
@@ -44,7 +45,9 @@ def to_psycopg_url(url: str) -> str:
 
 
 def redact(url: str) -> str:
-    """The URL with any password replaced, safe for logs and error messages (D2)."""
+    """The URL with any password replaced, safe for logs and error messages (D2): the
+    ``user:pass@`` form, and ``password=...`` in a key=value string or a query string."""
+    url = re.sub(r"(password=)('[^']*'|[^\s&]+)", r"\1***", url, flags=re.IGNORECASE)
     try:
         from urllib.parse import urlsplit, urlunsplit
 

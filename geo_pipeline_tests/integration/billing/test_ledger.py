@@ -258,8 +258,10 @@ def test_deposit_idempotency_and_currency(db):
     assert ledger.deposit(db, "acme", 100, "CNY", "dep-1") == a
     with pytest.raises(ledger.IdempotencyConflict):
         ledger.deposit(db, "acme", 200, "CNY", "dep-1")
-    with pytest.raises(ledger.BillingError, match="billed in CNY"):
+    with pytest.raises(ledger.BillingError, match="currency USD is not one any platform quotes"):
         ledger.deposit(db, "acme", 100, "USD", "dep-2")
+    with pytest.raises(ledger.BillingError, match="at most 1000000000000000 minor units"):
+        ledger.deposit(db, "acme", 2**63 - 1, "CNY", "dep-huge")
     with pytest.raises(ledger.BillingError, match="positive"):
         ledger.deposit(db, "acme", 0, "CNY", "dep-3")
     with pytest.raises(ledger.BillingError, match="not a tenant id"):
@@ -293,7 +295,9 @@ def test_close_of_a_terminal_run_counts_uncertain_samples_without_blocking(db):
     assert release[0]["details"]["forced"] is False
 
 
-def test_a_run_quoted_in_another_currency_than_the_tenant_is_refused(db):
+def test_a_run_quoted_in_another_currency_than_the_tenant_is_refused(db, monkeypatch):
+    # A tenant funded in USD while some platform quoted in USD (the registry changed since).
+    monkeypatch.setattr(ledger, "deposit_currencies", lambda: {"CNY", "USD"})
     ledger.deposit(db, "acme", 10_000, "USD", "dep-usd")
     with pytest.raises(ledger.BillingError, match="billed in USD, but run r12 is quoted in CNY"):
         runstore.create_run(db, make_plan("r12"), confirm=True, dispatch=False)

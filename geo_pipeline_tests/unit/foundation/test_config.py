@@ -133,3 +133,30 @@ def test_question_revision_is_content_addressed():
     assert question_revision("a b") == question_revision("a b")
     assert question_revision("a b") != question_revision("a c")
     assert question_revision("x").startswith("q") and len(question_revision("x")) == 21
+
+
+def test_control_characters_are_refused_with_their_paths():
+    with pytest.raises(ConfigError) as e:
+        normalise_and_validate(
+            cfg(questions=["哪家\x00咖啡好？"], brand={"name": "Luckin", "aliases": ["Lu\x07ck"]}),
+            CAPS,
+        )
+    got = {p.path: p.message for p in e.value.problems}
+    assert got["questions[0]"] == "contains control character U+0000; remove it"
+    assert got["brand.aliases[0]"] == "contains control character U+0007; remove it"
+
+
+def test_config_files_with_a_repeated_key_or_not_utf8_are_refused(tmp_path):
+    from geo_pipeline.domain.config import load_config_file
+
+    dup = tmp_path / "dup.yaml"
+    dup.write_text("tenant: acme\nrepeats: 2\nrepeats: 1\n", encoding="utf-8")
+    with pytest.raises(ConfigError, match="key 'repeats' is given twice"):
+        load_config_file(dup)
+    latin = tmp_path / "latin.yaml"
+    latin.write_bytes("tenant: caf\xe9\n".encode("latin-1"))
+    with pytest.raises(ConfigError, match=r"not UTF-8 text \(byte 0xe9 at 11\)"):
+        load_config_file(latin)
+    nested = tmp_path / "ok.yaml"
+    nested.write_text("tenant: acme\nchannels:\n  - {platform: kimi, device: web}\n")
+    assert load_config_file(nested)["channels"] == [{"platform": "kimi", "device": "web"}]
