@@ -651,6 +651,11 @@ def refund(
             cur.execute(Q("billing.upstream_money"), {"run_id": run_id, "upstream_id": upstream_id})
             money = dict(cur.fetchone() or {})
         charged, refunded = int(money["charged_minor"]), int(money["refunded_minor"])
+        if charged == 0:
+            raise RefundExceedsCharges(
+                f"run {run_id} has no charge for upstream task {upstream_id}: nothing to refund "
+                f"(see `geo-pipeline billing ledger {run_id}`)"
+            )
         if refunded + amount > charged:
             raise RefundExceedsCharges(
                 f"refund of {amount} for upstream task {upstream_id} in run {run_id} exceeds "

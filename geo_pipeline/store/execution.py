@@ -406,8 +406,13 @@ def resolve_uncertain(
             )
             verdict = "not_accepted"
         if cur.fetchone() is None:
+            cur.execute(Q("execution.sample_summary"), {"sample_id": sample_id})
+            row = cur.fetchone()
+            if row is None:
+                raise NotUncertain(f"no sample with id {sample_id!r}")
             raise NotUncertain(
-                f"sample {sample_id} is not waiting for an acceptance verdict "
+                f"sample {sample_id} is not waiting for an acceptance verdict: its submission is "
+                f"{row['submission_state']}, its collection {row['collection_state']} "
                 "(see `geo-pipeline samples uncertain`)"
             )
         cur.execute(
@@ -420,7 +425,7 @@ def resolve_uncertain(
 # --------------------------------------------------------------------------- late screenshots
 def sample_for_screenshot(conn: Conn, sample_id: str) -> dict[str, Any] | None:
     with conn.cursor() as cur:
-        cur.execute(Q("execution.sample_for_screenshot"), {"sample_id": sample_id})
+        cur.execute(Q("execution.sample_summary"), {"sample_id": sample_id})
         row = cur.fetchone()
     return dict(row) if row else None
 

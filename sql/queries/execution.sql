@@ -448,9 +448,10 @@ SELECT sample_id FROM s;
 INSERT INTO geo.review_decisions (sample_id, subject, verdict, note, actor)
 VALUES (%(sample_id)s, 'acceptance', %(verdict)s, %(note)s, %(actor)s);
 
--- name: sample_for_screenshot
+-- name: sample_summary
+-- One sample's ids and layers (the screenshot lane; operator messages).
 SELECT s.sample_id, s.run_id, s.tenant_id, s.platform, s.upstream_id, s.attempt_no,
-       s.evidence_state, s.collection_state, s.screenshot_policy
+       s.submission_state, s.evidence_state, s.collection_state, s.screenshot_policy
 FROM geo.samples s WHERE s.sample_id = %(sample_id)s;
 
 -- name: set_late_evidence_state

@@ -172,4 +172,11 @@ def test_refund_and_review_commands(cli, db):
         ok=False,
     )
     assert too_much.exit_code == 1 and "exceeds what is left to refund" in too_much.output
+    never_charged = cli(
+        "refund", "rr1", "--upstream-id", "nosuch", "--amount", "1", "--reason", "x",
+        "--idempotency-key", "rf3",
+        ok=False,
+    )  # fmt: skip
+    assert never_charged.exit_code == 1
+    assert "has no charge for upstream task nosuch" in never_charged.output
     assert ledger.balances(db, "acme").spent.amount_minor == 6

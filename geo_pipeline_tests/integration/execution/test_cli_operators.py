@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 
 import psycopg
+import pytest
 from click.testing import CliRunner
 from psycopg.rows import dict_row
 
@@ -70,3 +71,16 @@ def test_samples_uncertain_and_resolve(db_url):
     assert fetch(db_url, "SELECT verdict FROM geo.review_decisions")[0]["verdict"] == "accepted"
     code, out = _invoke(db_url, ["samples", "resolve", ids[0], "--accepted-upstream-id", "x"])
     assert code != 0 and "not waiting" in out
+
+
+def test_resolving_a_sample_that_is_not_uncertain_says_what_it_is(db_url):
+    ids = make_run(db_url, "r-not-uncertain", questions=1)
+    with psycopg.connect(db_url, row_factory=dict_row) as c:
+        with pytest.raises(ex.NotUncertain, match="no sample with id 'nosuch'"):
+            ex.resolve_uncertain(c, "nosuch", accepted_upstream_id=None, note=None, actor="op")
+        with pytest.raises(
+            ex.NotUncertain, match="its submission is planned, its collection queued"
+        ):
+            ex.resolve_uncertain(c, ids[0], accepted_upstream_id="u-1", note=None, actor="op")
+        decisions = c.execute("SELECT count(*) AS n FROM geo.review_decisions").fetchone()
+    assert decisions["n"] == 0  # nothing recorded for a refused verdict
