@@ -95,12 +95,22 @@ class Simulator:
             return 403, "the API key is not allowed to use this platform"
         return None
 
-    def _task(self, request: web.Request) -> tuple[Profile | None, Task | None]:
+    def _task(
+        self, request: web.Request, kind: str
+    ) -> tuple[str, Profile, Task] | web.Response:
+        """The platform, its profile and the task a /tasks/{id}... request names, or the error
+        response to send: 404 (counted under ``kind``) for an unknown platform or task, or the
+        authentication error."""
         platform = request.match_info["platform"]
+        prof = self.profiles.get(platform)
         task = self.state.tasks.get(request.match_info["task_id"])
-        if task is not None and task.platform != platform:
-            task = None
-        return self.profiles.get(platform), task
+        if prof is None or task is None or task.platform != platform:
+            self._count(platform, kind, 404)
+            return _error(404, "not_found", "no such task")
+        auth = self._auth_error(request, prof)
+        if auth is not None:
+            return _error(auth[0], "permission_denied", auth[1])
+        return platform, prof, task
 
     def _retry_after(self, prof: Profile, platform: str, now: float) -> float | None:
         """Seconds to wait when this submit is rate limited, else None."""
@@ -288,14 +298,10 @@ class Simulator:
         )
 
     async def poll(self, request: web.Request) -> web.Response:
-        prof, task = self._task(request)
-        platform = request.match_info["platform"]
-        if prof is None or task is None:
-            self._count(platform, "poll", 404)
-            return _error(404, "not_found", "no such task")
-        auth = self._auth_error(request, prof)
-        if auth is not None:
-            return _error(auth[0], "permission_denied", auth[1])
+        found = self._task(request, "poll")
+        if isinstance(found, web.Response):
+            return found
+        platform, prof, task = found
         if prof.poll_error_rate and self.rng.random() < prof.poll_error_rate:
             self._fault(platform, "poll_error")
             self._count(platform, "poll", 503)
@@ -327,14 +333,10 @@ class Simulator:
         }
 
     async def result(self, request: web.Request) -> web.Response:
-        prof, task = self._task(request)
-        platform = request.match_info["platform"]
-        if prof is None or task is None:
-            self._count(platform, "result", 404)
-            return _error(404, "not_found", "no such task")
-        auth = self._auth_error(request, prof)
-        if auth is not None:
-            return _error(auth[0], "permission_denied", auth[1])
+        found = self._task(request, "result")
+        if isinstance(found, web.Response):
+            return found
+        platform, prof, task = found
         now = time.monotonic()
         status = task.status(now)
         if status != "completed":
@@ -352,14 +354,10 @@ class Simulator:
         return _json(body)
 
     async def screenshot(self, request: web.Request) -> web.Response:
-        prof, task = self._task(request)
-        platform = request.match_info["platform"]
-        if prof is None or task is None:
-            self._count(platform, "screenshot", 404)
-            return _error(404, "not_found", "no such task")
-        auth = self._auth_error(request, prof)
-        if auth is not None:
-            return _error(auth[0], "permission_denied", auth[1])
+        found = self._task(request, "screenshot")
+        if isinstance(found, web.Response):
+            return found
+        platform, _, task = found
         now = time.monotonic()
         state = self._screenshot_state(task, now)
         if state["status"] == "pending":
@@ -380,14 +378,10 @@ class Simulator:
         return web.Response(body=task.png, content_type="image/png")
 
     async def cancel(self, request: web.Request) -> web.Response:
-        prof, task = self._task(request)
-        platform = request.match_info["platform"]
-        if prof is None or task is None:
-            self._count(platform, "cancel", 404)
-            return _error(404, "not_found", "no such task")
-        auth = self._auth_error(request, prof)
-        if auth is not None:
-            return _error(auth[0], "permission_denied", auth[1])
+        found = self._task(request, "cancel")
+        if isinstance(found, web.Response):
+            return found
+        platform, prof, task = found
         now = time.monotonic()
         self._count(platform, "cancel", 200)
         if not prof.cancellable:
