@@ -19,7 +19,7 @@ from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.domain.states import AggregateStatus
 from geo_pipeline.evidence import Archive, ArchiveError
 from geo_pipeline.store.db import Conn
-from geo_pipeline.store.queries import Q
+from geo_pipeline.store.queries import fetch_all
 
 EXAMPLES = 20
 WARN = dg.AssetCheckSeverity.WARN
@@ -27,9 +27,7 @@ ERROR = dg.AssetCheckSeverity.ERROR
 
 
 def _rows(conn: Conn, query: str, **params: Any) -> list[dict[str, Any]]:
-    with conn.cursor() as cur:
-        cur.execute(Q(f"dagster.{query}"), params)
-        return [dict(r) for r in cur.fetchall()]
+    return fetch_all(conn, f"dagster.{query}", params)
 
 
 def _result(

@@ -22,7 +22,7 @@ from geo_pipeline.defs.partitions import known_channels, partition_key
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
-from geo_pipeline.store.queries import Q
+from geo_pipeline.store.queries import fetch_all
 
 Pair = tuple[str, str]  # (run_id, channel)
 
@@ -120,9 +120,7 @@ def _load_cursor(raw: str | None) -> dict[str, Any]:
 
 # --------------------------------------------------------------------------- PostgreSQL side
 def _rows(conn: Conn, name: str, **params: Any) -> list[dict[str, Any]]:
-    with conn.cursor() as cur:
-        cur.execute(Q(f"dagster.{name}"), params)
-        return [dict(r) for r in cur.fetchall()]
+    return fetch_all(conn, f"dagster.{name}", params)
 
 
 def recent_unfinished_pairs(conn: Conn, days: int, done_partitions: set[str]) -> set[Pair]:

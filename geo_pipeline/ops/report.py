@@ -27,7 +27,7 @@ from typing import Any
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
-from geo_pipeline.store.queries import Q
+from geo_pipeline.store.queries import fetch_all
 
 # The analyst table of mention rates per run x channel x brand (built by the analysis work).
 MENTION_RATE_TABLE = "analytics.channel_brand_metrics"
@@ -118,14 +118,8 @@ def local_link_for(evidence_url: str | None = None) -> LinkFor | None:
     return link
 
 
-def _rows(conn: Conn, name: str, params: dict[str, Any]) -> list[dict[str, Any]]:
-    with conn.cursor() as cur:
-        cur.execute(Q(name), params)
-        return [dict(r) for r in cur.fetchall()]
-
-
 def relation_exists(conn: Conn, name: str) -> bool:
-    rows = _rows(conn, "ops.relation_exists", {"name": name})
+    rows = fetch_all(conn, "ops.relation_exists", {"name": name})
     return bool(rows and rows[0]["present"])
 
 
@@ -135,7 +129,7 @@ def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | 
     whose analyst tables do not exist yet."""
     if not relation_exists(conn, MENTION_RATE_TABLE):
         return [], None
-    rows = _rows(conn, "ops.report_mention_rates", {"run_id": run_id})
+    rows = fetch_all(conn, "ops.report_mention_rates", {"run_id": run_id})
     for r in rows:
         for key, value in r.items():
             if isinstance(value, Decimal):
@@ -145,9 +139,9 @@ def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | 
 
 def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     """The quote against the ledger and the reconciliation (R23, R24). Integer minor units."""
-    ledger = _rows(conn, "ops.report_ledger", {"run_id": run["run_id"]})
+    ledger = fetch_all(conn, "ops.report_ledger", {"run_id": run["run_id"]})
     by_kind = {r["kind"]: int(r["amount_minor"]) for r in ledger}
-    recon = _rows(conn, "ops.report_reconciliation", {"run_id": run["run_id"]})
+    recon = fetch_all(conn, "ops.report_reconciliation", {"run_id": run["run_id"]})
     return {
         "currency": run["currency"],
         "quoted_max_minor": int(run["estimated_max_minor"]),
@@ -171,10 +165,10 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     }
     params = {"run_id": run_id}
     cites: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    for c in _rows(conn, "ops.report_citations", params):
+    for c in fetch_all(conn, "ops.report_citations", params):
         cites[c.pop("sample_id")].append(c)
     media: dict[tuple[str, str], dict[str, Any]] = {}
-    for m in _rows(conn, "ops.report_media", params):
+    for m in fetch_all(conn, "ops.report_media", params):
         m["link"] = link_for(m) if link_for else None
         media[(m["sample_id"], m["kind"])] = m
     samples = [
@@ -184,7 +178,7 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
             screenshot=media.get((r["sample_id"], "screenshot")),
             thumbnail=media.get((r["sample_id"], "thumbnail")),
         )
-        for r in _rows(conn, "ops.report_samples", params)
+        for r in fetch_all(conn, "ops.report_samples", params)
     ]
     rates, source = mention_rates(conn, run_id)
     return RunReport(
@@ -196,5 +190,5 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         mention_rates_source=source,
         money=money_summary(conn, run),
         generated_at=datetime.now(UTC),
-        retention=_rows(conn, "ops.retention_of_run", params),
+        retention=fetch_all(conn, "ops.retention_of_run", params),
     )

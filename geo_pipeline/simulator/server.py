@@ -95,9 +95,7 @@ class Simulator:
             return 403, "the API key is not allowed to use this platform"
         return None
 
-    def _task(
-        self, request: web.Request, kind: str
-    ) -> tuple[str, Profile, Task] | web.Response:
+    def _task(self, request: web.Request, kind: str) -> tuple[str, Profile, Task] | web.Response:
         """The platform, its profile and the task a /tasks/{id}... request names, or the error
         response to send: 404 (counted under ``kind``) for an unknown platform or task, or the
         authentication error."""

@@ -14,8 +14,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
+from typing import Any
 
 SQL_DIR_ENV = "GEO_SQL_DIR"
 _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$", re.MULTILINE)
@@ -63,3 +65,12 @@ def Q(name: str) -> str:
 
 def names() -> list[str]:
     return sorted(_load_all())
+
+
+def fetch_all(
+    conn: Any, name: str, params: Mapping[str, Any] | None = None
+) -> list[dict[str, Any]]:
+    """Run the named query and return its rows as dicts."""
+    with conn.cursor() as cur:
+        cur.execute(Q(name), dict(params or {}))
+        return [dict(r) for r in cur.fetchall()]
