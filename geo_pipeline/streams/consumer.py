@@ -37,6 +37,21 @@ def _s(v: Any) -> str:
     return v.decode() if isinstance(v, bytes) else str(v)
 
 
+def entries_of(stream: str, messages: Any) -> list[Entry]:
+    """``Entry`` objects of one stream from (message id, fields) pairs as XREADGROUP or XCLAIM
+    return them; entries deleted meanwhile (fields None) are skipped."""
+    return [
+        Entry(stream, _s(mid), decode_fields(fields))
+        for mid, fields in messages
+        if fields is not None
+    ]
+
+
+def read_entries(stream: str, reply: Any) -> list[Entry]:
+    """The entries of an XREADGROUP reply for ``stream`` (one stream per read here)."""
+    return [e for _, messages in (reply or []) for e in entries_of(stream, messages)]
+
+
 def decode_fields(raw: Any) -> dict[str, str]:
     if raw is None:
         return {}

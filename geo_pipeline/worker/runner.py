@@ -494,12 +494,7 @@ class Worker:
                 log.warning("stream read failed: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
-            entries = [
-                sc.Entry(lane.key, sc._s(mid), sc.decode_fields(fields))
-                for _, msgs in (reply or [])
-                for mid, fields in msgs
-                if fields is not None
-            ]
+            entries = sc.read_entries(lane.key, reply)
             if entries:
                 crashpoint("after_read_before_claim")
                 lane.inbox.extend(entries)
@@ -592,12 +587,7 @@ class Worker:
                 log.warning("screenshot stream read failed: %s", exc)
                 await asyncio.sleep(0.5)
                 continue
-            entries = [
-                sc.Entry(lane.shot_key, sc._s(mid), sc.decode_fields(fields))
-                for _, msgs in (reply or [])
-                for mid, fields in msgs
-                if fields is not None
-            ]
+            entries = sc.read_entries(lane.shot_key, reply)
             # Entries whose screenshot was pending come back after screenshot_retry_s.
             now = time.monotonic()
             due = [mid for mid, at in retry.items() if at <= now]
@@ -605,11 +595,7 @@ class Worker:
                 for mid in due:
                     retry.pop(mid, None)
                 claimed = await self.redis.xclaim(lane.shot_key, GROUP, self.consumer, 0, due)
-                entries += [
-                    sc.Entry(lane.shot_key, sc._s(m), sc.decode_fields(f))
-                    for m, f in claimed
-                    if f is not None
-                ]
+                entries += sc.entries_of(lane.shot_key, claimed)
             for e in entries:
                 sid = e.sample_id or ""
                 if waiting.get(sid, e.message_id) != e.message_id:
