@@ -81,16 +81,7 @@ def parse_registry(data: Mapping[str, Any]) -> Registry:
     entries: dict[str, PlatformEntry] = {}
     for name, spec in (data.get("platforms") or {}).items():
         try:
-            p = spec["prices"]
-            prices = PriceList(
-                version=str(p["version"]),
-                currency=str(p["currency"]),
-                base={str(k): int(v) for k, v in p["base"].items()},
-                deep_thinking=int(p.get("deep_thinking", 0)),
-                web_search=int(p.get("web_search", 0)),
-                screenshot=int(p.get("screenshot", 0)),
-                retry_fee_rule=p.get("retry_fee_rule", "charged"),
-            )
+            prices = PriceList.from_mapping(spec["prices"])
             caps = Capabilities(
                 platform=name,
                 devices=tuple(spec["devices"]),

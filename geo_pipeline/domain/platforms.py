@@ -6,8 +6,9 @@ config against it before anything is submitted, so unsupported options never rea
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 RetryFeeRule = Literal["charged", "free_after_failure", "free"]
 """Whether the platform charges a retry (R15): 'charged' = every accepted attempt is billed;
@@ -28,6 +29,20 @@ class PriceList:
     web_search: int = 0
     screenshot: int = 0
     retry_fee_rule: RetryFeeRule = "charged"
+
+    @classmethod
+    def from_mapping(cls, p: Mapping[str, Any]) -> PriceList:
+        """From the registry's (or a simulator profile's) ``prices`` mapping; missing
+        surcharges are 0, a missing retry_fee_rule is 'charged'."""
+        return cls(
+            version=str(p["version"]),
+            currency=str(p["currency"]),
+            base={str(k): int(v) for k, v in p["base"].items()},
+            deep_thinking=int(p.get("deep_thinking", 0)),
+            web_search=int(p.get("web_search", 0)),
+            screenshot=int(p.get("screenshot", 0)),
+            retry_fee_rule=p.get("retry_fee_rule", "charged"),
+        )
 
     def __post_init__(self) -> None:
         for name, value in [

@@ -136,15 +136,7 @@ def _coerce(platform: str, key: str, value: Any, current: Any) -> Any:
         if key == "prices":
             if isinstance(value, PriceList):
                 return value
-            return PriceList(
-                version=str(value["version"]),
-                currency=str(value["currency"]),
-                base={str(k): int(v) for k, v in value["base"].items()},
-                deep_thinking=int(value.get("deep_thinking", 0)),
-                web_search=int(value.get("web_search", 0)),
-                screenshot=int(value.get("screenshot", 0)),
-                retry_fee_rule=value.get("retry_fee_rule", "charged"),
-            )
+            return PriceList.from_mapping(value)
         if isinstance(current, tuple) and key.endswith("_s"):
             lo, hi = (float(value), float(value)) if not isinstance(value, list | tuple) else value
             lo, hi = float(lo), float(hi)
