@@ -7,16 +7,20 @@ import platform
 import sys
 
 
-def machine_info() -> str:
-    cpu = "unknown CPU"
+def cpu_model() -> str:
+    """The CPU's model name from /proc/cpuinfo ("unknown CPU" elsewhere)."""
     try:
         with open("/proc/cpuinfo", encoding="utf-8") as f:
             for line in f:
                 if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
+                    return line.split(":", 1)[1].strip()
     except OSError:
         pass
+    return "unknown CPU"
+
+
+def machine_info() -> str:
+    cpu = cpu_model()
     return (
         f"{platform.node() and 'host'}: {os.cpu_count()} cores, {cpu}, "
         f"Python {sys.version.split()[0]}, {platform.system()} {platform.release()}"

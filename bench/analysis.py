@@ -22,6 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _machine import cpu_model  # bench/ is on sys.path when a bench runs
+
 from geo_pipeline.domain.config import Brand
 from geo_pipeline.domain.mentions import BrandSet, CitationRef, detect, matcher_for
 
@@ -35,14 +37,7 @@ CJK = (
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     return f"nproc={os.cpu_count()}, {cpu}, Python {platform.python_version()}"
 
 

@@ -23,6 +23,8 @@ import sys
 import time
 from collections import Counter
 
+from _machine import cpu_model  # bench/ is on sys.path when a bench runs
+
 QUESTIONS = (
     "国内性价比最高的连锁咖啡品牌有哪些？",
     "Which coffee chain in China has the best value?",
@@ -30,15 +32,7 @@ QUESTIONS = (
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as fh:
-            for line in fh:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    cpu = cpu_model()
     return f"nproc={os.cpu_count()} cpu={cpu} python={platform.python_version()}"
 
 

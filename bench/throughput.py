@@ -47,6 +47,7 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
+from _machine import cpu_model  # bench/ is on sys.path when a bench runs
 from psycopg.rows import dict_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -79,14 +80,7 @@ def bench_registry() -> str:
 
 
 def machine() -> str:
-    cpu = "unknown CPU"
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
+    cpu = cpu_model()
     return f"{os.cpu_count()} cores (nproc), {cpu}, Python {platform.python_version()}"
 
 
