@@ -4,27 +4,15 @@ from __future__ import annotations
 
 import json
 from collections.abc import Sequence
-from datetime import date, datetime
-from decimal import Decimal
 from typing import Any
 
 import click
 
-
-def _default(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    if hasattr(value, "as_dict"):
-        return value.as_dict()
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
+from geo_pipeline.jsonable import json_default
 
 
 def emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, default=_default, ensure_ascii=False, indent=2))
+    click.echo(json.dumps(obj, default=json_default, ensure_ascii=False, indent=2))
 
 
 def emit_table(

@@ -12,12 +12,11 @@ from __future__ import annotations
 import csv
 import io
 import json
-from datetime import date, datetime
-from decimal import Decimal
 from typing import Any
 
 import jinja2
 
+from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.report import RunReport
 
 FORMATS = ("json", "csv", "html")
@@ -61,18 +60,8 @@ def safe_url(value: Any) -> str:
     return text if text.lower().startswith(_SAFE_SCHEMES) else "#"
 
 
-def _default(value: Any) -> Any:
-    if isinstance(value, datetime | date):
-        return value.isoformat()
-    if isinstance(value, Decimal):
-        return str(value)
-    if isinstance(value, set | frozenset | tuple):
-        return list(value)
-    raise TypeError(f"not JSON serialisable: {type(value).__name__}")
-
-
 def to_json(report: RunReport) -> str:
-    return json.dumps(report.as_dict(), default=_default, ensure_ascii=False, indent=2)
+    return json.dumps(report.as_dict(), default=json_default, ensure_ascii=False, indent=2)
 
 
 def csv_rows(report: RunReport) -> list[dict[str, Any]]:
