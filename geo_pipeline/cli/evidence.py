@@ -108,7 +108,11 @@ def get(
         return
     if kind not in _TEXT_KINDS and sys.stdout.isatty():
         raise click.ClickException(f"{kind} is binary: use --out FILE (or redirect stdout)")
-    click.get_binary_stream("stdout").write(data)
+    # The bytes go to the binary layer under stdout (click 8.5 deprecates get_binary_stream);
+    # the text layer is flushed first so nothing printed before lands after them.
+    sys.stdout.flush()
+    sys.stdout.buffer.write(data)
+    sys.stdout.buffer.flush()
 
 
 @evidence.command("list")
