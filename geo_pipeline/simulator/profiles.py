@@ -66,6 +66,10 @@ class Profile:
     # Latency: uniform ranges [lo, hi] in seconds.
     accept_delay_s: tuple[float, float] = (0.0, 0.0)
     completion_s: tuple[float, float] = (0.0, 0.0)
+    # A created task becomes visible to the idempotency-key lookup only after this delay: a real
+    # platform's lookup index is not linearizable with its submits, so "not found" right after a
+    # timed-out submit does not mean "not accepted". A re-submit with the key sees it at once.
+    register_delay_s: tuple[float, float] = (0.0, 0.0)
     screenshot_delay_s: tuple[float, float] = (0.5, 2.0)  # extra wait of a *late* screenshot
     # Authentication: when required, ``Authorization: Bearer <api_key>`` must match.
     require_auth: bool = False

@@ -126,6 +126,21 @@ def _rid(prefix: str, key: str) -> str:
     return prefix + hashlib.blake2b(key.encode(), digest_size=10).hexdigest()
 
 
+_ID_PREFIX = {
+    "openai_chat": "chatcmpl-",
+    "perplexity": "chatcmpl-",
+    "openai_responses": "resp_",
+    "gemini": "",
+    "anthropic": "msg_",
+}
+
+
+def response_id(protocol: str, key: str) -> str:
+    """The id a success body of ``protocol`` carries for ``key`` (``id``, Gemini's
+    ``responseId``): what the connector records as the attempt's upstream id."""
+    return _rid(_ID_PREFIX[protocol], key)
+
+
 def success_body(
     protocol: str,
     ans: GeneratedAnswer,

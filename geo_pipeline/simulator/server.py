@@ -28,6 +28,7 @@ from geo_pipeline.simulator.protocols import (
     auth_key,
     error_body,
     question_of,
+    response_id,
     success_body,
 )
 from geo_pipeline.simulator.screenshots import render_png
@@ -156,9 +157,12 @@ class Simulator:
             shot=shot,
             shot_ready_at=now + duration + shot_delay,
         )
+        rlo, rhi = prof.register_delay_s
+        task.visible_at = now + rlo + (rhi - rlo) * unit(seed, key, "register_delay")
         self.state.tasks[task.task_id] = task
         self.state.by_key[(prof.platform, key)] = task.task_id
         self.state.tasks_created[(prof.platform, key)] += 1
+        self.state.created[(prof.platform, key)].append(task.task_id)
         return task
 
     async def _lose_response(self, request: web.Request, prof: Profile) -> web.Response:
@@ -282,15 +286,20 @@ class Simulator:
             return _error(auth[0], "permission_denied", auth[1])
         key = request.query.get("idempotency_key", "")
         task_id = self.state.by_key.get((platform, key))
-        if task_id is None:
+        now = time.monotonic()
+        task = self.state.tasks[task_id] if task_id is not None else None
+        if task is not None and now < task.visible_at:
+            # Created, but the lookup index has not caught up yet (register_delay_s).
+            self._fault(platform, "lookup_lagged")
+            task = None
+        if task is None:
             self._count(platform, "lookup", 404)
             return _error(404, "not_found", "no task was accepted with this idempotency key")
-        task = self.state.tasks[task_id]
         self._count(platform, "lookup", 200)
         return _json(
             {
                 "task_id": task.task_id,
-                "status": task.status(time.monotonic()),
+                "status": task.status(now),
                 "accepted_at": _iso(task.accepted_at),
             }
         )
@@ -505,6 +514,16 @@ class Simulator:
 
         return handler
 
+    def _record_sync(self, created: list[str], protocol: str, key: str, *, paid: bool) -> None:
+        """Remember one synchronous call's upstream task under the response id the client reads
+        (the connector names the attempt by it). Two calls with one key answer with the same id,
+        so a repeat is told apart by a ``#n`` suffix; tasks_created counts them either way."""
+        rid = response_id(protocol, key)
+        if created:
+            rid = f"{rid}#{len(created) + 1}"
+        created.append(rid)
+        self.state.sync_paid[rid] = paid
+
     async def sync_call(self, request: web.Request, protocol: str) -> web.Response:
         """One synchronous engine call in ``protocol``'s documented shapes (protocols.py). The
         model name (in the body, or Gemini's URL path) selects the platform profile; faults are
@@ -563,7 +582,11 @@ class Simulator:
             self._count(platform, "chat", 500)
             return fail("server", "The server had an error while processing your request")
         # From here on the platform has done (and, for a paid API, charged) the work.
+        # Recorded now, not after the delay: a client that gives up while the answer is being
+        # generated does not stop the platform from finishing (and billing) it.
         self.state.tasks_created[(platform, key)] += 1
+        errored = unit(seed, draw_key, "err200") < prof.error_in_200_rate
+        self._record_sync(self.state.created[(platform, key)], protocol, key, paid=not errored)
         lo, hi = prof.completion_s
         delay = lo + (hi - lo) * unit(seed, draw_key, "duration")
         alo, ahi = prof.accept_delay_s
@@ -576,7 +599,7 @@ class Simulator:
             return await self._lose_response(request, prof)
         ans = generate_answer(seed, key, question, prof)
         self._count(platform, "chat", 200)
-        if unit(seed, draw_key, "err200") < prof.error_in_200_rate:
+        if errored:
             self._fault(platform, "error_in_200")
             if unit(seed, draw_key, "err200_kind") < 0.5:
                 # An error object with status 200, as some gateways answer.
@@ -612,7 +635,8 @@ class Simulator:
 
     async def control_stats(self, request: web.Request) -> web.Response:
         include_keys = request.query.get("keys", "1") not in ("0", "false", "no")
-        return _json(self.state.stats(include_keys, request.query.get("platform")))
+        include_tasks = request.query.get("tasks", "0") not in ("0", "false", "no")
+        return _json(self.state.stats(include_keys, request.query.get("platform"), include_tasks))
 
     async def control_reset(self, request: web.Request) -> web.Response:
         """Forget every task and counter and restore the start-up profiles."""

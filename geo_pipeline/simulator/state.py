@@ -31,6 +31,15 @@ class Task:
     shot_ready_at: float
     cancelled_at: float | None = None
     png: bytes | None = None  # rendered on the first screenshot fetch
+    visible_at: float = 0.0  # monotonic time from which a lookup by key finds the task
+
+    def paid(self, now: float) -> bool | None:
+        """Whether the platform has billed an answer for this task: True once it completed, False
+        once it failed or was cancelled in time, None while it still runs."""
+        status = self.status(now)
+        if status == "completed":
+            return True
+        return False if status == "failed" else None
 
     def status(self, now: float) -> str:
         if self.cancelled_at is not None and self.cancelled_at < self.done_at:
@@ -78,6 +87,10 @@ class SimState:
         self.requests: Counter[str] = Counter()  # "platform:kind:status"
         self.submit_calls: dict[tuple[str, str], int] = defaultdict(int)
         self.tasks_created: dict[tuple[str, str], int] = defaultdict(int)
+        # Every upstream task created per (platform, key), in creation order: a task-API task id,
+        # or for a synchronous call the response id it answered with and whether it was paid.
+        self.created: dict[tuple[str, str], list[str]] = defaultdict(list)
+        self.sync_paid: dict[str, bool] = {}  # synchronous response id -> an answer was produced
         self.faults: Counter[str] = Counter()  # "platform:fault"
         self.buckets: dict[str, TokenBucket] = {}
         self.seq = 0
@@ -94,7 +107,25 @@ class SimState:
     def now_utc() -> datetime:
         return datetime.now(UTC)
 
-    def stats(self, include_keys: bool = True, platform: str | None = None) -> dict[str, object]:
+    def task_list(self, platform: str | None = None) -> dict[str, dict[str, list[list[object]]]]:
+        """``{platform: {key: [[task_id, paid], ...]}}``: every upstream task created, with
+        ``paid`` True (an answer was produced and billed), False (failed / cancelled in time) or
+        None (still running). What an invariant checker compares with the database."""
+        now = time.monotonic()
+        out: dict[str, dict[str, list[list[object]]]] = defaultdict(dict)
+        for (plat, key), ids in self.created.items():
+            if platform not in (None, plat):
+                continue
+            rows: list[list[object]] = []
+            for tid in ids:
+                task = self.tasks.get(tid)
+                rows.append([tid, task.paid(now) if task is not None else self.sync_paid.get(tid)])
+            out[plat][key] = rows
+        return out
+
+    def stats(
+        self, include_keys: bool = True, platform: str | None = None, include_tasks: bool = False
+    ) -> dict[str, object]:
         by_kind: Counter[str] = Counter()
         for name, n in self.requests.items():
             plat, kind, _status = name.split(":", 2)
@@ -116,4 +147,16 @@ class SimState:
                     }
             out["keys"] = keys
             out["max_tasks_per_key"] = max(self.tasks_created.values(), default=0)
+            # The key is '<sample_id>:<attempt_no>': tasks per sample sum over its attempts' keys.
+            per_sample: dict[str, dict[str, int]] = defaultdict(dict)
+            for (plat, key), n in self.tasks_created.items():
+                if n and platform in (None, plat):
+                    sample = key.rsplit(":", 1)[0]
+                    per_sample[plat][sample] = per_sample[plat].get(sample, 0) + n
+            out["tasks_per_sample"] = per_sample
+            out["max_tasks_per_sample"] = max(
+                (n for per in per_sample.values() for n in per.values()), default=0
+            )
+        if include_tasks:
+            out["task_ids"] = self.task_list(platform)
         return out
