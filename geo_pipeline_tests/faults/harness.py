@@ -24,13 +24,18 @@ from geo_pipeline_tests.integration.execution.helpers import fetch, states
 LEASE_S = 2.0
 SWEEP_S = 0.5
 CLI = [sys.executable, "-m", "geo_pipeline.cli.main"]
+APP_PREFIX = "geo-fault-"  # application_name of each role's PostgreSQL sessions
 
 
-def start_simulator(sets: list[str] | None = None) -> tuple[subprocess.Popen[str], str]:
-    args = [*CLI, "simulator", "--port", "0", "--json", "--seed", "7"]
+def start_simulator(
+    sets: list[str] | None = None, *, port: int = 0, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[str], str]:
+    args = [*CLI, "simulator", "--port", str(port), "--json", "--seed", "7"]
     for s in sets or []:
         args += ["--set", s]
-    proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+    proc = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
+    )
     assert proc.stdout is not None
     deadline = time.time() + 30
     while time.time() < deadline:
@@ -71,13 +76,37 @@ class Cluster:
         if crash_at:
             env["GEO_CRASH_AT"] = crash_at
             env["GEO_CRASH_AFTER"] = str(crash_after or 1)
+        # libpq reads PGAPPNAME: each role's PostgreSQL sessions are named after it, so a chaos
+        # test can terminate the workers' backends and nobody else's.
+        env["PGAPPNAME"] = f"{APP_PREFIX}{args[0]}"
         self._n += 1
-        log = open(self.tmp / f"{args[0]}-{self._n}.log", "w")
-        proc = subprocess.Popen(
-            [*CLI, *args], env=env, stdout=subprocess.PIPE, stderr=log, text=True
-        )
+        with open(self.tmp / f"{args[0]}-{self._n}.log", "w") as log:  # the child keeps its copy
+            proc = subprocess.Popen(
+                [*CLI, *args], env=env, stdout=subprocess.PIPE, stderr=log, text=True
+            )
         self.procs.append(proc)
         return proc
+
+    def reap(self) -> None:
+        """Forget processes that have exited (closing their pipes): a soak restarts hundreds."""
+        alive = []
+        for p in self.procs:
+            if p.poll() is None:
+                alive.append(p)
+            elif p.stdout:
+                p.stdout.close()
+        self.procs = alive
+
+    def terminate_backends(self, role: str = "worker") -> int:
+        """pg_terminate_backend on every session of ``role``'s processes in this database."""
+        rows = fetch(
+            self.db_url,
+            "SELECT pg_terminate_backend(pid) AS ok FROM pg_stat_activity "
+            "WHERE datname = current_database() AND application_name = %s "
+            "AND pid <> pg_backend_pid()",
+            (f"{APP_PREFIX}{role}",),
+        )
+        return sum(1 for r in rows if r["ok"])
 
     def worker(
         self,
@@ -96,8 +125,8 @@ class Cluster:
     def relay(self, *, crash_at: str | None = None) -> subprocess.Popen[str]:
         return self._spawn(["relay", "--idle-s", "0.05"], crash_at, None)  # type: ignore[no-any-return]
 
-    def sweeper(self) -> subprocess.Popen[str]:
-        args = ["sweeper", "--interval-s", str(SWEEP_S), "--grace-s", "0.5", "--hint-ttl-s", "2"]
+    def sweeper(self, *, interval_s: float = SWEEP_S) -> subprocess.Popen[str]:
+        args = ["sweeper", "--interval-s", str(interval_s), "--grace-s", "0.5", "--hint-ttl-s", "2"]
         return self._spawn(args, None, None)  # type: ignore[no-any-return]
 
     def wait(self, cond: Callable[[], bool], timeout_s: float, what: str) -> float:
@@ -169,6 +198,12 @@ class Cluster:
     # ------------------------------------------------------------------ simulator
     def sim_stats(self) -> dict[str, Any]:
         r = httpx.get(f"{self.sim_url}/_control/stats", timeout=10)
+        r.raise_for_status()
+        return r.json()  # type: ignore[no-any-return]
+
+    def sim_tasks(self) -> dict[str, Any]:
+        """The stats with every upstream task the simulator created (``task_ids``)."""
+        r = httpx.get(f"{self.sim_url}/_control/stats", params={"tasks": 1}, timeout=60)
         r.raise_for_status()
         return r.json()  # type: ignore[no-any-return]
 

@@ -227,3 +227,228 @@ def check_invariants(db_url: str, expected_samples: int | None = None) -> dict[s
     out["samples"] = n
     out["states"] = dict(states(db_url))
     return out
+
+
+# --------------------------------------------------------------------------- chaos invariants
+# Unlike check_invariants (which stops at the first breach), these return every violation per
+# invariant with examples, so a soak can print a table. The simulator-side ones compare what the
+# PLATFORM saw (its own task list per idempotency key) with the database: invariants that read
+# only the database cannot see a duplicate side effect.
+
+DB_INVARIANTS: dict[str, str] = {
+    # One accepted completion per sample: one 'running -> completed' in the log...
+    "one_completion_per_sample": (
+        "SELECT sample_id, count(*) AS n FROM geo.state_transitions "
+        "WHERE layer = 'collection' AND to_state = 'completed' GROUP BY 1 HAVING count(*) > 1"
+    ),
+    # ... and exactly one completion event per sample that reached a terminal collection state.
+    "one_completion_event": (
+        "SELECT s.sample_id, count(o.outbox_id) AS n FROM geo.samples s "
+        "LEFT JOIN geo.outbox o ON o.sample_id = s.sample_id AND o.kind = 'completion' "
+        "WHERE s.collection_state IN ('completed', 'failed') GROUP BY 1 "
+        "HAVING count(o.outbox_id) <> 1"
+    ),
+    # Fencing tokens never go back in the log, and every claim raised the token.
+    "fencing_tokens_increase": (
+        "SELECT sample_id, transition_id, fencing_token, prev FROM (SELECT sample_id, "
+        "transition_id, fencing_token, lag(fencing_token) OVER (PARTITION BY sample_id ORDER BY "
+        "transition_id) AS prev FROM geo.state_transitions) t WHERE fencing_token < prev "
+        "UNION ALL SELECT sample_id, transition_id, fencing_token, prev FROM (SELECT sample_id, "
+        "transition_id, fencing_token, lag(fencing_token) OVER (PARTITION BY sample_id ORDER BY "
+        "transition_id) AS prev FROM geo.state_transitions WHERE layer = 'collection' AND "
+        "to_state = 'running') c WHERE fencing_token <= prev"
+    ),
+    # No stale write: every change a worker logged carries a token that worker itself claimed
+    # (a worker writing under a token another worker claimed, or never claimed, got past the fence).
+    "no_stale_write": (
+        "SELECT t.sample_id, t.transition_id, t.layer, t.to_state, t.fencing_token, t.actor "
+        "FROM geo.state_transitions t WHERE t.actor LIKE 'worker:%' AND NOT EXISTS ("
+        "SELECT 1 FROM geo.state_transitions c WHERE c.sample_id = t.sample_id "
+        "AND c.layer = 'collection' AND c.to_state = 'running' "
+        "AND c.fencing_token = t.fencing_token AND c.actor = t.actor)"
+    ),
+    # One charge per charged attempt, and a completed sample is charged for its attempt.
+    "one_charge_per_attempt": (
+        "SELECT sample_id, attempt_no, count(*) AS n, 'duplicate' AS what FROM geo.ledger_entries "
+        "WHERE kind = 'charge' GROUP BY 1, 2 HAVING count(*) > 1 "
+        "UNION ALL SELECT s.sample_id, s.attempt_no, 0, 'completed, not charged' "
+        "FROM geo.samples s WHERE s.collection_state = 'completed' AND NOT EXISTS ("
+        "SELECT 1 FROM geo.ledger_entries l WHERE l.kind = 'charge' "
+        "AND l.sample_id = s.sample_id AND l.attempt_no = s.attempt_no)"
+    ),
+    # The trigger-maintained run accounts equal the sums recomputed from the entries, and no
+    # balance went negative.
+    "ledger_recomputes": (
+        "SELECT a.run_id, 'run account differs from entries' AS what FROM geo.run_accounts a "
+        "JOIN geo.run_billing b USING (run_id) WHERE (a.estimated_minor, a.reserved_minor, "
+        "a.overrun_minor, a.charged_minor, a.released_minor, a.refunded_minor) IS DISTINCT FROM "
+        "(b.estimated_minor, b.reserved_total_minor, b.overrun_minor, b.charged_minor, "
+        "b.released_minor, b.refunded_minor) "
+        "UNION ALL SELECT run_id, 'reservation overdrawn' FROM geo.run_billing "
+        "WHERE reservation_left_minor < 0 "
+        "UNION ALL SELECT tenant_id, 'negative balance' FROM geo.account_balances "
+        "WHERE available_minor < 0 OR reserved_minor < 0 OR spent_minor < 0"
+    ),
+    # Every sample is terminal with a reason, or visible to an operator with one: submission
+    # 'uncertain' (samples uncertain), or a dead-lettered stream entry.
+    "terminal_or_visible": (
+        "SELECT s.sample_id, s.collection_state, s.submission_state, s.collection_reason, "
+        "s.submission_reason FROM geo.samples s WHERE NOT ("
+        "(s.collection_state = 'completed') "
+        "OR (s.collection_state = 'failed' AND s.collection_reason IS NOT NULL) "
+        "OR (s.submission_state = 'uncertain' AND s.submission_reason IS NOT NULL) "
+        "OR EXISTS (SELECT 1 FROM geo.dead_letters d WHERE d.sample_id = s.sample_id))"
+    ),
+    # A cancelled run is closed, its reservation released to the last minor unit.
+    "cancelled_runs_close": (
+        "SELECT r.run_id, r.closed_at, b.reservation_left_minor FROM geo.runs r "
+        "LEFT JOIN geo.run_billing b USING (run_id) WHERE r.cancel_requested_at IS NOT NULL "
+        "AND (r.closed_at IS NULL OR coalesce(b.reservation_left_minor, 0) <> 0)"
+    ),
+}
+
+
+def invariant_violations(db_url: str) -> dict[str, list[dict[str, Any]]]:
+    """Every database invariant above with the rows that break it (empty list = holds)."""
+    return {name: fetch(db_url, sql) for name, sql in DB_INVARIANTS.items()}
+
+
+def platform_violations(
+    db_url: str,
+    task_ids: dict[str, dict[str, list[list[Any]]]],
+    *,
+    sim_labels: dict[str, str],
+    idempotent: set[str],
+) -> dict[str, list[dict[str, Any]]]:
+    """Compare the simulator's own record of upstream tasks (``/_control/stats?tasks=1``'s
+    ``task_ids``: ``{label: {key: [[task_id, paid], ...]}}``) with the database.
+
+    ``sim_labels`` maps a simulator stats label (``deepseek``, ``openai/deepseek``) to the
+    registry platform whose samples it served; ``idempotent`` names the platforms whose submit
+    honours the idempotency key (a re-send under the key cannot create a second task).
+    Invariants:
+
+    - ``tasks_per_key``: at most one upstream task per idempotency key, on every platform (on a
+      synchronous one a re-send under the same key is a second paid answer);
+    - ``tasks_per_sample``: a sample's upstream tasks never outnumber its attempts the database
+      holds as accepted or uncertain (a task under an attempt recorded as not accepted, or never
+      recorded, is a second execution nobody accounts for);
+    - ``completed_one_paid_task``: a completed sample on an idempotent platform has exactly one
+      paid (completed) task upstream, and it is the one the sample completed with;
+    - ``upstream_task_known``: every task the platform created is known to the database by its
+      upstream id (geo.upstream_requests / geo.samples) or, for an attempt whose response never
+      came back, by its key on an 'uncertain' acceptance record an operator can resolve;
+    - ``paid_answer_lost``: a sample with a paid upstream answer is never 'failed' without a
+      charge (the tenant's answer was billed by the platform, then thrown away);
+    - ``charge_without_task``: no charge without an upstream task: a sample's charges never
+      outnumber its upstream tasks and a charge's upstream id is one the platform created.
+    """
+    samples = {
+        r["sample_id"]: r
+        for r in fetch(
+            db_url,
+            "SELECT sample_id, platform, collection_state, submission_state, upstream_id, "
+            "attempt_no FROM geo.samples",
+        )
+    }
+    requests: dict[str, dict[str, Any]] = {
+        r["idempotency_key"]: r
+        for r in fetch(
+            db_url,
+            "SELECT idempotency_key, sample_id, attempt_no, platform, state, upstream_id "
+            "FROM geo.upstream_requests",
+        )
+    }
+    known_ids = {(r["platform"], r["upstream_id"]) for r in requests.values() if r["upstream_id"]}
+    known_ids |= {(s["platform"], s["upstream_id"]) for s in samples.values() if s["upstream_id"]}
+    live_attempts: Counter[str] = Counter(
+        r["sample_id"] for r in requests.values() if r["state"] in ("accepted", "uncertain")
+    )
+    charges: dict[str, list[dict[str, Any]]] = {}
+    for r in fetch(
+        db_url,
+        "SELECT sample_id, attempt_no, upstream_id FROM geo.ledger_entries WHERE kind = 'charge' "
+        "AND sample_id IS NOT NULL",
+    ):
+        charges.setdefault(r["sample_id"], []).append(r)
+
+    out: dict[str, list[dict[str, Any]]] = {
+        k: []
+        for k in (
+            "tasks_per_key",
+            "tasks_per_sample",
+            "completed_one_paid_task",
+            "upstream_task_known",
+            "paid_answer_lost",
+            "charge_without_task",
+        )
+    }
+    # sample -> [(key, task_id as the database would name it, paid)]
+    per_sample: dict[str, list[tuple[str, str, Any]]] = {}
+    for label, keys in task_ids.items():
+        platform = sim_labels.get(label)
+        if platform is None:
+            continue  # traffic of a platform the run did not use
+        synchronous = "/" in label
+        for key, tasks in keys.items():
+            if len(tasks) > 1:
+                out["tasks_per_key"].append(
+                    {"platform": platform, "key": key, "tasks": [t[0] for t in tasks]}
+                )
+            sample = key.rsplit(":", 1)[0]
+            for tid, paid in tasks:
+                # A synchronous connector names the attempt '<platform>:<response id>'.
+                db_id = f"{platform}:{tid.split('#', 1)[0]}" if synchronous else tid
+                per_sample.setdefault(sample, []).append((key, db_id, paid))
+                req = requests.get(key)
+                if (platform, db_id) not in known_ids and not (req and req["state"] == "uncertain"):
+                    out["upstream_task_known"].append(
+                        {
+                            "platform": platform,
+                            "key": key,
+                            "task_id": tid,
+                            "db_request": req and req["state"],
+                            "sample_state": (samples.get(sample) or {}).get("collection_state"),
+                        }
+                    )
+    for sample, tasks in per_sample.items():
+        s = samples.get(sample)
+        if s is None:
+            continue  # a key this database never issued (another test's traffic)
+        if len(tasks) > live_attempts[sample]:
+            out["tasks_per_sample"].append(
+                {
+                    "sample_id": sample,
+                    "tasks": len(tasks),
+                    "accepted_or_uncertain_attempts": live_attempts[sample],
+                    "keys": sorted({k for k, _, _ in tasks}),
+                }
+            )
+        paid = [t for t in tasks if t[2] is True]
+        if s["collection_state"] == "completed" and s["platform"] in idempotent:
+            if len(paid) != 1 or paid[0][1] != s["upstream_id"]:
+                out["completed_one_paid_task"].append(
+                    {
+                        "sample_id": sample,
+                        "paid_tasks": [t[1] for t in paid],
+                        "completed_with": s["upstream_id"],
+                    }
+                )
+        if paid and s["collection_state"] == "failed" and not charges.get(sample):
+            out["paid_answer_lost"].append(
+                {"sample_id": sample, "platform": s["platform"], "paid_tasks": [t[1] for t in paid]}
+            )
+    for sample, rows in charges.items():
+        tasks = per_sample.get(sample, [])
+        ids = {t[1] for t in tasks}
+        bad = [r for r in rows if r["upstream_id"] and r["upstream_id"] not in ids]
+        if len(rows) > len(tasks) or bad:
+            out["charge_without_task"].append(
+                {
+                    "sample_id": sample,
+                    "charges": len(rows),
+                    "tasks": len(tasks),
+                    "unknown_upstream_ids": [r["upstream_id"] for r in bad],
+                }
+            )
+    return out

