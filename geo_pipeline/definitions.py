@@ -66,7 +66,8 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         "evidence": evidence_from_env(),
         "registry": ConnectorRegistryResource(path=os.environ.get("GEO_CONNECTORS_FILE", "")),
         "settings": PipelineSettingsResource(
-            partition_retention_days=int(os.environ.get("GEO_PARTITION_RETENTION_DAYS", "90"))
+            partition_retention_days=int(os.environ.get("GEO_PARTITION_RETENTION_DAYS", "90")),
+            max_excluded_share=float(os.environ.get("GEO_MAX_EXCLUDED_SHARE", "0.1")),
         ),
     }
 

@@ -159,7 +159,16 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     kinds={"postgres"},
     check_specs=_checks(
         names.COLLECTION_RESULTS,
-        (names.CHECK_NO_NON_TERMINAL, "every sample terminal in the collection layer (R7)", True),
+        (
+            names.CHECK_NO_NON_TERMINAL,
+            "every sample terminal, or excluded with its reason past the deadline (R7)",
+            True,
+        ),
+        (
+            names.CHECK_EXCLUDED_SHARE,
+            "share of samples excluded at the publish deadline within the limit",
+            True,
+        ),
         (
             names.CHECK_ACCEPTANCE_RECORDED,
             "accepted samples have their acceptance record (R9)",
@@ -169,36 +178,59 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     ),
 )
 def collection_results(
-    context: dg.AssetExecutionContext, db: PostgresResource
+    context: dg.AssetExecutionContext, db: PostgresResource, settings: PipelineSettingsResource
 ) -> dg.MaterializeResult:
     """What the engines answered for one channel of a run, once collection is over: every
-    sample is completed or failed (R7). Partial success is a normal outcome — the metadata says
-    how many completed, failed (with reasons) and are still uncertain.
+    sample is completed or failed (R7), or the run's publish deadline has passed. Partial
+    success is a normal outcome — the metadata says how many completed, failed (with reasons)
+    and are still uncertain.
 
-    Materialising a partition that is still collecting fails with the counts, rather than
-    publishing a number that will change: the completion sensor requests this asset exactly
-    when PostgreSQL says the partition is terminal.
+    Past the deadline the partition publishes the terminal samples; the open ones are excluded,
+    counted by reason here and listed sample by sample in ``analytics.excluded_samples``, and
+    every asset downstream counts only what is terminal. A late completion makes the completion
+    sensor request the partition again. Before the deadline, materialising a partition that is
+    still collecting fails with the counts rather than publishing a number that will change.
     """
     run_id, channel = split_key(context)
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
         status = statusmod.partition_status(conn, run_id, channel)
-        if not status.terminal:
+        publication = statusmod.partition_publication(conn, run_id, channel)
+        if not publication.publishable:
             col = status.counts.collection
             raise dg.Failure(
                 description=f"run {run_id} channel {channel} is still collecting: "
                 f"{col.get('queued', 0)} queued and {col.get('running', 0)} running of "
-                f"{status.counts.total}; collection_results is materialised only when every "
-                "sample is terminal (the completion sensor requests it then)",
-                metadata=_status_metadata(status),
+                f"{status.counts.total}; collection_results is materialised when every sample "
+                f"is terminal or at the run's publish deadline ({publication.deadline_at}); "
+                "the completion sensor requests it then",
+                metadata={**_status_metadata(status), **publication.as_metadata()},
             )
+        # What this materialisation publishes, and each sample it leaves out, on record.
+        publication = statusmod.record_publication(conn, run_id, channel, context.run.run_id)
         results = [
-            checks.no_non_terminal(status),
+            checks.no_non_terminal(status, publication),
+            checks.excluded_share(publication, settings.max_excluded_share),
             checks.acceptance_recorded(conn, run_id, channel),
             checks.no_duplicate_completion(conn, run_id, channel),
         ]
+    if publication.excluded:
+        context.log.warning(
+            "run %s channel %s published on its deadline without %d of %d samples: %s",
+            run_id,
+            channel,
+            publication.excluded,
+            publication.samples,
+            dict(publication.excluded_reasons),
+        )
     return dg.MaterializeResult(
-        metadata={"run_id": run_id, "channel": channel, **_status_metadata(status)},
+        metadata={
+            "run_id": run_id,
+            "channel": channel,
+            "publication_id": publication.publication_id,
+            **_status_metadata(status),
+            **publication.as_metadata(),
+        },
         check_results=results,
     )
 
@@ -242,6 +274,7 @@ def validated_evidence(
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
         status = statusmod.partition_status(conn, run_id, channel)
+        publication = statusmod.partition_publication(conn, run_id, channel)
         archive = evidence.archive()
         validity, counts = checks.validity_rate(conn, run_id, channel, settings.min_validity_rate)
         results = [
@@ -270,6 +303,7 @@ def validated_evidence(
             # location, not a permission: downloads go through the evidence package.
             "evidence_archive": archive.location,
             **_status_metadata(status),
+            **publication.as_metadata(),
         },
         check_results=results,
     )
@@ -304,6 +338,7 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
         # The analyst tables are refreshed by brand_visibility, once per partition run.
         summary = analyse_run(conn, run_id, channel=channel, refresh=False)
         status = statusmod.partition_status(conn, run_id, channel)
+        publication = statusmod.partition_publication(conn, run_id, channel)
         results = [
             checks.valid_answers_analysed(conn, run_id, channel),
             checks.pending_not_reported_as_not_mentioned(conn, run_id, channel),
@@ -314,6 +349,7 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
             "channel": channel,
             "analysis": _jsonable(summary),
             **_status_metadata(status),
+            **publication.as_metadata(),
         },
         check_results=results,
     )
@@ -372,6 +408,10 @@ def billing_reconciliation(
                 description=f"collection run {run_id!r} is not in PostgreSQL"
             ) from None
         status = statusmod.run_status(conn, run_id)
+        # Past the deadline the run is reconciled with what is terminal; its open samples'
+        # fees stay "to verify" and a later run of this asset picks them up.
+        channels = runstore.run_config(conn, run_id).channels
+        publication = statusmod.run_publications(conn, {run_id: channels})[run_id]
         closed = None
         close_refused = None
         if status.terminal:
@@ -421,6 +461,8 @@ def billing_reconciliation(
             if closed and closed.closed_now
             else 0,
             "overall": status.overall,
+            "samples": publication.samples,
+            **publication.as_metadata(),
             "close_refused": close_refused,
             "statements_imported": imported,
             "statements_unavailable": unavailable,
@@ -478,6 +520,7 @@ def brand_visibility(
             cur.execute(Q("dagster.channel_visibility"), {"run_id": run_id, "channel": channel})
             table = [dict(r) for r in cur.fetchall()]
         status = statusmod.partition_status(conn, run_id, channel)
+        publication = statusmod.partition_publication(conn, run_id, channel)
         result = checks.visibility_matches(conn, run_id, channel, table)
     target = next((r for r in table if r["is_target"]), None)
     return dg.MaterializeResult(
@@ -493,6 +536,7 @@ def brand_visibility(
             "analysed_answers": int(target["n"]) if target else 0,
             "visibility": dg.MetadataValue.md(_markdown(table)),
             **_status_metadata(status),
+            **publication.as_metadata(),
         },
         check_results=[result],
     )
@@ -504,8 +548,11 @@ def _rate(row: dict[str, Any] | None, col: str) -> float | None:
 
 
 def _markdown(table: list[dict[str, Any]]) -> str:
-    head = "| brand | target | n | mentions | mention rate (95% CI) | avg rank | analysing |"
-    lines = [head, "|---|---|---|---|---|---|---|"]
+    head = (
+        "| brand | target | n | mentions | mention rate (95% CI) | avg rank | analysing "
+        "| of which collecting |"
+    )
+    lines = [head, "|---|---|---|---|---|---|---|---|"]
     for r in table:
         rate = (
             f"{r['mention_rate']:.2f} ({r['mention_rate_lower']:.2f}-{r['mention_rate_upper']:.2f})"
@@ -515,6 +562,6 @@ def _markdown(table: list[dict[str, Any]]) -> str:
         rank = f"{r['avg_rank']:.1f}" if r["avg_rank"] is not None else "-"
         lines.append(
             f"| {r['brand']} | {'yes' if r['is_target'] else ''} | {r['n']} | {r['mentions']} "
-            f"| {rate} | {rank} | {r['analysing_samples']} |"
+            f"| {rate} | {rank} | {r['analysing_samples']} | {r['collecting_samples']} |"
         )
     return "\n".join(lines)

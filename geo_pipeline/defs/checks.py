@@ -16,7 +16,7 @@ import dagster as dg
 from geo_pipeline.defs import names
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.plan import sample_id_for
-from geo_pipeline.domain.states import AggregateStatus
+from geo_pipeline.domain.states import AggregateStatus, Publication
 from geo_pipeline.evidence import Archive, ArchiveError
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import fetch_all
@@ -149,17 +149,35 @@ def plan_batches(
 
 
 # --------------------------------------------------------------------------- collection_results
-def no_non_terminal(status: AggregateStatus) -> dg.AssetCheckResult:
-    """R7: the partition is complete only when every sample is terminal (from the aggregation
-    service, never counted here)."""
+def no_non_terminal(status: AggregateStatus, publication: Publication) -> dg.AssetCheckResult:
+    """R7: the partition is complete only when every sample is terminal; past the run's publish
+    deadline an open sample is allowed only as an excluded one, recorded with its reason (both
+    from the aggregation service, never counted here)."""
     col = status.counts.collection
     open_ = col.get("queued", 0) + col.get("running", 0)
+    explained = publication.basis == "deadline" and publication.excluded >= open_
     return _result(
         names.CHECK_NO_NON_TERMINAL,
         names.COLLECTION_RESULTS,
-        open_ == 0 and status.terminal,
+        (open_ == 0 and status.terminal) or explained,
         non_terminal=open_,
+        excluded_on_deadline=publication.excluded if publication.basis == "deadline" else 0,
         overall=status.overall,
+    )
+
+
+def excluded_share(publication: Publication, maximum: float) -> dg.AssetCheckResult:
+    """A partition published on its deadline leaves its open samples out; above ``maximum`` of
+    them the numbers no longer describe the engine's day, and nothing downstream publishes."""
+    return _result(
+        names.CHECK_EXCLUDED_SHARE,
+        names.COLLECTION_RESULTS,
+        publication.excluded_share <= maximum,
+        samples=publication.samples,
+        excluded=publication.excluded,
+        excluded_share=round(publication.excluded_share, 4),
+        maximum=maximum,
+        excluded_reasons=dict(sorted(publication.excluded_reasons.items())),
     )
 
 

@@ -17,7 +17,12 @@ from pydantic import Field
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
-from geo_pipeline.domain.config import CollectionConfig, ConfigError, normalise_and_validate
+from geo_pipeline.domain.config import (
+    DEFAULT_PUBLISH_DEADLINE_SECONDS,
+    CollectionConfig,
+    ConfigError,
+    normalise_and_validate,
+)
 from geo_pipeline.domain.plan import QuoteError
 from geo_pipeline.store import runs as runstore
 
@@ -51,10 +56,24 @@ class CreateCollectionRunConfig(dg.Config):
 
     collection: dict[str, Any] = Field(
         description="the collection config (tenant, brand, competitors, questions, channels, "
-        "repeats, screenshot, priority, submit_cap, max_attempts, monitor)"
+        "repeats, screenshot, priority, submit_cap, max_attempts, publish_deadline_seconds, "
+        "monitor)"
     )
     run_id: str | None = Field(default=None, description="use this run id (default: a new one)")
     confirm: bool = Field(default=True, description="reserve the quote's estimated maximum now")
+    publish_deadline_seconds: int | None = Field(
+        default=None,
+        description="seconds after the run's creation when each partition publishes what is "
+        "terminal and lists the rest as excluded (overrides collection.publish_deadline_seconds; "
+        f"default {DEFAULT_PUBLISH_DEADLINE_SECONDS} = 6 hours; allowed 60..604800). Frozen "
+        "into the config snapshot.",
+    )
+
+    def collection_config(self) -> dict[str, Any]:
+        """The collection config with the launchpad's deadline, if one was given."""
+        if self.publish_deadline_seconds is None:
+            return dict(self.collection)
+        return {**self.collection, "publish_deadline_seconds": self.publish_deadline_seconds}
 
 
 def plan_from_config(
@@ -76,8 +95,9 @@ def create_run_op(
     db: PostgresResource,
     registry: ConnectorRegistryResource,
 ) -> str:
+    collection = config.collection_config()
     try:
-        plan = plan_from_config(config.collection, registry, config.run_id)
+        plan = plan_from_config(collection, registry, config.run_id)
     except ConfigError as exc:
         # Every problem with its field path, in the run's failure message (R1).
         raise dg.Failure(
@@ -95,7 +115,7 @@ def create_run_op(
                 monitor_id=plan.config.monitor,
                 confirm=config.confirm,
                 dispatch=False,
-                monitor_config=config.collection,
+                monitor_config=collection,
             )
         except (runstore.RunConflict, InsufficientFunds) as exc:
             raise dg.Failure(description=str(exc), allow_retries=False) from None

@@ -23,6 +23,7 @@ CHECK_PLAN_VOLUME = "plan_volume_matches_snapshot"
 CHECK_PLAN_IDENTITIES = "sample_identities_unique"
 CHECK_PLAN_BATCHES = "batches_within_cap"
 CHECK_NO_NON_TERMINAL = "no_non_terminal_sample"
+CHECK_EXCLUDED_SHARE = "excluded_share_within_limit"
 CHECK_ACCEPTANCE_RECORDED = "accepted_samples_have_acceptance_record"
 CHECK_NO_DUPLICATE_COMPLETION = "no_duplicate_completion"
 CHECK_FIELD_COMPLETENESS = "field_completeness"
@@ -44,9 +45,20 @@ def plan_run_key(run_id: str, channel: str) -> str:
     return f"sampling_plan:{run_id}:{channel}"
 
 
-def downstream_run_key(run_id: str, channel: str) -> str:
-    return f"downstream:{run_id}:{channel}"
+def _published(terminal: int | None, samples: int | None) -> str:
+    """The suffix of a publication before every sample is terminal: one key per terminal count,
+    so a deadline publication and each later change are requested once each (terminal counts
+    only grow), and the complete publication keeps the plain key."""
+    if terminal is None or samples is None or terminal >= samples:
+        return ""
+    return f":deadline:{terminal}-of-{samples}"
 
 
-def billing_run_key(run_id: str) -> str:
-    return f"billing:{run_id}"
+def downstream_run_key(
+    run_id: str, channel: str, *, terminal: int | None = None, samples: int | None = None
+) -> str:
+    return f"downstream:{run_id}:{channel}{_published(terminal, samples)}"
+
+
+def billing_run_key(run_id: str, *, terminal: int | None = None, samples: int | None = None) -> str:
+    return f"billing:{run_id}{_published(terminal, samples)}"

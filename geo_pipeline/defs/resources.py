@@ -95,3 +95,6 @@ class PipelineSettingsResource(dg.ConfigurableResource):
     max_entries_per_tick: int = 200_000  # bounded work per tick (a tick has 60 s)
     evidence_objects_verified: int = 20  # objects per partition re-read and digest-checked
     import_fee_statements: bool = True  # billing fetches the statements it needs first
+    # Past its run's publish deadline a partition publishes what is terminal; its collection
+    # results fail a blocking check when more than this share of its samples is excluded.
+    max_excluded_share: float = 0.1

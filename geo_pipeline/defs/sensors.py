@@ -3,7 +3,8 @@
 loses it: the sensor also sweeps the unfinished partitions of recent runs from PostgreSQL.
 
 Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept": <unix time of
-the last PostgreSQL sweep>}``. A tick reads at most ``max_entries_per_tick`` entries with
+the last PostgreSQL sweep>, "deadlines": <database time up to which passed publish deadlines
+were looked for>}``. A tick reads at most ``max_entries_per_tick`` entries with
 bounded ``XRANGE ... COUNT`` pages and never blocks (a tick has 60 s).
 """
 
@@ -11,6 +12,7 @@ import json
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import Any
 
 import dagster as dg
@@ -20,6 +22,7 @@ from geo_pipeline.defs import names
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
 from geo_pipeline.defs.partitions import known_channels, partition_key
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
+from geo_pipeline.domain.states import Publication
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import fetch_all
@@ -109,13 +112,19 @@ def read_completions(
 
 
 def _load_cursor(raw: str | None) -> dict[str, Any]:
+    fresh: dict[str, Any] = {"id": None, "swept": 0.0, "deadlines": None}
     if not raw:
-        return {"id": None, "swept": 0.0}
+        return fresh
     try:
         data = json.loads(raw)
     except ValueError:
-        return {"id": None, "swept": 0.0}
-    return {"id": data.get("id"), "swept": float(data.get("swept", 0.0))}
+        return fresh
+    deadlines = data.get("deadlines")
+    return {
+        "id": data.get("id"),
+        "swept": float(data.get("swept", 0.0)),
+        "deadlines": float(deadlines) if deadlines is not None else None,
+    }
 
 
 # --------------------------------------------------------------------------- PostgreSQL side
@@ -145,43 +154,52 @@ def recent_runs_among(conn: Conn, run_ids: set[str], days: int, now_ts: float) -
     }
 
 
-def finished_runs(conn: Conn, run_ids: Iterable[str]) -> set[str]:
-    """Runs whose every partition is terminal (decided by the aggregation service)."""
+def publishable_runs(conn: Conn, run_ids: Iterable[str]) -> dict[str, Publication]:
+    """Runs whose every partition is publishable (complete, or past the run's deadline), with
+    their run-level counts (decided by the aggregation service)."""
     ids = sorted(set(run_ids))
     if not ids:
-        return set()
+        return {}
     channels = {r["run_id"]: r["channels"] for r in _rows(conn, "run_channels", run_ids=ids)}
-    pairs = [(rid, ch) for rid, chs in channels.items() for ch in chs]
-    terminal = statusmod.terminal_partitions(conn, pairs)
-    return {rid for rid, chs in channels.items() if all((rid, ch) in terminal for ch in chs)}
+    return {
+        rid: pub
+        for rid, pub in statusmod.run_publications(conn, channels).items()
+        if pub.publishable
+    }
 
 
 def completion_requests(
     conn: Conn, candidates: set[Pair], existing_runs: set[str], channels: frozenset[str]
 ) -> tuple[list[dg.RunRequest], list[Pair]]:
-    """One run per finished partition (downstream assets together) and one billing run per
-    finished run, each with a run key so the daemon never launches it twice."""
+    """One run per publishable partition (downstream assets together) and one billing run per
+    publishable run, each with a run key so the daemon never launches it twice. A partition is
+    publishable when every sample is terminal, or past its run's publish deadline; the key then
+    carries the terminal count, so each real change (a late completion) is requested once and
+    an unchanged partition never again."""
     candidates = {p for p in candidates if p[0] in existing_runs and p[1] in channels}
-    finished = sorted(statusmod.terminal_partitions(conn, sorted(candidates)))
+    states = statusmod.publication_states(conn, candidates)
+    publishable = sorted(p for p, pub in states.items() if pub.publishable)
     requests = [
         dg.RunRequest(
-            run_key=names.downstream_run_key(rid, ch),
+            run_key=names.downstream_run_key(
+                rid, ch, terminal=states[(rid, ch)].terminal, samples=states[(rid, ch)].samples
+            ),
             partition_key=partition_key(rid, ch),
             job_name=partition_downstream_job.name,
             tags={"geo/run_id": rid, "geo/channel": ch},
         )
-        for rid, ch in finished
+        for rid, ch in publishable
     ]
-    for rid in sorted(finished_runs(conn, {rid for rid, _ in finished})):
+    for rid, pub in sorted(publishable_runs(conn, {rid for rid, _ in publishable}).items()):
         requests.append(
             dg.RunRequest(
-                run_key=names.billing_run_key(rid),
+                run_key=names.billing_run_key(rid, terminal=pub.terminal, samples=pub.samples),
                 partition_key=rid,
                 job_name=billing_job.name,
                 tags={"geo/run_id": rid},
             )
         )
-    return requests, finished
+    return requests, publishable
 
 
 def evaluate_completions(
@@ -213,9 +231,21 @@ def evaluate_completions(
     existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
     candidates = set(read.pairs)
     with db.connect() as conn:
+        # Deadlines that passed since the last tick: no completion event comes for a partition
+        # whose last samples are stuck, so PostgreSQL is asked every tick (one small query).
+        since = cursor["deadlines"]
+        crossed, checked_at = statusmod.deadline_crossed(
+            conn,
+            datetime.fromtimestamp(since, UTC) if since is not None else None,
+            settings.recent_run_days,
+        )
+        candidates |= crossed
         if sweep:
             done = context.instance.get_materialized_partitions(names.BRAND_VISIBILITY)
             candidates |= recent_unfinished_pairs(conn, settings.recent_run_days, done)
+            # Published with exclusions and changed since: late completions whose stream
+            # entries were lost are still re-published.
+            candidates |= statusmod.republish_due(conn, settings.recent_run_days)
         # Runs created by the CLI have no partition yet: adopt the recent ones PostgreSQL knows
         # (ids it does not know are ignored; old runs stay with the retention sensor).
         adopted = recent_runs_among(
@@ -225,14 +255,21 @@ def evaluate_completions(
             conn, candidates, existing | adopted, known_channels()
         )
     new_cursor = json.dumps(
-        {"id": read.last_id, "swept": now if sweep else cursor["swept"]}, sort_keys=True
+        {
+            "id": read.last_id,
+            "swept": now if sweep else cursor["swept"],
+            "deadlines": checked_at.timestamp(),
+        },
+        sort_keys=True,
     )
     context.log.info(
-        "read %d completion entries (%d partitions touched), swept=%s%s; %d finished partitions",
+        "read %d completion entries (%d partitions touched), swept=%s%s, %d deadlines passed; "
+        "%d publishable partitions",
         read.entries,
         len(read.pairs),
         sweep,
         f" ({read.gap})" if read.gap else "",
+        len(crossed),
         len(finished),
     )
     adds = (
@@ -240,7 +277,7 @@ def evaluate_completions(
     )
     if not requests:
         return dg.SensorResult(
-            skip_reason=f"{read.entries} entries read, no partition finished",
+            skip_reason=f"{read.entries} entries read, no partition publishable",
             cursor=new_cursor,
             dynamic_partitions_requests=adds,
         )
@@ -254,8 +291,9 @@ def evaluate_completions(
     jobs=[partition_downstream_job, billing_job],
     minimum_interval_seconds=30,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Reads <ns>:completions; requests the downstream assets of every partition "
-    "PostgreSQL says is finished, and billing of every finished run.",
+    description="Reads <ns>:completions and passed publish deadlines; requests the downstream "
+    "assets of every partition PostgreSQL says is publishable (finished, or past its run's "
+    "deadline; again after a late completion), and billing of every publishable run.",
 )
 def completion_sensor(
     context: dg.SensorEvaluationContext,

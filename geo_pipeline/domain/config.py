@@ -26,6 +26,12 @@ MAX_QUESTION_CHARS = 500
 MIN_QUESTION_CHARS = 2
 MAX_REPEATS = 20
 MAX_ATTEMPTS_LIMIT = 10
+# How long after its creation a run's partitions wait for their last samples before they publish
+# what is terminal and list the rest as excluded. The upper bound keeps the deadline inside the
+# window the completion sensor sweeps (PipelineSettingsResource.recent_run_days, 7 by default).
+DEFAULT_PUBLISH_DEADLINE_SECONDS = 6 * 3600
+MIN_PUBLISH_DEADLINE_SECONDS = 60
+MAX_PUBLISH_DEADLINE_SECONDS = 7 * 86400
 SCREENSHOT_POLICIES = ("required", "optional", "off")
 TENANT_RE = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 MONITOR_RE = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
@@ -65,6 +71,7 @@ class CollectionConfig(BaseModel):
     priority: int = 5
     submit_cap: int = 100
     max_attempts: int = 3
+    publish_deadline_seconds: int = DEFAULT_PUBLISH_DEADLINE_SECONDS
 
 
 # --------------------------------------------------------------------------- problems
@@ -135,6 +142,7 @@ class NormalisedConfig:
     submit_cap: int
     max_attempts: int
     platform_caps: Mapping[str, int]
+    publish_deadline_seconds: int = DEFAULT_PUBLISH_DEADLINE_SECONDS
     # Reported, not errors: exact duplicates removed by normalisation (R1).
     duplicates: tuple[Problem, ...] = field(default=(), compare=False)
 
@@ -173,6 +181,11 @@ class NormalisedConfig:
             submit_cap=int(data["submit_cap"]),
             max_attempts=int(data["max_attempts"]),
             platform_caps=dict(data["platform_caps"]),
+            # Snapshots frozen before the deadline existed publish on the default (the same
+            # fallback as the SQL view geo.run_publish_deadlines).
+            publish_deadline_seconds=int(
+                data.get("publish_deadline_seconds", DEFAULT_PUBLISH_DEADLINE_SECONDS)
+            ),
         )
 
 
@@ -419,6 +432,17 @@ def normalise_and_validate(
                 f"{cfg.max_attempts} is out of range; allowed 1..{MAX_ATTEMPTS_LIMIT}",
             )
         )
+    if not (
+        MIN_PUBLISH_DEADLINE_SECONDS <= cfg.publish_deadline_seconds <= MAX_PUBLISH_DEADLINE_SECONDS
+    ):
+        problems.append(
+            Problem(
+                "publish_deadline_seconds",
+                f"{cfg.publish_deadline_seconds} is out of range; allowed "
+                f"{MIN_PUBLISH_DEADLINE_SECONDS}..{MAX_PUBLISH_DEADLINE_SECONDS} seconds "
+                "(1 minute to 7 days after the run's creation)",
+            )
+        )
 
     targets: list[ChannelTarget] = []
     platform_caps: dict[str, int] = {}
@@ -510,5 +534,6 @@ def normalise_and_validate(
         submit_cap=cfg.submit_cap,
         max_attempts=cfg.max_attempts,
         platform_caps=platform_caps,
+        publish_deadline_seconds=cfg.publish_deadline_seconds,
         duplicates=tuple(duplicates),
     )

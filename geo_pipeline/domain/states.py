@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 Layer = Literal["submission", "collection", "evidence", "analysis"]
 LAYERS: tuple[Layer, ...] = ("submission", "collection", "evidence", "analysis")
@@ -165,3 +165,72 @@ def derive_status(counts: LayerCounts) -> AggregateStatus:
     else:
         overall = "partial"
     return AggregateStatus(overall, counts, analysing, uncertain)
+
+
+# --------------------------------------------------------------------------- publication
+@dataclass(frozen=True)
+class Publication:
+    """Whether a (run, channel) partition may publish its numbers, and what it would leave out.
+
+    A partition publishes when every sample is terminal in the collection layer (``complete``)
+    or, past its run's publish deadline, with the terminal samples only (``deadline``); the open
+    ones are *excluded*, counted by reason (their layer states: queued, queued_retry, running,
+    submitting, polling, uncertain). Counts come from the aggregation service (R7)."""
+
+    run_id: str
+    channel: str
+    samples: int
+    terminal: int
+    deadline_passed: bool
+    deadline_at: str | None = None  # ISO 8601, database time
+    excluded_reasons: Mapping[str, int] = field(default_factory=dict)
+    publication_id: int | None = None  # set once recorded
+
+    @property
+    def excluded(self) -> int:
+        return self.samples - self.terminal
+
+    @property
+    def complete(self) -> bool:
+        return self.samples > 0 and self.terminal >= self.samples
+
+    @property
+    def publishable(self) -> bool:
+        return self.complete or (self.samples > 0 and self.deadline_passed)
+
+    @property
+    def basis(self) -> Literal["complete", "deadline"] | None:
+        if self.complete:
+            return "complete"
+        return "deadline" if self.publishable else None
+
+    @property
+    def excluded_share(self) -> float:
+        return self.excluded / self.samples if self.samples else 0.0
+
+    def as_metadata(self) -> dict[str, Any]:
+        return {
+            "published_on": self.basis or "not_publishable",
+            "publish_deadline": self.deadline_at,
+            "included": self.terminal,
+            "excluded": self.excluded,
+            "excluded_share": round(self.excluded_share, 4),
+            "excluded_reasons": dict(sorted(self.excluded_reasons.items())),
+        }
+
+
+def combine_publications(run_id: str, parts: list[Publication]) -> Publication:
+    """A run's publication from its partitions': publishable only when every partition is."""
+    reasons: dict[str, int] = {}
+    for p in parts:
+        for reason, n in p.excluded_reasons.items():
+            reasons[reason] = reasons.get(reason, 0) + n
+    return Publication(
+        run_id=run_id,
+        channel="*",
+        samples=sum(p.samples for p in parts),
+        terminal=sum(p.terminal for p in parts),
+        deadline_passed=bool(parts) and all(p.publishable for p in parts),
+        deadline_at=max((p.deadline_at for p in parts if p.deadline_at), default=None),
+        excluded_reasons=reasons,
+    )

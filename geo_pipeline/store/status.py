@@ -5,8 +5,17 @@ from here; nothing else counts sample states or decides "complete".
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Iterable, Mapping
+from datetime import datetime
+from typing import Any
 
-from geo_pipeline.domain.states import AggregateStatus, LayerCounts, derive_status
+from geo_pipeline.domain.states import (
+    AggregateStatus,
+    LayerCounts,
+    Publication,
+    combine_publications,
+    derive_status,
+)
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -74,3 +83,92 @@ def terminal_partitions(conn: Conn, pairs: list[tuple[str, str]]) -> set[tuple[s
             {"run_ids": [p[0] for p in pairs], "channels": [p[1] for p in pairs]},
         )
         return {(dict(r)["run_id"], dict(r)["channel"]) for r in cur.fetchall()}
+
+
+# --------------------------------------------------------------------------- publication
+# A partition is "publishable" when every sample is terminal, or its run's publish deadline has
+# passed; then the open samples are "excluded" with their reasons (geo.exclusion_reason). The
+# sensor, the assets and the analyst views all decide this here (R7).
+def _publication(r: Mapping[str, Any]) -> Publication:
+    deadline = r.get("deadline_at")
+    return Publication(
+        run_id=r["run_id"],
+        channel=r["channel"],
+        samples=int(r["samples"]),
+        terminal=int(r["terminal"]),
+        deadline_passed=bool(r["deadline_passed"]),
+        deadline_at=deadline.isoformat() if isinstance(deadline, datetime) else deadline,
+        excluded_reasons={k: int(v) for k, v in dict(r["excluded_reasons"] or {}).items()},
+        publication_id=r.get("publication_id"),
+    )
+
+
+def publication_states(
+    conn: Conn, pairs: Iterable[tuple[str, str]]
+) -> dict[tuple[str, str], Publication]:
+    """Publication state of each given (run_id, channel) pair whose run PostgreSQL knows."""
+    pairs = sorted(set(pairs))
+    if not pairs:
+        return {}
+    with conn.cursor() as cur:
+        cur.execute(
+            Q("status.publication_states"),
+            {"run_ids": [p[0] for p in pairs], "channels": [p[1] for p in pairs]},
+        )
+        return {(p.run_id, p.channel): p for p in map(_publication, cur.fetchall())}
+
+
+def partition_publication(conn: Conn, run_id: str, channel: str) -> Publication:
+    """Publication state of one partition (an unknown run has no samples: not publishable)."""
+    found = publication_states(conn, [(run_id, channel)])
+    return found.get(
+        (run_id, channel),
+        Publication(run_id, channel, samples=0, terminal=0, deadline_passed=False),
+    )
+
+
+def run_publications(
+    conn: Conn, channels_by_run: Mapping[str, Iterable[str]]
+) -> dict[str, Publication]:
+    """Per run, the publication of all its channels together (billing is per run)."""
+    pairs = [(rid, ch) for rid, chs in channels_by_run.items() for ch in chs]
+    states = publication_states(conn, pairs)
+    return {
+        rid: combine_publications(rid, [states[(rid, ch)] for ch in chs if (rid, ch) in states])
+        for rid, chs in ((rid, list(chs)) for rid, chs in channels_by_run.items())
+    }
+
+
+def record_publication(
+    conn: Conn, run_id: str, channel: str, dagster_run_id: str | None
+) -> Publication:
+    """Record what a materialisation of the partition publishes and every sample it excludes
+    (geo.partition_publications, geo.publication_exclusions; one statement, one snapshot)."""
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(
+            Q("status.record_publication"),
+            {"run_id": run_id, "channel": channel, "dagster_run_id": dagster_run_id},
+        )
+        row = cur.fetchone()
+    if row is None:
+        raise LookupError(f"run {run_id!r} has no publish deadline (is it in PostgreSQL?)")
+    return _publication(row)
+
+
+def deadline_crossed(
+    conn: Conn, since: datetime | None, days: int
+) -> tuple[set[tuple[str, str]], datetime]:
+    """Partitions whose run's deadline passed after ``since`` with samples still open, and the
+    database time to pass as ``since`` next time."""
+    with conn.cursor() as cur:
+        cur.execute(Q("status.deadline_crossed"), {"since": since, "days": days})
+        row = cur.fetchone()
+    assert row is not None
+    return set(zip(row["run_ids"], row["channels"], strict=True)), row["checked_at"]
+
+
+def republish_due(conn: Conn, days: int) -> set[tuple[str, str]]:
+    """Partitions published with exclusions of which some have since become terminal."""
+    with conn.cursor() as cur:
+        cur.execute(Q("status.republish_due"), {"days": days})
+        return {(r["run_id"], r["channel"]) for r in cur.fetchall()}

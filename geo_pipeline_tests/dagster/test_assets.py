@@ -147,6 +147,7 @@ def test_finished_partition_materialises_collection_and_evidence_with_passing_ch
     checks = check_results(result)
     assert checks == {
         names.CHECK_NO_NON_TERMINAL: True,
+        names.CHECK_EXCLUDED_SHARE: True,
         names.CHECK_ACCEPTANCE_RECORDED: True,
         names.CHECK_NO_DUPLICATE_COMPLETION: True,
         names.CHECK_FIELD_COMPLETENESS: True,
@@ -161,6 +162,8 @@ def test_finished_partition_materialises_collection_and_evidence_with_passing_ch
     assert col["collection_states"] == {"completed": 3, "failed": 1}
     assert col["failure_reasons"] == {"INVALID_PARAMS": 1}
     assert col["completed_rate"] == 0.75
+    # Every sample terminal: published complete, nothing excluded.
+    assert (col["published_on"], col["included"], col["excluded"]) == ("complete", 4, 0)
     ev = metadata(result, names.VALIDATED_EVIDENCE)
     assert ev["answers"] == 3 and ev["valid_answers"] == 2
 

@@ -133,7 +133,7 @@ DELETE FROM analytics.share_of_voice WHERE (%(run_id)s::text IS NULL OR run_id =
 WITH st AS MATERIALIZED (
   SELECT v.sample_id, v.run_id, v.tenant_id, v.channel, v.platform, v.device, v.region, v.mode,
          v.question_revision, v.question_index, v.validity, v.mention_status,
-         v.detector_version, v.analysed_revision, v.answer_revision
+         v.detector_version, v.analysed_revision, v.answer_revision, v.collection_state
     FROM analytics.sample_status v
    WHERE (%(run_id)s::text IS NULL OR v.run_id = %(run_id)s)
 ), cell AS (
@@ -145,6 +145,8 @@ WITH st AS MATERIALIZED (
          count(*) FILTER (WHERE mention_status = 'analysing'
                             AND validity IS DISTINCT FROM 'invalid')::int AS analysing_samples,
          count(*) FILTER (WHERE mention_status = 'in_review')::int AS review_samples,
+         count(*) FILTER (WHERE collection_state IN ('queued', 'running'))::int
+           AS collecting_samples,
          count(*) FILTER (WHERE mention_status = 'known')::int AS n
     FROM st
    GROUP BY run_id, tenant_id, channel, platform, device, region, mode, question_revision,
@@ -168,6 +170,7 @@ WITH st AS MATERIALIZED (
          sum(u.samples)::int AS samples, sum(u.valid_samples)::int AS valid_samples,
          sum(u.invalid_samples)::int AS invalid_samples,
          sum(u.analysing_samples)::int AS analysing_samples,
+         sum(u.collecting_samples)::int AS collecting_samples,
          sum(u.review_samples)::int AS review_samples, sum(u.n)::int AS n,
          count(*) FILTER (WHERE u.mentioned)::int AS mentions,
          sum(u.rank) FILTER (WHERE u.mentioned) AS rank_sum,
@@ -176,12 +179,13 @@ WITH st AS MATERIALIZED (
     FROM (SELECT c.run_id, c.channel, c.region, c.mode, c.question_revision, b.brand,
                  c.tenant_id, c.platform, c.device, c.question_index, b.is_target,
                  c.samples, c.valid_samples, c.invalid_samples, c.analysing_samples,
-                 c.review_samples, c.n, NULL::boolean AS mentioned, NULL::int AS rank,
+                 c.collecting_samples, c.review_samples, c.n, NULL::boolean AS mentioned,
+                 NULL::int AS rank,
                  NULL::boolean AS domain_cited, NULL::boolean AS domain_retrieved
             FROM cell c JOIN analytics.run_brands b ON b.run_id = c.run_id
           UNION ALL
           SELECT km.run_id, km.channel, km.region, km.mode, km.question_revision, km.brand,
-                 NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0,
+                 NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0,
                  km.mentioned, km.rank, km.domain_cited, km.domain_retrieved
             FROM km) u
    GROUP BY u.run_id, u.channel, u.region, u.mode, u.question_revision, u.brand
@@ -193,12 +197,12 @@ WITH st AS MATERIALIZED (
   INSERT INTO analytics.brand_metrics
     (run_id, tenant_id, monitor_id, scheduled_for, channel, platform, device, region, mode,
      question_revision, question_index, brand, is_target, samples, valid_samples,
-     invalid_samples, analysing_samples, review_samples, n, mentions, mention_rate,
-     mention_rate_lower, mention_rate_upper, avg_rank, domain_cited, citation_rate,
-     domain_retrieved)
+     invalid_samples, analysing_samples, collecting_samples, review_samples, n, mentions,
+     mention_rate, mention_rate_lower, mention_rate_upper, avg_rank, domain_cited,
+     citation_rate, domain_retrieved)
   SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, platform, device, region, mode,
          question_revision, question_index, brand, is_target, samples, valid_samples,
-         invalid_samples, analysing_samples, review_samples, n, mentions,
+         invalid_samples, analysing_samples, collecting_samples, review_samples, n, mentions,
          mentions::float8 / nullif(n, 0),
          analytics.wilson_lower(mentions, n), analytics.wilson_upper(mentions, n),
          rank_sum::float8 / nullif(mentions, 0),
@@ -210,6 +214,7 @@ WITH st AS MATERIALIZED (
          sum(samples)::int AS samples, sum(valid_samples)::int AS valid_samples,
          sum(invalid_samples)::int AS invalid_samples,
          sum(analysing_samples)::int AS analysing_samples,
+         sum(collecting_samples)::int AS collecting_samples,
          sum(review_samples)::int AS review_samples, sum(n)::int AS n,
          sum(mentions)::int AS mentions, sum(rank_sum) AS rank_sum, sum(cited)::int AS cited
     FROM metrics
@@ -217,10 +222,12 @@ WITH st AS MATERIALIZED (
 ), ins_chan AS (
   INSERT INTO analytics.channel_brand_metrics
     (run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target, samples,
-     valid_samples, invalid_samples, analysing_samples, review_samples, n, mentions,
-     mention_rate, mention_rate_lower, mention_rate_upper, avg_rank, domain_cited, citation_rate)
+     valid_samples, invalid_samples, analysing_samples, collecting_samples, review_samples, n,
+     mentions, mention_rate, mention_rate_lower, mention_rate_upper, avg_rank, domain_cited,
+     citation_rate)
   SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target,
-         samples, valid_samples, invalid_samples, analysing_samples, review_samples, n,
+         samples, valid_samples, invalid_samples, analysing_samples, collecting_samples,
+         review_samples, n,
          mentions, mentions::float8 / nullif(n, 0),
          analytics.wilson_lower(mentions, n), analytics.wilson_upper(mentions, n),
          rank_sum::float8 / nullif(mentions, 0), cited, cited::float8 / nullif(n, 0)
