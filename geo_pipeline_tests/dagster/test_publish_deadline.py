@@ -222,3 +222,27 @@ def test_the_launchpad_sets_the_deadline_and_it_is_frozen_with_the_run(
     bad = launch(collection_config(), dg_instance, resources, publish_deadline_seconds=5)
     assert not bad.success
     assert "publish_deadline_seconds: 5 is out of range" in failure_text(bad)
+
+
+def test_a_deadline_passing_is_noticed_on_the_next_tick_without_any_event(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    import time
+
+    run_id = create_run(conn, dg_instance)
+    finish(conn, run_id, WEB, only=3)
+    age_run(conn, run_id, 6 - 2 / 3600)  # the deadline is 2 s away
+    first = tick(completion_sensor, dg_instance, resources, None)  # sweeps: nothing publishable
+    assert not first.run_requests
+    # The deadline passes; no completion event, and the periodic sweep is not due.
+    time.sleep(2.5)
+    second = tick(completion_sensor, dg_instance, resources, first.cursor)
+    assert keys(second) == sorted(
+        [
+            names.downstream_run_key(run_id, WEB, terminal=3, samples=4),
+            names.downstream_run_key(run_id, APP, terminal=0, samples=4),
+            names.billing_run_key(run_id, terminal=3, samples=8),
+        ]
+    )
+    # Each passed deadline is looked at once: the next tick asks about later ones only.
+    assert not tick(completion_sensor, dg_instance, resources, second.cursor).run_requests
