@@ -254,7 +254,7 @@ def sweeper_cmd(
     stop = _stop_on_signals()
     registry = _registry()
     ns = namespace()
-    lookup = [p for p, c in registry.capabilities().items() if c.lookup_by_key]
+    lookup = [p for p, c in registry.capabilities().items() if c.recoverable]
     keys = [stream_key(ns, collect_stream(p)) for p in registry.entries]
     with dbmod.connect(autocommit=True) as conn:
         totals = run_sweeper(
@@ -292,6 +292,14 @@ def cancel_cmd(run_id: str, actor: str | None, as_json: bool) -> None:
     )
     if out["upstream"]:
         emit_table(out["upstream"], ["sample_id", "platform", "upstream_id", "result"])
+    if out["submitting"]:
+        # Cannot be cancelled from here: whether upstream has the request is not known yet.
+        click.echo(
+            f"{len(out['submitting'])} samples in flight, their request sent or about to be: "
+            "each ends CANCELLED if upstream did not take it, or is followed to its end and "
+            "charged like an accepted task if it did"
+        )
+        emit_table(out["submitting"], ["sample_id", "platform", "attempt_no", "lease_owner"])
 
 
 def _cancel_upstream(accepted: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -91,7 +91,11 @@ def parse_registry(data: Mapping[str, Any]) -> Registry:
                 submit_cap=int(spec.get("submit_cap", 100)),
                 prices=prices,
                 rate_limits=RateLimits(**(spec.get("rate_limits") or {})),
-                idempotency_keys=bool(spec.get("idempotency_keys", True)),
+                # A synchronous chat API takes no idempotency key: a re-send is a second paid
+                # call, so the worker never re-sends there after an unknown outcome.
+                idempotency_keys=bool(
+                    spec.get("idempotency_keys", bool(spec.get("asynchronous", True)))
+                ),
                 lookup_by_key=bool(spec.get("lookup_by_key", True)),
                 cancellable=bool(spec.get("cancellable", False)),
                 asynchronous=bool(spec.get("asynchronous", True)),

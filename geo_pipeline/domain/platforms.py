@@ -79,6 +79,12 @@ class Capabilities:
     cancellable: bool = False  # upstream can stop an accepted task
     asynchronous: bool = True  # False: a synchronous API adapted to submit/poll
 
+    @property
+    def recoverable(self) -> bool:
+        """An attempt whose outcome is unknown can be settled without an operator: looked up by
+        its key, or re-sent under the same key (which can never create a second task)."""
+        return self.lookup_by_key or self.idempotency_keys
+
     def channels(self) -> list[str]:
         return [channel_key(self.platform, device) for device in self.devices]
 

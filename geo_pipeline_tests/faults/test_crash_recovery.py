@@ -101,7 +101,12 @@ def test_worker_killed_at_crash_point_recovers(cluster, db_url, redis_url, redis
         cluster.wait(lambda: pending(cluster, redis_url, redis_ns) == 0, 10, "empty PEL")
     report = cluster.stop(w2)
     verify(cluster, N)
-    if point in ("after_claim_before_submit", "accepted_not_recorded"):
+    if point == "after_claim_before_submit":
+        # Nothing had left (the record still said 'prepared'): the next worker sent it, once,
+        # under the same attempt, with no lookup needed.
+        sends = fetch(db_url, "SELECT max(sends) AS m, sum(lookups) AS n FROM geo.upstream_requests")
+        assert sends[0]["m"] == 1 and sends[0]["n"] == 0, sends
+    if point == "accepted_not_recorded":
         # Recovery looked the request up by its idempotency key instead of re-sending it.
         lookups = fetch(db_url, "SELECT sum(lookups) AS n FROM geo.upstream_requests")
         assert lookups[0]["n"] >= 1
@@ -109,8 +114,7 @@ def test_worker_killed_at_crash_point_recovers(cluster, db_url, redis_url, redis
             db_url,
             "SELECT count(*) AS n FROM geo.upstream_requests WHERE resolved_by = 'lookup'",
         )[0]["n"]
-        if point == "accepted_not_recorded":
-            assert found >= 1  # accepted upstream, recorded only after the lookup
+        assert found >= 1  # accepted upstream, recorded only after the lookup
     if point == "stored_not_completed":
         # The evidence written before the crash is reused; one answer revision per sample.
         dup = fetch(db_url, "SELECT sample_id FROM geo.answers GROUP BY 1 HAVING count(*) > 1")

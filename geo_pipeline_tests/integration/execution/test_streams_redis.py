@@ -73,7 +73,7 @@ def test_entries_delivered_too_often_go_to_the_dead_letter_stream(db_url, redis_
             capabilities=CAPS,
             connectors={"deepseek": FakeConnector("deepseek")},
         )
-        w.pool = ConnectionPool(
+        w.ctx.pool = ConnectionPool(
             db_url,
             kwargs={"row_factory": dbmod.dict_row, "autocommit": True},
             min_size=1,
@@ -84,12 +84,12 @@ def test_entries_delivered_too_often_go_to_the_dead_letter_stream(db_url, redis_
         await sc.ensure_group(r, lane.key)
         await r.xadd(lane.key, {"sample_id": "s-poison", "event_id": "77"})
         await r.xreadgroup(GROUP, "c0", {lane.key: ">"}, count=10)  # delivery 1
-        n1 = await w.reclaim_once(lane)  # delivery 2: kept
+        n1 = await lane.reclaim_once()  # delivery 2: kept
         lane.inbox.clear()
-        n2 = await w.reclaim_once(lane)  # delivery 3 > 2: dead
+        n2 = await lane.reclaim_once()  # delivery 3 > 2: dead
         dead = await r.xrange(stream_key(redis_ns, DEAD))
         pending = await r.xpending(lane.key, GROUP)
-        w.pool.close()
+        w.ctx.pool.close()
         await r.aclose()
         return n1 + n2, [d[1] for d in dead], {"pending": int(pending["pending"])}
 

@@ -5,6 +5,7 @@ completion stream (R8-R15)."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import time
 from typing import Any
 
@@ -49,6 +50,7 @@ async def run_worker_until(
     done: Any,
     timeout_s: float = 30.0,
     archive: Any = None,
+    capabilities: Any = None,
     **settings: Any,
 ) -> dict[str, int]:
     redis = aioredis.Redis.from_url(redis_url, decode_responses=True)
@@ -68,7 +70,7 @@ async def run_worker_until(
         db_url=db_url,
         redis=redis,
         ns=ns,
-        capabilities=CAPS,
+        capabilities=capabilities or CAPS,
         connectors=connectors,
         archive=archive,
     )
@@ -161,6 +163,9 @@ def test_no_lookup_platform_goes_uncertain_and_operator_resolves(db_url, redis_u
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
         rows = ex.claim_ids(conn, ids, owner="worker:dead:1", lease_s=0.1)  # type: ignore[arg-type]
         assert rows and rows[0]["submission_state"] == "submitting"
+        # It got as far as the send (marked in the record), then died.
+        held = [(rows[0]["sample_id"], rows[0]["fencing_token"])]
+        assert ex.mark_sent(conn, owner="worker:dead:1", held=held)  # type: ignore[arg-type]
     time.sleep(0.2)
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
         assert (
@@ -173,6 +178,13 @@ def test_no_lookup_platform_goes_uncertain_and_operator_resolves(db_url, redis_u
             == 1
         )
     fake = FakeConnector("deepseek", lookup=False)
+    # Neither a lookup nor safe re-sends (no idempotency keys): only an operator can tell.
+    caps = {
+        **CAPS,
+        "deepseek": dataclasses.replace(
+            CAPS["deepseek"], lookup_by_key=False, idempotency_keys=False
+        ),
+    }
     asyncio.run(
         run_worker_until(
             db_url,
@@ -184,6 +196,7 @@ def test_no_lookup_platform_goes_uncertain_and_operator_resolves(db_url, redis_u
                 == "uncertain"
             ),
             timeout_s=10,
+            capabilities=caps,
         )
     )
     assert sum(fake.submits.values()) == 0  # never blindly re-submitted
