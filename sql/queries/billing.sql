@@ -144,7 +144,11 @@ RETURNING closed_at;
 
 -- name: run_activity
 -- Samples that may still cost money: not terminal, or accepted-unknown upstream (R12, R24).
-SELECT count(*) FILTER (WHERE collection_state IN ('queued', 'running')) AS active,
+-- An uncertain sample is counted apart: it waits for verification (a lookup, a re-send under
+-- its key, or an operator) and does not block a close; its charge, if any, comes later as a
+-- reservation adjustment flagged for review.
+SELECT count(*) FILTER (WHERE collection_state IN ('queued', 'running')
+                          AND submission_state <> 'uncertain') AS active,
        count(*) FILTER (WHERE submission_state = 'uncertain') AS uncertain
 FROM geo.samples WHERE run_id = %(run_id)s;
 

@@ -295,6 +295,29 @@ def test_close_of_a_terminal_run_counts_uncertain_samples_without_blocking(db):
     assert release[0]["details"]["forced"] is False
 
 
+def test_a_sample_parked_uncertain_does_not_block_the_close(db):
+    # What a worker leaves for an operator: collection queued (due in days), submission
+    # uncertain. Before, run_activity counted it as active and the run could never close.
+    ledger.deposit(db, "acme", 10_000, "CNY", "dep-1")
+    plan = create(db, "r12")
+    s = plan.samples[0]
+    for state in ("submitting", "uncertain"):
+        db.execute(
+            "UPDATE geo.samples SET submission_state = %s WHERE sample_id = %s",
+            (state, s.sample_id),
+        )
+    db.execute(
+        "UPDATE geo.samples SET collection_state = 'failed' "
+        "WHERE run_id = 'r12' AND sample_id <> %s",
+        (s.sample_id,),
+    )
+    db.commit()
+    result = ledger.close_run(db, "r12")
+    assert result.closed_now
+    release = [e for e in ledger.run_ledger(db, "r12")["entries"] if e["kind"] == "release"]
+    assert release[0]["details"]["uncertain_samples"] == 1
+
+
 def test_a_run_quoted_in_another_currency_than_the_tenant_is_refused(db, monkeypatch):
     # A tenant funded in USD while some platform quoted in USD (the registry changed since).
     monkeypatch.setattr(ledger, "deposit_currencies", lambda: {"CNY", "USD"})
