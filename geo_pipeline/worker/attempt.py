@@ -204,6 +204,12 @@ class Attempt:
             await self.accepted(acc, "resend")
             return acc
         what = last.error_class if last else "unknown"
+        elapsed = float(self.h.row.get("elapsed_s") or 0.0) + time.monotonic() - self.h.claimed_at
+        if elapsed > self.policy().max_total_s:
+            # The platform stayed unreachable past the retry policy's total bound: an operator
+            # decides (the key is on the record; `samples resolve`).
+            await self.park_uncertain("acceptance_unknown:resend_budget_spent", UNCERTAIN_PARK_S)
+            return None
         # Still unknown: the sample stays claimable (its platform is recoverable) and the next
         # claim re-sends under the same key again.
         await self.park_uncertain(f"acceptance_unknown:resend_{what}", self.c.s.retry.max_delay_s)
