@@ -1,1 +1,4 @@
-"""Finding or starting the real parts: PostgreSQL, Redis, object storage (DESIGN.md section 6)."""
+"""What every process shares below the parts: finding or starting the real services (PostgreSQL,
+Redis, object storage; DESIGN.md section 6) and the named crash points the fault suite kills
+processes at (the relay and the worker both have some).
+"""

@@ -16,10 +16,10 @@ from typing import Any
 
 from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import DB_WRITE_LATENCY, OUTBOX_PUBLISHED
+from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
 from geo_pipeline.streams.keys import stream_key
-from geo_pipeline.worker.crash import crashpoint
 
 log = logging.getLogger("geo_pipeline.relay")
 

@@ -34,9 +34,9 @@ from geo_pipeline.domain.retry import ErrorFacts, RetryPolicy, classify, poll_in
 from geo_pipeline.evidence.write_ahead import HeldResponse, get_response, put_response
 from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import ACCEPT_LATENCY, EXECUTION_TIME, PROCESSED, RETRIES
+from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
 from geo_pipeline.worker.context import Context
-from geo_pipeline.worker.crash import crashpoint
 from geo_pipeline.worker.evidence_bridge import archive_for_completion, sample_ref
 from geo_pipeline.worker.lane import Lane
 from geo_pipeline.worker.leases import Held, LeaseLost

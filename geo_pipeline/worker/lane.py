@@ -21,12 +21,12 @@ from geo_pipeline.domain.platforms import Capabilities
 from geo_pipeline.domain.retry import dead_letter_due
 from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import DEAD_LETTERS, IN_FLIGHT, QUEUE_WAIT
+from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
 from geo_pipeline.streams import consumer as sc
 from geo_pipeline.streams.keys import GROUP, collect_stream, screenshot_stream, stream_key
 from geo_pipeline.streams.ratelimit import SharedRateLimiter
 from geo_pipeline.worker.context import Context
-from geo_pipeline.worker.crash import crashpoint
 from geo_pipeline.worker.leases import Held
 
 log = logging.getLogger("geo_pipeline.worker")

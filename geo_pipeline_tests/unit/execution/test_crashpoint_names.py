@@ -1,4 +1,4 @@
-"""Every crash point the code names is one the fault suite knows (worker/crash.py POINTS), and
+"""Every crash point the code names is one the fault suite knows (runtime/crash.py POINTS), and
 every known point is named somewhere: a typo would make a fault test kill nothing."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import re
 from pathlib import Path
 
 import geo_pipeline
-from geo_pipeline.worker.crash import POINTS
+from geo_pipeline.runtime.crash import POINTS
 
 
 def test_code_names_exactly_the_known_crash_points():

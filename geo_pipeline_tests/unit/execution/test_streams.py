@@ -75,7 +75,7 @@ def test_key_names():
 
 def test_crashpoint_kills_with_sigkill_only_when_named():
     code = (
-        "from geo_pipeline.worker.crash import crashpoint\n"
+        "from geo_pipeline.runtime.crash import crashpoint\n"
         "crashpoint('other'); crashpoint('after_read_before_claim');"
         "crashpoint('after_read_before_claim'); print('alive')"
     )
