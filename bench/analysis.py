@@ -155,9 +155,9 @@ def bench_db(samples: int, keep: bool = False) -> list[tuple[str, str]]:
     from geo_pipeline.analysis import analyse_run, refresh_analytics
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.config import normalise_and_validate
-    from geo_pipeline.domain.plan import quote
+    from geo_pipeline.domain.plan import build_plan, quote
+    from geo_pipeline.flows.create_run import create_run
     from geo_pipeline.store import migrate
-    from geo_pipeline.store import runs as runstore
 
     admin = _admin_url()
     name = f"geo_bench_analysis_{uuid.uuid4().hex[:10]}"
@@ -170,10 +170,10 @@ def bench_db(samples: int, keep: bool = False) -> list[tuple[str, str]]:
             migrate.upgrade(conn)
             caps = load_registry().capabilities()
             config = normalise_and_validate(_bench_config(samples), caps)
-            plan = runstore.build_plan(
+            plan = build_plan(
                 config, quote(config, {p: c.prices for p, c in caps.items()}), "bench-run"
             )
-            runstore.create_run(conn, plan, confirm=False, dispatch=False)  # type: ignore[arg-type]
+            create_run(conn, plan, confirm=False, dispatch=False)  # type: ignore[arg-type]
             n = len(plan.samples)
             t0 = time.perf_counter()
             # Completed with stored evidence, through the allowed transitions, as workers would.

@@ -28,9 +28,9 @@ from _machine import print_table
 from geo_pipeline.billing import ledger
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import quote
+from geo_pipeline.domain.plan import Plan, build_plan, quote
+from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store import migrate
-from geo_pipeline.store import runs as runstore
 
 CAPS = load_registry().capabilities()
 PRICES = {p: c.prices for p, c in CAPS.items()}
@@ -40,7 +40,7 @@ def with_db(url: str, name: str) -> str:
     return urlunsplit(urlsplit(url)._replace(path="/" + name))
 
 
-def make_run(conn, tenant: str, run_id: str, questions: int) -> runstore.Plan:
+def make_run(conn, tenant: str, run_id: str, questions: int) -> Plan:
     raw = {
         "tenant": tenant,
         "brand": {"name": "bench"},
@@ -50,8 +50,8 @@ def make_run(conn, tenant: str, run_id: str, questions: int) -> runstore.Plan:
         "max_attempts": 1,
     }
     cfg = normalise_and_validate(raw, CAPS)
-    plan = runstore.build_plan(cfg, quote(cfg, PRICES), run_id)
-    runstore.create_run(conn, plan, confirm=True, dispatch=False)
+    plan = build_plan(cfg, quote(cfg, PRICES), run_id)
+    create_run(conn, plan, confirm=True, dispatch=False)
     conn.commit()
     return plan
 

@@ -49,8 +49,8 @@ from geo_pipeline.defs.resources import (  # noqa: E402
     RedisResource,
 )
 from geo_pipeline.defs.sensors import completion_sensor  # noqa: E402
+from geo_pipeline.flows.create_run import create_run  # noqa: E402
 from geo_pipeline.store import migrate  # noqa: E402
-from geo_pipeline.store import runs as runstore  # noqa: E402
 
 ADMIN_URL = os.environ.get("GEO_BENCH_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
 REDIS_URL = os.environ.get("GEO_REDIS_URL", "redis://127.0.0.1:6379/0")
@@ -88,7 +88,7 @@ def setup(db_url: str, runs: int, per_partition: int) -> tuple[list[str], float]
         cfg = config(per_partition)
         for i in range(runs):
             plan = plan_from_config(cfg, ConnectorRegistryResource(), f"bench-{i:05d}")
-            rid, _ = runstore.create_run(conn, plan, dispatch=False)  # type: ignore[arg-type]
+            rid, _ = create_run(conn, plan, dispatch=False)  # type: ignore[arg-type]
             run_ids.append(rid)
         # queued -> failed is an allowed move: every sample terminal, each one logged.
         conn.execute(

@@ -20,10 +20,10 @@ from _machine import print_table
 from geo_pipeline.billing import ledger
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import quote
+from geo_pipeline.domain.plan import build_plan, quote
+from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.runtime import services
 from geo_pipeline.store import migrate
-from geo_pipeline.store import runs as runstore
 
 
 def config() -> dict:
@@ -73,11 +73,11 @@ def main() -> None:
             for i in range(3):
                 t0 = time.perf_counter()
                 n = normalise_and_validate(config(), caps)
-                plan = runstore.build_plan(
+                plan = build_plan(
                     n, quote(n, {p: c.prices for p, c in caps.items()}), f"bench-{i}"
                 )
                 t1 = time.perf_counter()
-                runstore.create_run(conn, plan)
+                create_run(conn, plan)
                 t2 = time.perf_counter()
                 count = len(plan.samples)
                 rows.append(

@@ -140,8 +140,8 @@ def make_run(url: str, samples: int, run_id: str) -> tuple[float, int]:
     from geo_pipeline.billing import ledger
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.config import normalise_and_validate
-    from geo_pipeline.domain.plan import quote
-    from geo_pipeline.store import runs as runstore
+    from geo_pipeline.domain.plan import build_plan, quote
+    from geo_pipeline.flows.create_run import create_run
 
     caps = load_registry().capabilities()
     channels = [{"platform": p, "device": "web"} for p in PLATFORMS]
@@ -157,14 +157,14 @@ def make_run(url: str, samples: int, run_id: str) -> tuple[float, int]:
     }
     t0 = time.perf_counter()
     config = normalise_and_validate(raw, caps)
-    plan = runstore.build_plan(
+    plan = build_plan(
         config, quote(config, {p: c.prices for p, c in caps.items()}), run_id
     )
     with psycopg.connect(url, row_factory=dict_row) as conn:
         ledger.deposit(conn, "bench", 10**12, "CNY", f"dep-{run_id}")  # type: ignore[arg-type]
         conn.execute("UPDATE geo.tenants SET max_in_flight = 100000 WHERE tenant_id = 'bench'")
         conn.commit()
-        runstore.create_run(conn, plan, confirm=True, dispatch=True)  # type: ignore[arg-type]
+        create_run(conn, plan, confirm=True, dispatch=True)  # type: ignore[arg-type]
         conn.commit()
     return time.perf_counter() - t0, len(plan.samples)
 
@@ -217,10 +217,10 @@ def worker_child(args: argparse.Namespace) -> None:
     """The worker process: runs until SIGTERM, then prints its report with CPU and peak RSS."""
     import redis.asyncio as aioredis
 
-    from geo_pipeline.connectors.instant import InstantConnector
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.retry import PollSchedule
     from geo_pipeline.evidence.archive import archive_from_url
+    from geo_pipeline.simulator.instant import InstantConnector
     from geo_pipeline.worker.runner import Worker, WorkerSettings
 
     registry = load_registry()

@@ -8,7 +8,7 @@ writes, and ``account_drift`` recomputes it from the entries.
 
 The run lifecycle:
 
-- ``record_run_created(conn, plan, confirm)``: called by ``store.runs.create_run`` inside its
+- ``record_run_created(conn, plan, confirm)``: called by ``flows.create_run`` inside its
   transaction. Freezes the platforms' retry fee rules for the run, posts the estimate and, with
   ``confirm``, reserves ``estimated_max`` (``InsufficientFunds`` rolls the whole creation back)
   and sets ``runs.confirmed_at``.
@@ -38,14 +38,16 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
+from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain import billing as rules
+from geo_pipeline.domain.catalogue import RegistryError
 from geo_pipeline.domain.config import TENANT_RE
 from geo_pipeline.domain.money import Money, MoneyError
 from geo_pipeline.store.queries import Q
 
 if TYPE_CHECKING:
+    from geo_pipeline.domain.plan import Plan
     from geo_pipeline.store.db import Conn
-    from geo_pipeline.store.runs import Plan
 
 log = logging.getLogger(__name__)
 
@@ -242,8 +244,6 @@ MAX_DEPOSIT_MINOR = 10**15
 def deposit_currencies() -> set[str]:
     """The currencies some registered platform quotes in: money in any other currency could
     never pay for a run (and the tenant would be locked to it)."""
-    from geo_pipeline.connectors.registry import load_registry
-
     return {c.prices.currency for c in load_registry().capabilities().values()}
 
 
@@ -371,8 +371,6 @@ def _balances(conn: Conn, tenant: str, query: str) -> Balances:
 
 # --------------------------------------------------------------------------- run lifecycle
 def _fee_rules_from_registry(platforms: list[str]) -> dict[str, str]:
-    from geo_pipeline.connectors.registry import RegistryError, load_registry
-
     try:
         caps = load_registry().capabilities()
     except RegistryError:
@@ -388,7 +386,7 @@ def record_run_created(
     *,
     fee_rules: Mapping[str, str] | None = None,
 ) -> None:
-    """At run creation (inside ``create_run``'s transaction): freeze each platform's retry fee
+    """At run creation (inside ``flows.create_run``'s transaction): freeze each platform's retry fee
     rule, post the estimate, and with ``confirm`` reserve ``estimated_max`` (R23).
 
     ``fee_rules``: {platform: retry_fee_rule}; default from the connector registry."""

@@ -5,14 +5,14 @@ reconciliation against the platforms' fee statements (R23, R24). Amounts are int
 from __future__ import annotations
 
 import uuid
-from datetime import datetime
-from typing import Any
 
 import click
 
 from geo_pipeline.billing import ledger, reconcile
 from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.money import Money, MoneyError
+from geo_pipeline.flows.settle import settle_run
 from geo_pipeline.store import db as dbmod
 
 
@@ -228,73 +228,41 @@ def review_cmd(run_id: str | None, as_json: bool) -> None:
     click.echo("run accounts agree with the entries" if not drift else f"DRIFT: {drift}")
 
 
-def _simulator_statement(platform: str, day: str) -> Any:
-    """One day's statement straight from the simulator's HTTP API
-    (``GET /v1/{platform}/statements/{YYYY-MM-DD}``), using the registry's base URL and key."""
-    import httpx
-
-    from geo_pipeline.connectors.base import FeeLine, FeeStatement
-    from geo_pipeline.connectors.registry import load_registry
-
-    entry = load_registry().entry(platform)
-    url = f"{entry.base_url.rstrip('/')}/v1/{platform}/statements/{day}"
-    headers = {"Authorization": f"Bearer {entry.api_key()}"} if entry.api_key() else {}
-    try:
-        resp = httpx.get(url, headers=headers, timeout=30)
-    except httpx.HTTPError as exc:
-        raise click.ClickException(
-            f"cannot fetch the {platform} statement of {day} from {url}: {exc}; "
-            "is the simulator running (`geo-pipeline simulator serve`)?"
-        ) from None
-    if resp.status_code != 200:
-        raise click.ClickException(f"{url} answered {resp.status_code}: {resp.text[:200]}")
-    data = resp.json()
-    return FeeStatement(
-        platform=platform,
-        statement_date=str(data.get("date", day)),
-        currency=str(data["currency"]),
-        lines=tuple(
-            FeeLine(
-                upstream_id=str(line["upstream_id"]),
-                item=str(line["item"]),
-                amount_minor=line["amount_minor"],
-                currency=str(line["currency"]),
-                price_version=line.get("price_version"),
-                charged_at=datetime.fromisoformat(line["charged_at"])
-                if line.get("charged_at")
-                else None,
-            )
-            for line in data.get("lines", [])
-        ),
-        raw=resp.content,
-    )
-
-
 @billing_group.command("reconcile")
 @click.argument("run_id")
 @click.option(
     "--statements-from-simulator",
     is_flag=True,
-    help="First fetch the statements of the days the run's fees fall on from the simulator.",
+    help="First fetch, through each platform's connector (the simulator's statement API for "
+    "simulated platforms), the statements of the days the run's fees fall on.",
 )
 @click.option("--json", "as_json", is_flag=True)
 def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -> None:
     """Match RUN_ID's charges to the platforms' fee statements and classify every difference."""
-    imports: list[dict[str, Any]] = []
     with dbmod.connect() as conn:
         try:
-            if statements_from_simulator:
-                for platform, days in reconcile.statement_days_needed(conn, run_id).items():
-                    for day in days:
-                        stmt = _simulator_statement(platform, day)
-                        imports.append(reconcile.import_statement(conn, stmt).as_dict())
-            summary = reconcile.reconcile_run(conn, run_id)
+            # Closing stays its own command (`billing close`, with --force): reconcile only.
+            settled = settle_run(
+                conn, run_id, registry=load_registry() if statements_from_simulator else None,
+                close=False,
+            )
             lines = reconcile.reconciliation_lines(conn, run_id)
         except (LookupError, ledger.BillingError, MoneyError, ValueError) as exc:
             raise _fail(exc) from None
+    summary = settled.summary
+    imports = [i.as_dict() for i in settled.imported]
     if as_json:
-        emit_json({"imports": imports, "summary": summary.as_dict(), "lines": lines})
+        emit_json(
+            {
+                "imports": imports,
+                "unavailable": list(settled.unavailable),
+                "summary": summary.as_dict(),
+                "lines": lines,
+            }
+        )
         return
+    for missing in settled.unavailable:
+        click.echo(f"statement not available (its lines stay pending): {missing}")
     for imp in imports:
         click.echo(
             f"statement {imp['platform']} {imp['statement_date']}: {imp['lines']} lines"

@@ -41,7 +41,8 @@ def _redis_sync() -> Any:
 
 
 def _registry() -> Any:
-    from geo_pipeline.connectors.registry import RegistryError, load_registry
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.catalogue import RegistryError
 
     try:
         return load_registry()

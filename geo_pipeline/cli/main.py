@@ -11,7 +11,7 @@ import click
 import psycopg
 import redis
 
-from geo_pipeline.connectors.registry import RegistryError
+from geo_pipeline.domain.catalogue import RegistryError
 from geo_pipeline.domain.config import ConfigError
 from geo_pipeline.store.db import DatabaseUnavailable
 

@@ -10,17 +10,16 @@ import click
 from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import POSITIVE, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.config import load_config_file, normalise_and_validate
+from geo_pipeline.domain.config import load_config_file
+from geo_pipeline.domain.plan import Plan
+from geo_pipeline.flows.create_run import create_run, plan_run
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
 
 
-def plan_from_file(path: Path, run_id: str | None) -> runstore.Plan:
-    registry = load_registry()
-    caps = registry.capabilities()
-    config = normalise_and_validate(load_config_file(path), caps)
-    return runstore.plan_for(config, caps, run_id or runstore.new_run_id())
+def plan_from_file(path: Path, run_id: str | None) -> Plan:
+    return plan_run(load_config_file(path), load_registry().capabilities(), run_id)
 
 
 @click.group("runs")
@@ -93,7 +92,7 @@ def create_cmd(
     plan = plan_from_file(config, run_id)
     with dbmod.connect() as conn:
         try:
-            rid, created = runstore.create_run(
+            rid, created = create_run(
                 conn,
                 plan,
                 monitor_id=plan.config.monitor,

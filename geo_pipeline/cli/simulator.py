@@ -14,7 +14,7 @@ from typing import Any
 import click
 
 from geo_pipeline.cli.output import PORT
-from geo_pipeline.connectors.registry import RegistryError
+from geo_pipeline.domain.catalogue import RegistryError
 
 
 def _parse_sets(values: tuple[str, ...]) -> dict[str, dict[str, Any]]:

@@ -195,6 +195,21 @@ class FeeStatement:
     raw: bytes = b""
 
 
+def check_request(caps: Capabilities, request: SubmitRequest) -> None:
+    """R16: an option the platform does not support is refused before anything is sent."""
+    problems = [
+        f"{name} {value!r} not in {list(allowed)}"
+        for name, value, allowed in (
+            ("device", request.device, caps.devices),
+            ("region", request.region, caps.regions),
+            ("mode", request.mode, caps.modes),
+        )
+        if value not in allowed
+    ]
+    if problems:
+        raise InvalidParams(f"{caps.platform}: " + "; ".join(problems))
+
+
 @runtime_checkable
 class Connector(Protocol):
     platform: str

@@ -6,18 +6,19 @@ uses (D4, D8): ``async with ConnectorSet() as connectors: c = connectors["deepse
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from types import TracebackType
 
 import httpx
 
 from geo_pipeline.connectors.base import Connector
 from geo_pipeline.connectors.http import new_client
-from geo_pipeline.connectors.instant import InstantConnector
 from geo_pipeline.connectors.protocols import BUILDERS, SyncProtocolConnector
-from geo_pipeline.connectors.registry import PlatformEntry, Registry, RegistryError, load_registry
+from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.connectors.simulator import SimulatorConnector
+from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 
-PROTOCOLS = ("simulator", "instant", *BUILDERS)
+PROTOCOLS = ("simulator", *BUILDERS)
 
 
 def build_connector(entry: PlatformEntry, client: httpx.AsyncClient | None = None) -> Connector:
@@ -25,8 +26,6 @@ def build_connector(entry: PlatformEntry, client: httpx.AsyncClient | None = Non
     connector makes (and closes, in ``aclose``) its own client; pass a shared one instead."""
     if entry.protocol == "simulator":
         return SimulatorConnector(entry, client)
-    if entry.protocol == "instant":
-        return InstantConnector(entry, seed=int(entry.options.get("seed", 0)))
     if entry.protocol in BUILDERS:
         return SyncProtocolConnector(entry, client)
     raise RegistryError(
@@ -38,18 +37,20 @@ def build_connector(entry: PlatformEntry, client: httpx.AsyncClient | None = Non
 class ConnectorSet:
     """Every registered platform's connector, built on first use, sharing one HTTP client.
 
-    ``instant=True`` swaps every platform for an ``InstantConnector`` (benchmark mode without
-    an engine) while keeping the registry's capabilities and prices."""
+    ``stand_in``: builds every platform's connector instead of its protocol, keeping the
+    registry's capabilities and prices -- e.g. the simulator's in-process ``InstantConnector``
+    (benchmark mode without an engine). The caller passes it, so connectors never import the
+    simulator that imitates them."""
 
     def __init__(
         self,
         registry: Registry | None = None,
         *,
         client: httpx.AsyncClient | None = None,
-        instant: bool = False,
+        stand_in: Callable[[PlatformEntry], Connector] | None = None,
     ):
         self.registry = registry or load_registry()
-        self.instant = instant
+        self.stand_in = stand_in
         self._own_client = client is None
         self._client = client
         self._built: dict[str, Connector] = {}
@@ -64,7 +65,10 @@ class ConnectorSet:
         conn = self._built.get(platform)
         if conn is None:
             entry = self.registry.entry(platform)
-            conn = InstantConnector(entry) if self.instant else build_connector(entry, self.client)
+            if self.stand_in is not None:
+                conn = self.stand_in(entry)
+            else:
+                conn = build_connector(entry, self.client)
             self._built[platform] = conn
         return conn
 

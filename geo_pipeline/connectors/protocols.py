@@ -32,11 +32,12 @@ from geo_pipeline.connectors.base import (
     SubmitRequest,
     Unparseable,
     UpstreamFailed,
+    check_request,
 )
 from geo_pipeline.connectors.http import new_client, status_error, timeout_from, transport_error
 from geo_pipeline.connectors.parsers import PARSERS, ParsedAnswer, error_in_body, load_json
-from geo_pipeline.connectors.registry import PlatformEntry
-from geo_pipeline.connectors.simulator import check_request
+from geo_pipeline.connectors.registry import api_key
+from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
 
 RequestBuilder = Callable[[PlatformEntry, SubmitRequest], tuple[str, dict[str, Any]]]
@@ -171,7 +172,7 @@ class SyncProtocolConnector:
         path, body = self._build(self.entry, request)
         headers = {
             "Idempotency-Key": request.idempotency_key,
-            **auth_headers(self.protocol, self.entry.api_key()),
+            **auth_headers(self.protocol, api_key(self.entry)),
         }
         try:
             resp = await self.client.post(

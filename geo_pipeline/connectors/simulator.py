@@ -21,16 +21,17 @@ from geo_pipeline.connectors.base import (
     Evidence,
     FeeLine,
     FeeStatement,
-    InvalidParams,
     NotFound,
     PollResult,
     SubmitRequest,
     TransientError,
     Unparseable,
     UpstreamFailed,
+    check_request,
 )
 from geo_pipeline.connectors.http import new_client, status_error, timeout_from, transport_error
-from geo_pipeline.connectors.registry import PlatformEntry
+from geo_pipeline.connectors.registry import api_key
+from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
 
 _POLL_STATES = ("pending", "running", "completed", "failed")
@@ -44,21 +45,6 @@ def parse_time(value: Any) -> datetime | None:
     except ValueError:
         return None
     return ts if ts.tzinfo else ts.replace(tzinfo=UTC)
-
-
-def check_request(caps: Capabilities, request: SubmitRequest) -> None:
-    """R16: an option the platform does not support is refused before anything is sent."""
-    problems = [
-        f"{name} {value!r} not in {list(allowed)}"
-        for name, value, allowed in (
-            ("device", request.device, caps.devices),
-            ("region", request.region, caps.regions),
-            ("mode", request.mode, caps.modes),
-        )
-        if value not in allowed
-    ]
-    if problems:
-        raise InvalidParams(f"{caps.platform}: " + "; ".join(problems))
 
 
 class SimulatorConnector:
@@ -81,7 +67,7 @@ class SimulatorConnector:
 
     def _headers(self, extra: dict[str, str] | None = None) -> dict[str, str]:
         headers = dict(extra or {})
-        key = self.entry.api_key()
+        key = api_key(self.entry)
         if key:
             headers["Authorization"] = f"Bearer {key}"
         return headers
@@ -318,4 +304,4 @@ def _int(value: Any) -> int:
     return value
 
 
-__all__ = ["ConnectorError", "NotFound", "SimulatorConnector", "check_request", "parse_time"]
+__all__ = ["ConnectorError", "NotFound", "SimulatorConnector", "parse_time"]

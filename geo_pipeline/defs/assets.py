@@ -3,22 +3,12 @@ Dagster run covers a partition, workers execute its samples. Every number about 
 the metadata comes from the one aggregation service (store/status.py, R7).
 """
 
-import asyncio
 from typing import Any
 
 import dagster as dg
-import httpx
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics
-from geo_pipeline.billing.ledger import BillingError, close_run, run_ledger
-from geo_pipeline.billing.reconcile import (
-    afetch_and_import,
-    reconcile_run,
-    statement_days_needed,
-)
-from geo_pipeline.connectors.base import ConnectorError
-from geo_pipeline.connectors.factory import ConnectorSet
-from geo_pipeline.connectors.registry import Registry, RegistryError
+from geo_pipeline.billing.ledger import run_ledger
 from geo_pipeline.defs import checks, names
 from geo_pipeline.defs.partitions import (
     ALL_CHANNELS_OF_RUN,
@@ -34,6 +24,7 @@ from geo_pipeline.defs.resources import (
 )
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.states import AggregateStatus
+from geo_pipeline.flows.settle import settle_run
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
@@ -412,22 +403,10 @@ def billing_reconciliation(
         # fees stay "to verify" and a later run of this asset picks them up.
         channels = runstore.run_config(conn, run_id).channels
         publication = statusmod.run_publications(conn, {run_id: channels})[run_id]
-        closed = None
-        close_refused = None
-        if status.terminal:
-            # Nothing more can cost money: release the unused reservation (idempotent, R23).
-            # Billing refuses while acceptance is still unknown somewhere (R12): report it.
-            try:
-                closed = close_run(conn, run_id)
-            except BillingError as exc:
-                close_refused = str(exc)
-        imported: list[str] = []
-        unavailable: list[str] = []
-        if settings.import_fee_statements:
-            imported, unavailable = asyncio.run(
-                _import_statements(conn, registry.load(), statement_days_needed(conn, run_id))
-            )
-        summary = reconcile_run(conn, run_id)
+        settled = settle_run(
+            conn, run_id, registry=registry.load() if settings.import_fee_statements else None
+        )
+        summary, closed = settled.summary, settled.closed
         totals = run_ledger(conn, run_id)["totals"] or {}
         unexplained = checks.zero_unexplained(conn, run_id)
         results = [
@@ -463,30 +442,14 @@ def billing_reconciliation(
             "overall": status.overall,
             "samples": publication.samples,
             **publication.as_metadata(),
-            "close_refused": close_refused,
-            "statements_imported": imported,
-            "statements_unavailable": unavailable,
+            "close_refused": settled.close_refused,
+            "statements_imported": [
+                f"{i.platform} {i.statement_date}: {i.lines} lines" for i in settled.imported
+            ],
+            "statements_unavailable": list(settled.unavailable),
         },
         check_results=results,
     )
-
-
-async def _import_statements(
-    conn: Conn, registry: Registry, needed: dict[str, list[str]]
-) -> tuple[list[str], list[str]]:
-    """Fetch and import each (platform, day) statement; what cannot be fetched is reported."""
-    imported: list[str] = []
-    unavailable: list[str] = []
-    async with ConnectorSet(registry) as connectors:
-        for platform, days in sorted(needed.items()):
-            for day in days:
-                try:
-                    result = await afetch_and_import(conn, connectors[platform], day)
-                except (ConnectorError, httpx.HTTPError, RegistryError) as exc:
-                    unavailable.append(f"{platform} {day}: {type(exc).__name__}: {exc}"[:300])
-                    continue
-                imported.append(f"{platform} {day}: {result.lines} lines")
-    return imported, unavailable
 
 
 # --------------------------------------------------------------------------- analyst tables

@@ -21,9 +21,9 @@ from geo_pipeline.domain.config import (
     DEFAULT_PUBLISH_DEADLINE_SECONDS,
     CollectionConfig,
     ConfigError,
-    normalise_and_validate,
 )
-from geo_pipeline.domain.plan import QuoteError
+from geo_pipeline.domain.plan import Plan, QuoteError
+from geo_pipeline.flows.create_run import create_run, plan_run
 from geo_pipeline.store import runs as runstore
 
 # dagster.yaml limits concurrent runs per value of this tag (QueuedRunCoordinator).
@@ -80,12 +80,9 @@ def plan_from_config(
     raw: dict[str, Any] | CollectionConfig,
     registry: ConnectorRegistryResource,
     run_id: str | None,
-) -> runstore.Plan:
+) -> Plan:
     """Validate (R1, R16), quote (R4) and expand (R3) a collection config; raises ConfigError."""
-    reg = registry.load()
-    caps = reg.capabilities()
-    config = normalise_and_validate(raw, caps)
-    return runstore.plan_for(config, caps, run_id or runstore.new_run_id())
+    return plan_run(raw, registry.load().capabilities(), run_id)
 
 
 @dg.op(description="Validate the config, create the run and add its partition.")
@@ -109,7 +106,7 @@ def create_run_op(
         raise dg.Failure(description=f"cannot quote this config: {exc}") from None
     with db.connect() as conn:
         try:
-            run_id, created = runstore.create_run(
+            run_id, created = create_run(
                 conn,
                 plan,
                 monitor_id=plan.config.monitor,

@@ -13,8 +13,9 @@ import redis as redis_lib
 from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
-from geo_pipeline.connectors.registry import Registry, load_registry
+from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.defs.names import COMPLETIONS_STREAM
+from geo_pipeline.domain.catalogue import Registry
 from geo_pipeline.evidence import Archive, archive_from_s3_resource, archive_from_url
 from geo_pipeline.store.db import Conn, connect
 

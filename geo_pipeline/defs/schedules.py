@@ -20,7 +20,8 @@ from geo_pipeline.defs.jobs import sampling_plan_job
 from geo_pipeline.defs.partitions import known_channels, partition_key
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.config import ConfigError, NormalisedConfig, normalise_and_validate
-from geo_pipeline.domain.plan import QuoteError
+from geo_pipeline.domain.plan import QuoteError, plan_for
+from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
@@ -75,8 +76,8 @@ def ensure_monitor_run(
         return run_id, runstore.run_config(conn, run_id).channels
     config, saved = monitor_config(monitor["config"], registry)
     caps = registry.load().capabilities()
-    plan = runstore.plan_for(config, caps, monitor_run_id(monitor["monitor_id"], day))
-    run_id, _ = runstore.create_run(
+    plan = plan_for(config, caps, monitor_run_id(monitor["monitor_id"], day))
+    run_id, _ = create_run(
         conn,
         plan,
         monitor_id=monitor["monitor_id"],

@@ -7,14 +7,15 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.config import ConfigError, NormalisedConfig, Problem
 from geo_pipeline.domain.money import Money
-from geo_pipeline.domain.platforms import PriceList, channel_key
+from geo_pipeline.domain.platforms import Capabilities, PriceList, channel_key
 
 
 @dataclass(frozen=True, slots=True)
@@ -235,3 +236,64 @@ def quote(config: NormalisedConfig, prices: Mapping[str, PriceList]) -> Quote:
             )
     versions = {t.platform: prices[t.platform].version for t in config.targets}
     return Quote(currency, tuple(lines), dict(sorted(versions.items())))
+
+
+# --------------------------------------------------------------------------- the plan of a run
+@dataclass(frozen=True)
+class Plan:
+    """Everything a run is created from: its validated config, quote, samples and batches."""
+
+    run_id: str
+    config: NormalisedConfig
+    quote: Quote
+    samples: list[PlannedSample]
+    batches: list[Batch]
+
+    def summary(self) -> dict[str, Any]:
+        per_channel: dict[str, int] = {}
+        for s in self.samples:
+            per_channel[s.channel] = per_channel.get(s.channel, 0) + 1
+        c = self.config
+        return {
+            "run_id": self.run_id,
+            "tenant": c.tenant,
+            "snapshot_id": c.snapshot_id,
+            "questions": len(c.questions),
+            "targets": len(c.targets),
+            "repeats": c.repeats,
+            "samples": len(self.samples),
+            "formula": f"{len(c.questions)} x {len(c.targets)} x {c.repeats} = {len(self.samples)}",
+            "channels": per_channel,
+            "batches": [
+                {"batch_no": b.batch_no, "size": b.size, "platform_counts": b.platform_counts}
+                for b in self.batches
+            ],
+            "submit_cap": c.submit_cap,
+            "duplicates_removed": [str(p) for p in c.duplicates],
+            "quote": self.quote.as_dict(),
+        }
+
+
+# A run id is also a Dagster dynamic partition key: no '|', ',', '[' or ']' (DESIGN.md section 5);
+# the same rule is the CHECK on geo.runs.run_id.
+RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+
+
+def plan_for(config: NormalisedConfig, caps: Mapping[str, Capabilities], run_id: str) -> Plan:
+    """Quote a validated config with its platforms' prices (R4) and expand it (R3)."""
+    return build_plan(config, quote(config, {p: c.prices for p, c in caps.items()}), run_id)
+
+
+def build_plan(config: NormalisedConfig, quote: Quote, run_id: str) -> Plan:
+    if not RUN_ID_RE.match(run_id):
+        raise ConfigError(
+            [
+                Problem(
+                    "run_id", f"{run_id!r} is not a run id: use 1-64 of A-Z, a-z, 0-9, '_' or '-'"
+                )
+            ]
+        )
+    samples, batches = assign_batches(
+        expand(config, run_id), config.submit_cap, config.platform_caps
+    )
+    return Plan(run_id, config, quote, samples, batches)

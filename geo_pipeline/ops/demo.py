@@ -289,9 +289,10 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
     """Deposit what the quote needs, then create (and so reserve and dispatch) the run.
     Returns (run_id, sample count)."""
     from geo_pipeline.billing import ledger
-    from geo_pipeline.cli.runs import plan_from_file
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.flows.create_run import create_run, plan_run
     from geo_pipeline.store import db as dbmod
-    from geo_pipeline.store import runs as runstore
 
     os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
     run_id = opts.run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
@@ -300,7 +301,11 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
         data = json.loads(procs.read_text())
         data["run_id"] = run_id
         procs.write_text(json.dumps(data, indent=2))
-    plan = plan_from_file(opts.config or example_path("collection.yaml"), run_id)
+    plan = plan_run(
+        load_config_file(opts.config or example_path("collection.yaml")),
+        load_registry().capabilities(),
+        run_id,
+    )
     q = plan.quote
     with dbmod.connect(stack.database_url) as conn:
         ledger.deposit(
@@ -310,7 +315,7 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
             q.currency,
             f"demo-deposit:{run_id}",
         )
-        runstore.create_run(conn, plan, monitor_id=plan.config.monitor, confirm=True)
+        create_run(conn, plan, monitor_id=plan.config.monitor, confirm=True)
     return run_id, len(plan.samples)
 
 
@@ -362,25 +367,25 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
             say(f"analysis not completed: {exc}")
         conn.commit()
         try:
-            from geo_pipeline.billing import ledger, reconcile
-            from geo_pipeline.cli.billing import _simulator_statement
+            from geo_pipeline.connectors.registry import load_registry
+            from geo_pipeline.flows.settle import settle_run
 
-            imported = 0
-            for platform, days in reconcile.statement_days_needed(conn, run_id).items():
-                for day in days:
-                    reconcile.import_statement(conn, _simulator_statement(platform, day))
-                    imported += 1
-            rec = reconcile.reconcile_run(conn, run_id)
+            settled = settle_run(conn, run_id, registry=load_registry())
             conn.commit()
-            done["reconciliation"] = rec.as_dict()
-            closed = ledger.close_run(conn, run_id)
-            conn.commit()
-            done["closed"] = {"released_minor": closed.released.amount_minor}
+            done["reconciliation"] = settled.summary.as_dict()
+            if settled.closed is None:
+                raise RuntimeError(settled.close_refused or f"run {run_id} is not terminal yet")
+            done["closed"] = {"released_minor": settled.closed.released.amount_minor}
+            if settled.unavailable:
+                done["statements_unavailable"] = list(settled.unavailable)
             from geo_pipeline.observability import business
 
             done["gauges"] = business.refresh(conn)
             conn.commit()
-            say(f"reconciled against {imported} fee statements; reservation released")
+            say(
+                f"reconciled against {len(settled.imported)} fee statements; "
+                "reservation released"
+            )
         except Exception as exc:
             conn.rollback()
             done["billing_error"] = str(exc)

@@ -25,7 +25,8 @@ from typing import Any
 
 import yaml
 
-from geo_pipeline.connectors.registry import PlatformEntry, Registry, load_registry
+from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.domain.catalogue import PlatformEntry, Registry
 from geo_pipeline.domain.platforms import PriceList
 
 

@@ -1,23 +1,20 @@
-"""Persisting a plan: config snapshot, quote snapshot, run, batches and samples, in one
-transaction (R2, R3, R5, R23). Re-planning the same config for the same run id is a no-op; the
-same run id with a different config is refused.
+"""Persisting a plan: config snapshot, quote snapshot, run, batches and samples (R2, R3, R5,
+R23), and reading runs back. Re-planning the same config for the same run id is a no-op; the
+same run id with a different config is refused. The whole creation -- these rows, the ledger's
+estimate and reservation, the first dispatch -- is one transaction in
+``geo_pipeline.flows.create_run``.
 """
 
 from __future__ import annotations
 
-import re
-import secrets
 from collections.abc import Mapping
-from dataclasses import dataclass
-from datetime import UTC, date, datetime
+from datetime import date
 from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from geo_pipeline.billing import ledger
-from geo_pipeline.domain.config import ConfigError, NormalisedConfig, Problem
-from geo_pipeline.domain.plan import Batch, PlannedSample, Quote, assign_batches, expand, quote
-from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.plan import Plan
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -30,88 +27,21 @@ class RunNotFound(LookupError):
     pass
 
 
-@dataclass(frozen=True)
-class Plan:
-    run_id: str
-    config: NormalisedConfig
-    quote: Quote
-    samples: list[PlannedSample]
-    batches: list[Batch]
-
-    def summary(self) -> dict[str, Any]:
-        per_channel: dict[str, int] = {}
-        for s in self.samples:
-            per_channel[s.channel] = per_channel.get(s.channel, 0) + 1
-        c = self.config
-        return {
-            "run_id": self.run_id,
-            "tenant": c.tenant,
-            "snapshot_id": c.snapshot_id,
-            "questions": len(c.questions),
-            "targets": len(c.targets),
-            "repeats": c.repeats,
-            "samples": len(self.samples),
-            "formula": f"{len(c.questions)} x {len(c.targets)} x {c.repeats} = {len(self.samples)}",
-            "channels": per_channel,
-            "batches": [
-                {"batch_no": b.batch_no, "size": b.size, "platform_counts": b.platform_counts}
-                for b in self.batches
-            ],
-            "submit_cap": c.submit_cap,
-            "duplicates_removed": [str(p) for p in c.duplicates],
-            "quote": self.quote.as_dict(),
-        }
-
-
-def new_run_id(today: date | None = None) -> str:
-    day = (today or datetime.now(UTC).date()).strftime("%Y%m%d")
-    return f"r{day}-{secrets.token_hex(4)}"
-
-
-# A run id is also a Dagster dynamic partition key: no '|', ',', '[' or ']' (DESIGN.md section 5);
-# the same rule is the CHECK on geo.runs.run_id.
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
-
-
-def plan_for(config: NormalisedConfig, caps: Mapping[str, Capabilities], run_id: str) -> Plan:
-    """Quote a validated config with its platforms' prices (R4) and expand it (R3)."""
-    return build_plan(config, quote(config, {p: c.prices for p, c in caps.items()}), run_id)
-
-
-def build_plan(config: NormalisedConfig, quote: Quote, run_id: str) -> Plan:
-    if not RUN_ID_RE.match(run_id):
-        raise ConfigError(
-            [
-                Problem(
-                    "run_id", f"{run_id!r} is not a run id: use 1-64 of A-Z, a-z, 0-9, '_' or '-'"
-                )
-            ]
-        )
-    samples, batches = assign_batches(
-        expand(config, run_id), config.submit_cap, config.platform_caps
-    )
-    return Plan(run_id, config, quote, samples, batches)
-
-
-def create_run(
+def insert_run(
     conn: Conn,
     plan: Plan,
     *,
-    monitor_id: str | None = None,
+    monitor_id: str | None,
     scheduled_for: date | None = None,
-    confirm: bool = True,
-    dispatch: bool = True,
     monitor_config: Mapping[str, Any] | None = None,
-) -> tuple[str, bool]:
-    """Persist the plan in one transaction. Returns (run_id, created_now).
+) -> bool:
+    """Write the plan's rows under the run's lock; False when the run already exists with this
+    config (nothing written). Runs in the caller's transaction.
 
     ``monitor_config``: the raw, editable config to save as the monitor's config (when the run
-    belongs to a monitor); the run itself executes the frozen snapshot only (R2).
-    ``confirm``: reserve the quote's estimated_max now (billing refuses when the balance is
-    short, and then nothing at all is written). Work is dispatched only for a confirmed run."""
+    belongs to a monitor); the run itself executes the frozen snapshot only (R2)."""
     c = plan.config
-    monitor_id = monitor_id if monitor_id is not None else c.monitor
-    with conn.transaction(), conn.cursor() as cur:
+    with conn.cursor() as cur:
         cur.execute(Q("runs.lock_run"), {"run_id": plan.run_id})
         cur.execute(Q("runs.get_run"), {"run_id": plan.run_id})
         existing = cur.fetchone()
@@ -122,7 +52,7 @@ def create_run(
                     f"run {plan.run_id} already exists with another config snapshot; "
                     "a changed config needs a new run id"
                 )
-            return plan.run_id, False
+            return False
         cur.execute(
             Q("runs.upsert_tenant"), {"tenant_id": c.tenant, "currency": plan.quote.currency}
         )
@@ -217,11 +147,12 @@ def create_run(
                         c.priority,
                     )
                 )
-        # Estimate (and, when confirmed, reservation) in the same transaction (R23).
-        ledger.record_run_created(conn, plan, confirm)
-        if dispatch and confirm:
-            cur.execute(Q("runs.dispatch_new_run"), {"run_id": plan.run_id})
-    return plan.run_id, True
+    return True
+
+
+def dispatch_new_run(conn: Conn, run_id: str) -> None:
+    """Queue the first collect hints of a run just inserted (in the caller's transaction)."""
+    conn.execute(Q("runs.dispatch_new_run"), {"run_id": run_id})
 
 
 def dispatch(conn: Conn, run_id: str, channel: str | None = None) -> int:

@@ -28,7 +28,7 @@ from geo_pipeline.defs.resources import (
     RedisResource,
 )
 from geo_pipeline.evidence import LocalArchive
-from geo_pipeline.store import runs as runstore
+from geo_pipeline.flows.create_run import create_run as flows_create_run
 
 CHANNELS = ("deepseek__web", "qwen__app")
 
@@ -110,7 +110,7 @@ def create_run(
     cfg = config or collection_config()
     fund(conn, cfg["tenant"])
     plan = plan_from_config(cfg, ConnectorRegistryResource(), run_id)
-    rid, _ = runstore.create_run(conn, plan, dispatch=False, **kwargs)
+    rid, _ = flows_create_run(conn, plan, dispatch=False, **kwargs)
     if instance is not None:
         instance.add_dynamic_partitions(names.RUNS_PARTITIONS, [rid])
     return rid

@@ -8,8 +8,8 @@ from typing import Any
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import quote
-from geo_pipeline.store import runs as runstore
+from geo_pipeline.domain.plan import build_plan, quote
+from geo_pipeline.flows.create_run import create_run
 
 CAPS = load_registry().capabilities()
 PRICES = {p: c.prices for p, c in CAPS.items()}
@@ -29,13 +29,13 @@ def make_run(db: Any, run_id: str = "run-ops", tenant: str = "acme") -> list[dic
         "repeats": 2,
     }
     n = normalise_and_validate(config, CAPS)
-    plan = runstore.build_plan(n, quote(n, PRICES), run_id)
+    plan = build_plan(n, quote(n, PRICES), run_id)
     db.execute(
         "INSERT INTO geo.tenants (tenant_id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",
         (tenant, tenant),
     )
     db.commit()
-    runstore.create_run(db, plan, confirm=False, dispatch=False)
+    create_run(db, plan, confirm=False, dispatch=False)
     db.commit()
     return db.execute(
         "SELECT * FROM geo.samples WHERE run_id = %s ORDER BY sample_id", (run_id,)

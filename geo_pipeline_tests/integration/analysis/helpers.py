@@ -10,8 +10,8 @@ from typing import Any
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import quote
-from geo_pipeline.store import runs as runstore
+from geo_pipeline.domain.plan import build_plan, quote
+from geo_pipeline.flows.create_run import create_run
 
 BRAND = {"name": "瑞幸咖啡", "aliases": ["Luckin", "瑞幸"], "domains": ["luckincoffee.com"]}
 COMPETITORS = [
@@ -44,8 +44,8 @@ def make_run(
     caps = load_registry().capabilities()
     config = normalise_and_validate(raw, caps)
     q = quote(config, {p: c.prices for p, c in caps.items()})
-    plan = runstore.build_plan(config, q, run_id)
-    runstore.create_run(conn, plan, scheduled_for=scheduled_for, confirm=False, dispatch=False)
+    plan = build_plan(config, q, run_id)
+    create_run(conn, plan, scheduled_for=scheduled_for, confirm=False, dispatch=False)
     rows = conn.execute(
         "SELECT sample_id, channel, region, mode, question_index, repeat_index"
         " FROM geo.samples WHERE run_id = %s ORDER BY channel, question_index, repeat_index",

@@ -6,8 +6,8 @@ from typing import Any
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import quote
-from geo_pipeline.store import runs as runstore
+from geo_pipeline.domain.plan import Plan, build_plan, quote
+from geo_pipeline.flows.create_run import create_run
 
 CAPS = load_registry().capabilities()
 PRICES = {p: c.prices for p, c in CAPS.items()}
@@ -22,7 +22,7 @@ def make_plan(
     channels: list[dict[str, Any]] | None = None,
     max_attempts: int = 3,
     screenshot: str = "optional",
-) -> runstore.Plan:
+) -> Plan:
     raw = {
         "tenant": tenant,
         "brand": {"name": "瑞幸"},
@@ -33,11 +33,11 @@ def make_plan(
         "screenshot": screenshot,
     }
     config = normalise_and_validate(raw, CAPS)
-    return runstore.build_plan(config, quote(config, PRICES), run_id)
+    return build_plan(config, quote(config, PRICES), run_id)
 
 
-def create(conn, run_id: str, *, confirm: bool = True, **plan_kw: Any) -> runstore.Plan:
+def create(conn, run_id: str, *, confirm: bool = True, **plan_kw: Any) -> Plan:
     plan = make_plan(run_id, **plan_kw)
-    runstore.create_run(conn, plan, confirm=confirm, dispatch=False)
+    create_run(conn, plan, confirm=confirm, dispatch=False)
     conn.commit()
     return plan

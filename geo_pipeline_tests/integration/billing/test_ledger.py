@@ -9,6 +9,7 @@ import pytest
 from geo_pipeline.billing import ledger
 from geo_pipeline.billing.ledger import ChargeRequest
 from geo_pipeline.domain.money import Money, MoneyError
+from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store import runs as runstore
 from geo_pipeline_tests.integration.billing.helpers import create, make_plan
 
@@ -54,7 +55,7 @@ def test_insufficient_funds_rolls_back_the_whole_run(db):
     plan = make_plan("r-short")
     needed = plan.quote.estimated_max.amount_minor
     with pytest.raises(ledger.InsufficientFunds) as err:
-        runstore.create_run(db, plan, confirm=True, dispatch=True)
+        create_run(db, plan, confirm=True, dispatch=True)
     db.rollback()
     msg = str(err.value)
     assert "has 10 CNY minor units available" in msg
@@ -323,7 +324,7 @@ def test_a_run_quoted_in_another_currency_than_the_tenant_is_refused(db, monkeyp
     monkeypatch.setattr(ledger, "deposit_currencies", lambda: {"CNY", "USD"})
     ledger.deposit(db, "acme", 10_000, "USD", "dep-usd")
     with pytest.raises(ledger.BillingError, match="billed in USD, but run r12 is quoted in CNY"):
-        runstore.create_run(db, make_plan("r12"), confirm=True, dispatch=False)
+        create_run(db, make_plan("r12"), confirm=True, dispatch=False)
     db.rollback()
     with pytest.raises(runstore.RunNotFound):
         runstore.get_run(db, "r12")

@@ -24,6 +24,7 @@ from geo_pipeline.connectors.base import (
     SubmitRequest,
 )
 from geo_pipeline.connectors.factory import ConnectorSet
+from geo_pipeline.simulator.instant import InstantConnector
 from geo_pipeline_tests.fixtures.simulator import registry_with_protocols
 
 T = TypeVar("T")
@@ -57,7 +58,7 @@ SYNC = {"openai_sim", "responses_sim", "perplexity_sim", "gemini_sim", "anthropi
 
 def run(coro_fn: Callable[[ConnectorSet], Awaitable[T]], url: str, instant: bool) -> T:
     async def main() -> T:
-        async with ConnectorSet(registry_with_protocols(url), instant=instant) as connectors:
+        async with ConnectorSet(registry_with_protocols(url), stand_in=InstantConnector if instant else None) as connectors:
             return await coro_fn(connectors)
 
     return asyncio.run(main())

@@ -26,9 +26,9 @@ from geo_pipeline.connectors.base import (
 )
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import quote
+from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.domain.platforms import Capabilities
-from geo_pipeline.store import runs as runstore
+from geo_pipeline.flows.create_run import create_run
 
 REGISTRY = load_registry()
 CAPS = REGISTRY.capabilities()
@@ -61,11 +61,11 @@ def make_run(
         "priority": priority,
     }
     config = normalise_and_validate(raw, CAPS)
-    plan = runstore.build_plan(config, quote(config, PRICES), run_id)
+    plan = build_plan(config, quote(config, PRICES), run_id)
     with psycopg.connect(db_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
         ledger.deposit(conn, tenant, 10**10, "CNY", f"dep-{run_id}")  # type: ignore[arg-type]
         conn.commit()
-        runstore.create_run(conn, plan, confirm=True, dispatch=dispatch)  # type: ignore[arg-type]
+        create_run(conn, plan, confirm=True, dispatch=dispatch)  # type: ignore[arg-type]
         conn.commit()
     return [s.sample_id for s in plan.samples]
 

@@ -10,8 +10,9 @@ from hypothesis import strategies as st
 from geo_pipeline.billing import ledger
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import quote
+from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.domain.states import LAYERS, STATES, TRANSITIONS
+from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status
 
@@ -44,12 +45,12 @@ def make_plan(run_id="run-a", **over):
     }
     c.update(over)
     n = normalise_and_validate(c, CAPS)
-    return runstore.build_plan(n, quote(n, PRICES), run_id)
+    return build_plan(n, quote(n, PRICES), run_id)
 
 
 def test_create_run_persists_everything_in_one_transaction(db):
     plan = make_plan()
-    rid, created = runstore.create_run(db, plan)
+    rid, created = create_run(db, plan)
     assert (rid, created) == ("run-a", True)
     one = db.execute
     assert one("SELECT count(*) AS n FROM geo.samples WHERE run_id='run-a'").fetchone()["n"] == 160
@@ -76,15 +77,15 @@ def test_create_run_persists_everything_in_one_transaction(db):
 
 
 def test_replanning_is_a_noop_and_a_changed_config_is_refused(db):
-    runstore.create_run(db, make_plan())
-    again = runstore.create_run(db, make_plan())
+    create_run(db, make_plan())
+    again = create_run(db, make_plan())
     assert again == ("run-a", False)
     assert db.execute("SELECT count(*) AS n FROM geo.samples").fetchone()["n"] == 160
     assert runstore.dispatch(db, "run-a") == 0  # already dispatched: nothing new
     with pytest.raises(runstore.RunConflict):
-        runstore.create_run(db, make_plan(repeats=3))
+        create_run(db, make_plan(repeats=3))
     # A next-day re-sample is a new run with new samples (R5).
-    runstore.create_run(db, make_plan(run_id="run-b"))
+    create_run(db, make_plan(run_id="run-b"))
     assert (
         db.execute("SELECT count(DISTINCT sample_id) AS n FROM geo.samples").fetchone()["n"] == 320
     )
@@ -99,7 +100,7 @@ def test_failed_creation_writes_nothing(db):
     )
     db.commit()
     with pytest.raises(runstore.RunConflict, match="belongs to another tenant"):
-        runstore.create_run(db, plan)
+        create_run(db, plan)
     assert db.execute("SELECT count(*) AS n FROM geo.runs").fetchone()["n"] == 0
     assert db.execute("SELECT count(*) AS n FROM geo.config_snapshots").fetchone()["n"] == 0
     assert db.execute("SELECT count(*) AS n FROM geo.ledger_entries").fetchone()["n"] == before
@@ -109,7 +110,7 @@ def test_short_balance_refuses_the_run_and_writes_nothing(db):
     plan = make_plan(tenant="poor")
     ledger.deposit(db, "poor", 1, "CNY", "tiny")
     with pytest.raises(ledger.InsufficientFunds, match="deposit at least"):
-        runstore.create_run(db, plan)
+        create_run(db, plan)
     assert db.execute("SELECT count(*) AS n FROM geo.samples").fetchone()["n"] == 0
     assert (
         db.execute(
@@ -118,12 +119,12 @@ def test_short_balance_refuses_the_run_and_writes_nothing(db):
         == 1
     )
     # Without confirmation the plan and its estimate are kept, but nothing is dispatched.
-    _, created = runstore.create_run(db, plan, confirm=False)
+    _, created = create_run(db, plan, confirm=False)
     assert created and db.execute("SELECT count(*) AS n FROM geo.outbox").fetchone()["n"] == 0
 
 
 def test_sample_identity_is_unique_in_the_database(db):
-    runstore.create_run(db, make_plan())
+    create_run(db, make_plan())
     with pytest.raises(psycopg.errors.UniqueViolation):
         db.execute(
             """INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,
@@ -153,7 +154,7 @@ def _complete(db, sample_id, evidence="stored", reason=None):
 
 
 def test_status_service_counts_layers_and_reasons(db):
-    runstore.create_run(db, make_plan(questions=["only question?"], repeats=1))
+    create_run(db, make_plan(questions=["only question?"], repeats=1))
     ids = [
         r["sample_id"] for r in db.execute("SELECT sample_id FROM geo.samples ORDER BY sample_id")
     ]
@@ -205,7 +206,7 @@ def test_database_accepts_exactly_the_sequences_the_rules_allow(db, seq):
     from geo_pipeline.domain.states import INITIAL, cross_layer_ok
 
     with db.transaction(force_rollback=True):
-        runstore.create_run(
+        create_run(
             db,
             make_plan(
                 questions=["q?"], repeats=1, channels=[{"platform": "kimi", "device": "web"}]

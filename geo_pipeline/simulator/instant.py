@@ -24,10 +24,13 @@ from geo_pipeline.connectors.base import (
     NotFound,
     PollResult,
     SubmitRequest,
+    check_request,
 )
-from geo_pipeline.connectors.registry import PlatformEntry
-from geo_pipeline.connectors.simulator import check_request
+from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.simulator.answers import generate_answer
+from geo_pipeline.simulator.profiles import profile_from_registry_entry
+from geo_pipeline.simulator.screenshots import render_png
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,8 +46,6 @@ class InstantConnector:
     def __init__(
         self, entry: PlatformEntry, *, seed: int = 0, latency: tuple[float, float] = (0.0, 0.0)
     ):
-        from geo_pipeline.simulator.profiles import profile_from_registry_entry
-
         self.platform = entry.platform
         self.entry = entry
         self.seed = seed
@@ -95,8 +96,6 @@ class InstantConnector:
         return PollResult("completed", upstream_id)
 
     async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
-        from geo_pipeline.simulator.answers import generate_answer
-
         held = self._held(upstream_id)
         ans = generate_answer(
             self.seed, held.request.idempotency_key, request.question, self._profile
@@ -144,8 +143,6 @@ class InstantConnector:
         if not (held.request.screenshot and self.entry.capabilities.screenshot):
             return Attachment("screenshot", "unavailable", reason="unsupported")
         if self._png is None:  # one picture per process: the benchmark measures the pipeline
-            from geo_pipeline.simulator.screenshots import render_png
-
             self._png = render_png("instant", self.platform, "instant")
         return Attachment("screenshot", "available", data=self._png, mime_type="image/png")
 
