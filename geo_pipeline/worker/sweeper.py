@@ -1,7 +1,8 @@
 """The sweeper (R9, R11, R12): re-derives due and orphaned work from PostgreSQL, because Redis
-may lose or trim entries. Each pass hands expired leases back to the queue and queues hints
-for due samples that have none (including uncertain samples due for a lookup), so a lost
-message delays a sample by at most lease + sweep interval, never loses it.
+may lose or trim entries. Each pass hands expired leases back to the queue, ends the
+unsubmitted samples of cancelled runs (CANCELLED, so the run can close and release its
+reservation), and queues hints for due work that has none (including uncertain samples due for
+a lookup), so a lost message delays a sample by at most lease + sweep interval, never loses it.
 """
 
 from __future__ import annotations
@@ -38,6 +39,7 @@ def sweep_once(
     lookup_platforms: Sequence[str],
 ) -> dict[str, int]:
     expired = ex.sweep_expired(conn, actor=actor, limit=settings.limit)
+    cancelled = ex.sweep_cancelled(conn, actor=actor, limit=settings.limit)
     hinted = ex.sweep_unhinted(
         conn,
         grace_s=settings.grace_s,
@@ -50,7 +52,9 @@ def sweep_once(
     UNCERTAIN.set(uncertain)
     return {
         "expired": len(expired),
-        "hinted": len(hinted) + len(shots),
+        "cancelled": len(cancelled),
+        "hinted": sum(hinted) + len(shots),  # samples covered by the new hints
+        "collect_hints": len(hinted),  # outbox rows: one per (run, channel, batch)
         "screenshots": len(shots),
         "uncertain": uncertain,
     }
@@ -77,7 +81,7 @@ def run_sweeper(
     redis: Any = None,
     stream_keys: Sequence[str] = (),
 ) -> dict[str, int]:
-    totals = {"expired": 0, "hinted": 0, "passes": 0}
+    totals = {"expired": 0, "cancelled": 0, "hinted": 0, "passes": 0}
     event(log, "sweeper.started", actor=actor)
     while not stop.is_set():
         try:
@@ -85,9 +89,10 @@ def run_sweeper(
                 conn, actor=actor, settings=settings, lookup_platforms=lookup_platforms
             )
             totals["expired"] += got["expired"]
+            totals["cancelled"] += got["cancelled"]
             totals["hinted"] += got["hinted"]
             totals["passes"] += 1
-            if got["expired"] or got["hinted"]:
+            if got["expired"] or got["cancelled"] or got["hinted"]:
                 event(log, "sweeper.pass", **got)
             if redis is not None:
                 stream_gauges(redis, stream_keys)
