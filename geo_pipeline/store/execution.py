@@ -65,7 +65,9 @@ def claim_fair(
             want,
             aging_s,
         )
-        claimed = _claim(cur, picked, owner, lease_s) if picked else []
+        chosen = set(picked)
+        tenants = sorted({r["tenant_id"] for r in rows if r["sample_id"] in chosen})
+        claimed = _claim(cur, picked, owner, lease_s, tenants) if picked else []
     DB_WRITE_LATENCY.labels("claim").observe(time.perf_counter() - t0)
     return claimed
 
@@ -81,7 +83,16 @@ def claim_ids(
         return _claim(cur, ids, owner, lease_s)
 
 
-def _claim(cur: Any, ids: Sequence[str], owner: str, lease_s: float) -> list[dict[str, Any]]:
+def _claim(
+    cur: Any, ids: Sequence[str], owner: str, lease_s: float, tenants: Sequence[str] | None = None
+) -> list[dict[str, Any]]:
+    """Lock the tenants claimed for (None: those of ``ids``), then claim within their room:
+    two statements, so the claim's snapshot sees every claim of these tenants that committed
+    while this one waited for the lock (max_in_flight holds under concurrent claims)."""
+    cur.execute(
+        Q("execution.lock_claim_tenants"),
+        {"tenants": list(tenants) if tenants is not None else None, "ids": list(ids)},
+    )
     cur.execute(Q("execution.claim"), {"ids": list(ids), "owner": owner, "lease_s": lease_s})
     return [dict(r) for r in cur.fetchall()]
 
@@ -143,6 +154,24 @@ def record_acceptances(conn: Conn, *, owner: str, items: Sequence[AcceptanceReco
     return done
 
 
+def mark_sent(conn: Conn, *, owner: str, held: Sequence[tuple[str, int]]) -> set[str]:
+    """Record that these (sample_id, token) requests are about to leave; returns the samples
+    still ours (the rest must not send: another worker holds them now)."""
+    if not held:
+        return set()
+    t0 = time.perf_counter()
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(
+            Q("execution.mark_sent"),
+            {"owner": owner, "ids": [h[0] for h in held], "tokens": [h[1] for h in held]},
+        )
+        done = {r["sample_id"] for r in cur.fetchall()}
+    DB_WRITE_LATENCY.labels("mark_sent").observe(time.perf_counter() - t0)
+    if len(done) < len(held):
+        STALE_WRITES.labels("mark_sent").inc(len(held) - len(done))
+    return done
+
+
 def note_lookup(conn: Conn, idempotency_key: str) -> None:
     with conn.transaction():
         conn.execute(Q("execution.note_lookup"), {"key": idempotency_key})
@@ -174,6 +203,9 @@ class Finish:
     # An upstream acceptance not written yet: recorded by this same write (the submission layer
     # moves to 'accepted' with the upstream id, the acceptance record and attempt follow).
     accept: AcceptanceRecord | None = None
+    # The upstream task this attempt followed, when known: not written by this statement (the
+    # acceptance did that), carried for the end-of-attempt log so an operator can find the task.
+    upstream_id: str | None = None
 
 
 @dataclass
@@ -199,7 +231,7 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
                 "tokens": [i.token for i in items],
             },
         )
-        ours = {r["sample_id"]: r["ctid"] for r in cur.fetchall()}
+        ours = {r["sample_id"]: r for r in cur.fetchall()}
         # Ledger accounts are locked per run: take them in one order across all batches.
         live = sorted((i for i in items if i.sample_id in ours), key=lambda i: i.sample_id)
         live.sort(key=lambda i: i.charge.run_id if i.charge else "")
@@ -215,7 +247,9 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
         done: dict[str, str] = {}
         if live:
             params = _finish_params(owner, live)
-            params["ctids"] = [ours[i.sample_id] for i in live]
+            params["ctids"] = [ours[i.sample_id]["ctid"] for i in live]
+            params["run_ids"] = [ours[i.sample_id]["run_id"] for i in live]
+            params["sub_from"] = [ours[i.sample_id]["submission_state"] for i in live]
             cur.execute(Q("execution.finish"), params)
             done = {r["sample_id"]: r["collection_state"] for r in cur.fetchall()}
             if len(done) != len(live):
@@ -284,8 +318,9 @@ def sweep_unhinted(
     hint_ttl_s: float,
     lookup_platforms: Sequence[str],
     limit: int = 5000,
-) -> list[str]:
-    """Queue hints for due samples with no recent hint (Redis lost or trimmed it)."""
+) -> list[int]:
+    """Queue hints for due samples with no recent hint (Redis lost or trimmed it): one per
+    (run, channel, batch), at most ``limit``. Returns how many samples each new hint covers."""
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(
             Q("execution.sweep_unhinted"),
@@ -296,6 +331,15 @@ def sweep_unhinted(
                 "limit": limit,
             },
         )
+        return [int(r["n"]) for r in cur.fetchall()]
+
+
+def sweep_cancelled(conn: Conn, *, actor: str, limit: int = 5000) -> list[str]:
+    """Fail with reason CANCELLED the unsubmitted (queued, planned) samples of cancelled runs
+    that are still open, each with its completion event: nothing else would end them."""
+    with conn.transaction(), conn.cursor() as cur:
+        _actor(conn, actor)
+        cur.execute(Q("execution.sweep_cancelled"), {"limit": limit})
         return [r["sample_id"] for r in cur.fetchall()]
 
 
@@ -349,8 +393,10 @@ class NotUncertain(ValueError):
 
 def cancel_run(conn: Conn, run_id: str, *, actor: str) -> dict[str, Any]:
     """Record the cancel intent, fail the samples that never reached upstream (CANCELLED), and
-    return the accepted tasks still open so the caller can ask upstream to stop them. Never
-    refunds anything (R24)."""
+    return the accepted tasks still open so the caller can ask upstream to stop them, and the
+    samples in flight whose request may or may not have reached upstream (``submitting``: they
+    end CANCELLED if it did not, or are followed like accepted ones if it did). Never refunds
+    anything (R24)."""
     with conn.transaction(), conn.cursor() as cur:
         _actor(conn, actor)
         cur.execute(Q("execution.cancel_run"), {"run_id": run_id})
@@ -361,11 +407,14 @@ def cancel_run(conn: Conn, run_id: str, *, actor: str) -> dict[str, Any]:
         cancelled = [r["sample_id"] for r in cur.fetchall()]
         cur.execute(Q("execution.accepted_of_run"), {"run_id": run_id})
         accepted = [dict(r) for r in cur.fetchall()]
+        cur.execute(Q("execution.submitting_of_run"), {"run_id": run_id})
+        submitting = [dict(r) for r in cur.fetchall()]
     return {
         "run_id": run_id,
         "cancel_requested_at": row["cancel_requested_at"],
         "cancelled_locally": len(cancelled),
         "accepted_open": accepted,
+        "submitting": submitting,
     }
 
 

@@ -59,27 +59,61 @@ CROSS JOIN LATERAL (
 ) c
 WHERE t.room > 0;
 
+-- name: lock_claim_tenants
+-- Serialise the claims of one tenant (R10): every claim transaction takes the rows of the
+-- tenants it claims for, in tenant_id order (no deadlocks), before the claim statement counts
+-- their running samples. Without it two claimers (two workers, or two platform lanes of one)
+-- each count the running samples, neither seeing the other's uncommitted claim, and both claim
+-- up to the room. Claims of other tenants do not wait. NO KEY UPDATE: the foreign-key checks
+-- of inserts naming the tenant (samples, outbox, ledger) take KEY SHARE and are not blocked.
+-- ``tenants`` NULL: the tenants of the samples in ``ids``.
+SELECT tn.tenant_id
+FROM geo.tenants tn
+WHERE tn.tenant_id = ANY(coalesce(
+        %(tenants)s::text[],
+        ARRAY(SELECT s.tenant_id FROM geo.samples s WHERE s.sample_id = ANY(%(ids)s::text[]))))
+ORDER BY tn.tenant_id
+FOR NO KEY UPDATE OF tn;
+
 -- name: claim
 -- Claim the given due samples for one worker (R11): lease from database time, a new fencing
 -- token, and for a sample that starts a new attempt the attempt row and the acceptance record
 -- ('sending') -- committed BEFORE the request leaves (R9, R12). Runs not confirmed or cancelled
 -- get no new submissions; an accepted task of a cancelled run is still followed to its end.
+-- Never past a tenant's max_in_flight: its running samples are counted here, in a statement
+-- that starts after lock_claim_tenants returned, so every other claim of the tenant has
+-- committed and is counted (the candidates' room was read without the lock and may be stale).
+-- Where the room is smaller than the ids given (only when claims raced), a tenant's highest
+-- priority, oldest-due samples go first, as in the fair pick.
 WITH l AS (  -- by primary key only; the state is checked on the locked rows (see the top)
-  SELECT s.sample_id, s.run_id, s.channel, s.submission_state, s.collection_state,
-         s.next_attempt_at
+  SELECT s.sample_id, s.run_id, s.tenant_id, s.channel, s.submission_state, s.collection_state,
+         s.next_attempt_at, s.priority
   FROM geo.samples s
   WHERE s.sample_id = ANY(%(ids)s::text[])
   ORDER BY s.sample_id
   FOR UPDATE OF s SKIP LOCKED
-), c AS (
-  SELECT l.sample_id, l.submission_state AS was,
-         extract(epoch FROM now() - l.next_attempt_at)::float8 AS queue_wait_s
+), e AS (
+  SELECT l.sample_id, l.tenant_id, l.submission_state AS was,
+         extract(epoch FROM now() - l.next_attempt_at)::float8 AS queue_wait_s,
+         row_number() OVER (PARTITION BY l.tenant_id
+                            ORDER BY l.priority DESC, l.next_attempt_at, l.sample_id) AS rn
   FROM l JOIN geo.runs r ON r.run_id = l.run_id
   WHERE l.collection_state = 'queued' AND l.next_attempt_at <= now()
     AND r.confirmed_at IS NOT NULL
     AND (r.cancel_requested_at IS NULL OR l.submission_state <> 'planned')
     AND EXISTS (SELECT 1 FROM geo.run_dispatches d
                  WHERE d.run_id = l.run_id AND d.channel = l.channel)
+), room AS (
+  SELECT tn.tenant_id,
+         tn.max_in_flight - (SELECT count(*) FROM geo.samples r
+                             WHERE r.tenant_id = tn.tenant_id
+                               AND r.collection_state = 'running') AS room
+  FROM geo.tenants tn
+  WHERE tn.tenant_id IN (SELECT e.tenant_id FROM e)
+), c AS (
+  SELECT e.sample_id, e.was, e.queue_wait_s
+  FROM e JOIN room ON room.tenant_id = e.tenant_id
+  WHERE e.rn <= room.room
 ), u AS (
   UPDATE geo.samples s
   SET collection_state = 'running', collection_reason = NULL,
@@ -107,8 +141,19 @@ SELECT u.*, q.text AS question, (cs.config ->> 'max_attempts')::int AS max_attem
          now()))::float8 AS elapsed_s,
        (SELECT count(*) FROM geo.attempts a
          WHERE a.sample_id = u.sample_id AND a.error_class = 'rate_limited')::int AS rate_limited,
-       extract(epoch FROM now() - coalesce(u.accepted_at, now()))::float8 AS accepted_age_s
+       extract(epoch FROM now() - coalesce(u.accepted_at, now()))::float8 AS accepted_age_s,
+       -- What the acceptance record says of an attempt taken over (a new attempt's row is
+       -- written by this statement and not visible here: NULL means 'prepared').
+       ur.state AS req_state,
+       extract(epoch FROM now() - ur.sent_at)::float8 AS sent_age_s,
+       -- Unexpected worker errors this sample met so far: bounded by the worker (a sample that
+       -- keeps crashing its worker ends operator-visible instead of being handed back forever).
+       (SELECT count(*) FROM geo.state_transitions t
+         WHERE t.sample_id = u.sample_id AND t.layer = 'collection'
+           AND t.reason LIKE 'worker_error%%')::int AS worker_errors
 FROM u
+LEFT JOIN geo.upstream_requests ur
+  ON ur.sample_id = u.sample_id AND ur.attempt_no = u.attempt_no AND u.was <> 'planned'
 JOIN geo.question_revisions q ON q.question_revision = u.question_revision
 JOIN geo.runs r ON r.run_id = u.run_id
 JOIN geo.config_snapshots cs ON cs.snapshot_id = r.snapshot_id;
@@ -170,6 +215,28 @@ WITH h AS (
 )
 SELECT sample_id FROM s;
 
+-- name: mark_sent
+-- The moment before a request leaves (DESIGN.md section 8): the acceptance record says it was
+-- sent, and when; fenced by the token, so a worker that lost its sample sends nothing. Returns
+-- the samples that may send. Every re-send under the same key moves sent_at on: "not found" is
+-- only trusted once the LAST send is older than any request can live.
+WITH h AS (
+  SELECT * FROM unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
+), l AS (
+  SELECT s.sample_id, s.attempt_no
+  FROM geo.samples s JOIN h ON h.sample_id = s.sample_id
+  WHERE s.sample_id = ANY(%(ids)s::text[])
+    AND s.fencing_token = h.token AND s.lease_owner = %(owner)s
+    AND s.collection_state = 'running' AND s.submission_state IN ('submitting', 'uncertain')
+)
+UPDATE geo.upstream_requests u
+SET state = CASE WHEN u.state IN ('prepared', 'uncertain') THEN 'sending' ELSE u.state END,
+    sent_at = now(), sends = u.sends + 1
+FROM l
+WHERE u.sample_id = l.sample_id AND u.attempt_no = l.attempt_no
+  AND u.state IN ('prepared', 'sending', 'uncertain')
+RETURNING u.sample_id;
+
 -- name: note_lookup
 -- Count a lookup of the acceptance record (what was tried, for `samples uncertain`).
 UPDATE geo.upstream_requests SET lookups = lookups + 1, last_lookup_at = now()
@@ -177,15 +244,17 @@ WHERE idempotency_key = %(key)s;
 
 -- name: fence_lock
 -- Lock the rows of a completion batch that this worker still owns with these tokens. Rows not
--- returned are stale: nothing is written for them (R11).
+-- returned are stale: nothing is written for them (R11). Their run and submission state, which
+-- the lock keeps as they are, go to finish (is this a retry of a cancelled run?).
 WITH l AS (
-  SELECT s.sample_id, s.ctid, s.fencing_token, s.lease_owner, s.collection_state
+  SELECT s.sample_id, s.ctid, s.fencing_token, s.lease_owner, s.collection_state, s.run_id,
+         s.submission_state
   FROM geo.samples s
   WHERE s.sample_id = ANY(%(ids)s::text[])
   ORDER BY s.sample_id
   FOR UPDATE OF s
 )
-SELECT l.sample_id, l.ctid::text AS ctid
+SELECT l.sample_id, l.ctid::text AS ctid, l.run_id, l.submission_state
 FROM l JOIN unnest(%(ids)s::text[], %(tokens)s::bigint[]) AS h(sample_id, token)
   ON l.sample_id = h.sample_id AND l.fencing_token = h.token
 WHERE l.lease_owner = %(owner)s AND l.collection_state = 'running';
@@ -197,17 +266,37 @@ WHERE l.lease_owner = %(owner)s AND l.collection_state = 'running';
 -- collection state, and a screenshot download where one is still pending (R10, R11, R25).
 -- An item with acc_upstream_id also records the upstream acceptance that the worker had not
 -- written yet (record_acceptance's effects, in the same fenced write).
-WITH h AS (
+-- Cancellation is decided here, not by the worker (which hears of a cancel only at its next
+-- renewal): an attempt of a cancelled run that would go back to queued + planned -- a retry, a
+-- lookup that found nothing -- ends 'failed' with reason CANCELLED and its completion event,
+-- as cancel_unsubmitted does. Back in planned, no claim, sweep or later cancel would touch it.
+WITH h0 AS (
   SELECT * FROM unnest(
       %(ids)s::text[], %(tokens)s::bigint[], %(sub_to)s::text[], %(col_to)s::text[],
       %(ev_to)s::text[], %(ev_reason)s::text[], %(reason)s::text[], %(delay_s)s::float8[],
       %(outcome)s::text[], %(error_class)s::text[], %(error_detail)s::text[],
       %(retry_after_ms)s::int[], %(req_state)s::text[], %(deep)s::bool[], %(shot)s::bool[],
       %(want_shot)s::bool[], %(acc_upstream_id)s::text[], %(acc_resolved_by)s::text[],
-      %(ctids)s::tid[])
+      %(ctids)s::tid[], %(run_ids)s::text[], %(sub_from)s::text[])
     AS h(sample_id, token, sub_to, col_to, ev_to, ev_reason, reason, delay_s, outcome,
          error_class, error_detail, retry_after_ms, req_state, deep, shot, want_shot,
-         acc_upstream_id, acc_resolved_by, ctid)
+         acc_upstream_id, acc_resolved_by, ctid, run_id, sub_from)
+), h AS MATERIALIZED (
+  -- run_id and sub_from are what fence_lock read from the rows it locked in this transaction;
+  -- the run's cancel is read now, by this statement. MATERIALIZED: inlined, the runs lookup
+  -- was repeated for every use of col_to and reason.
+  SELECT h0.sample_id, h0.token, h0.sub_to, h0.ev_to, h0.ev_reason, h0.delay_s, h0.outcome,
+         h0.error_class, h0.error_detail, h0.retry_after_ms, h0.req_state, h0.deep, h0.shot,
+         h0.want_shot, h0.acc_upstream_id, h0.acc_resolved_by, h0.ctid,
+         CASE WHEN k.cancel THEN 'failed' ELSE h0.col_to END AS col_to,
+         CASE WHEN k.cancel THEN 'CANCELLED' ELSE h0.reason END AS reason
+  FROM h0
+  JOIN geo.runs r ON r.run_id = h0.run_id
+  CROSS JOIN LATERAL (
+    SELECT h0.col_to = 'queued' AND h0.acc_upstream_id IS NULL
+           AND coalesce(h0.sub_to, h0.sub_from) = 'planned'
+           AND r.cancel_requested_at IS NOT NULL AS cancel
+  ) k
 ), s AS (
   UPDATE geo.samples s
   SET submission_state = CASE WHEN h.acc_upstream_id IS NOT NULL THEN 'accepted'
@@ -307,26 +396,65 @@ RETURNING sample_id;
 -- name: sweep_unhinted
 -- Queued samples that are due but have no recent hint (Redis lost or trimmed it, or a retry
 -- came due): queue a new hint. A lost message delays a sample, never loses it (section 4).
-INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-SELECT 'collect:' || s.platform, 'collect', s.sample_id, s.run_id, s.tenant_id,
-       jsonb_build_object('priority', s.priority, 'reason', 'sweep')
-FROM geo.samples s JOIN geo.runs r ON r.run_id = s.run_id
-WHERE s.collection_state = 'queued'
-  AND s.next_attempt_at <= now() - make_interval(secs => %(grace_s)s)
-  AND r.confirmed_at IS NOT NULL
-  AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned')
-  AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
-  AND EXISTS (SELECT 1 FROM geo.run_dispatches d  -- never hint what was not dispatched
-               WHERE d.run_id = s.run_id AND d.channel = s.channel)
-  AND NOT EXISTS (SELECT 1 FROM geo.outbox o
-                  WHERE o.sample_id = s.sample_id AND o.kind = 'collect'
-                    AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))
-  AND NOT EXISTS (SELECT 1 FROM geo.outbox o  -- the hint of its batch and channel
-                  WHERE o.kind = 'collect' AND o.sample_id IS NULL AND o.run_id = s.run_id
-                    AND o.channel = s.channel AND o.batch_no = s.batch_no
-                    AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))
-ORDER BY s.next_attempt_at
+-- One hint per (run, channel, batch), like the planner's (migration 0010): a hint only wakes
+-- a lane, which claims what is due and fair from PostgreSQL, so a 100,000-sample run whose
+-- hints were lost gets ~2,000 outbox rows and stream entries, not 100,000. Returns how many
+-- samples each new hint covers.
+WITH g AS (
+  SELECT s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel,
+         max(s.priority) AS priority, count(*) AS n, min(s.next_attempt_at) AS due
+  FROM geo.samples s JOIN geo.runs r ON r.run_id = s.run_id
+  WHERE s.collection_state = 'queued'
+    AND s.next_attempt_at <= now() - make_interval(secs => %(grace_s)s)
+    AND r.confirmed_at IS NOT NULL
+    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned')
+    AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
+    AND EXISTS (SELECT 1 FROM geo.run_dispatches d  -- never hint what was not dispatched
+                 WHERE d.run_id = s.run_id AND d.channel = s.channel)
+    AND NOT EXISTS (SELECT 1 FROM geo.outbox o  -- a live hint of its own (lease expired, ...)
+                    WHERE o.sample_id = s.sample_id AND o.kind = 'collect'
+                      AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))
+  GROUP BY s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel
+)
+INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
+SELECT 'collect:' || g.platform, 'collect', g.run_id, g.tenant_id, g.batch_no, g.channel,
+       jsonb_build_object('priority', g.priority, 'samples', g.n, 'reason', 'sweep')
+FROM g
+WHERE NOT EXISTS (SELECT 1 FROM geo.outbox o  -- the live hint of its batch and channel
+                   WHERE o.kind = 'collect' AND o.sample_id IS NULL AND o.run_id = g.run_id
+                     AND o.channel = g.channel AND o.batch_no = g.batch_no
+                     AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))
+ORDER BY g.due, g.run_id, g.batch_no, g.channel
 LIMIT %(limit)s
+RETURNING (payload ->> 'samples')::int AS n;
+
+-- name: sweep_cancelled
+-- The safety net behind the cancel: unsubmitted samples (queued, planned) of a cancelled run
+-- fail with reason CANCELLED, each with its completion event, as cancel_unsubmitted does.
+-- Claims never take them, so anything that puts a sample back to planned after the cancel (an
+-- operator's "never accepted" verdict, a writer that does not decide cancellation itself)
+-- would otherwise keep the run open and its reservation held forever. Only runs not closed
+-- yet are read: such a sample keeps its run from closing, so this finds every one of them.
+WITH x AS (
+  SELECT s.sample_id
+  FROM geo.runs r JOIN geo.samples s ON s.run_id = r.run_id
+  WHERE r.cancel_requested_at IS NOT NULL AND r.closed_at IS NULL
+    AND s.collection_state = 'queued' AND s.submission_state = 'planned'
+  ORDER BY s.sample_id
+  LIMIT %(limit)s
+  FOR UPDATE OF s SKIP LOCKED
+), s AS (
+  UPDATE geo.samples s
+  SET collection_state = 'failed', collection_reason = 'CANCELLED', completed_at = now()
+  FROM x
+  WHERE s.sample_id = x.sample_id
+    AND s.collection_state = 'queued' AND s.submission_state = 'planned'
+  RETURNING s.sample_id, s.run_id, s.tenant_id, s.channel
+)
+INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
+SELECT 'completions', 'completion', sample_id, run_id, tenant_id,
+       jsonb_build_object('channel', channel, 'collection_state', 'failed')
+FROM s
 RETURNING sample_id;
 
 -- name: sweep_screenshots
@@ -377,6 +505,16 @@ SELECT 'completions', 'completion', sample_id, run_id, tenant_id,
        jsonb_build_object('channel', channel, 'collection_state', 'failed')
 FROM s
 RETURNING sample_id;
+
+-- name: submitting_of_run
+-- Samples of a run whose request may be on its way (claimed for a new attempt, acceptance not
+-- recorded yet): the cancel cannot say whether upstream has them. Their worker ends them
+-- CANCELLED if the request turns out not accepted (finish), or follows the task if it was.
+SELECT sample_id, platform, attempt_no, collection_state, lease_owner, lease_until
+FROM geo.samples
+WHERE run_id = %(run_id)s AND submission_state = 'submitting'
+  AND collection_state IN ('queued', 'running')
+ORDER BY sample_id;
 
 -- name: accepted_of_run
 -- Accepted, unfinished tasks of a run: what a cancel asks upstream to stop.
