@@ -328,7 +328,7 @@ def wait_for_run(
 ) -> dict[str, Any]:
     """Poll the aggregation service until every sample is terminal (or the timeout); returns
     the final run status. A supervised process that dies ends the wait with its log."""
-    from geo_pipeline.observability import business
+    from geo_pipeline.store import business_gauges as business
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import status as statusmod
 
@@ -378,7 +378,7 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
             done["closed"] = {"released_minor": settled.closed.released.amount_minor}
             if settled.unavailable:
                 done["statements_unavailable"] = list(settled.unavailable)
-            from geo_pipeline.observability import business
+            from geo_pipeline.store import business_gauges as business
 
             done["gauges"] = business.refresh(conn)
             conn.commit()

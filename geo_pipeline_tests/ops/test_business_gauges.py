@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import REGISTRY
 
-from geo_pipeline.observability import business
+from geo_pipeline.store import business_gauges as business
 from geo_pipeline_tests.ops.helpers import complete, make_run
 
 
