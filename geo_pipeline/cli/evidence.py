@@ -24,8 +24,15 @@ from geo_pipeline.evidence.access import (
     EvidenceNotFound,
     find_object,
     list_objects,
+    read_object,
 )
-from geo_pipeline.evidence.archive import Archive, ArchiveError, archive_from_url
+from geo_pipeline.evidence.archive import (
+    Archive,
+    ArchiveError,
+    PresignUnsupported,
+    archive_from_url,
+)
+from geo_pipeline.evidence.bundle import is_bundle_key
 from geo_pipeline.store.db import connect
 
 _TEXT_KINDS = ("answer_raw", "answer_html", "citations")
@@ -84,11 +91,16 @@ def get(
                 k: v for k, v in obj.as_dict().items() if k not in ("object_id", "storage_key")
             }
             if presign:
+                if is_bundle_key(obj.storage_key):
+                    raise PresignUnsupported(
+                        f"the {kind} is a part of the answer's evidence bundle; no URL is made "
+                        "for a part (it would serve every part): use --out FILE"
+                    )
                 meta["url"] = archive.presign(obj.storage_key, expires_s=expires)
                 meta["expires_s"] = expires
                 emit_json(meta) if as_json else click.echo(meta["url"])
                 return
-            data = archive.get(obj.storage_key, sha256=obj.sha256)
+            data = read_object(archive, obj.storage_key, obj.kind, obj.sha256)
         except (EvidenceAccessDenied, EvidenceNotFound, ArchiveError) as exc:
             raise click.ClickException(str(exc)) from None
     if out is not None:

@@ -3,8 +3,10 @@
 Every read goes through these functions. Each first asks PostgreSQL whose sample it is and
 refuses (``EvidenceAccessDenied``) unless it is the caller's tenant; only then does it look up the
 object's key and digest in ``geo.evidence_objects`` and stream the object (verified against the
-recorded sha256) or hand out a short-lived presigned URL. A sample that does not exist and a
-sample of another tenant get the same answer, so ids cannot be probed across tenants.
+recorded sha256) or hand out a short-lived presigned URL. An answer's text parts live in one
+bundle object (evidence.bundle); a read serves the part asked for, verified against its own
+digest. A sample that does not exist and a sample of another tenant get the same answer, so ids
+cannot be probed across tenants.
 """
 
 from __future__ import annotations
@@ -13,7 +15,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from geo_pipeline.evidence.archive import Archive
+from geo_pipeline.evidence.archive import Archive, ArchiveError, PresignUnsupported, verify
+from geo_pipeline.evidence.bundle import BundleCorrupt, digest_in_key, is_bundle_key, read_part
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -98,20 +101,41 @@ def fetch_evidence_for(
     """The object's bytes for an authorised tenant, verified against the recorded digest
     (raises DigestMismatch when the stored bytes changed)."""
     obj = find_object(conn, tenant_id, sample_id, kind, revision)
-    return archive.get(obj.storage_key, sha256=obj.sha256)
+    return read_object(archive, obj.storage_key, obj.kind, obj.sha256)
 
 
-def fetch_by_key(conn: Conn, archive: Archive, tenant_id: str, storage_key: str) -> bytes:
+def read_object(archive: Archive, storage_key: str, kind: str, sha256: str) -> bytes:
+    """The bytes of one recorded object, verified: a part of an answer's bundle (the bundle is
+    checked against the digest its key names, the part against the part's recorded digest) or
+    a whole object (screenshots, thumbnails, evidence archived before bundles)."""
+    if not is_bundle_key(storage_key):
+        return archive.get(storage_key, sha256=sha256)
+    bundle = archive.get(storage_key, sha256=digest_in_key(storage_key))
+    try:
+        part = read_part(bundle, kind)
+    except BundleCorrupt as exc:
+        raise ArchiveError(f"evidence bundle {storage_key!r}: {exc}") from exc
+    return verify(f"{storage_key}#{kind}", part, sha256)
+
+
+def fetch_by_key(
+    conn: Conn, archive: Archive, tenant_id: str, storage_key: str, kind: str | None = None
+) -> bytes:
     """The object under ``storage_key`` — only when the database records that key for a sample
-    of ``tenant_id``. A guessed or foreign key is refused before the archive is touched."""
+    of ``tenant_id``. A guessed or foreign key is refused before the archive is touched. For an
+    answer's bundle, ``kind`` names the part to serve; without it the whole bundle is served."""
     row = conn.execute(
-        Q("evidence.object_by_key"), {"storage_key": storage_key, "tenant_id": tenant_id}
+        Q("evidence.object_by_key"),
+        {"storage_key": storage_key, "tenant_id": tenant_id, "kind": kind},
     ).fetchone()
     if row is None:
         raise EvidenceAccessDenied(
             f"no evidence object {storage_key!r} is visible to tenant {tenant_id}"
         )
-    return archive.get(row["storage_key"], sha256=row["sha256"])
+    key = row["storage_key"]
+    if kind is not None or not is_bundle_key(key):
+        return read_object(archive, key, row["kind"], row["sha256"])
+    return archive.get(key, sha256=digest_in_key(key))  # the whole bundle, as its key names it
 
 
 def presign(
@@ -127,4 +151,11 @@ def presign(
     """A short-lived download URL (at most an hour) for an authorised tenant. The local directory
     backend raises PresignUnsupported: stream with fetch_evidence_for instead."""
     obj = find_object(conn, tenant_id, sample_id, kind, revision)
+    if is_bundle_key(obj.storage_key):
+        # A URL would hand out the whole bundle (every part, the raw response included), and a
+        # byte range cannot be signed into a GET URL: text parts are streamed instead.
+        raise PresignUnsupported(
+            f"the {kind} of sample {sample_id} is a part of its evidence bundle; fetch it "
+            "instead (`geo-pipeline evidence get ... --out FILE`)"
+        )
     return archive.presign(obj.storage_key, expires_s=max(1, min(expires_s, PRESIGN_MAX_S)))

@@ -7,7 +7,14 @@ directory), chosen by ``GEO_EVIDENCE_URL``.
   instance role) — never from code or configuration files of ours (D2). ``GEO_S3_ADDRESSING_STYLE``
   (``path``/``virtual``/``auto``) defaults to ``path`` when an endpoint is set, which MinIO and
   SeaweedFS need; OSS wants ``virtual``.
-* ``file:///path`` — the embedded default for a laptop and the demo.
+  The worker uses ``ObjectStoreArchive`` (``evidence.s3_async``: obstore, async, bounded in
+  flight) unless ``GEO_S3_CLIENT=boto3``.
+* ``file:///path`` — the embedded default for a laptop and the demo. ``GEO_EVIDENCE_FSYNC``
+  says what is durable when a put returns: ``object`` (default) — the file's bytes and every
+  directory entry leading to it are fsynced, so an object the database records at commit is on
+  disk; ``none`` — left to the kernel's writeback (~30 s): a power loss can then lose objects
+  the database already recorded (reads say ``ObjectMissing``), which only a machine whose
+  evidence is disposable (benchmarks, the demo) should accept.
 
 Invariants (R20, R21):
 * Writes are content-addressed and idempotent: the caller's key names the content (see
@@ -20,6 +27,7 @@ Invariants (R20, R21):
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import os
 import re
@@ -30,8 +38,11 @@ from typing import Any, Protocol, runtime_checkable
 from urllib.parse import unquote, urlsplit
 
 EVIDENCE_URL_ENV = "GEO_EVIDENCE_URL"
+EVIDENCE_FSYNC_ENV = "GEO_EVIDENCE_FSYNC"
+FSYNC_POLICIES = ("object", "none")
 S3_ENDPOINT_ENV = "GEO_S3_ENDPOINT_URL"
 S3_ADDRESSING_ENV = "GEO_S3_ADDRESSING_STYLE"
+S3_CLIENT_ENV = "GEO_S3_CLIENT"  # obstore (default) | boto3
 DEFAULT_EVIDENCE_DIR = Path.home() / ".geo_pipeline" / "evidence"
 SHA256_METADATA = "sha256"
 
@@ -125,12 +136,18 @@ class Archive(Protocol):
 
 # --------------------------------------------------------------------------- local directory
 class LocalArchive:
-    """A directory on local disk. Objects are written to a temporary file, fsynced, then linked
-    into place, so a crash leaves either no object or a whole one and an existing object is never
-    replaced (``os.link`` fails when the target exists)."""
+    """A directory on local disk. Objects are written to a temporary file, fsynced (policy
+    ``object``), then linked into place, so a crash leaves either no object or a whole one and an
+    existing object is never replaced (``os.link`` fails when the target exists). The async
+    forms run the blocking ones in threads, at most ``max_in_flight`` at once."""
 
-    def __init__(self, root: str | Path):
+    def __init__(self, root: str | Path, *, fsync: str | None = None, max_in_flight: int = 8):
         self.root = Path(root).resolve()
+        self.fsync = fsync or os.environ.get(EVIDENCE_FSYNC_ENV) or "object"
+        if self.fsync not in FSYNC_POLICIES:
+            raise ValueError(f"{EVIDENCE_FSYNC_ENV} must be one of {FSYNC_POLICIES}: {self.fsync}")
+        self.max_in_flight = max_in_flight
+        self._slots: asyncio.Semaphore | None = None
 
     @property
     def location(self) -> str:
@@ -144,28 +161,72 @@ class LocalArchive:
             raise ObjectMissing(f"invalid evidence key {key!r}")
         return path
 
+    def _make_dirs(self, directory: Path) -> list[Path]:
+        """Create ``directory`` and missing parents; returns the ones created, outermost first."""
+        missing = []
+        d = directory
+        while not d.exists() and d != self.root and d != d.parent:
+            missing.append(d)
+            d = d.parent
+        for m in reversed(missing):
+            try:
+                m.mkdir()
+            except FileExistsError:
+                pass
+        return list(reversed(missing))
+
+    @staticmethod
+    def _fsync_dir(directory: Path) -> None:
+        fd = os.open(directory, os.O_RDONLY)
+        try:
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+
     def put(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
         del mime_type  # the database records it; a directory has nowhere to keep it
         digest = sha256_hex(data)
         path = self._path(key)
         if path.exists():
             return self._same_or_conflict(key, path, digest, len(data))
+        durable = self.fsync == "object"
         try:
-            path.parent.mkdir(parents=True, exist_ok=True)
+            self.root.mkdir(parents=True, exist_ok=True)
+            created = self._make_dirs(path.parent)
             fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".put-")
             try:
                 with os.fdopen(fd, "wb") as fh:
                     fh.write(data)
-                    fh.flush()
-                    os.fsync(fh.fileno())
+                    if durable:
+                        fh.flush()
+                        os.fsync(fh.fileno())
                 os.link(tmp, path)
             except FileExistsError:
                 return self._same_or_conflict(key, path, digest, len(data))
             finally:
                 os.unlink(tmp)
+            if durable:
+                # The name must survive a crash too: the object's directory, and the parent of
+                # every directory this put created.
+                self._fsync_dir(path.parent)
+                for d in created:
+                    self._fsync_dir(d.parent)
         except OSError as exc:
             raise ArchiveUnavailable(f"cannot write {key!r} under {self.location}: {exc}") from exc
         return PutResult(key, digest, len(data), created=True)
+
+    def _slot(self) -> asyncio.Semaphore:
+        if self._slots is None:
+            self._slots = asyncio.Semaphore(self.max_in_flight)
+        return self._slots
+
+    async def aput(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
+        async with self._slot():
+            return await asyncio.to_thread(self.put, key, data, mime_type=mime_type)
+
+    async def aget(self, key: str, *, sha256: str | None = None) -> bytes:
+        async with self._slot():
+            return await asyncio.to_thread(self.get, key, sha256=sha256)
 
     def _same_or_conflict(self, key: str, path: Path, digest: str, size: int) -> PutResult:
         if sha256_hex(path.read_bytes()) != digest:
@@ -396,5 +457,29 @@ def archive_from_url(url: str | None = None) -> Archive:
     if parts.scheme == "s3":
         if not parts.netloc:
             raise ValueError(f"{EVIDENCE_URL_ENV}: s3 URLs must name a bucket: {url}")
-        return S3Archive(s3_client(), parts.netloc, parts.path)
+        client = os.environ.get(S3_CLIENT_ENV) or "obstore"
+        if client == "boto3":
+            return S3Archive(s3_client(), parts.netloc, parts.path)
+        if client != "obstore":
+            raise ValueError(f"{S3_CLIENT_ENV} must be obstore or boto3, not {client!r}")
+        from geo_pipeline.evidence.s3_async import ObjectStoreArchive
+
+        return ObjectStoreArchive(parts.netloc, parts.path)
     raise ValueError(f"{EVIDENCE_URL_ENV} must be s3://bucket/prefix or file:///path, not {url!r}")
+
+
+async def aput(archive: Archive, key: str, data: bytes, *, mime_type: str) -> PutResult:
+    """``archive.aput`` where the backend has one (on the event loop), else ``put`` in a thread."""
+    native = getattr(archive, "aput", None)
+    if native is not None:
+        result: PutResult = await native(key, data, mime_type=mime_type)
+        return result
+    return await asyncio.to_thread(archive.put, key, data, mime_type=mime_type)
+
+
+async def aget(archive: Archive, key: str, *, sha256: str | None = None) -> bytes:
+    native = getattr(archive, "aget", None)
+    if native is not None:
+        data: bytes = await native(key, sha256=sha256)
+        return data
+    return await asyncio.to_thread(archive.get, key, sha256=sha256)

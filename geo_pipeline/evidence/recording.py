@@ -43,16 +43,27 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
+from psycopg.types.json import Jsonb
+
 from geo_pipeline.connectors.base import Attachment, Citation, Evidence
 from geo_pipeline.domain.config import SCREENSHOT_POLICIES
 from geo_pipeline.domain.urls import normalise_url
+from geo_pipeline.domain.validity import RULE_VERSION as VALIDITY_RULE_VERSION
 from geo_pipeline.domain.validity import Validity, classify
-from geo_pipeline.evidence.archive import Archive, ArchiveError, object_key, sha256_hex
+from geo_pipeline.evidence.archive import (
+    Archive,
+    ArchiveError,
+    ArchiveUnavailable,
+    aput,
+    object_key,
+    sha256_hex,
+)
+from geo_pipeline.evidence.bundle import BUNDLE_KIND, BUNDLE_MIME, Part, PartInfo, pack
 from geo_pipeline.evidence.sanitise import render_answer
 from geo_pipeline.evidence.thumbnails import (
     THUMBNAIL_MIME,
@@ -72,6 +83,8 @@ SCREENSHOT_PENDING = "SCREENSHOT_PENDING"
 THUMBNAIL_UNAVAILABLE = "THUMBNAIL_UNAVAILABLE"
 ARCHIVE_FAILED = "ARCHIVE_FAILED"
 NO_ANSWER = "NO_ANSWER_RECORDED"
+UNPARSEABLE = "UNPARSEABLE"
+UNPARSEABLE_VALIDITY = "unparseable"
 _SCREENSHOT_WARNINGS = (SCREENSHOT_UNAVAILABLE, SCREENSHOT_PENDING)
 
 TEXT_MIME = "text/markdown; charset=utf-8"
@@ -131,6 +144,9 @@ class ArchivedEvidence:
     warnings: tuple[str, ...] = ()
     failure: str | None = None  # the text could not be archived
     screenshot_detail: str | None = None  # why there is no screenshot (platform or our side)
+    # The response could not be parsed: only its raw bytes are archived (no answer row) and
+    # this is the evidence reason, 'UNPARSEABLE: …' (R13).
+    unparseable: str | None = None
 
 
 @dataclass(frozen=True)
@@ -207,47 +223,113 @@ def _put(archive: Archive, ref: SampleRef, kind: str, data: bytes, mime: str) ->
     return ArchivedObject(kind, key, result.sha256, result.size_bytes, mime)
 
 
-def _archive_attachment(
-    archive: Archive, ref: SampleRef, attachment: Attachment | None
-) -> tuple[ScreenshotStatus, list[ArchivedObject], list[str], str | None]:
-    """Screenshot at original resolution plus a separately made thumbnail. Never raises: an
-    attachment failure must not cost the text (R21)."""
+async def _aput(
+    archive: Archive, ref: SampleRef, kind: str, data: bytes, mime: str
+) -> ArchivedObject:
+    digest = sha256_hex(data)
+    key = object_key(ref.tenant_id, ref.run_id, ref.sample_id, f"sha256-{digest}", kind)
+    result = await aput(archive, key, data, mime_type=mime)
+    return ArchivedObject(kind, key, result.sha256, result.size_bytes, mime)
+
+
+@dataclass(frozen=True)
+class _Bundle:
+    """One answer's parts packed into one object, with the rows its parts will get."""
+
+    key: str
+    data: bytes
+    parts: tuple[PartInfo, ...]
+
+    def objects(self) -> tuple[ArchivedObject, ...]:
+        return tuple(
+            ArchivedObject(p.kind, self.key, p.sha256, p.size, p.mime_type) for p in self.parts
+        )
+
+
+def _bundle(ref: SampleRef, parts: list[Part]) -> _Bundle:
+    data, infos = pack(parts)
+    key = object_key(
+        ref.tenant_id, ref.run_id, ref.sample_id, f"sha256-{sha256_hex(data)}", BUNDLE_KIND
+    )
+    return _Bundle(key, data, infos)
+
+
+def _screenshot_plan(
+    attachment: Attachment | None,
+) -> tuple[ScreenshotStatus, list[str], str | None, tuple[bytes, str, bytes] | None]:
+    """What to do with a screenshot before any upload: (status, warnings, detail, and the
+    original bytes, their MIME type and the thumbnail when there is something to archive)."""
     if attachment is None:
-        return "not_provided", [], [], None
+        return "not_provided", [], None, None
     if attachment.status == "pending":
-        return "pending", [], [SCREENSHOT_PENDING], attachment.reason
+        return "pending", [SCREENSHOT_PENDING], attachment.reason, None
     if attachment.status != "available" or not attachment.data:
-        return "unavailable", [], [SCREENSHOT_UNAVAILABLE], attachment.reason or "no image data"
+        return "unavailable", [SCREENSHOT_UNAVAILABLE], attachment.reason or "no image data", None
     try:
         info, thumb = screenshot_derivatives(attachment.data)
     except ImageUnreadable as exc:
-        return "unavailable", [], [SCREENSHOT_UNAVAILABLE], str(exc)
+        return "unavailable", [SCREENSHOT_UNAVAILABLE], str(exc), None
+    return "archived", [], None, (attachment.data, info.mime_type, thumb)
+
+
+def _archive_attachment(
+    archive: Archive, ref: SampleRef, attachment: Attachment | None
+) -> tuple[ScreenshotStatus, list[ArchivedObject], list[str], str | None]:
+    """Screenshot at original resolution plus a separately made thumbnail, each an object of
+    its own (R21: a picture is large and may come later; it never rides in the text bundle).
+    Never raises: an attachment failure must not cost the text (R21)."""
+    status, warnings, detail, todo = _screenshot_plan(attachment)
+    if todo is None:
+        return status, [], warnings, detail
+    original, mime, thumb = todo
     try:
-        shot = _put(archive, ref, "screenshot", attachment.data, info.mime_type)
+        shot = _put(archive, ref, "screenshot", original, mime)
     except ArchiveError as exc:
         log.warning("screenshot of %s not archived: %s", ref.sample_id, exc)
         return "unavailable", [], [SCREENSHOT_UNAVAILABLE], f"archive: {exc}"
-    objects, warnings = [shot], []
     try:
-        objects.append(_put(archive, ref, "thumbnail", thumb, THUMBNAIL_MIME))
+        return "archived", [shot, _put(archive, ref, "thumbnail", thumb, THUMBNAIL_MIME)], [], None
     except ArchiveError as exc:
         # The original is archived; a missing thumbnail is cosmetic and can be re-made from it.
         log.warning("thumbnail of %s not archived: %s", ref.sample_id, exc)
-        warnings.append(THUMBNAIL_UNAVAILABLE)
-    return "archived", objects, warnings, None
+        return "archived", [shot], [THUMBNAIL_UNAVAILABLE], None
 
 
-def archive_evidence(
-    archive: Archive,
-    ref: SampleRef,
-    attempt_no: int,
-    evidence: Evidence,
-    screenshot_policy: str,
-) -> ArchivedEvidence:
-    """Upload one attempt's evidence: the raw response exactly as received, the answer text, its
-    sanitised HTML (R19), the normalised citations (R18) and the screenshot with its thumbnail
-    (R21). No database access. Storage failures do not raise: a text failure is returned as
-    ``failure`` (→ evidence ``failed``), a screenshot failure as a warning (→ ``partial``)."""
+async def _aarchive_attachment(
+    archive: Archive, ref: SampleRef, attachment: Attachment | None
+) -> tuple[ScreenshotStatus, list[ArchivedObject], list[str], str | None]:
+    status, warnings, detail, todo = _screenshot_plan(attachment)
+    if todo is None:
+        return status, [], warnings, detail
+    original, mime, thumb = todo
+    try:
+        shot = await _aput(archive, ref, "screenshot", original, mime)
+    except ArchiveError as exc:
+        log.warning("screenshot of %s not archived: %s", ref.sample_id, exc)
+        return "unavailable", [], [SCREENSHOT_UNAVAILABLE], f"archive: {exc}"
+    try:
+        thumb_obj = await _aput(archive, ref, "thumbnail", thumb, THUMBNAIL_MIME)
+        return "archived", [shot, thumb_obj], [], None
+    except ArchiveError as exc:
+        log.warning("thumbnail of %s not archived: %s", ref.sample_id, exc)
+        return "archived", [shot], [THUMBNAIL_UNAVAILABLE], None
+
+
+@dataclass(frozen=True)
+class PreparedEvidence:
+    """Everything ``archive_evidence`` works out before it uploads (pure CPU, no I/O)."""
+
+    common: dict[str, Any]
+    bundle: _Bundle
+    warnings: tuple[str, ...]
+
+
+def prepare_evidence(
+    ref: SampleRef, attempt_no: int, evidence: Evidence, screenshot_policy: str
+) -> PreparedEvidence:
+    """Normalise citations (R18), sanitise the answer (R19), judge validity (R22) and pack the
+    answer's bundle: the raw response exactly as received, the answer text, its sanitised HTML
+    and the normalised citations -- one object (evidence.bundle)."""
     if screenshot_policy not in SCREENSHOT_POLICIES:
         raise ValueError(
             f"screenshot policy {screenshot_policy!r} is not one of {SCREENSHOT_POLICIES}"
@@ -269,37 +351,145 @@ def archive_evidence(
         citations=citations,
         content_sha256=content_digest(evidence.answer_text, cjson, evidence.provider_truncated),
     )
-    objects: list[ArchivedObject] = []
-    try:
-        objects.append(
-            _put(archive, ref, "response_raw", evidence.raw_body, evidence.raw_mime_type)
-        )
-        objects.append(
-            _put(archive, ref, "answer_raw", evidence.answer_text.encode("utf-8"), TEXT_MIME)
-        )
-        objects.append(_put(archive, ref, "answer_html", html.encode("utf-8"), HTML_MIME))
-        objects.append(_put(archive, ref, "citations", cjson, JSON_MIME))
-    except ArchiveError as exc:
-        log.warning("evidence text of %s not archived: %s", ref.sample_id, exc)
-        return ArchivedEvidence(
-            **common,
-            objects=tuple(objects),
-            screenshot_status="not_provided",
-            warnings=_dedupe(evidence.warnings),
-            failure=f"{ARCHIVE_FAILED}: {exc}",
-        )
-    status, shot_objects, shot_warnings, detail = _archive_attachment(
-        archive, ref, evidence.screenshot
+    bundle = _bundle(
+        ref,
+        [
+            Part("response_raw", evidence.raw_mime_type, evidence.raw_body),
+            Part("answer_raw", TEXT_MIME, evidence.answer_text.encode("utf-8")),
+            Part("answer_html", HTML_MIME, html.encode("utf-8")),
+            Part("citations", JSON_MIME, cjson),
+        ],
     )
+    return PreparedEvidence(common, bundle, _dedupe(evidence.warnings))
+
+
+def _archived(
+    prepared: PreparedEvidence,
+    evidence: Evidence,
+    shot: tuple[ScreenshotStatus, list[ArchivedObject], list[str], str | None],
+) -> ArchivedEvidence:
+    status, shot_objects, shot_warnings, detail = shot
     warnings = list(evidence.warnings) + shot_warnings
-    if status == "not_provided" and screenshot_policy != "off":
+    if status == "not_provided" and prepared.common["screenshot_policy"] != "off":
         warnings.append(SCREENSHOT_UNAVAILABLE)
     return ArchivedEvidence(
-        **common,
-        objects=tuple(objects + shot_objects),
+        **prepared.common,
+        objects=prepared.bundle.objects() + tuple(shot_objects),
         screenshot_status=status,
         warnings=_dedupe(warnings),
         screenshot_detail=detail,
+    )
+
+
+def _text_failed(prepared: PreparedEvidence, ref: SampleRef, exc: Exception) -> ArchivedEvidence:
+    log.warning("evidence text of %s not archived: %s", ref.sample_id, exc)
+    return ArchivedEvidence(
+        **prepared.common,
+        objects=(),
+        screenshot_status="not_provided",
+        warnings=prepared.warnings,
+        failure=f"{ARCHIVE_FAILED}: {exc}",
+    )
+
+
+def archive_evidence(
+    archive: Archive,
+    ref: SampleRef,
+    attempt_no: int,
+    evidence: Evidence,
+    screenshot_policy: str,
+) -> ArchivedEvidence:
+    """Upload one attempt's evidence: the text bundle (one object, ``prepare_evidence``) and the
+    screenshot with its thumbnail (R21). No database access. Storage failures do not raise: a
+    text failure is returned as ``failure`` (→ evidence ``failed``), a screenshot failure as a
+    warning (→ ``partial``)."""
+    prepared = prepare_evidence(ref, attempt_no, evidence, screenshot_policy)
+    try:
+        archive.put(prepared.bundle.key, prepared.bundle.data, mime_type=BUNDLE_MIME)
+    except ArchiveError as exc:
+        return _text_failed(prepared, ref, exc)
+    return _archived(prepared, evidence, _archive_attachment(archive, ref, evidence.screenshot))
+
+
+async def aarchive_evidence(
+    archive: Archive,
+    ref: SampleRef,
+    attempt_no: int,
+    evidence: Evidence,
+    screenshot_policy: str,
+    *,
+    raise_unavailable: bool = False,
+) -> ArchivedEvidence:
+    """``archive_evidence`` for the worker's event loop: the upload is awaited (the backend's
+    own async client, bounded in flight). With ``raise_unavailable`` an unreachable store
+    raises ``ArchiveUnavailable`` instead of returning a failure, so the caller can wait and
+    try again while it still holds the answer."""
+    prepared = prepare_evidence(ref, attempt_no, evidence, screenshot_policy)
+    try:
+        await aput(archive, prepared.bundle.key, prepared.bundle.data, mime_type=BUNDLE_MIME)
+    except ArchiveError as exc:
+        if raise_unavailable and isinstance(exc, ArchiveUnavailable):
+            raise
+        return _text_failed(prepared, ref, exc)
+    shot = await _aarchive_attachment(archive, ref, evidence.screenshot)
+    return _archived(prepared, evidence, shot)
+
+
+def _unparseable_common(
+    ref: SampleRef, attempt_no: int, upstream_id: str, reason: str
+) -> dict[str, Any]:
+    return dict(
+        ref=ref,
+        attempt_no=attempt_no,
+        upstream_id=upstream_id,
+        captured_at=_now(),
+        screenshot_policy="off",
+        answer_text="",
+        sanitized_html="",
+        provider_truncated=False,
+        validity=Validity(False, None, VALIDITY_RULE_VERSION, UNPARSEABLE_VALIDITY),
+        citations=(),
+        content_sha256="",
+        screenshot_status="not_provided",
+        unparseable=f"{UNPARSEABLE}: {reason}"[:500],
+    )
+
+
+async def aarchive_unparseable(
+    archive: Archive,
+    ref: SampleRef,
+    attempt_no: int,
+    upstream_id: str,
+    raw: bytes,
+    mime_type: str,
+    reason: str,
+) -> ArchivedEvidence:
+    """Keep a response that could not be parsed exactly as received (R13): a bundle with its
+    one ``response_raw`` part. Recording it adds the object rows and no answer; the sample
+    goes to review with evidence ``partial`` / ``UNPARSEABLE: …`` until ``geo-pipeline
+    evidence reparse`` turns the bytes into an answer revision. Raises ``ArchiveUnavailable``
+    when the store cannot be reached (the caller waits and retries)."""
+    bundle = _bundle(ref, [Part("response_raw", mime_type or "application/octet-stream", raw)])
+    await aput(archive, bundle.key, bundle.data, mime_type=BUNDLE_MIME)
+    return ArchivedEvidence(
+        **_unparseable_common(ref, attempt_no, upstream_id, reason), objects=bundle.objects()
+    )
+
+
+def archive_unparseable(
+    archive: Archive,
+    ref: SampleRef,
+    attempt_no: int,
+    upstream_id: str,
+    raw: bytes,
+    mime_type: str,
+    reason: str,
+) -> ArchivedEvidence:
+    """Blocking form of ``aarchive_unparseable``."""
+    bundle = _bundle(ref, [Part("response_raw", mime_type or "application/octet-stream", raw)])
+    archive.put(bundle.key, bundle.data, mime_type=BUNDLE_MIME)
+    return ArchivedEvidence(
+        **_unparseable_common(ref, attempt_no, upstream_id, reason), objects=bundle.objects()
     )
 
 
@@ -398,30 +588,136 @@ def _never_backwards(sample: dict[str, Any], outcome: EvidenceOutcome) -> Eviden
 def record_evidence(conn: Conn, archived: ArchivedEvidence) -> EvidenceOutcome:
     """Record archived evidence inside the caller's transaction (never commits, never touches
     ``geo.samples``). Idempotent; a changed answer becomes the next revision (module docstring)."""
-    ref = archived.ref
-    sample = _sample(conn, ref)
-    latest = conn.execute(Q("evidence.latest_answer"), {"sample_id": ref.sample_id}).fetchone()
-    latest_rev = int(latest["revision"]) if latest else 0
-    if archived.failure is not None:
-        failed = EvidenceOutcome(
-            "failed", archived.failure, _dedupe((*archived.warnings, ARCHIVE_FAILED)), latest_rev,
-            archived.validity.label if latest is None else str(latest["validity"]),
-        )  # fmt: skip
-        return _never_backwards(sample, failed)
+    return record_evidence_batch(conn, [archived])[0]
 
-    new_revision = latest is None or latest["content_sha256"] != archived.content_sha256
+
+def _rounds(items: Sequence[ArchivedEvidence]) -> list[list[int]]:
+    """Item indexes split so that no sample appears twice in one round: each round's statements
+    number revisions from what the previous round wrote."""
+    rounds: list[list[int]] = []
+    seen: list[set[str]] = []
+    for i, item in enumerate(items):
+        sid = item.ref.sample_id
+        for r, ids in zip(rounds, seen, strict=True):
+            if sid not in ids:
+                r.append(i)
+                ids.add(sid)
+                break
+        else:
+            rounds.append([i])
+            seen.append({sid})
+    return rounds
+
+
+def record_evidence_batch(conn: Conn, items: Sequence[ArchivedEvidence]) -> list[EvidenceOutcome]:
+    """``record_evidence`` for a whole completion batch, in a fixed number of statements
+    (lock, read, then one INSERT per table) instead of a handful per sample; outcomes in the
+    order of ``items``. Same rules, same idempotency, same transaction contract."""
+    outcomes: list[EvidenceOutcome | None] = [None] * len(items)
+    for idx in _rounds(items):
+        for i, outcome in zip(idx, _record_round(conn, [items[i] for i in idx]), strict=True):
+            outcomes[i] = outcome
+    return [o for o in outcomes if o is not None]
+
+
+def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOutcome]:
+    ids = [a.ref.sample_id for a in items]
+    conn.execute(Q("evidence.lock_samples"), {"sample_ids": ids})
+    rows = {
+        r["sample_id"]: r
+        for r in conn.execute(Q("evidence.samples_for_record"), {"sample_ids": ids}).fetchall()
+    }
+    answers: list[dict[str, Any]] = []
+    citations: list[dict[str, Any]] = []
+    objects: list[dict[str, Any]] = []
+    pending: list[tuple[dict[str, Any], EvidenceOutcome]] = []
+    for archived in items:
+        ref = archived.ref
+        sample = rows.get(ref.sample_id)
+        if sample is None:
+            raise ValueError(f"sample {ref.sample_id} does not exist")
+        if (sample["tenant_id"], sample["run_id"]) != (ref.tenant_id, ref.run_id):
+            # The keys were built from ref; a mismatch would file evidence under another tenant.
+            raise ValueError(
+                f"sample {ref.sample_id} belongs to tenant {sample['tenant_id']} run "
+                f"{sample['run_id']}, not {ref.tenant_id}/{ref.run_id}"
+            )
+        outcome = _decide(sample, archived, answers, citations)
+        if archived.failure is None:
+            objects += _object_rows(
+                ref, archived.objects, archived.attempt_no, archived.captured_at
+            )
+        pending.append((sample, outcome))
+    if answers:
+        conn.execute(Q("evidence.insert_answers"), {"rows": Jsonb(answers)})
+    if citations:
+        conn.execute(Q("evidence.insert_citations"), {"rows": Jsonb(citations)})
+    created: dict[str, list[str]] = {}
+    if objects:
+        for r in conn.execute(Q("evidence.insert_objects"), {"rows": Jsonb(objects)}).fetchall():
+            created.setdefault(r["sample_id"], []).append(r["kind"])
+    return [
+        _never_backwards(
+            sample, replace(o, new_objects=tuple(created.get(sample["sample_id"], ())))
+        )
+        for sample, o in pending
+    ]
+
+
+def _object_rows(
+    ref: SampleRef, objects: Iterable[ArchivedObject], attempt_no: int, captured_at: datetime
+) -> list[dict[str, Any]]:
+    return [
+        {
+            "sample_id": ref.sample_id,
+            "tenant_id": ref.tenant_id,
+            "run_id": ref.run_id,
+            "kind": obj.kind,
+            "storage_key": obj.key,
+            "sha256": obj.sha256,
+            "size_bytes": obj.size_bytes,
+            "mime_type": obj.mime_type,
+            "attempt_no": attempt_no,
+            "captured_at": captured_at.isoformat(),
+        }
+        for obj in objects
+    ]
+
+
+def _decide(
+    sample: dict[str, Any],
+    archived: ArchivedEvidence,
+    answers: list[dict[str, Any]],
+    citations: list[dict[str, Any]],
+) -> EvidenceOutcome:
+    """The outcome for one item, adding its answer and citation rows when it makes a new
+    revision (module docstring)."""
+    latest_rev = int(sample["revision"] or 0)
+    latest_validity = sample["validity"]
+    if archived.failure is not None:
+        return EvidenceOutcome(
+            "failed", archived.failure, _dedupe((*archived.warnings, ARCHIVE_FAILED)), latest_rev,
+            archived.validity.label if latest_rev == 0 else str(latest_validity),
+        )  # fmt: skip
+    if archived.unparseable is not None:
+        # Raw bytes kept, no answer: partial until a re-parse adds a revision (R13).
+        return EvidenceOutcome(
+            "partial", archived.unparseable, _dedupe((*archived.warnings, UNPARSEABLE)),
+            latest_rev, "invalid" if latest_rev == 0 else str(latest_validity),
+        )  # fmt: skip
+    new_revision = latest_rev == 0 or sample["content_sha256"] != archived.content_sha256
     revision = latest_rev + 1 if new_revision else latest_rev
     satisfied = archived.screenshot_status == "archived" or (
-        not new_revision and _has_screenshot(conn, ref.sample_id)
+        not new_revision and bool(sample["has_screenshot"])
     )
     state, reason, warnings = _screenshot_verdict(
         archived.screenshot_policy, satisfied, archived.warnings
     )
     if new_revision:
-        conn.execute(
-            Q("evidence.insert_answer"),
+        sid = archived.ref.sample_id
+        answers.append(
             {
-                "sample_id": ref.sample_id,
+                "sample_id": sid,
                 "revision": revision,
                 "attempt_no": archived.attempt_no,
                 "upstream_id": archived.upstream_id,
@@ -429,27 +725,19 @@ def record_evidence(conn: Conn, archived: ArchivedEvidence) -> EvidenceOutcome:
                 "sanitized_html": archived.sanitized_html,
                 "raw_sha256": sha256_hex(archived.answer_text.encode("utf-8")),
                 "content_sha256": archived.content_sha256,
-                "captured_at": archived.captured_at,
+                "captured_at": archived.captured_at.isoformat(),
                 "provider_truncated": archived.provider_truncated,
                 "validity": archived.validity.label,
                 "validity_reason": archived.validity.reason,
                 "validity_rule_version": archived.validity.rule_version,
                 "warnings": list(warnings),
-            },
+            }
         )
-        for c in archived.citations:
-            conn.execute(
-                Q("evidence.insert_citation"),
-                {"sample_id": ref.sample_id, "revision": revision, **c.__dict__},
-            )
-    created = _insert_objects(
-        conn, ref, archived.objects, archived.attempt_no, archived.captured_at
-    )
-    validity = archived.validity.label if new_revision or latest is None else latest["validity"]
-    outcome = EvidenceOutcome(
-        state, reason, warnings, revision, validity, new_revision, tuple(created)
-    )
-    return _never_backwards(sample, outcome)
+        citations += [
+            {"sample_id": sid, "revision": revision, **c.__dict__} for c in archived.citations
+        ]
+    validity = archived.validity.label if new_revision else str(latest_validity)
+    return EvidenceOutcome(state, reason, warnings, revision, validity, new_revision)
 
 
 def record_screenshot(conn: Conn, archived: ArchivedScreenshot) -> EvidenceOutcome:

@@ -68,12 +68,13 @@ SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.st
  LIMIT 1;
 
 -- name: object_by_key
+-- A bundle's key is recorded once per part: ``kind`` picks the part (NULL: any, the whole object).
 SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.storage_key,
        o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at
   FROM geo.evidence_objects o
   JOIN geo.samples s ON s.sample_id = o.sample_id
  WHERE o.storage_key = %(storage_key)s AND s.tenant_id = %(tenant_id)s
-   AND o.tenant_id = %(tenant_id)s
+   AND o.tenant_id = %(tenant_id)s AND (%(kind)s::text IS NULL OR o.kind = %(kind)s)
  ORDER BY o.object_id
  LIMIT 1;
 
@@ -85,3 +86,66 @@ SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.st
  WHERE o.sample_id = %(sample_id)s AND s.tenant_id = %(tenant_id)s
    AND o.tenant_id = %(tenant_id)s
  ORDER BY o.kind, o.revision;
+
+-- name: lock_samples
+-- lock_sample for a whole completion batch, in one order (two batches never wait on each other
+-- in a circle).
+SELECT count(pg_advisory_xact_lock(hashtextextended('geo.evidence:' || k.sample_id, 0)))
+  FROM (SELECT DISTINCT sample_id FROM unnest(%(sample_ids)s::text[]) AS u(sample_id)
+         ORDER BY sample_id) k;
+
+-- name: samples_for_record
+-- What recording decides from, for a batch: the sample's owner and evidence layer, its latest
+-- answer revision and whether a screenshot is archived already.
+SELECT s.sample_id, s.tenant_id, s.run_id, s.screenshot_policy, s.evidence_state,
+       s.evidence_reason, a.revision, a.content_sha256, a.validity,
+       EXISTS (SELECT 1 FROM geo.evidence_objects o
+                WHERE o.sample_id = s.sample_id AND o.kind = 'screenshot') AS has_screenshot
+  FROM geo.samples s
+  LEFT JOIN LATERAL (SELECT a1.revision, a1.content_sha256, a1.validity FROM geo.answers a1
+                      WHERE a1.sample_id = s.sample_id
+                      ORDER BY a1.revision DESC LIMIT 1) a ON true
+ WHERE s.sample_id = ANY(%(sample_ids)s::text[]);
+
+-- name: insert_answers
+-- New answer revisions of a batch (insert_answer, one statement); never updated later (R21).
+INSERT INTO geo.answers
+  (sample_id, revision, attempt_no, upstream_id, raw_text, sanitized_html, raw_sha256,
+   content_sha256, captured_at, provider_truncated, validity, validity_reason,
+   validity_rule_version, warnings)
+SELECT k.sample_id, k.revision, k.attempt_no, k.upstream_id, k.raw_text, k.sanitized_html,
+       k.raw_sha256, k.content_sha256, k.captured_at, k.provider_truncated, k.validity,
+       k.validity_reason, k.validity_rule_version,
+       ARRAY(SELECT jsonb_array_elements_text(k.warnings))
+  FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
+       sample_id text, revision integer, attempt_no integer, upstream_id text, raw_text text,
+       sanitized_html text, raw_sha256 text, content_sha256 text, captured_at timestamptz,
+       provider_truncated boolean, validity text, validity_reason text,
+       validity_rule_version text, warnings jsonb);
+
+-- name: insert_citations
+INSERT INTO geo.citations
+  (sample_id, revision, ordinal, citation_key, relation, raw_url, normalized_url,
+   registrable_domain, title, span_start, span_end, cited_text)
+SELECT k.sample_id, k.revision, k.ordinal, k.citation_key, k.relation, k.raw_url,
+       k.normalized_url, k.registrable_domain, k.title, k.span_start, k.span_end, k.cited_text
+  FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
+       sample_id text, revision integer, ordinal integer, citation_key text, relation text,
+       raw_url text, normalized_url text, registrable_domain text, title text,
+       span_start integer, span_end integer, cited_text text);
+
+-- name: insert_objects
+-- insert_object for a batch: each (sample, kind) appears at most once per statement (the
+-- caller splits repeats into rounds), so "the kind's next revision" is well defined.
+INSERT INTO geo.evidence_objects
+  (sample_id, tenant_id, run_id, revision, kind, storage_key, sha256, size_bytes, mime_type,
+   attempt_no, captured_at)
+SELECT k.sample_id, k.tenant_id, k.run_id,
+       coalesce((SELECT max(o.revision) FROM geo.evidence_objects o
+                  WHERE o.sample_id = k.sample_id AND o.kind = k.kind), 0) + 1,
+       k.kind, k.storage_key, k.sha256, k.size_bytes, k.mime_type, k.attempt_no, k.captured_at
+  FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
+       sample_id text, tenant_id text, run_id text, kind text, storage_key text, sha256 text,
+       size_bytes bigint, mime_type text, attempt_no integer, captured_at timestamptz)
+ON CONFLICT (sample_id, kind, sha256) DO NOTHING
+RETURNING sample_id, kind;

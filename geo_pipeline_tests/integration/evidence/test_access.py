@@ -21,7 +21,12 @@ from geo_pipeline.evidence import (
     record_evidence,
 )
 from geo_pipeline.evidence.archive import object_key
-from geo_pipeline_tests.integration.evidence.helpers import ANSWER, make_evidence, seed_sample
+from geo_pipeline_tests.integration.evidence.helpers import (
+    ANSWER,
+    good_screenshot,
+    make_evidence,
+    seed_sample,
+)
 
 
 @pytest.fixture
@@ -67,11 +72,12 @@ def test_unknown_sample_and_foreign_sample_look_the_same(db, archive, two_tenant
 def test_other_tenant_is_refused_by_key(db, archive, two_tenants):
     a, b = two_tenants
     key_a = _key_of(db, a.sample_id)
-    assert fetch_by_key(db, archive, "tenant-a", key_a).decode() == ANSWER
+    assert fetch_by_key(db, archive, "tenant-a", key_a, "answer_raw").decode() == ANSWER
     with pytest.raises(EvidenceAccessDenied):
         fetch_by_key(db, archive, "tenant-b", key_a)
     # Tenant B's own key works; the check is per key, not per prefix.
-    assert fetch_by_key(db, archive, "tenant-b", _key_of(db, b.sample_id)).decode() == ANSWER
+    key_b = _key_of(db, b.sample_id)
+    assert fetch_by_key(db, archive, "tenant-b", key_b, "answer_raw").decode() == ANSWER
 
 
 def test_other_tenant_is_refused_by_guessed_path(db, archive, two_tenants):
@@ -113,15 +119,23 @@ def test_missing_kind_or_revision_is_not_found(db, archive, two_tenants):
 
 def test_presign_is_short_lived_and_only_after_authorisation(db, archive, two_tenants):
     a, _ = two_tenants
+    # Text parts live in the answer's bundle: a URL would hand out every part, so none is made.
+    with pytest.raises(PresignUnsupported, match="--out"):
+        presign(db, archive, "tenant-a", a.sample_id, "answer_raw")
+    shot = seed_sample(db, tenant_id="tenant-a", policy="required")
+    with db.transaction():
+        ev = make_evidence(shot, screenshot=good_screenshot())
+        record_evidence(db, archive_evidence(archive, shot, 1, ev, "required"))
     if isinstance(archive, LocalArchive):
         with pytest.raises(PresignUnsupported, match="--out"):
-            presign(db, archive, "tenant-a", a.sample_id, "answer_raw")
+            presign(db, archive, "tenant-a", shot.sample_id, "screenshot")
         return
-    url = presign(db, archive, "tenant-a", a.sample_id, "answer_raw", expires_s=86_400)
+    url = presign(db, archive, "tenant-a", shot.sample_id, "screenshot", expires_s=86_400)
     assert "X-Amz-Expires=3600" in url  # capped at an hour
-    assert httpx.get(url).content.decode() == ANSWER
+    assert httpx.get(url).content == ev.screenshot.data
+    with pytest.raises(EvidenceAccessDenied):
+        presign(db, archive, "tenant-b", shot.sample_id, "screenshot")
     # The same object without a signature: a path is not a permission at the storage either.
-    assert isinstance(archive, S3Archive)
     bare = url.split("?", 1)[0]
     assert httpx.get(bare).status_code in (401, 403)
 

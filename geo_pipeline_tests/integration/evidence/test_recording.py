@@ -20,6 +20,7 @@ from geo_pipeline.evidence import (
     record_evidence,
     record_screenshot,
 )
+from geo_pipeline.evidence.access import read_object
 from geo_pipeline.evidence.archive import Archive, PutResult
 from geo_pipeline_tests.fixtures.s3 import overwrite_behind_our_back, stored_keys
 from geo_pipeline_tests.integration.evidence.helpers import (
@@ -61,16 +62,23 @@ def test_complete_evidence_is_stored_with_digests_and_metadata(db, archive):
     assert sorted(r["kind"] for r in rows) == [
         "answer_html", "answer_raw", "citations", "response_raw", "screenshot", "thumbnail",
     ]  # fmt: skip
+    text_kinds = {"answer_html", "answer_raw", "citations", "response_raw"}
     for r in rows:
-        data = archive.get(r["storage_key"])
+        data = read_object(archive, r["storage_key"], r["kind"], r["sha256"])
         assert hashlib.sha256(data).hexdigest() == r["sha256"]
         assert len(data) == r["size_bytes"]
         assert r["storage_key"].startswith(f"{ref.tenant_id}/{ref.run_id}/{ref.sample_id}/")
-        assert r["storage_key"].endswith("/" + r["kind"])
+        # The text parts share one object, the answer's bundle; pictures are objects of their own.
+        kind = "bundle" if r["kind"] in text_kinds else r["kind"]
+        assert r["storage_key"].endswith("/" + kind)
         assert r["revision"] == 1 and r["captured_at"] == ev.captured_at
+    assert len({r["storage_key"] for r in rows if r["kind"] in text_kinds}) == 1
     by_kind = {r["kind"]: r for r in rows}
+    raw_row = by_kind["response_raw"]
     # Raw bytes exactly as received (including bytes that are not valid UTF-8).
-    assert archive.get(by_kind["response_raw"]["storage_key"]) == ev.raw_body
+    assert read_object(archive, raw_row["storage_key"], "response_raw", raw_row["sha256"]) == (
+        ev.raw_body
+    )
     assert by_kind["screenshot"]["mime_type"] == "image/png"
     assert by_kind["thumbnail"]["mime_type"] == "image/jpeg"
     assert archive.get(by_kind["screenshot"]["storage_key"]) == ev.screenshot.data  # original size
@@ -90,9 +98,8 @@ def test_complete_evidence_is_stored_with_digests_and_metadata(db, archive):
     assert cites[0]["citation_key"] == "1" and cites[0]["relation"] == "cited"
     assert cites[1]["registrable_domain"] == "example.com.cn"
     assert cites[1]["relation"] == "retrieved"
-    assert json.loads(archive.get(by_kind["citations"]["storage_key"]))[1]["normalized_url"] == (
-        "https://www.shop.example.com.cn/p/9"
-    )
+    cjson = fetch_evidence_for(db, archive, ref.tenant_id, ref.sample_id, "citations")
+    assert json.loads(cjson)[1]["normalized_url"] == "https://www.shop.example.com.cn/p/9"
 
 
 def test_second_write_of_the_same_evidence_creates_nothing_new(db, archive):
@@ -242,7 +249,7 @@ def test_screenshot_upload_failure_keeps_the_text(db, archive):
 
 def test_text_upload_failure_is_failed_and_records_nothing(db, archive):
     ref = seed_sample(db, policy="off")
-    broken = _FailingKinds(archive, {"answer_raw"})
+    broken = _FailingKinds(archive, {"bundle"})
     outcome = _record(db, archive_evidence(broken, ref, 1, make_evidence(ref), "off"))
     assert outcome.state == "failed" and outcome.reason.startswith("ARCHIVE_FAILED")
     assert _counts(db, ref.sample_id) == {"answers": 0, "citations": 0, "objects": 0}
@@ -301,7 +308,7 @@ def test_a_worse_later_attempt_never_moves_the_state_backwards(db, archive):
     assert (outcome.state, outcome.answer_revision) == ("stored", 2)
     assert "SCREENSHOT_UNAVAILABLE" in outcome.warnings
     # An attempt whose upload failed records nothing and does not fail the stored evidence.
-    broken = _FailingKinds(archive, {"answer_raw"})
+    broken = _FailingKinds(archive, {"bundle"})
     third = make_evidence(ref, text=ANSWER + "\nEven more.\n")
     failed = _record(db, archive_evidence(broken, ref, 3, third, "required"))
     assert failed.state == "stored" and "ARCHIVE_FAILED" in failed.warnings
