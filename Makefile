@@ -45,11 +45,13 @@ demo: install-main
 test: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(VENV_ABS)/bin/lint-imports
 	$(PY) -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
+	$(VENV_ABS)/bin/lint-imports
 
 bench: install
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

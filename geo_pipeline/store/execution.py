@@ -1,6 +1,8 @@
-"""PostgreSQL side of the execution core (issue 4): fair claims, batched lease renewals, the
-acceptance record, fenced end-of-attempt writes, the outbox relay, the sweeper and the operator
-verdicts. SQL text lives in ``sql/queries/execution.sql``.
+"""PostgreSQL side of the execution core: fair claims, batched lease renewals, the acceptance
+record, the fence and the statement of end-of-attempt writes, the outbox relay, the sweeper and
+the operator verdicts. SQL text lives in ``sql/queries/execution.sql``. The end of an attempt
+also records evidence and charges in the same transaction: that crosses parts, so it is
+``geo_pipeline.flows.complete``, built on ``fence_lock`` and ``write_finish`` here.
 
 Every function runs its own transaction and names its actor (``SET LOCAL geo.actor``) so the
 transition log says who moved each sample. Writes to a claimed sample carry its fencing token:
@@ -10,25 +12,18 @@ a stale token writes nothing (R11).
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from geo_pipeline.billing import ledger
 from geo_pipeline.domain.retry import Candidate, fair_pick
 from geo_pipeline.observability.metrics import DB_WRITE_LATENCY, STALE_WRITES
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
-try:  # the evidence issue lands in parallel; until then completions record no evidence rows
-    from geo_pipeline import evidence as _evidence
 
-    _record_evidence: Any = getattr(_evidence, "record_evidence", None)
-except ImportError:  # pragma: no cover - depends on what has landed
-    _record_evidence = None
-
-
-def _actor(conn: Conn, actor: str) -> None:
+def set_actor(conn: Conn, actor: str) -> None:
+    """Name who moves samples in this transaction, for the transition log."""
     conn.execute(Q("execution.set_actor"), {"actor": actor})
 
 
@@ -49,7 +44,7 @@ def claim_fair(
         return []
     t0 = time.perf_counter()
     with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, owner)
+        set_actor(conn, owner)
         cur.execute(
             Q("execution.claim_candidates"),
             {"platforms": list(platforms), "k": want, "lookup_platforms": list(lookup_platforms)},
@@ -79,7 +74,7 @@ def claim_ids(
     if not ids:
         return []
     with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, owner)
+        set_actor(conn, owner)
         return _claim(cur, ids, owner, lease_s)
 
 
@@ -135,7 +130,7 @@ def record_acceptances(conn: Conn, *, owner: str, items: Sequence[AcceptanceReco
         return set()
     t0 = time.perf_counter()
     with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, owner)
+        set_actor(conn, owner)
         cur.execute(
             Q("execution.record_acceptance"),
             {
@@ -178,117 +173,26 @@ def note_lookup(conn: Conn, idempotency_key: str) -> None:
 
 
 # --------------------------------------------------------------------------- end of an attempt
-@dataclass
-class Finish:
-    """How one claimed attempt ends: the target states and the records that go with them."""
-
-    sample_id: str
-    token: int
-    col_to: str  # 'completed' | 'failed' | 'queued' (handed back / retry later)
-    sub_to: str | None = None  # None = unchanged
-    ev_to: str | None = None
-    ev_reason: str | None = None
-    reason: str | None = None
-    delay_s: float = 0.0
-    outcome: str | None = None  # attempt outcome; None = unchanged
-    error_class: str | None = None
-    error_detail: str | None = None
-    retry_after_ms: int | None = None
-    req_state: str | None = None  # acceptance record: 'not_accepted' | 'uncertain'
-    deep: bool | None = None
-    shot: bool | None = None
-    want_shot: bool = False  # a screenshot download is still to come (R10)
-    charge: ledger.ChargeRequest | None = None
-    archived: Any = None  # geo_pipeline.evidence ArchivedEvidence, recorded in the same tx
-    # An upstream acceptance not written yet: recorded by this same write (the submission layer
-    # moves to 'accepted' with the upstream id, the acceptance record and attempt follow).
-    accept: AcceptanceRecord | None = None
-    # The upstream task this attempt followed, when known: not written by this statement (the
-    # acceptance did that), carried for the end-of-attempt log so an operator can find the task.
-    upstream_id: str | None = None
-
-
-@dataclass
-class FinishResult:
-    done: dict[str, str]  # sample_id -> collection state written
-    stale: list[str]
-
-
-def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishResult:
-    """Write the end of many attempts in ONE transaction guarded by their tokens (R11, R25):
-    fence check, evidence records, ledger charges, sample layers, attempt rows, acceptance
-    records and outbox rows. A stale item writes nothing at all and is counted."""
-    if not items:
-        return FinishResult({}, [])
-    t0 = time.perf_counter()
-    with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, owner)
+def fence_lock(
+    conn: Conn, *, owner: str, ids: Sequence[str], tokens: Sequence[int]
+) -> dict[str, dict[str, Any]]:
+    """Lock, for the rest of the caller's transaction, the samples still ours: this owner, this
+    fencing token, still running (R11). The rows (ctid, run_id, submission_state) feed
+    ``write_finish``; a sample missing here is stale and must get nothing written."""
+    with conn.cursor() as cur:
         cur.execute(
-            Q("execution.fence_lock"),
-            {
-                "owner": owner,
-                "ids": [i.sample_id for i in items],
-                "tokens": [i.token for i in items],
-            },
+            Q("execution.fence_lock"), {"owner": owner, "ids": list(ids), "tokens": list(tokens)}
         )
-        ours = {r["sample_id"]: r for r in cur.fetchall()}
-        # Ledger accounts are locked per run: take them in one order across all batches.
-        live = sorted((i for i in items if i.sample_id in ours), key=lambda i: i.sample_id)
-        live.sort(key=lambda i: i.charge.run_id if i.charge else "")
-        for item in live:
-            if item.archived is not None and _record_evidence is not None:
-                outcome = _record_evidence(conn, item.archived)
-                item.ev_to = getattr(outcome, "state", item.ev_to)
-                item.ev_reason = getattr(outcome, "reason", item.ev_reason)
-        charges = [i.charge for i in live if i.charge is not None]
-        if charges:
-            # One account lock and one round trip per run for the whole batch (R24 keys).
-            ledger.post_charges(conn, charges)
-        done: dict[str, str] = {}
-        if live:
-            params = _finish_params(owner, live)
-            params["ctids"] = [ours[i.sample_id]["ctid"] for i in live]
-            params["run_ids"] = [ours[i.sample_id]["run_id"] for i in live]
-            params["sub_from"] = [ours[i.sample_id]["submission_state"] for i in live]
-            cur.execute(Q("execution.finish"), params)
-            done = {r["sample_id"]: r["collection_state"] for r in cur.fetchall()}
-            if len(done) != len(live):
-                # Locked rows that were not written: never commit their charges and evidence.
-                missing = sorted({i.sample_id for i in live} - set(done))
-                raise RuntimeError(
-                    f"finish wrote {len(done)} of {len(live)} locked samples "
-                    f"(first missing: {missing[:3]})"
-                )
-    DB_WRITE_LATENCY.labels("finish").observe(time.perf_counter() - t0)
-    stale = [i.sample_id for i in items if i.sample_id not in done]
-    if stale:
-        STALE_WRITES.labels("finish").inc(len(stale))
-    return FinishResult(done, stale)
+        return {r["sample_id"]: r for r in cur.fetchall()}
 
 
-def _finish_params(owner: str, items: Iterable[Finish]) -> dict[str, Any]:
-    items = list(items)
-    return {
-        "owner": owner,
-        "ids": [i.sample_id for i in items],
-        "tokens": [i.token for i in items],
-        "sub_to": [i.sub_to for i in items],
-        "col_to": [i.col_to for i in items],
-        "ev_to": [i.ev_to for i in items],
-        "ev_reason": [i.ev_reason for i in items],
-        "reason": [i.reason for i in items],
-        "delay_s": [float(i.delay_s) for i in items],
-        "outcome": [i.outcome for i in items],
-        "error_class": [i.error_class for i in items],
-        "error_detail": [(i.error_detail or "")[:500] or None for i in items],
-        "retry_after_ms": [i.retry_after_ms for i in items],
-        "req_state": [i.req_state for i in items],
-        "deep": [i.deep for i in items],
-        "shot": [i.shot for i in items],
-        "want_shot": [i.want_shot for i in items],
-        "acc_upstream_id": [i.accept.upstream_id if i.accept else None for i in items],
-        "acc_resolved_by": [i.accept.resolved_by if i.accept else None for i in items],
-    }
+def write_finish(conn: Conn, params: dict[str, Any]) -> dict[str, str]:
+    """The end-of-attempt statement for samples ``fence_lock`` returned (one array per column,
+    see ``execution.finish``): sample layers, attempt rows, acceptance records and outbox rows
+    in one statement. Returns sample_id -> the collection state written."""
+    with conn.cursor() as cur:
+        cur.execute(Q("execution.finish"), params)
+        return {r["sample_id"]: r["collection_state"] for r in cur.fetchall()}
 
 
 # --------------------------------------------------------------------------- relay and sweeper
@@ -306,7 +210,7 @@ def outbox_mark(conn: Conn, ids: Sequence[int]) -> None:
 def sweep_expired(conn: Conn, *, actor: str, limit: int = 5000) -> list[str]:
     """Hand samples whose lease ran out back to the queue, each with a new hint."""
     with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, actor)
+        set_actor(conn, actor)
         cur.execute(Q("execution.sweep_expired"), {"limit": limit})
         return [r["sample_id"] for r in cur.fetchall()]
 
@@ -338,7 +242,7 @@ def sweep_cancelled(conn: Conn, *, actor: str, limit: int = 5000) -> list[str]:
     """Fail with reason CANCELLED the unsubmitted (queued, planned) samples of cancelled runs
     that are still open, each with its completion event: nothing else would end them."""
     with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, actor)
+        set_actor(conn, actor)
         cur.execute(Q("execution.sweep_cancelled"), {"limit": limit})
         return [r["sample_id"] for r in cur.fetchall()]
 
@@ -398,7 +302,7 @@ def cancel_run(conn: Conn, run_id: str, *, actor: str) -> dict[str, Any]:
     end CANCELLED if it did not, or are followed like accepted ones if it did). Never refunds
     anything (R24)."""
     with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, actor)
+        set_actor(conn, actor)
         cur.execute(Q("execution.cancel_run"), {"run_id": run_id})
         row = cur.fetchone()
         if row is None:
@@ -436,7 +340,7 @@ def resolve_uncertain(
     Accepted: record the upstream id and queue the sample so a worker follows the task. Not
     accepted: close the attempt; the next attempt gets a new idempotency key."""
     with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, actor)
+        set_actor(conn, actor)
         if accepted_upstream_id:
             cur.execute(
                 Q("execution.resolve_accepted"),
@@ -479,16 +383,9 @@ def sample_for_screenshot(conn: Conn, sample_id: str) -> dict[str, Any] | None:
     return dict(row) if row else None
 
 
-def record_late_screenshot(conn: Conn, archived: Any, *, actor: str) -> str:
-    """Record a screenshot downloaded from the screenshot stream and move the evidence layer
-    (R10, R21): one transaction; returns the sample's evidence state afterwards."""
-    from geo_pipeline.evidence import record_screenshot
-
-    with conn.transaction(), conn.cursor() as cur:
-        _actor(conn, actor)
-        outcome = record_screenshot(conn, archived)
-        cur.execute(
-            Q("execution.set_late_evidence_state"),
-            {"sample_id": archived.ref.sample_id, "state": outcome.state, "reason": outcome.reason},
-        )
-    return str(outcome.state)
+def set_late_evidence_state(conn: Conn, sample_id: str, state: str, reason: str | None) -> None:
+    """Move the evidence layer after a late screenshot was recorded (caller's transaction)."""
+    conn.execute(
+        Q("execution.set_late_evidence_state"),
+        {"sample_id": sample_id, "state": state, "reason": reason},
+    )

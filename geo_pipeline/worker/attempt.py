@@ -32,6 +32,7 @@ from geo_pipeline.billing.ledger import ChargeRequest
 from geo_pipeline.connectors.base import Acceptance, ConnectorError, Evidence, SubmitRequest
 from geo_pipeline.domain.retry import ErrorFacts, RetryPolicy, classify, poll_interval
 from geo_pipeline.evidence.write_ahead import HeldResponse, get_response, put_response
+from geo_pipeline.flows import complete as completion
 from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import ACCEPT_LATENCY, EXECUTION_TIME, PROCESSED, RETRIES
 from geo_pipeline.runtime.crash import crashpoint
@@ -267,9 +268,9 @@ class Attempt:
         assert last is not None
         raise last
 
-    def abandon(self, reason: str, *, fail: bool) -> ex.Finish:
+    def abandon(self, reason: str, *, fail: bool) -> completion.Finish:
         """The attempt was never accepted upstream: close it; retry now or fail."""
-        return ex.Finish(
+        return completion.Finish(
             self.h.sample_id,
             self.h.token,
             "failed" if fail else "queued",
@@ -282,7 +283,7 @@ class Attempt:
     async def park_uncertain(self, reason: str, delay_s: float) -> None:
         self.c.report["uncertain"] += 1
         await self.end(
-            ex.Finish(
+            completion.Finish(
                 self.h.sample_id,
                 self.h.token,
                 "queued",
@@ -311,7 +312,7 @@ class Attempt:
         if not fail:
             RETRIES.labels(self.lane.platform, exc.error_class).inc()
         await self.end(
-            ex.Finish(
+            completion.Finish(
                 h.sample_id,
                 h.token,
                 "failed" if fail else "queued",
@@ -384,7 +385,7 @@ class Attempt:
                 await self.fail_accepted(exc, f"fetch:{exc.error_class}:budget_exhausted")
                 return
             await self.end(
-                ex.Finish(
+                completion.Finish(
                     h.sample_id,
                     h.token,
                     "queued",
@@ -404,7 +405,7 @@ class Attempt:
         the sample and no charge we cannot prove; reconciliation will see the platform's line
         and an operator can follow up (R13, R23)."""
         await self.end(
-            ex.Finish(
+            completion.Finish(
                 self.h.sample_id,
                 self.h.token,
                 "failed",
@@ -433,7 +434,7 @@ class Attempt:
         if retry:
             RETRIES.labels(self.lane.platform, "upstream_failed").inc()
         await self.end(
-            ex.Finish(
+            completion.Finish(
                 h.sample_id,
                 h.token,
                 "queued" if retry else "failed",
@@ -454,7 +455,7 @@ class Attempt:
         )
         crashpoint("stored_not_completed")
         await self.end(
-            ex.Finish(
+            completion.Finish(
                 self.h.sample_id,
                 self.h.token,
                 "completed",
@@ -470,7 +471,7 @@ class Attempt:
         )
 
     # ------------------------------------------------------------------ the last write
-    async def end(self, fin: ex.Finish) -> None:
+    async def end(self, fin: completion.Finish) -> None:
         """The one fenced write that ends the attempt, then XACK (R11, R25). A failed write is
         retried while the lease holds; a stale token lets the sample go."""
         h, lane, c = self.h, self.lane, self.c
@@ -549,7 +550,7 @@ class Attempt:
         """Self-fenced out (or the end could not be written): one fenced hand-back, which writes
         nothing if the sample is someone else's now, then forget it."""
         h = self.h
-        fin = ex.Finish(
+        fin = completion.Finish(
             h.sample_id,
             h.token,
             "queued",
@@ -558,7 +559,7 @@ class Attempt:
             upstream_id=h.upstream_id,
         )
         try:
-            await self.c.db(ex.finish_batch, owner=self.c.id, items=[fin])
+            await self.c.db(completion.finish_batch, owner=self.c.id, items=[fin])
         except Exception as exc:  # the sweeper re-queues it when the lease runs out
             log.warning("hand-back of %s failed: %s", h.sample_id, exc)
         self.c.report["lost"] += 1
@@ -575,7 +576,7 @@ class Attempt:
         n = int(h.row.get("worker_errors") or 0) + 1
         summary = f"{type(exc).__name__}: {str(exc)[:200]}"
         final = n >= s.max_worker_errors
-        fin = ex.Finish(
+        fin = completion.Finish(
             h.sample_id,
             h.token,
             "failed" if final else "queued",

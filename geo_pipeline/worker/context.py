@@ -17,6 +17,7 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
+from geo_pipeline.flows import complete
 from geo_pipeline.observability.logs import event
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import execution as ex
@@ -73,7 +74,7 @@ class Context:
             self._accept_batch, s.accept_defer_s, s.batch_max * 4
         )
         self.sends: Batcher[tuple[str, int], bool] = Batcher(self._send_batch, s.flush_s, 1000)
-        self.finishes: Batcher[ex.Finish, str | None] = Batcher(
+        self.finishes: Batcher[complete.Finish, str | None] = Batcher(
             self._finish_batch, s.flush_s, s.batch_max, s.finish_concurrency
         )
         self.acks: Batcher[tuple[str, str], bool] = Batcher(self._ack_batch, s.flush_s, 5000)
@@ -118,10 +119,10 @@ class Context:
         return {i: it[0] in done for i, it in enumerate(items)}
 
     async def _finish_batch(
-        self, items: list[ex.Finish]
+        self, items: list[complete.Finish]
     ) -> Mapping[int, str | BaseException | None]:
         try:
-            res = await self.db(ex.finish_batch, owner=self.id, items=items)
+            res = await self.db(complete.finish_batch, owner=self.id, items=items)
         except Exception as exc:
             if len(items) == 1:
                 return {0: exc}
@@ -131,7 +132,7 @@ class Context:
             out: dict[int, str | BaseException | None] = {}
             for i, it in enumerate(items):
                 try:
-                    r = await self.db(ex.finish_batch, owner=self.id, items=[it])
+                    r = await self.db(complete.finish_batch, owner=self.id, items=[it])
                     self.log_ended([it], r.done)
                     out[i] = r.done.get(it.sample_id)
                 except Exception as one:
@@ -140,7 +141,7 @@ class Context:
         self.log_ended(items, res.done)
         return {i: res.done.get(it.sample_id) for i, it in enumerate(items)}
 
-    def log_ended(self, items: Sequence[ex.Finish], done: Mapping[str, str]) -> None:
+    def log_ended(self, items: Sequence[complete.Finish], done: Mapping[str, str]) -> None:
         """D6: one structured event per completion batch, naming every sample with its state,
         reason and upstream task (batched, so a log service is not sent thousands of lines a
         second)."""

@@ -1,5 +1,5 @@
 """The worker's link to the evidence part (R17-R22): archive BEFORE the completion transaction
-(uploads, no database), record INSIDE it (``store.execution.finish_batch`` calls
+(uploads, no database), record INSIDE it (``flows.complete.finish_batch`` calls
 ``record_evidence``). Uploads run in a thread so the event loop keeps polling other samples.
 """
 

@@ -20,9 +20,9 @@ from collections.abc import Mapping
 
 from geo_pipeline.connectors.base import Connector
 from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.flows import complete
 from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import IN_FLIGHT
-from geo_pipeline.store import execution as ex
 from geo_pipeline.streams import consumer as sc
 from geo_pipeline.worker.attempt import Attempt
 from geo_pipeline.worker.context import Context
@@ -148,7 +148,7 @@ class Worker:
         back = [h for h in leftovers if self.lanes[h.row["platform"]].held.get(h.sample_id) is h]
         if back:
             items = [
-                ex.Finish(
+                complete.Finish(
                     h.sample_id,
                     h.token,
                     "queued",
@@ -158,7 +158,7 @@ class Worker:
                 )
                 for h in back
             ]
-            res = await self.ctx.db(ex.finish_batch, owner=self.id, items=items)
+            res = await self.ctx.db(complete.finish_batch, owner=self.id, items=items)
             self.ctx.log_ended(items, res.done)
             self.ctx.report["handed_back"] += len(res.done)
             for h in back:

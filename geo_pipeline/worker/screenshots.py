@@ -11,6 +11,7 @@ import logging
 import time
 
 from geo_pipeline.evidence import archive_screenshot
+from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
 from geo_pipeline.streams import consumer as sc
 from geo_pipeline.streams.keys import GROUP
@@ -86,5 +87,5 @@ async def one_screenshot(ctx: Context, lane: Lane, e: sc.Entry) -> bool:
     archived = await asyncio.to_thread(
         archive_screenshot, ctx.archive, sample_ref(row), int(row["attempt_no"]), att
     )
-    await ctx.db(ex.record_late_screenshot, archived, actor=ctx.id)
+    await ctx.db(complete.record_late_screenshot, archived, actor=ctx.id)
     return True

@@ -19,6 +19,7 @@ from geo_pipeline.billing import ledger
 from geo_pipeline.cli.main import cli
 from geo_pipeline.connectors.base import Acceptance, SubmitRequest, TransientError
 from geo_pipeline.domain.retry import PollSchedule, RetryPolicy
+from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
 from geo_pipeline.worker.runner import Worker, WorkerSettings
 from geo_pipeline.worker.sweeper import SweepSettings, sweep_once
@@ -66,20 +67,20 @@ def test_retry_finishing_after_cancel_fails_cancelled_in_the_database(db_url):
         out = ex.cancel_run(c, "r-race", actor="operator:ops")
         assert out["cancelled_locally"] == 0  # all three are in flight
         tokens = {r["sample_id"]: r["fencing_token"] for r in rows}
-        res = ex.finish_batch(
+        res = complete.finish_batch(
             c,
             owner="worker:w:1",
             items=[
                 # the submit failed with a retryable error
-                ex.Finish(ids[0], tokens[ids[0]], "queued", sub_to="planned", reason="transient",
+                complete.Finish(ids[0], tokens[ids[0]], "queued", sub_to="planned", reason="transient",
                           delay_s=0.0, outcome="not_accepted", error_class="transient",
                           req_state="not_accepted"),
                 # a lookup found nothing: abandon the attempt, retry now
-                ex.Finish(ids[1], tokens[ids[1]], "queued", sub_to="planned",
+                complete.Finish(ids[1], tokens[ids[1]], "queued", sub_to="planned",
                           reason="lookup:absent", outcome="not_accepted",
                           req_state="not_accepted"),
                 # handed back still submitting (may have reached upstream): not cancelled here
-                ex.Finish(ids[2], tokens[ids[2]], "queued", reason="drain"),
+                complete.Finish(ids[2], tokens[ids[2]], "queued", reason="drain"),
             ],
         )  # fmt: skip
     assert res.done == {ids[0]: "failed", ids[1]: "failed", ids[2]: "queued"}
@@ -178,10 +179,10 @@ def test_sweeper_cancels_unsubmitted_samples_left_on_a_cancelled_run(db_url):
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
         c: Any = conn
         row = ex.claim_ids(c, ids[:1], owner="worker:w:1", lease_s=30)[0]
-        ex.finish_batch(
+        complete.finish_batch(
             c,
             owner="worker:w:1",
-            items=[ex.Finish(ids[0], row["fencing_token"], "queued", sub_to="uncertain",
+            items=[complete.Finish(ids[0], row["fencing_token"], "queued", sub_to="uncertain",
                              reason="acceptance_unknown:no_lookup", delay_s=3600,
                              outcome="uncertain", req_state="uncertain")],
         )  # fmt: skip

@@ -10,6 +10,7 @@ from click.testing import CliRunner
 from psycopg.rows import dict_row
 
 from geo_pipeline.cli.main import cli
+from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
 from geo_pipeline_tests.integration.execution.helpers import fetch, make_run
 
@@ -37,11 +38,11 @@ def test_samples_uncertain_and_resolve(db_url):
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
         c = conn
         row = ex.claim_ids(c, ids, owner="worker:x:1", lease_s=30)[0]  # type: ignore[arg-type]
-        ex.finish_batch(
+        complete.finish_batch(
             c,  # type: ignore[arg-type]
             owner="worker:x:1",
             items=[
-                ex.Finish(ids[0], row["fencing_token"], "queued", sub_to="uncertain",
+                complete.Finish(ids[0], row["fencing_token"], "queued", sub_to="uncertain",
                           reason="acceptance_unknown:no_lookup", delay_s=3600,
                           outcome="uncertain", req_state="uncertain")
             ],

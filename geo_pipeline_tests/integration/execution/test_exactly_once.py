@@ -28,6 +28,7 @@ from geo_pipeline.connectors.base import AcceptanceUnknown, Evidence, SubmitRequ
 from geo_pipeline.connectors.protocols import SyncProtocolConnector
 from geo_pipeline.domain.retry import PollSchedule, RetryPolicy
 from geo_pipeline.evidence import LocalArchive
+from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
 from geo_pipeline.worker.runner import Worker, WorkerSettings
 from geo_pipeline.worker.sweeper import SweepSettings, sweep_once
@@ -245,7 +246,7 @@ def test_completion_batch_failing_twice_keeps_the_task(db_url, redis_url, redis_
     # The answer comes within the acceptance's write window, so the acceptance is folded into
     # the completion write: when that write fails, the upstream id is only in memory.
     fake = FakeConnector("deepseek", latency_s=0.0, lookup=False)
-    real = ex.finish_batch
+    real = complete.finish_batch
     fails = {"left": 2}
 
     def flaky(*a: Any, **kw: Any) -> Any:
@@ -254,7 +255,7 @@ def test_completion_batch_failing_twice_keeps_the_task(db_url, redis_url, redis_
             raise psycopg.OperationalError("could not serialize access")
         return real(*a, **kw)
 
-    monkeypatch.setattr(ex, "finish_batch", flaky)
+    monkeypatch.setattr(complete, "finish_batch", flaky)
     asyncio.run(
         run_worker(
             db_url,
@@ -446,7 +447,7 @@ def test_drain_waits_for_a_completion_already_being_written(
 ):
     make_run(db_url, "r-drain", questions=1)
     fake = FakeConnector("deepseek")
-    real = ex.finish_batch
+    real = complete.finish_batch
     writing = threading.Event()
 
     def slow(*a: Any, **kw: Any) -> Any:
@@ -455,7 +456,7 @@ def test_drain_waits_for_a_completion_already_being_written(
             time.sleep(0.6)  # the database is slow to take the completion
         return real(*a, **kw)
 
-    monkeypatch.setattr(ex, "finish_batch", slow)
+    monkeypatch.setattr(complete, "finish_batch", slow)
     asyncio.run(
         run_worker(
             db_url,
@@ -480,7 +481,7 @@ def test_lone_completion_hitting_a_database_error_still_ends(
 ):
     make_run(db_url, "r-dberr", questions=1)
     fake = FakeConnector("deepseek")
-    real = ex.finish_batch
+    real = complete.finish_batch
     t0 = time.monotonic()
 
     def down(*a: Any, **kw: Any) -> Any:
@@ -488,7 +489,7 @@ def test_lone_completion_hitting_a_database_error_still_ends(
             raise psycopg.OperationalError("the database system is in recovery mode")
         return real(*a, **kw)
 
-    monkeypatch.setattr(ex, "finish_batch", down)
+    monkeypatch.setattr(complete, "finish_batch", down)
     asyncio.run(
         run_worker(db_url, redis_url, redis_ns, {"deepseek": fake}, terminal(db_url), timeout_s=12)
     )

@@ -11,6 +11,7 @@ from typing import Any
 import psycopg
 from psycopg.rows import dict_row
 
+from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
 from geo_pipeline_tests.integration.execution.helpers import fetch, make_run
 
@@ -91,11 +92,11 @@ def test_concurrent_claim_storm_keeps_the_cap(db_url):
                     with lock:
                         peak[0] = max(peak[0], running)
                     if rows:
-                        ex.finish_batch(
+                        complete.finish_batch(
                             cc,
                             owner=owner,
                             items=[
-                                ex.Finish(r["sample_id"], r["fencing_token"], "queued",
+                                complete.Finish(r["sample_id"], r["fencing_token"], "queued",
                                           sub_to="planned", reason="test", outcome="not_accepted",
                                           req_state="not_accepted")
                                 for r in rows

@@ -17,6 +17,7 @@ from psycopg.rows import dict_row
 
 from geo_pipeline.domain.retry import PollSchedule, RetryPolicy
 from geo_pipeline.evidence import LocalArchive
+from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
 from geo_pipeline.streams.keys import COMPLETIONS, stream_key
 from geo_pipeline.streams.relay import relay_once
@@ -243,10 +244,10 @@ def test_stale_token_writes_nothing(db_url):
         ex.sweep_expired(c, actor="sweeper:t")
         second = ex.claim_ids(c, ids, owner="worker:b:2", lease_s=30)[0]
         assert second["fencing_token"] == first["fencing_token"] + 1
-        res = ex.finish_batch(
+        res = complete.finish_batch(
             c,
             owner="worker:a:1",
-            items=[ex.Finish(ids[0], first["fencing_token"], "failed", reason="late")],
+            items=[complete.Finish(ids[0], first["fencing_token"], "failed", reason="late")],
         )
         assert res.stale == ids and not res.done
         assert (
