@@ -233,7 +233,7 @@ def worker_child(args: argparse.Namespace) -> None:
 
             connectors, client = _build_connectors(registry, PLATFORMS)
         else:
-            # The project's in-process connector (connectors/instant.py): real answers, no HTTP.
+            # The project's in-process connector (simulator/instant.py): real answers, no HTTP.
             latency = (10.0, 30.0) if args.connector == "latency" else (0.0, 0.0)
             connectors = {
                 p: InstantConnector(registry.entry(p), latency=latency) for p in PLATFORMS
