@@ -6,6 +6,7 @@ poll, fetch the result and the screenshot separately, look up by key, cancel, da
 
 from __future__ import annotations
 
+import json
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -169,9 +170,18 @@ class SimulatorConnector:
             raise TransientError(f"{what}: not completed yet ({status})", status=409)
         if resp.status_code != 200:
             raise status_error(resp, what=what, not_found_is_missing=True)
-        raw = resp.content
+        return self.parse_result(
+            upstream_id, request, resp.content, resp.headers.get("content-type", "")
+        )
+
+    def parse_result(
+        self, upstream_id: str, request: SubmitRequest, raw: bytes, content_type: str = ""
+    ) -> Evidence:
+        """A result body as ``fetch_evidence`` reads it, from bytes alone: also how archived raw
+        bodies are re-parsed after a parser fix, without asking the platform again (R13)."""
+        what = f"{self.platform} result {upstream_id}"
         try:
-            data = resp.json()
+            data = json.loads(raw)
             if not isinstance(data, dict):
                 raise TypeError("not an object")
             answer = data["answer"]
@@ -212,7 +222,7 @@ class SimulatorConnector:
             collection_state="completed",
             answer_text=answer,
             raw_body=raw,
-            raw_mime_type=resp.headers.get("content-type", "application/json").split(";")[0],
+            raw_mime_type=(content_type or "application/json").split(";")[0],
             captured_at=parse_time(data.get("completed_at")) or datetime.now(UTC),
             citations=tuple(citations),
             screenshot=attachment,
