@@ -16,7 +16,17 @@ from geo_pipeline.domain.config import ConfigError
 from geo_pipeline.store.db import DatabaseUnavailable
 
 # Each module defines ``register(root: click.Group)``; one module per part of the data path.
-COMMAND_MODULES = ("db", "runs", "execution", "simulator", "evidence", "review", "billing", "ops")
+COMMAND_MODULES = (
+    "db",
+    "tenants",
+    "runs",
+    "execution",
+    "simulator",
+    "evidence",
+    "review",
+    "billing",
+    "ops",
+)
 
 
 @click.group()

@@ -164,6 +164,9 @@ class Quote:
     currency: str
     lines: tuple[QuoteLine, ...]
     price_versions: dict[str, str]
+    # Part of the quote's identity: two tenants quoted the same plan get two snapshots, each
+    # theirs (one shared row would show one tenant's quote under the other's run).
+    tenant: str = ""
 
     @property
     def estimated_max(self) -> Money:
@@ -173,6 +176,7 @@ class Quote:
     def quote_id(self) -> str:
         body = json.dumps(
             {
+                "tenant": self.tenant,
                 "currency": self.currency,
                 "versions": self.price_versions,
                 "lines": [line.__dict__ for line in self.lines],
@@ -235,7 +239,7 @@ def quote(config: NormalisedConfig, prices: Mapping[str, PriceList]) -> Quote:
                 QuoteLine(platform, p.version, "retry_allowance", mode, unit, n * (attempts - 1))
             )
     versions = {t.platform: prices[t.platform].version for t in config.targets}
-    return Quote(currency, tuple(lines), dict(sorted(versions.items())))
+    return Quote(currency, tuple(lines), dict(sorted(versions.items())), config.tenant)
 
 
 # --------------------------------------------------------------------------- the plan of a run

@@ -40,6 +40,20 @@ CATALOGUE = {
         FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
         WHERE n.nspname IN ('geo', 'analytics')""",
     "transitions": "SELECT layer, coalesce(from_state, ''), to_state FROM geo.allowed_transitions",
+    # Who may see and do what: row-level security, policies, grants and owners (tenancy).
+    "policies": """
+        SELECT schemaname, tablename, policyname, permissive, roles::text, cmd,
+               coalesce(qual, ''), coalesce(with_check, '')
+        FROM pg_policies WHERE schemaname IN ('geo', 'analytics')""",
+    "security": """
+        SELECT n.nspname, c.relname, c.relrowsecurity, c.relforcerowsecurity,
+               pg_get_userbyid(c.relowner)
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname IN ('geo', 'analytics')""",
+    "grants": """
+        SELECT table_schema, table_name, grantee, privilege_type
+        FROM information_schema.role_table_grants
+        WHERE table_schema IN ('geo', 'analytics') AND grantee LIKE 'geo\\_%'""",
 }
 
 

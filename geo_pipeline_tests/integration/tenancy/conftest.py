@@ -1,0 +1,68 @@
+"""One database with two tenants' planted data for the whole module (planting runs a worker, so
+it is done once), analyst logins for both, and a service login."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from geo_pipeline.store import tenancy
+from geo_pipeline_tests.fixtures.postgres import create_database, drop_database
+from geo_pipeline_tests.integration.tenancy.helpers import (
+    drop_role,
+    login_role,
+    plant_tenant,
+    with_user,
+)
+
+
+@dataclass(frozen=True)
+class World:
+    admin_url: str  # superuser, as the tests and processes connect today
+    service_url: str  # a login in geo_service
+    a: str  # tenant ids
+    b: str
+    a_url: str  # analyst logins' URLs (trust auth here: the password is not checked)
+    b_url: str
+    a_login: str
+    b_login: str
+
+
+@pytest.fixture(scope="module")
+def world(
+    pg_admin_url: str, pg_template: str, redis_url: str, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[World]:
+    name = f"geo_ten_{uuid.uuid4().hex[:10]}"
+    url = create_database(pg_admin_url, name, template=pg_template)
+    suffix = uuid.uuid4().hex[:8]
+    a, b = f"brand-a-{suffix}", f"brand-b-{suffix}"
+    a_login, b_login = f"analyst_a_{suffix}", f"analyst_b_{suffix}"
+    ns = f"geo-test-{suffix}"
+    archive = tmp_path_factory.mktemp("tenancy-evidence")
+    try:
+        with login_role(url, "geo_svc", tenancy.SERVICE_ROLE) as svc:
+            service_url = with_user(url, svc)
+            for t in (a, b):
+                plant_tenant(service_url, url, redis_url, ns, t, str(archive / t))
+            with psycopg.connect(url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+                ga = tenancy.grant_analyst(conn, a, a_login)  # type: ignore[arg-type]
+                gb = tenancy.grant_analyst(conn, b, b_login)  # type: ignore[arg-type]
+            yield World(
+                admin_url=url,
+                service_url=service_url,
+                a=a,
+                b=b,
+                a_url=with_user(url, a_login, ga.password),
+                b_url=with_user(url, b_login, gb.password),
+                a_login=a_login,
+                b_login=b_login,
+            )
+    finally:
+        for login in (a_login, b_login):
+            drop_role(url, login)
+        drop_database(pg_admin_url, name)
