@@ -219,7 +219,7 @@ def worker_child(args: argparse.Namespace) -> None:
 
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.retry import PollSchedule
-    from geo_pipeline.evidence.archive import archive_from_url
+    from geo_pipeline.evidence.backend import archive_from_url
     from geo_pipeline.simulator.instant import InstantConnector
     from geo_pipeline.worker.runner import Worker, WorkerSettings
 

@@ -30,8 +30,8 @@ from geo_pipeline.evidence.archive import (
     Archive,
     ArchiveError,
     PresignUnsupported,
-    archive_from_url,
 )
+from geo_pipeline.evidence.backend import archive_from_url
 from geo_pipeline.evidence.bundle import is_bundle_key
 from geo_pipeline.store.db import connect
 

@@ -403,7 +403,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
 def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
     """Remove raw evidence and attempts of runs older than their tenant's retention policy (D9);
     aggregates, answers and the ledger stay. Dry run unless --apply."""
-    from geo_pipeline.evidence.archive import archive_from_url
+    from geo_pipeline.evidence.backend import archive_from_url
     from geo_pipeline.ops import retention
 
     try:

@@ -23,9 +23,9 @@ from geo_pipeline.evidence.archive import (
     PresignUnsupported,
     S3Archive,
     archive_from_s3_resource,
-    archive_from_url,
     s3_archive_from_client,
 )
+from geo_pipeline.evidence.backend import archive_from_url
 from geo_pipeline.evidence.recording import (
     ArchivedEvidence,
     ArchivedScreenshot,

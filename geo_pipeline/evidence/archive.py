@@ -35,7 +35,6 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
-from urllib.parse import unquote, urlsplit
 
 EVIDENCE_URL_ENV = "GEO_EVIDENCE_URL"
 EVIDENCE_FSYNC_ENV = "GEO_EVIDENCE_FSYNC"
@@ -443,29 +442,6 @@ def s3_archive_from_client(client: Any, bucket: str, prefix: str = "") -> S3Arch
 def archive_from_s3_resource(resource: Any, bucket: str, prefix: str = "") -> S3Archive:
     """The S3 backend from a ``dagster_aws.s3.S3Resource`` (its ``get_client()``)."""
     return s3_archive_from_client(resource.get_client(), bucket, prefix)
-
-
-def archive_from_url(url: str | None = None) -> Archive:
-    """The archive named by ``url`` or ``GEO_EVIDENCE_URL``; unset = a local directory under
-    ``~/.geo_pipeline/evidence`` (the embedded default)."""
-    url = url or os.environ.get(EVIDENCE_URL_ENV) or DEFAULT_EVIDENCE_DIR.as_uri()
-    parts = urlsplit(url)
-    if parts.scheme == "file":
-        if parts.netloc not in ("", "localhost"):
-            raise ValueError(f"{EVIDENCE_URL_ENV}: file URLs must be file:///absolute/path: {url}")
-        return LocalArchive(unquote(parts.path))
-    if parts.scheme == "s3":
-        if not parts.netloc:
-            raise ValueError(f"{EVIDENCE_URL_ENV}: s3 URLs must name a bucket: {url}")
-        client = os.environ.get(S3_CLIENT_ENV) or "obstore"
-        if client == "boto3":
-            return S3Archive(s3_client(), parts.netloc, parts.path)
-        if client != "obstore":
-            raise ValueError(f"{S3_CLIENT_ENV} must be obstore or boto3, not {client!r}")
-        from geo_pipeline.evidence.s3_async import ObjectStoreArchive
-
-        return ObjectStoreArchive(parts.netloc, parts.path)
-    raise ValueError(f"{EVIDENCE_URL_ENV} must be s3://bucket/prefix or file:///path, not {url!r}")
 
 
 async def aput(archive: Archive, key: str, data: bytes, *, mime_type: str) -> PutResult:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from geo_pipeline.evidence.archive import LocalArchive, S3Archive, archive_from_url, object_key
+from geo_pipeline.evidence.archive import LocalArchive, S3Archive, object_key
+from geo_pipeline.evidence.backend import archive_from_url
 from geo_pipeline.evidence.s3_async import ObjectStoreArchive
 
 
