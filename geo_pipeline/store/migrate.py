@@ -63,8 +63,9 @@ def applied(conn: psycopg.Connection[Any]) -> dict[int, str]:
         return {int(str(_first(r))): str(_second(r)) for r in cur.fetchall()}
 
 
-def upgrade(conn: psycopg.Connection[Any]) -> list[Migration]:
-    """Apply every pending migration; returns those applied now."""
+def upgrade(conn: psycopg.Connection[Any], directory: Path | None = None) -> list[Migration]:
+    """Apply every pending migration (of ``directory``, default sql/migrations); returns those
+    applied now."""
     done: list[Migration] = []
     with conn.transaction():
         conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LOCK_ID,))
@@ -74,7 +75,7 @@ def upgrade(conn: psycopg.Connection[Any]) -> list[Migration]:
                  applied_at timestamptz NOT NULL DEFAULT now())"""
         )
         have = applied(conn)
-        for mig in migrations():
+        for mig in migrations(directory):
             if mig.version in have:
                 if have[mig.version] != mig.checksum:
                     raise MigrationError(

@@ -54,6 +54,42 @@ CATALOGUE = {
         SELECT table_schema, table_name, grantee, privilege_type
         FROM information_schema.role_table_grants
         WHERE table_schema IN ('geo', 'analytics') AND grantee LIKE 'geo\\_%'""",
+    # Owners and grants of what role_table_grants does not cover: schemas, functions, sequences.
+    "acls": """
+        SELECT 'schema', n.nspname, pg_get_userbyid(n.nspowner), coalesce(n.nspacl::text, '')
+        FROM pg_namespace n WHERE n.nspname IN ('geo', 'analytics')
+        UNION ALL
+        SELECT 'function', p.oid::regprocedure::text, pg_get_userbyid(p.proowner),
+               coalesce(p.proacl::text, '')
+        FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+        WHERE n.nspname IN ('geo', 'analytics')
+        UNION ALL
+        SELECT 'relation', c.oid::regclass::text, pg_get_userbyid(c.relowner),
+               coalesce(c.relacl::text, '')
+        FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+        WHERE n.nspname IN ('geo', 'analytics')""",
+    "sequences": """
+        SELECT schemaname, sequencename, data_type::text, start_value, increment_by, cycle
+        FROM pg_sequences WHERE schemaname IN ('geo', 'analytics')""",
+    "types": """
+        SELECT n.nspname, t.typname, t.typtype, coalesce(pg_get_constraintdef(c.oid), ''),
+               coalesce((SELECT string_agg(e.enumlabel, ',' ORDER BY e.enumsortorder)
+                         FROM pg_enum e WHERE e.enumtypid = t.oid), '')
+        FROM pg_type t JOIN pg_namespace n ON n.oid = t.typnamespace
+        LEFT JOIN pg_constraint c ON c.contypid = t.oid
+        WHERE n.nspname IN ('geo', 'analytics') AND t.typtype IN ('e', 'd', 'c')
+          AND (t.typtype <> 'c' OR t.typrelid IN (SELECT oid FROM pg_class WHERE relkind = 'c'))""",
+    "comments": """
+        SELECT pg_describe_object(d.classoid, d.objoid, d.objsubid), d.description
+        FROM pg_description d
+        WHERE (d.classoid = 'pg_class'::regclass AND d.objoid IN (
+                 SELECT c.oid FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace
+                 WHERE n.nspname IN ('geo', 'analytics')))
+           OR (d.classoid = 'pg_proc'::regclass AND d.objoid IN (
+                 SELECT p.oid FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace
+                 WHERE n.nspname IN ('geo', 'analytics')))
+           OR (d.classoid = 'pg_namespace'::regclass AND d.objoid IN (
+                 SELECT n.oid FROM pg_namespace n WHERE n.nspname IN ('geo', 'analytics')))""",
 }
 
 
