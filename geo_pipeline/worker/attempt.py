@@ -116,7 +116,7 @@ class Attempt:
 
     async def submit(self) -> Acceptance | None:
         lane = self.lane
-        await lane.submit_limit.acquire()
+        await lane.acquire_submit(self.h)
         lane.submit_started(self.h)
         t0 = time.monotonic()
         try:
@@ -191,7 +191,7 @@ class Attempt:
         for i in range(n):
             if i or tries is None:
                 await asyncio.sleep(random.uniform(0.5, 1.0) * min(2.0, 0.2 * 2**i))
-            await self.lane.submit_limit.acquire()
+            await self.lane.acquire_submit(self.h)
             self.lane.submit_started(self.h)
             try:
                 acc = await self.send()

@@ -23,11 +23,13 @@ from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import DEAD_LETTERS, IN_FLIGHT, QUEUE_WAIT
 from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
+from geo_pipeline.store import tenancy
 from geo_pipeline.streams import consumer as sc
 from geo_pipeline.streams.keys import GROUP, collect_stream, screenshot_stream, stream_key
 from geo_pipeline.streams.ratelimit import SharedRateLimiter
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.leases import Held
+from geo_pipeline.worker.tenant_limits import TenantSubmitLimits
 
 log = logging.getLogger("geo_pipeline.worker")
 
@@ -60,6 +62,10 @@ class Lane:
             ctx.redis, ctx.ns, platform, "submit", rl.submit_per_second
         )
         self.poll_limit = SharedRateLimiter(ctx.redis, ctx.ns, platform, "poll", rl.poll_per_second)
+        # Each tenant's own submit cap on this platform, if it has one (R10).
+        self.tenant_limits = TenantSubmitLimits(
+            ctx.redis, ctx.ns, [platform], lambda ps: ctx.db(tenancy.platform_limits, ps)
+        )
         self.calls = asyncio.Semaphore(ctx.s.max_concurrent_calls)
         # Screenshots have their own stream, limiter and call budget: never starve text (R10).
         self.shot_key = stream_key(ctx.ns, screenshot_stream(platform))
@@ -84,6 +90,12 @@ class Lane:
         if self.budget_limited and self.submit_waiting <= self.submit_budget // 2:
             self.budget_limited = False
             self.wake.set()
+
+    async def acquire_submit(self, h: Held) -> None:
+        """Wait for a submit token: the tenant's own cap first (waiting on it takes nothing
+        from the platform's bucket, so other tenants' submits go on), then the platform's."""
+        await self.tenant_limits.acquire(h.row["tenant_id"], self.platform)
+        await self.submit_limit.acquire()
 
     def release(self, h: Held) -> None:
         """Forget ``h`` -- only ``h``: a newer claim of the same sample keeps its entry."""

@@ -4,16 +4,19 @@ other tenants are not held up by it."""
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import time
 from typing import Any
 
 import psycopg
+import pytest
 from psycopg.rows import dict_row
 
 from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
 from geo_pipeline_tests.integration.execution.helpers import fetch, make_run
+from geo_pipeline_tests.integration.tenancy.helpers import login_role, with_user
 
 CAP = 3
 CHANNELS = [{"platform": "deepseek", "device": "web"}, {"platform": "qwen", "device": "web"}]
@@ -71,11 +74,21 @@ def test_two_overlapping_claims_never_exceed_the_cap(db_url):
     assert got["rows"] == []
 
 
-def test_concurrent_claim_storm_keeps_the_cap(db_url):
+@pytest.mark.parametrize("role", ["superuser", "geo_service"])
+def test_concurrent_claim_storm_keeps_the_cap(db_url, role):
     """Four claimers in a loop, each finishing what it holds now and then: the running count,
-    read from the transition log at every claim, never passes the cap."""
+    read from the transition log at every claim, never passes the cap. Also as a geo_service
+    login, what production connects as: the claim's tenant lock needs its privileges."""
     make_run(db_url, "r-cap-storm", questions=30, channels=CHANNELS)
     _set_cap(db_url, "acme", CAP)
+    with contextlib.ExitStack() as stack:
+        url = db_url
+        if role != "superuser":
+            url = with_user(db_url, stack.enter_context(login_role(db_url, "geo_svc", role)))
+        _claim_storm(url, db_url)
+
+
+def _claim_storm(url: str, db_url: str) -> None:
     stop = time.monotonic() + 3.0
     errors: list[BaseException] = []
     peak = [0]
@@ -84,7 +97,7 @@ def test_concurrent_claim_storm_keeps_the_cap(db_url):
     def claimer(n: int) -> None:
         owner = f"worker:s:{n}"
         try:
-            with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as c:
+            with psycopg.connect(url, row_factory=dict_row, autocommit=True) as c:
                 cc: Any = c
                 while time.monotonic() < stop:
                     rows = _claim(cc, owner, want=CAP, platforms=(("deepseek",), ("qwen",))[n % 2])

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 import psycopg
 import pytest
+import redis as redis_lib
 from psycopg.rows import dict_row
 
 from geo_pipeline.store import tenancy
@@ -66,3 +67,10 @@ def world(
         for login in (a_login, b_login):
             drop_role(url, login)
         drop_database(pg_admin_url, name)
+        client = redis_lib.Redis.from_url(redis_url)
+        try:
+            keys = list(client.scan_iter(match=f"{ns}:*", count=1000))
+            if keys:
+                client.delete(*keys)
+        finally:
+            client.close()
