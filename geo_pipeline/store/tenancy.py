@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import re
 import secrets
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 from urllib.parse import quote
@@ -112,15 +114,20 @@ def _verifier(conn: Conn, login: str, password: str) -> str:
 
 
 def _role_ddl(conn: Conn, statement: sql.Composed) -> None:
+    with conn.transaction():
+        conn.execute(statement)
+
+
+@contextmanager
+def _as_admin(conn: Conn) -> Iterator[None]:
+    """Managing logins needs the administrator; anyone else gets told so, not a traceback."""
     try:
-        with conn.transaction():
-            conn.execute(statement)
+        yield
     except psycopg.errors.InsufficientPrivilege as exc:
-        who = conn.info.user
         raise TenancyError(
-            f"connected as {who!r}, which may not manage logins ({exc.diag.message_primary}); "
-            "connect as a role with CREATEROLE that is admin of geo_analyst (the database "
-            "administrator), not as geo_service or an analyst"
+            f"connected as {conn.info.user!r}, which may not manage logins "
+            f"({exc.diag.message_primary}); connect as the database administrator (a role with "
+            "CREATEROLE, admin of geo_analyst), not as geo_service or an analyst"
         ) from exc
 
 
@@ -128,7 +135,7 @@ def grant_analyst(conn: Conn, tenant_id: str, login: str, *, rotate: bool = Fals
     """Create the login ``login`` bound to ``tenant_id`` with a new password (or, with
     ``rotate``, give an existing login of this tenant a new password). Commits."""
     check_login_name(login)
-    with conn.transaction():
+    with _as_admin(conn), conn.transaction():
         _require_tenant(conn, tenant_id)
         facts = conn.execute(Q("tenancy.role_facts"), {"login": login}).fetchone()
         password = secrets.token_urlsafe(24)
@@ -187,7 +194,7 @@ def grant_analyst(conn: Conn, tenant_id: str, login: str, *, rotate: bool = Fals
 def revoke_analyst(conn: Conn, tenant_id: str, login: str) -> int:
     """Unbind and drop the analyst login; end its open sessions. Returns the sessions ended."""
     check_login_name(login)
-    with conn.transaction():
+    with _as_admin(conn), conn.transaction():
         facts = conn.execute(Q("tenancy.role_facts"), {"login": login}).fetchone()
         bound = facts["bound_tenant"] if facts else None
         if bound != tenant_id:
