@@ -3,6 +3,7 @@
     geo-pipeline evidence get SAMPLE_ID --tenant T [--kind answer_raw] [--revision N]
                                         [--out FILE | --presign [--expires S]] [--json]
     geo-pipeline evidence list SAMPLE_ID --tenant T [--json]
+    geo-pipeline evidence reparse (SAMPLE_ID ... | --run RUN_ID) [--no-analyse] [--json]
 
 The archive comes from ``GEO_EVIDENCE_URL`` (``s3://bucket/prefix`` or ``file:///path``), the
 database from ``GEO_DATABASE_URL``. Bytes are verified against the recorded sha256 before they
@@ -150,3 +151,37 @@ def list_(sample_id: str, tenant_id: str, as_json: bool) -> None:
         ["kind", "revision", "sha256", "size_bytes", "mime_type", "attempt_no", "captured_at"],
         title=f"evidence of {sample_id}",
     )
+
+
+@evidence.command("reparse")
+@click.argument("sample_ids", nargs=-1)
+@click.option("--run", "run_id", default=None, help="Every unparseable sample of this run.")
+@click.option("--no-analyse", is_flag=True, help="Do not re-run the run's analysis afterwards.")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def reparse_cmd(sample_ids: tuple[str, ...], run_id: str | None, no_analyse: bool,
+                as_json: bool) -> None:  # fmt: skip
+    """Parse the kept raw responses again (after a parser fix) into new answer revisions, then
+    judge validity and analyse again. Reads archived bytes only: the platform is never asked
+    and nothing is charged (R13). Exit code 1 when any sample still does not parse."""
+    from geo_pipeline.flows.reparse import reparse
+
+    if not sample_ids and not run_id:
+        raise click.UsageError("name SAMPLE_IDs or --run RUN_ID")
+    archive = _archive()
+    with connect() as conn:
+        results = reparse(
+            conn, archive, sample_ids=sample_ids, run_id=run_id, analyse=not no_analyse
+        )
+    rows = [r.__dict__ for r in results]
+    if as_json:
+        emit_json(rows)
+    elif not rows:
+        click.echo("nothing to re-parse (no completed sample with a kept raw response matched)")
+    else:
+        emit_table(
+            rows,
+            ["sample_id", "outcome", "answer_revision", "evidence_state", "validity", "detail"],
+            title=f"re-parsed {sum(r.outcome == 'reparsed' for r in results)} of {len(rows)}",
+        )
+    if any(r.outcome != "reparsed" for r in results):
+        sys.exit(1)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import getpass
 import os
+from typing import Any
 
 import click
 
@@ -17,6 +18,7 @@ from geo_pipeline.analysis import review as reviewmod
 from geo_pipeline.cli.output import POSITIVE, emit_json, emit_table
 from geo_pipeline.store import db as dbmod
 
+RAW_PREVIEW_CHARS = 160
 LIST_COLUMNS = (
     "sample_id",
     "run_id",
@@ -46,11 +48,20 @@ def review_group() -> None:
 @click.option(
     "--limit", default=1000, type=POSITIVE, show_default=True, help="At most this many rows."
 )
+@click.option(
+    "--raw",
+    "show_raw",
+    is_flag=True,
+    help="Show the start of each kept raw response (from the archive, digest-checked, "
+    "control characters removed).",
+)
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
-def list_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
+def list_cmd(run_id: str | None, limit: int, show_raw: bool, as_json: bool) -> None:
     """List the samples waiting for review, oldest first."""
     with dbmod.connect() as conn:
         rows = reviewmod.list_review_queue(conn, run_id, limit)
+        if show_raw:
+            _add_raw_previews(conn, rows)
     for r in rows:
         # Where the raw answer is: the archived object, else the answer row in the database.
         rev = r["answer_revision"]
@@ -61,8 +72,38 @@ def list_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
     if not rows:
         click.echo("nothing to review" + (f" in run {run_id}" if run_id else ""))
         return
-    emit_table(rows, LIST_COLUMNS, title=f"{len(rows)} waiting for review")
+    columns = (*LIST_COLUMNS, "raw_preview") if show_raw else LIST_COLUMNS
+    emit_table(rows, columns, title=f"{len(rows)} waiting for review")
     click.echo("resolve with: geo-pipeline review resolve SAMPLE_ID --verdict ... --note ...")
+
+
+def _add_raw_previews(conn: dbmod.Conn, rows: list[dict[str, Any]]) -> None:
+    """The first bytes of each sample's kept raw response, as text safe for a terminal."""
+    from geo_pipeline.evidence.access import fetch_evidence_for
+    from geo_pipeline.evidence.archive import ArchiveError
+    from geo_pipeline.evidence.backend import archive_from_url
+
+    archive = archive_from_url()
+    from geo_pipeline.store.queries import Q
+
+    tenant_of = Q("evidence.sample_tenant")
+    tenants = {
+        r["sample_id"]: conn.execute(tenant_of, {"sample_id": r["sample_id"]}).fetchone()
+        for r in rows
+    }
+    for r in rows:
+        owner = tenants[r["sample_id"]]
+        try:
+            if owner is None:
+                raise LookupError("sample not found")
+            raw = fetch_evidence_for(
+                conn, archive, owner["tenant_id"], r["sample_id"], "response_raw"
+            )
+        except (LookupError, PermissionError, ArchiveError) as exc:
+            r["raw_preview"] = f"({type(exc).__name__}: {exc})"[:RAW_PREVIEW_CHARS]
+            continue
+        text = raw[: RAW_PREVIEW_CHARS * 4].decode("utf-8", errors="replace")
+        r["raw_preview"] = "".join(c if c.isprintable() else " " for c in text)[:RAW_PREVIEW_CHARS]
 
 
 @review_group.command("resolve")

@@ -13,7 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.evidence import record_evidence, record_screenshot
+from geo_pipeline.evidence import record_screenshot
+from geo_pipeline.evidence.recording import record_evidence_batch
 from geo_pipeline.observability.metrics import DB_WRITE_LATENCY, STALE_WRITES
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
@@ -70,11 +71,12 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
         # Ledger accounts are locked per run: take them in one order across all batches.
         live = sorted((i for i in items if i.sample_id in ours), key=lambda i: i.sample_id)
         live.sort(key=lambda i: i.charge.run_id if i.charge else "")
-        for item in live:
-            if item.archived is not None:
-                outcome = record_evidence(conn, item.archived)
-                item.ev_to = outcome.state
-                item.ev_reason = outcome.reason
+        # Every attempt's evidence rows in a few statements for the whole batch, not per sample.
+        with_evidence = [i for i in live if i.archived is not None]
+        outcomes = record_evidence_batch(conn, [i.archived for i in with_evidence])
+        for item, outcome in zip(with_evidence, outcomes, strict=True):
+            item.ev_to = outcome.state
+            item.ev_reason = outcome.reason
         charges = [i.charge for i in live if i.charge is not None]
         if charges:
             # One account lock and one round trip per run for the whole batch (R24 keys).

@@ -1,23 +1,61 @@
-"""The worker's link to the evidence part (R17-R22): archive BEFORE the completion transaction
-(uploads, no database), record INSIDE it (``flows.complete.finish_batch`` calls
-``record_evidence``). Uploads run in a thread so the event loop keeps polling other samples.
+"""The worker's link to the evidence part (R13, R17-R22): archive BEFORE the completion
+transaction (uploads, no database), record INSIDE it (``flows.complete.finish_batch`` calls
+``record_evidence_batch``). Uploads are awaited on the event loop through the archive's own
+async client (obstore for S3, bounded in flight; a thread pool for the directory), so the loop
+keeps polling other samples while objects are written.
+
+An unreachable store does not cost the answer: the upload is retried with backoff while this
+worker holds the sample (its lease is renewed meanwhile), up to ``EVIDENCE_WAIT_S``; then
+``ArchiveUnavailable`` reaches the attempt, which hands the sample back with a growing delay
+(the worker-error path: after ``max_worker_errors`` an operator sees a dead letter). Nothing is
+charged or completed until the evidence is archived, and a re-claimed sample fetches its
+result again (a read, not a new task).
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Mapping
+import logging
+import random
+import time
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, TypeVar
 
 from geo_pipeline.connectors.base import Attachment, ConnectorError, Evidence
-from geo_pipeline.evidence import SampleRef, archive_evidence
+from geo_pipeline.evidence import ArchiveUnavailable, SampleRef
+from geo_pipeline.evidence.recording import aarchive_evidence, aarchive_unparseable
+
+log = logging.getLogger(__name__)
 
 UNPARSEABLE = "UNPARSEABLE"
+EVIDENCE_WAIT_S = 60.0  # how long one attempt waits for an unreachable store
+RETRY_BASE_S = 0.5
+RETRY_MAX_S = 10.0
+
+T = TypeVar("T")
 
 
 def sample_ref(row: Mapping[str, Any]) -> SampleRef:
     return SampleRef(sample_id=row["sample_id"], run_id=row["run_id"], tenant_id=row["tenant_id"])
+
+
+async def with_store_retry(what: str, sample_id: str, call: Callable[[], Awaitable[T]]) -> T:
+    """``call()`` again with exponential backoff and jitter while the store is unavailable, for
+    at most ``EVIDENCE_WAIT_S``; then the last ``ArchiveUnavailable`` is raised."""
+    deadline = time.monotonic() + EVIDENCE_WAIT_S
+    tries = 0
+    while True:
+        try:
+            return await call()
+        except ArchiveUnavailable as exc:
+            tries += 1
+            delay = random.uniform(0.5, 1.0) * min(RETRY_MAX_S, RETRY_BASE_S * 2 ** (tries - 1))
+            if time.monotonic() + delay > deadline:
+                raise
+            if tries == 1:
+                log.warning("%s of %s waits for the evidence store: %s", what, sample_id, exc)
+            await asyncio.sleep(delay)
 
 
 async def archive_for_completion(
@@ -28,12 +66,26 @@ async def archive_for_completion(
 ) -> tuple[Any, str | None, str | None, bool]:
     """Returns (archived, evidence_state, evidence_reason, screenshot_still_to_come).
 
-    With an archive, the evidence state is decided by ``record_evidence`` inside the fenced
-    transaction; without one (benchmarks of the bare core) nothing is archived and the layer
-    stays ``pending``. An unparseable response completes collection with evidence ``failed``
-    and reason UNPARSEABLE: it goes to review and is never re-asked (R13)."""
+    With an archive, the evidence state is decided by ``record_evidence_batch`` inside the
+    fenced transaction; without one (benchmarks of the bare core) nothing is archived and the
+    layer stays ``pending``. An unparseable response completes collection; with an archive its
+    raw bytes are kept (evidence ``partial``, reason ``UNPARSEABLE: …``), it goes to review and
+    is never re-asked (R13); ``geo-pipeline evidence reparse`` makes the answer from the kept
+    bytes after a parser fix. Raises ``ArchiveUnavailable`` after ``EVIDENCE_WAIT_S``."""
     if evidence is None:
-        return None, "failed", UNPARSEABLE if unparseable else "NO_EVIDENCE", False
+        if archive is None or unparseable is None or unparseable.raw is None:
+            return None, "failed", UNPARSEABLE if unparseable else "NO_EVIDENCE", False
+        ref, attempt_no = sample_ref(row), int(row["attempt_no"])
+        upstream_id = str(row.get("upstream_id") or "")
+        raw, reason = unparseable.raw, str(unparseable)
+        archived = await with_store_retry(
+            "raw response",
+            ref.sample_id,
+            lambda: aarchive_unparseable(
+                archive, ref, attempt_no, upstream_id, raw, "application/octet-stream", reason
+            ),
+        )
+        return archived, None, None, False
     shot = evidence.screenshot
     want_shot = (
         row.get("screenshot_policy") != "off"
@@ -52,12 +104,11 @@ async def archive_for_completion(
         )
     if archive is None:
         return None, None, None, want_shot
-    archived = await asyncio.to_thread(
-        archive_evidence,
-        archive,
-        sample_ref(row),
-        int(row["attempt_no"]),
-        evidence,
-        str(row["screenshot_policy"]),
+    ref, attempt_no = sample_ref(row), int(row["attempt_no"])
+    policy, ev = str(row["screenshot_policy"]), evidence
+    archived = await with_store_retry(
+        "evidence",
+        ref.sample_id,
+        lambda: aarchive_evidence(archive, ref, attempt_no, ev, policy, raise_unavailable=True),
     )
     return archived, None, None, want_shot

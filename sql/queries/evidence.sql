@@ -149,3 +149,28 @@ SELECT k.sample_id, k.tenant_id, k.run_id,
        size_bytes bigint, mime_type text, attempt_no integer, captured_at timestamptz)
 ON CONFLICT (sample_id, kind, sha256) DO NOTHING
 RETURNING sample_id, kind;
+
+-- name: reparse_candidates
+-- Completed samples whose latest archived raw response can be parsed again: the given ids, or
+-- every sample of a run whose evidence reason says the response was unparseable (R13).
+SELECT s.sample_id, s.tenant_id, s.run_id, s.platform, s.device, s.region, s.mode,
+       s.screenshot_policy, s.attempt_no, s.upstream_id, s.evidence_state, s.evidence_reason,
+       o.storage_key, o.sha256, o.mime_type, o.attempt_no AS raw_attempt_no
+  FROM geo.samples s
+  JOIN LATERAL (SELECT o1.storage_key, o1.sha256, o1.mime_type, o1.attempt_no
+                  FROM geo.evidence_objects o1
+                 WHERE o1.sample_id = s.sample_id AND o1.kind = 'response_raw'
+                 ORDER BY o1.revision DESC LIMIT 1) o ON true
+ WHERE s.collection_state = 'completed'
+   AND (s.sample_id = ANY(%(sample_ids)s::text[])
+        OR (s.run_id = %(run_id)s AND s.evidence_reason ILIKE 'UNPARSEABLE%%'))
+ ORDER BY s.sample_id;
+
+-- name: set_evidence_state
+-- The evidence layer after a re-parse, on a completed sample only (no worker holds it); the
+-- transition trigger refuses moves R6 does not allow and logs the rest.
+UPDATE geo.samples
+   SET evidence_state = %(state)s, evidence_reason = %(reason)s
+ WHERE sample_id = %(sample_id)s AND collection_state = 'completed'
+   AND (evidence_state IS DISTINCT FROM %(state)s
+        OR evidence_reason IS DISTINCT FROM %(reason)s);
