@@ -240,14 +240,35 @@ def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool
 @click.option("--interval-s", type=POSITIVE_SECONDS, default=5.0, envvar="GEO_SWEEP_INTERVAL_S")
 @click.option("--grace-s", type=SECONDS, default=2.0, envvar="GEO_SWEEP_GRACE_S")
 @click.option("--hint-ttl-s", type=POSITIVE_SECONDS, default=30.0, envvar="GEO_SWEEP_HINT_TTL_S")
+@click.option(
+    "--stream-keep-s",
+    type=POSITIVE_SECONDS,
+    default=86400.0,
+    envvar="GEO_STREAM_KEEP_S",
+    show_default=True,
+    help="The completion and dead-letter streams keep this long; the work streams are trimmed "
+    "to what their consumer groups still need.",
+)
 @click.option("--metrics-port", type=PORT, default=None)
 @click.option("--json", "as_json", is_flag=True)
 def sweeper_cmd(
-    interval_s: float, grace_s: float, hint_ttl_s: float, metrics_port: int | None, as_json: bool
+    interval_s: float,
+    grace_s: float,
+    hint_ttl_s: float,
+    stream_keep_s: float,
+    metrics_port: int | None,
+    as_json: bool,
 ) -> None:
     """Re-derive due and orphaned work from PostgreSQL (expired leases, lost hints, lookups)."""
     del as_json
-    from geo_pipeline.streams.keys import collect_stream, namespace, stream_key
+    from geo_pipeline.streams.keys import (
+        COMPLETIONS,
+        DEAD,
+        collect_stream,
+        namespace,
+        screenshot_stream,
+        stream_key,
+    )
     from geo_pipeline.worker.sweeper import SweepSettings, run_sweeper
 
     logs.configure()
@@ -257,15 +278,23 @@ def sweeper_cmd(
     ns = namespace()
     lookup = [p for p, c in registry.capabilities().items() if c.recoverable]
     keys = [stream_key(ns, collect_stream(p)) for p in registry.entries]
+    keys += [stream_key(ns, screenshot_stream(p)) for p in registry.entries]
+    windowed = [stream_key(ns, COMPLETIONS), stream_key(ns, DEAD)]
     with dbmod.connect(autocommit=True) as conn:
         totals = run_sweeper(
             conn,
             actor=f"sweeper:{socket.gethostname()}:{os.getpid()}",
-            settings=SweepSettings(interval_s=interval_s, grace_s=grace_s, hint_ttl_s=hint_ttl_s),
+            settings=SweepSettings(
+                interval_s=interval_s,
+                grace_s=grace_s,
+                hint_ttl_s=hint_ttl_s,
+                windowed_keep_s=stream_keep_s,
+            ),
             lookup_platforms=lookup,
             stop=stop,
             redis=_redis_sync(),
             stream_keys=keys,
+            windowed_keys=windowed,
         )
     emit_json({"sweeper": f"sweeper:{socket.gethostname()}:{os.getpid()}", **totals})
 

@@ -3,6 +3,10 @@ may lose or trim entries. Each pass hands expired leases back to the queue, ends
 unsubmitted samples of cancelled runs (CANCELLED, so the run can close and release its
 reservation), and queues hints for due work that has none (including uncertain samples due for
 a lookup), so a lost message delays a sample by at most lease + sweep interval, never loses it.
+
+Each pass also bounds Redis (streams.trim): the consumer-group streams are trimmed to what their
+groups still need, the completion and dead-letter streams to a time window, so a managed Redis
+holds the work in flight, not the history.
 """
 
 from __future__ import annotations
@@ -18,6 +22,7 @@ from geo_pipeline.observability.metrics import PENDING_ENTRIES, STREAM_LENGTH, U
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
 from geo_pipeline.streams.keys import GROUP
+from geo_pipeline.streams.trim import trim_streams
 
 log = logging.getLogger("geo_pipeline.sweeper")
 
@@ -29,6 +34,8 @@ class SweepSettings:
     hint_ttl_s: float = 30.0  # a hint younger than this counts as live
     screenshot_ttl_s: float = 300.0  # a pending screenshot's hint is renewed after this
     limit: int = 5000
+    trim: bool = True  # trim the streams each pass (never an unacknowledged entry)
+    windowed_keep_s: float = 86400.0  # completion / dead-letter streams keep this long
 
 
 def sweep_once(
@@ -71,6 +78,17 @@ def stream_gauges(redis: Any, keys: Sequence[str]) -> None:
             continue
 
 
+def trim_pass(
+    redis: Any, stream_keys: Sequence[str], windowed_keys: Sequence[str], keep_s: float
+) -> int:
+    """Trim every stream once; returns the entries removed."""
+    results = trim_streams(redis, stream_keys, [(k, keep_s) for k in windowed_keys])
+    removed = sum(r.removed for r in results)
+    if removed:
+        event(log, "sweeper.trimmed", removed=removed, streams=len(results))
+    return removed
+
+
 def run_sweeper(
     conn: Conn,
     *,
@@ -80,8 +98,9 @@ def run_sweeper(
     stop: threading.Event,
     redis: Any = None,
     stream_keys: Sequence[str] = (),
+    windowed_keys: Sequence[str] = (),
 ) -> dict[str, int]:
-    totals = {"expired": 0, "cancelled": 0, "hinted": 0, "passes": 0}
+    totals = {"expired": 0, "cancelled": 0, "hinted": 0, "passes": 0, "trimmed": 0}
     event(log, "sweeper.started", actor=actor)
     while not stop.is_set():
         try:
@@ -95,6 +114,10 @@ def run_sweeper(
             if got["expired"] or got["cancelled"] or got["hinted"]:
                 event(log, "sweeper.pass", **got)
             if redis is not None:
+                if settings.trim:
+                    totals["trimmed"] += trim_pass(
+                        redis, stream_keys, windowed_keys, settings.windowed_keep_s
+                    )
                 stream_gauges(redis, stream_keys)
         except Exception as exc:
             log.warning("sweep failed: %s", exc)
