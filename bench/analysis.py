@@ -1,4 +1,4 @@
-"""Benchmark of the analysis layer (issue 6).
+"""Benchmark of the analysis layer.
 
 1. Mention detection throughput: 50 brands x 5 aliases, 1 KB answers (English and Chinese
    mixes), one core -- goal >= 20,000 answers/s.

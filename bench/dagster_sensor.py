@@ -1,4 +1,4 @@
-"""Completion-sensor tick time (issue 8): 50,000 completions across 1,000 partitions.
+"""Completion-sensor tick time: 50,000 completions across 1,000 partitions.
 
     python bench/dagster_sensor.py                 # 200 runs x 5 channels x 50 samples
     python bench/dagster_sensor.py --runs 40 --samples-per-partition 10   # quick

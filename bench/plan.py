@@ -1,4 +1,4 @@
-"""Plan and insert a 100,000-sample run (issue 2): time and rows/s. Goal: under 5 s.
+"""Plan and insert a 100,000-sample run: time and rows/s. Goal: under 5 s.
 
 python bench/plan.py            # uses GEO_BENCH_DATABASE_URL, else local/embedded PostgreSQL
 """

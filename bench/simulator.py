@@ -4,7 +4,7 @@ Starts ``python -m geo_pipeline.simulator`` (the same command as ``geo-pipeline 
 own process on a free port, then drives it for ``--seconds`` with ``--concurrency`` aiohttp client
 coroutines in ``--clients`` processes. Each coroutine repeats what a worker does per sample:
 submit (with a fresh idempotency key), poll, fetch the result. Prints requests/s per endpoint kind
-and overall, plus the machine. Goal (issue 3): >= 3,000 requests/s, so that end-to-end throughput
+and overall, plus the machine. Goal: >= 3,000 requests/s, so that end-to-end throughput
 benchmarks of the execution core know the simulator is not their bottleneck.
 
     python bench/simulator.py [--seconds 10] [--concurrency 64] [--clients 1]

@@ -1,4 +1,4 @@
-"""Brand analysis (issue 6; R6, R22): the mention detector run over stored answers, the analyst
+"""Brand analysis (R6, R22): the mention detector run over stored answers, the analyst
 tables of the ``analytics`` schema, and the review queue. Pure rules live in
 geo_pipeline.domain.mentions and geo_pipeline.domain.stats; this package does the I/O."""
 

@@ -749,13 +749,13 @@ ENTRY_COLUMNS = ("tenant_id", "kind", "amount_minor", "currency", "run_id", "sam
 
 
 def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
-    """``post_charge`` for a whole completion batch of the execution core (added by the
-    execution issue; same rules, keys and results as calling ``post_charge`` for each charge in
-    order). Per run: ONE account lock, one read of the context (existing keys, fee rules, quote
-    lines, samples already charged), the decisions computed with the same pure rules (the
-    reservation left is carried from charge to charge), and the entries inserted in one
-    pipelined round trip. Runs are taken in run_id order so concurrent batches never deadlock
-    on account locks. Runs in the caller's transaction (a savepoint per run)."""
+    """``post_charge`` for a whole completion batch of the execution core (same rules, keys and
+    results as calling ``post_charge`` for each charge in order). Per run: ONE account lock, one
+    read of the context (existing keys, fee rules, quote lines, samples already charged), the
+    decisions computed with the same pure rules (the reservation left is carried from charge to
+    charge), and the entries inserted in one pipelined round trip. Runs are taken in run_id order
+    so concurrent batches never deadlock on account locks. Runs in the caller's transaction (a
+    savepoint per run)."""
     results: list[int | None] = [None] * len(charges)
     by_run: dict[str, list[int]] = {}
     for i, c in enumerate(charges):

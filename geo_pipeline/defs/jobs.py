@@ -1,7 +1,7 @@
 """Jobs: creating a collection run from the launchpad, and the asset jobs sensors and schedules
 launch (one partition per Dagster run, principle 4).
 
-Choice (issue 8, item 4): the ``create_collection_run`` job validates the config, creates the run
+How a run reaches execution: the ``create_collection_run`` job validates the config, creates the run
 (snapshot, quote, samples; nothing dispatched yet) and adds the run's dynamic partition. It does
 not launch anything itself: the ``sampling_plan_sensor`` asks PostgreSQL which partitions of
 recent runs were never dispatched and requests their ``sampling_plan``, with one run key per

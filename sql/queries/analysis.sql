@@ -1,5 +1,5 @@
--- Brand analysis (issue 6): running the mention detector over stored answers, refreshing the
--- analyst tables, and the review queue. Loaded as Q("analysis.<name>").
+-- Brand analysis: running the mention detector over stored answers, refreshing the analyst
+-- tables, and the review queue. Loaded as Q("analysis.<name>").
 
 -- name: set_actor
 -- Names the analyser or operator in geo.state_transitions.actor for this transaction.
@@ -315,7 +315,7 @@ SELECT (SELECT count(*) FROM ins_cell) AS brand_metrics,
 DELETE FROM analytics.source_domains WHERE (%(run_id)s::text IS NULL OR run_id = %(run_id)s);
 
 -- name: review_queue
--- Every sample waiting for a person (issue 6 point 4): analysis in review; an answer kept raw
+-- Every sample waiting for a person: analysis in review; an answer kept raw
 -- after a parse failure (R13); a validity verdict flagged as doubtful (truncated). One row per
 -- sample and reason, with a pointer to its evidence. Parse failures and doubtful verdicts leave
 -- the queue once a reviewer recorded a decision about them.

@@ -1,4 +1,4 @@
--- Billing (issue 7): the append-only ledger, balances and reconciliation (R15, R23, R24).
+-- Billing: the append-only ledger, balances and reconciliation (R15, R23, R24).
 
 -- name: upsert_tenant
 -- A deposit may arrive before the tenant's first run; the tenant's currency is the ledger's.
