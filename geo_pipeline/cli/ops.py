@@ -401,8 +401,9 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
 )
 @click.option("--json", "as_json", is_flag=True)
 def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
-    """Remove raw evidence and attempts of runs older than their tenant's retention policy (D9);
-    aggregates, answers and the ledger stay. Dry run unless --apply."""
+    """Remove raw evidence, raw answer text and the execution log of runs past their tenant's
+    retention windows (D9), published outbox rows and settled dead letters; aggregates, analysis
+    and the ledger stay. Dry run unless --apply."""
     from geo_pipeline.evidence.backend import archive_from_url
     from geo_pipeline.ops import retention
 
@@ -419,11 +420,22 @@ def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
         return
     emit_table(
         [{k: v for k, v in r.as_dict().items() if k != "object_keys"} for r in rep.runs],
-        ["run_id", "tenant_id", "retention_days", "objects", "bytes", "attempts"],
+        [
+            "run_id",
+            "tenant_id",
+            "retention_days",
+            "objects",
+            "bytes",
+            "answers",
+            "attempts",
+            "transitions",
+        ],
         title="removed" if apply_ else "would remove (dry run; --apply to delete)",
     )
     click.echo(
-        f"{len(rep.runs)} runs, {rep.objects} objects ({rep.bytes} bytes), {rep.attempts} attempts"
+        f"{len(rep.runs)} runs, {rep.objects} objects ({rep.bytes} bytes), {rep.answers} raw "
+        f"answer texts, {rep.attempts} attempts, {rep.transitions} transitions; "
+        f"{rep.outbox} published outbox rows, {rep.dead_letters} dead letters"
     )
 
 

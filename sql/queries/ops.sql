@@ -56,20 +56,36 @@ GROUP BY classification, currency ORDER BY classification;
 SELECT to_regclass(%(name)s) IS NOT NULL AS present;
 
 -- name: retention_due_runs
--- Runs older than their tenant's retention policy (D9) whose every sample is terminal: work in
--- flight is never touched, however old. Database time comes in as %(now)s so a dry run and the
--- real pass agree, and tests can move the clock.
-SELECT r.run_id, r.tenant_id, t.retention_days, r.created_at,
-       %(now)s::timestamptz - make_interval(days => t.retention_days) AS cutoff
-FROM geo.runs r
-JOIN geo.tenants t USING (tenant_id)
-WHERE r.created_at < %(now)s::timestamptz - make_interval(days => t.retention_days)
+-- Runs past one of their tenant's windows (D9) whose every sample is terminal: work in flight is
+-- never touched, however old. Two windows: raw evidence (objects, raw answer text) after
+-- retention_days; the execution log (attempts, state transitions) after log_retention_days
+-- (NULL: the same). Database time comes in as %(now)s so a dry run and the real pass agree, and
+-- tests can move the clock.
+WITH w AS (
+  SELECT r.run_id, r.tenant_id, r.created_at, t.retention_days,
+         coalesce(t.log_retention_days, t.retention_days) AS log_retention_days,
+         %(now)s::timestamptz - make_interval(days => t.retention_days) AS cutoff,
+         %(now)s::timestamptz
+           - make_interval(days => coalesce(t.log_retention_days, t.retention_days)) AS log_cutoff
+  FROM geo.runs r JOIN geo.tenants t USING (tenant_id)
+)
+SELECT w.run_id, w.tenant_id, w.retention_days, w.log_retention_days, w.created_at, w.cutoff,
+       w.log_cutoff, w.created_at < w.cutoff AS raw_due, w.created_at < w.log_cutoff AS log_due
+FROM w
+WHERE w.created_at < greatest(w.cutoff, w.log_cutoff)  -- past at least one window
   AND NOT EXISTS (SELECT 1 FROM geo.samples s
-                   WHERE s.run_id = r.run_id AND s.collection_state IN ('queued', 'running'))
-  AND (EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = r.run_id)
-       OR EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
-                   WHERE s.run_id = r.run_id))
-ORDER BY r.created_at, r.run_id
+                   WHERE s.run_id = w.run_id AND s.collection_state IN ('queued', 'running'))
+  AND ((w.created_at < w.cutoff
+        AND (EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = w.run_id)
+             OR EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
+                         WHERE s.run_id = w.run_id AND a.raw_text IS NOT NULL
+                           AND s.analysis_state <> 'pending')))
+       OR (w.created_at < w.log_cutoff
+           AND (EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
+                         WHERE s.run_id = w.run_id)
+                OR EXISTS (SELECT 1 FROM geo.samples s JOIN geo.state_transitions t
+                             USING (sample_id) WHERE s.run_id = w.run_id))))
+ORDER BY w.created_at, w.run_id
 LIMIT %(limit)s;
 
 -- name: retention_objects
@@ -81,6 +97,16 @@ FROM geo.evidence_objects WHERE run_id = %(run_id)s ORDER BY object_id;
 SELECT count(*) AS n FROM geo.attempts a JOIN geo.samples s USING (sample_id)
 WHERE s.run_id = %(run_id)s;
 
+-- name: retention_raw_text_count
+-- Raw answer texts still held; an answer whose analysis has not finished keeps its text, the
+-- analysis reads it.
+SELECT count(*) AS n FROM geo.answers a JOIN geo.samples s USING (sample_id)
+WHERE s.run_id = %(run_id)s AND a.raw_text IS NOT NULL AND s.analysis_state <> 'pending';
+
+-- name: retention_transition_count
+SELECT count(*) AS n FROM geo.state_transitions t JOIN geo.samples s USING (sample_id)
+WHERE s.run_id = %(run_id)s;
+
 -- name: retention_delete_objects
 -- Rows go after their bytes are gone from the archive: a crash in between leaves a row whose
 -- object is missing, which the next pass deletes again (idempotent), never an orphaned object.
@@ -90,11 +116,53 @@ DELETE FROM geo.evidence_objects WHERE object_id = ANY(%(object_ids)s::bigint[])
 DELETE FROM geo.attempts a USING geo.samples s
 WHERE a.sample_id = s.sample_id AND s.run_id = %(run_id)s;
 
+-- name: retention_clear_raw_text
+-- The sanitised version (what is displayed), the digests, validity and the analysis stay.
+UPDATE geo.answers a SET raw_text = NULL, raw_expired_at = %(now)s
+FROM geo.samples s
+WHERE a.sample_id = s.sample_id AND s.run_id = %(run_id)s AND a.raw_text IS NOT NULL
+  AND s.analysis_state <> 'pending';
+
+-- name: retention_delete_transitions
+-- Through the samples, so the per-sample index is used (the log has no run index: a hot table).
+DELETE FROM geo.state_transitions t USING geo.samples s
+WHERE t.sample_id = s.sample_id AND s.run_id = %(run_id)s;
+
 -- name: retention_log_insert
 INSERT INTO geo.retention_log (run_id, tenant_id, retention_days, cutoff, objects_deleted,
-                               bytes_deleted, attempts_deleted)
+                               bytes_deleted, attempts_deleted, log_retention_days,
+                               answers_cleared, transitions_deleted)
 VALUES (%(run_id)s, %(tenant_id)s, %(retention_days)s, %(cutoff)s, %(objects_deleted)s,
-        %(bytes_deleted)s, %(attempts_deleted)s);
+        %(bytes_deleted)s, %(attempts_deleted)s, %(log_retention_days)s, %(answers_cleared)s,
+        %(transitions_deleted)s);
+
+-- name: retention_outbox_count
+SELECT count(*) AS n FROM geo.outbox
+WHERE published_at IS NOT NULL AND published_at < %(cutoff)s;
+
+-- name: retention_delete_outbox
+-- Published rows only: an unpublished row is work the relay still owes. In chunks, so a first
+-- pass over months of rows never holds one huge delete.
+DELETE FROM geo.outbox WHERE outbox_id IN (
+  SELECT outbox_id FROM geo.outbox
+  WHERE published_at IS NOT NULL AND published_at < %(cutoff)s
+  ORDER BY outbox_id LIMIT %(limit)s);
+
+-- name: retention_dead_letter_count
+SELECT count(*) AS n FROM geo.dead_letters d
+WHERE d.at < %(old_cutoff)s
+   OR (d.at < %(resolved_cutoff)s
+       AND EXISTS (SELECT 1 FROM geo.samples s WHERE s.sample_id = d.sample_id
+                    AND s.collection_state IN ('completed', 'failed')));
+
+-- name: retention_delete_dead_letters
+-- A dead letter is settled once its sample reached a terminal state (the sweeper re-derived the
+-- work from PostgreSQL); settled ones go after a short grace, any after the long window.
+DELETE FROM geo.dead_letters d
+WHERE d.at < %(old_cutoff)s
+   OR (d.at < %(resolved_cutoff)s
+       AND EXISTS (SELECT 1 FROM geo.samples s WHERE s.sample_id = d.sample_id
+                    AND s.collection_state IN ('completed', 'failed')));
 
 -- name: retention_of_run
 SELECT retention_days, cutoff, objects_deleted, bytes_deleted, attempts_deleted, applied_at

@@ -1,0 +1,271 @@
+"""Retention (D9): raw evidence and the execution log expire on each tenant's policy; aggregates,
+analysis results and the ledger stay for ever.
+
+Per run past a window of its tenant, with no sample still in flight:
+- raw window (``geo.tenants.retention_days``, default 30): the archived evidence objects (bytes in
+  the archive, then their ``geo.evidence_objects`` rows) and the raw answer text (set NULL with
+  ``raw_expired_at``; the sanitised version, the digests and the analysis stay; an answer whose
+  analysis has not finished keeps its text);
+- log window (``log_retention_days``, NULL: the raw window): ``geo.attempts`` and the
+  ``geo.state_transitions`` of the run.
+Samples and their states, citations, analysis, the ledger and reconciliation lines are kept. Each
+run's pass writes one ``geo.retention_log`` row, so a missing screenshot of an old run is
+explained, not silent.
+
+Table-wide, not per tenant: published outbox rows older than ``outbox_keep`` (the relay is done
+with them; unpublished rows are never touched) and dead letters whose sample has settled after
+``dead_settled_keep``, or any after ``dead_letter_keep``.
+
+Order matters: bytes are deleted before rows. A crash in between leaves rows whose objects are
+gone, which the next pass deletes again (deleting a missing object is not an error); the other
+order could leave objects no row points to, which nothing would ever find again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+from geo_pipeline.evidence.archive import Archive
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+
+@dataclass(frozen=True)
+class TableWindows:
+    """How long the table-wide hot rows are kept."""
+
+    outbox_keep: timedelta = timedelta(days=1)
+    dead_settled_keep: timedelta = timedelta(days=1)
+    dead_letter_keep: timedelta = timedelta(days=30)
+    chunk: int = 50_000  # outbox rows per delete statement
+
+
+@dataclass
+class RunRetention:
+    run_id: str
+    tenant_id: str
+    retention_days: int
+    cutoff: datetime
+    log_retention_days: int = 0
+    object_keys: list[str] = field(default_factory=list)
+    bytes: int = 0
+    attempts: int = 0
+    answers: int = 0  # raw texts cleared
+    transitions: int = 0
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "run_id": self.run_id,
+            "tenant_id": self.tenant_id,
+            "retention_days": self.retention_days,
+            "log_retention_days": self.log_retention_days,
+            "cutoff": self.cutoff,
+            "objects": len(self.object_keys),
+            "object_keys": self.object_keys,
+            "bytes": self.bytes,
+            "attempts": self.attempts,
+            "answers": self.answers,
+            "transitions": self.transitions,
+        }
+
+
+@dataclass
+class RetentionReport:
+    """What a pass removed (or, in a dry run, would remove)."""
+
+    dry_run: bool
+    now: datetime
+    runs: list[RunRetention]
+    outbox: int = 0
+    dead_letters: int = 0
+
+    @property
+    def objects(self) -> int:
+        return sum(len(r.object_keys) for r in self.runs)
+
+    @property
+    def attempts(self) -> int:
+        return sum(r.attempts for r in self.runs)
+
+    @property
+    def bytes(self) -> int:
+        return sum(r.bytes for r in self.runs)
+
+    @property
+    def answers(self) -> int:
+        return sum(r.answers for r in self.runs)
+
+    @property
+    def transitions(self) -> int:
+        return sum(r.transitions for r in self.runs)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "dry_run": self.dry_run,
+            "now": self.now,
+            "runs": [r.as_dict() for r in self.runs],
+            "objects": self.objects,
+            "attempts": self.attempts,
+            "bytes": self.bytes,
+            "answers": self.answers,
+            "transitions": self.transitions,
+            "outbox": self.outbox,
+            "dead_letters": self.dead_letters,
+        }
+
+
+def delete_object(archive: Archive, key: str) -> None:
+    """Remove one object; a missing object is fine (a previous pass may have removed it).
+
+    The archive protocol has no delete yet; we use the archive's own ``delete`` when it has one
+    and otherwise the two known backends' public handles."""
+    deleter = getattr(archive, "delete", None)
+    if callable(deleter):
+        deleter(key)
+        return
+    from geo_pipeline.evidence.archive import LocalArchive, S3Archive
+
+    if isinstance(archive, LocalArchive):
+        archive._path(key).unlink(missing_ok=True)
+    elif isinstance(archive, S3Archive):
+        # DeleteObject on a missing key succeeds on S3 and its compatibles.
+        archive.client.delete_object(Bucket=archive.bucket, Key=archive._key(key))
+    else:
+        raise TypeError(f"cannot delete from {type(archive).__name__}: it has no delete()")
+
+
+def _count(conn: Conn, name: str, params: dict[str, Any]) -> int:
+    with conn.cursor() as cur:
+        cur.execute(Q(name), params)
+        row = cur.fetchone()
+    return int(dict(row)["n"]) if row else 0
+
+
+def _due_runs(conn: Conn, now: datetime, limit: int) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q("ops.retention_due_runs"), {"now": now, "limit": limit})
+        return [dict(r) for r in cur.fetchall()]
+
+
+def _plan_run(conn: Conn, due: dict[str, Any]) -> tuple[RunRetention, list[int]]:
+    run = {"run_id": due["run_id"]}
+    objects: list[dict[str, Any]] = []
+    plan = RunRetention(
+        run_id=due["run_id"],
+        tenant_id=due["tenant_id"],
+        retention_days=int(due["retention_days"]),
+        log_retention_days=int(due["log_retention_days"]),
+        cutoff=due["cutoff"],
+    )
+    if due["raw_due"]:
+        with conn.cursor() as cur:
+            cur.execute(Q("ops.retention_objects"), run)
+            objects = [dict(r) for r in cur.fetchall()]
+        plan.object_keys = [o["storage_key"] for o in objects]
+        plan.bytes = sum(int(o["size_bytes"]) for o in objects)
+        plan.answers = _count(conn, "ops.retention_raw_text_count", run)
+    if due["log_due"]:
+        plan.attempts = _count(conn, "ops.retention_attempt_count", run)
+        plan.transitions = _count(conn, "ops.retention_transition_count", run)
+    return plan, [int(o["object_id"]) for o in objects]
+
+
+def _apply_run(
+    conn: Conn, archive: Archive, plan: RunRetention, object_ids: list[int], now: datetime
+) -> None:
+    for key in plan.object_keys:
+        delete_object(archive, key)
+    run = {"run_id": plan.run_id}
+    with conn.transaction(), conn.cursor() as cur:
+        if object_ids:
+            cur.execute(Q("ops.retention_delete_objects"), {"object_ids": object_ids})
+        if plan.answers:
+            cur.execute(Q("ops.retention_clear_raw_text"), {**run, "now": now})
+        if plan.attempts:
+            cur.execute(Q("ops.retention_delete_attempts"), run)
+        if plan.transitions:
+            cur.execute(Q("ops.retention_delete_transitions"), run)
+        cur.execute(
+            Q("ops.retention_log_insert"),
+            {
+                "run_id": plan.run_id,
+                "tenant_id": plan.tenant_id,
+                "retention_days": plan.retention_days,
+                "log_retention_days": plan.log_retention_days,
+                "cutoff": plan.cutoff,
+                "objects_deleted": len(object_ids),
+                "bytes_deleted": plan.bytes,
+                "attempts_deleted": plan.attempts,
+                "answers_cleared": plan.answers,
+                "transitions_deleted": plan.transitions,
+            },
+        )
+
+
+def _table_pass(conn: Conn, now: datetime, windows: TableWindows, dry_run: bool) -> tuple[int, int]:
+    outbox = {"cutoff": now - windows.outbox_keep, "limit": windows.chunk}
+    dead = {
+        "old_cutoff": now - windows.dead_letter_keep,
+        "resolved_cutoff": now - windows.dead_settled_keep,
+    }
+    if dry_run:
+        return (
+            _count(conn, "ops.retention_outbox_count", outbox),
+            _count(conn, "ops.retention_dead_letter_count", dead),
+        )
+    removed_outbox = 0
+    while True:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(Q("ops.retention_delete_outbox"), outbox)
+            n = cur.rowcount
+        removed_outbox += n
+        if n < windows.chunk:
+            break
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(Q("ops.retention_delete_dead_letters"), dead)
+        removed_dead = cur.rowcount
+    return removed_outbox, removed_dead
+
+
+def apply_retention(
+    conn: Conn,
+    archive: Archive,
+    now: datetime,
+    dry_run: bool = True,
+    limit: int = 500,
+    windows: TableWindows | None = None,
+) -> RetentionReport:
+    """Remove what is past its window (module docstring): per run, then table-wide.
+
+    ``now`` is the reference time (pass the database's ``now()`` in production; tests move it).
+    ``dry_run`` (the default, so a mistaken call deletes nothing) returns exactly what a real
+    pass at the same ``now`` would remove. Each run is its own transaction; at most ``limit``
+    runs per pass so a schedule tick stays short.
+    """
+    runs: list[RunRetention] = []
+    for due in _due_runs(conn, now, limit):
+        plan, object_ids = _plan_run(conn, due)
+        runs.append(plan)
+        if dry_run:
+            continue
+        _apply_run(conn, archive, plan, object_ids, now)
+        if not conn.autocommit:
+            conn.commit()  # the reads above opened an outer transaction; end it per run
+    outbox, dead = _table_pass(conn, now, windows or TableWindows(), dry_run)
+    if not conn.autocommit:
+        # a dry run only read; a real pass committed each step: leave no transaction open
+        conn.rollback() if dry_run else conn.commit()
+    return RetentionReport(dry_run=dry_run, now=now, runs=runs, outbox=outbox, dead_letters=dead)
+
+
+def database_now(conn: Conn) -> datetime:
+    """The database's clock, the one every lease and state change uses (R11)."""
+    with conn.cursor() as cur:
+        cur.execute(Q("ops.database_now"))
+        row = cur.fetchone()
+    if row is None:
+        raise RuntimeError("the database returned no time")
+    now: datetime = dict(row)["now"]
+    return now
