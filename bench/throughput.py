@@ -157,9 +157,7 @@ def make_run(url: str, samples: int, run_id: str) -> tuple[float, int]:
     }
     t0 = time.perf_counter()
     config = normalise_and_validate(raw, caps)
-    plan = build_plan(
-        config, quote(config, {p: c.prices for p, c in caps.items()}), run_id
-    )
+    plan = build_plan(config, quote(config, {p: c.prices for p, c in caps.items()}), run_id)
     with psycopg.connect(url, row_factory=dict_row) as conn:
         ledger.deposit(conn, "bench", 10**12, "CNY", f"dep-{run_id}")  # type: ignore[arg-type]
         conn.execute("UPDATE geo.tenants SET max_in_flight = 100000 WHERE tenant_id = 'bench'")
@@ -311,6 +309,7 @@ def run_mode(
     n_workers: int = 1,
     max_in_flight: int = 500,
 ) -> dict[str, Any]:
+    load_before = os.getloadavg()[0]  # the machine is shared: every figure carries its load
     name, url = create_db()
     ns = f"geobench:{uuid.uuid4().hex[:8]}"
     env = {
@@ -386,6 +385,14 @@ def run_mode(
                     "SELECT collection_state, count(*) FROM geo.samples GROUP BY 1"
                 ).fetchall()
             )
+            # Proof that every answer was archived and recorded, not just collected.
+            recorded = c.execute(
+                "SELECT (SELECT count(*) FROM geo.answers), (SELECT count(DISTINCT sample_id)"
+                " FROM geo.evidence_objects WHERE kind = 'response_raw'),"
+                " (SELECT count(DISTINCT storage_key) FROM geo.evidence_objects),"
+                " (SELECT count(*) FROM geo.samples WHERE evidence_state = 'stored')"
+            ).fetchone()
+        assert recorded is not None
         rate = actual / elapsed
         return {
             "mode": mode,
@@ -407,6 +414,13 @@ def run_mode(
             "worker_cpu_s": round(report["cpu_s"], 1),
             "worker_cpu_cores": round(report["cpu_s"] / elapsed, 2),
             "worker_peak_rss_mb": round(report["max_rss_mb"], 1),
+            "cpu_ms_per_sample": round(1000 * report["cpu_s"] / max(1, actual), 2),
+            "answers_recorded": recorded[0],
+            "samples_with_raw_archived": recorded[1],
+            "objects_put": recorded[2],
+            "evidence_stored": recorded[3],
+            "load_before": load_before,
+            "load_after": os.getloadavg()[0],
         }
     finally:
         for p in procs:
@@ -433,19 +447,52 @@ def run_mode(
         r.close()
 
 
-def goal(row: dict[str, Any], evidence: str) -> str:
-    """The issue's goal for this row, met or missed."""
+def goal(row: dict[str, Any], evidence: str, off: dict[str, Any] | None = None) -> str:
+    """The goal for this row, met or missed. Rows that archive evidence have the evidence
+    issue's goals: >= 500/s with every answer archived and recorded, and the archive's own
+    worker CPU (this row's CPU per sample minus the evidence-off row's of the same run) <= 2 ms;
+    their share of the cost is shown beside the evidence-off row's figures."""
     if "error" in row:
         return "error"
     if row["mode"] == "http":
-        if evidence != "off":
-            return "(archive share)"
-        return ">=500/s " + ("met" if row["samples_per_s"] >= 500 else "MISSED")
+        rate_ok = row["samples_per_s"] >= 500
+        if evidence == "off":
+            return ">=500/s " + ("met" if rate_ok else "MISSED")
+        complete = row["answers_recorded"] == row["samples"] == row["samples_with_raw_archived"]
+        text = ">=500/s " + ("met" if rate_ok else "MISSED")
+        text += ", all archived+recorded" if complete else ", NOT ALL ARCHIVED"
+        if off is not None and "error" not in off:
+            extra_cpu = row["cpu_ms_per_sample"] - off["cpu_ms_per_sample"]
+            extra_wall = 1000 / row["samples_per_s"] - 1000 / off["samples_per_s"]
+            row["archive_cpu_ms_per_sample"] = round(extra_cpu, 2)
+            row["archive_wall_ms_per_sample"] = round(extra_wall, 3)
+            text += f", archive +{extra_cpu:.2f} ms CPU/sample (<=2 "
+            text += ("met" if extra_cpu <= 2.0 else "MISSED") + f"), +{extra_wall:.3f} ms wall"
+        return text
     if row["mode"] == "instant":
         return ">=2000/s " + ("met" if row["samples_per_s"] >= 2000 else "MISSED")
     ok = row["worker_cpu_cores"] < 0.5 and row["worker_peak_rss_mb"] < 500
     ok = ok and row["peak_running"] >= 0.99 * row["samples"]
     return "<0.5 core, <500 MB " + ("met" if ok else "MISSED")
+
+
+def spread(rows: list[dict[str, Any]]) -> None:
+    """min / median / max of each (mode, evidence) over the repeats."""
+    import statistics
+
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for r in rows:
+        if "error" not in r:
+            groups.setdefault((r["mode"], r["evidence"]), []).append(r)
+    print("\nspread over the repeats (min / median / max; load = 1-minute load average)")
+    for (mode, ev), rs in groups.items():
+        parts = []
+        for col in ("samples_per_s", "cpu_ms_per_sample", "archive_cpu_ms_per_sample"):
+            vals = [float(r[col]) for r in rs if col in r]
+            if vals:
+                parts.append(f"{col} {min(vals):g} / {statistics.median(vals):g} / {max(vals):g}")
+        loads = ", ".join(f"{r['load_before']:.2f}" for r in rs)
+        print(f"  {mode:>8} {ev:>15} n={len(rs)}  " + "; ".join(parts) + f"; load {loads}")
 
 
 def main() -> None:
@@ -477,6 +524,12 @@ def main() -> None:
         "1,000 measured 10-20%% slower, the in-flight set's bookkeeping grows with it)",
     )
     ap.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="run the http rows this many times (the spread is printed at the end)",
+    )
+    ap.add_argument(
         "--registry-limits",
         action="store_true",
         help="keep the shipped per-platform rate limits (caps the run at 800 samples/s)",
@@ -489,13 +542,16 @@ def main() -> None:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     # (mode, where evidence is archived): the goals are the core's (issue 4); the http runs that
     # archive evidence (local directory, real S3) are printed beside them: the archive's share.
-    http = [("http", "off"), ("http", "file"), ("http", "s3")]
+    # The S3 row first: it is the configuration production runs.
+    http = [("http", "s3"), ("http", "file"), ("http", "off")]
     runs: list[tuple[str, str]] = {
         "all": [*http, ("instant", "off"), ("inflight", "off")],
         "http": http,
     }.get(args.mode, [(args.mode, "off")])
     if args.no_evidence:
         runs = [(m, e) for m, e in runs if e == "off"]
+    http_runs = [r for r in runs if r[0] == "http"]
+    runs = http_runs * max(1, args.repeat) + [r for r in runs if r[0] != "http"]
     defaults = {"http": 5000, "instant": 20000, "inflight": 5000}
     rows = []
     for mode, evidence in runs:
@@ -512,18 +568,29 @@ def main() -> None:
             )
         except Exception as exc:  # report the mode that could not run, keep the others
             rows.append({"mode": mode, "error": f"{type(exc).__name__}: {exc}"})
-        rows[-1]["goal"] = goal(rows[-1], evidence)
+        rows[-1]["evidence_mode"] = evidence
         print(json.dumps(rows[-1], default=str), flush=True)
+    # Goals after all rows: an evidence row is compared with the evidence-off row of its round.
+    for i, r in enumerate(rows):
+        off = None
+        if r["mode"] == "http" and r.get("evidence_mode") != "off":
+            later = [x for x in rows[i:] if x.get("evidence_mode") == "off" and x["mode"] == "http"]
+            off = later[0] if later else None
+        r["goal"] = goal(r, r.get("evidence_mode", "off"), off)
     print(f"\nexecution core throughput -- machine: {machine()}")
-    cols = ["mode", "samples", "evidence", "synchronous_commit", "elapsed_s", "samples_per_s",
-            "lease_update_tps", "ratio_to_lease_tps", "peak_running", "rate_limits", "workers",
-            "worker_cpu_cores", "worker_peak_rss_mb", "goal"]  # fmt: skip
-    print("  ".join(f"{c:>18}" for c in cols))
+    cols = ["mode", "samples", "evidence", "elapsed_s", "samples_per_s", "lease_update_tps",
+            "workers", "worker_cpu_cores", "cpu_ms_per_sample", "worker_peak_rss_mb",
+            "load_before", "goal"]  # fmt: skip
+    print(f"synchronous_commit {rows[0].get('synchronous_commit')}, rate limits "
+          f"{rows[0].get('rate_limits')}")  # fmt: skip
+    print("  ".join(f"{c:>16}" for c in cols))
     for r in rows:
         if "error" in r:
-            print(f"{r['mode']:>18}  error: {r['error']}")
+            print(f"{r['mode']:>16}  error: {r['error']}")
         else:
-            print("  ".join(f"{r.get(c, '')!s:>18}" for c in cols))
+            print("  ".join(f"{r.get(c, '')!s:>16}" for c in cols))
+    if args.repeat > 1:
+        spread(rows)
 
 
 if __name__ == "__main__":

@@ -1,0 +1,193 @@
+"""The evidence store failing under a running worker: S3 unreachable mid-run, then back; S3
+slow. Through a TCP proxy in front of a real SeaweedFS (the proxy can refuse connections, drop
+the open ones and add latency), a real worker and the execution core's invariants.
+
+What must hold: samples wait and retry with backoff while the store is gone, then complete;
+nothing is lost, nothing is charged twice, and no sample is completed without its evidence rows
+(no half-records); a slow store slows uploads down without stopping them or the worker."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+
+import pytest
+
+from geo_pipeline.evidence.s3_async import ObjectStoreArchive
+from geo_pipeline.worker import evidence_bridge
+from geo_pipeline_tests.integration.execution.helpers import (
+    FakeConnector,
+    check_invariants,
+    fetch,
+    make_run,
+)
+from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
+
+
+class FaultProxy:
+    """127.0.0.1:port → upstream, in a thread of its own. ``down()`` closes the listener and
+    every open connection (the store is gone); ``up()`` listens on the same port again;
+    ``latency_s`` delays every chunk forwarded (a slow store)."""
+
+    def __init__(self, upstream_port: int):
+        self.upstream_port = upstream_port
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            self.port = s.getsockname()[1]
+        self.latency_s = 0.0
+        self.loop = asyncio.new_event_loop()
+        self.server: asyncio.Server | None = None
+        self.writers: set[asyncio.StreamWriter] = set()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.up()
+
+    def _call(self, coro):  # type: ignore[no-untyped-def]
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(timeout=10)
+
+    async def _pipe(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while data := await reader.read(65536):
+                if self.latency_s:
+                    await asyncio.sleep(self.latency_s)
+                writer.write(data)
+                await writer.drain()
+        except (ConnectionError, OSError):
+            pass
+        finally:
+            writer.close()
+
+    async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.close()
+            return
+        self.writers |= {writer, up_w}
+        await asyncio.gather(self._pipe(reader, up_w), self._pipe(up_r, writer))
+        self.writers -= {writer, up_w}
+
+    def up(self) -> None:
+        async def start() -> None:
+            self.server = await asyncio.start_server(self._handle, "127.0.0.1", self.port)
+
+        self._call(start())
+
+    def down(self) -> None:
+        async def stop() -> None:
+            if self.server is not None:
+                self.server.close()
+                self.server = None
+            for w in list(self.writers):
+                w.transport.abort()
+            self.writers.clear()
+
+        self._call(stop())
+
+    def close(self) -> None:
+        self.down()
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=5)
+
+
+@pytest.fixture
+def proxied_archive(s3_server, monkeypatch) -> Iterator[tuple[ObjectStoreArchive, FaultProxy]]:
+    for name, value in s3_server.env().items():
+        monkeypatch.setenv(name, value)
+    proxy = FaultProxy(int(s3_server.endpoint.rsplit(":", 1)[1]))
+    client = s3_server.client()
+    bucket = f"geo-t-{uuid.uuid4().hex[:16]}"
+    client.create_bucket(Bucket=bucket)
+    archive = ObjectStoreArchive(
+        bucket, "ev", endpoint_url=f"http://127.0.0.1:{proxy.port}", retry_timeout_s=1.0
+    )
+    try:
+        yield archive, proxy
+    finally:
+        proxy.close()
+
+
+def _all_done(db_url: str) -> bool:
+    rows = fetch(db_url, "SELECT collection_state FROM geo.samples")
+    return bool(rows) and all(r["collection_state"] == "completed" for r in rows)
+
+
+def _no_half_records(db_url: str, n: int) -> None:
+    rows = fetch(
+        db_url,
+        "SELECT s.sample_id, s.evidence_state,"
+        " (SELECT count(*) FROM geo.answers a WHERE a.sample_id = s.sample_id) AS answers,"
+        " (SELECT count(*) FROM geo.evidence_objects o WHERE o.sample_id = s.sample_id) AS objs,"
+        " (SELECT count(*) FROM geo.ledger_entries l WHERE l.sample_id = s.sample_id"
+        "   AND l.kind = 'charge') AS charges"
+        " FROM geo.samples s",
+    )
+    assert len(rows) == n
+    bad = [r for r in rows if (r["evidence_state"], r["answers"], r["objs"], r["charges"]) != (
+        "stored", 1, 4, 1)]  # fmt: skip
+    assert not bad, bad[:5]
+
+
+def test_store_unavailable_mid_run_samples_wait_and_complete(
+    db_url, redis_url, redis_ns, proxied_archive, monkeypatch, caplog
+):
+    archive, proxy = proxied_archive
+    monkeypatch.setattr(evidence_bridge, "RETRY_MAX_S", 0.5)
+    ids = make_run(db_url, "r-s3-down", questions=60)
+    # Answers keep arriving through the outage (each task takes a second upstream).
+    connector = FakeConnector("deepseek", latency_s=1.0)
+    outage: dict[str, float] = {}
+
+    def done() -> bool:
+        n = fetch(db_url, "SELECT count(*) AS n FROM geo.samples WHERE collection_state ="
+                          " 'completed'")[0]["n"]  # fmt: skip
+        if "down" not in outage and n >= 1:
+            proxy.down()  # the store goes away with work still in flight
+            outage["down"] = time.monotonic()
+            outage["completed_before"] = n
+        elif "down" in outage and "up" not in outage and time.monotonic() - outage["down"] > 3:
+            outage["completed_during"] = n - outage["completed_before"]
+            proxy.up()
+            outage["up"] = time.monotonic()
+        return "up" in outage and _all_done(db_url)
+
+    asyncio.run(
+        run_worker_until(
+            db_url, redis_url, redis_ns, {"deepseek": connector}, done, timeout_s=90,
+            archive=archive,
+        )
+    )  # fmt: skip
+    assert "up" in outage and _all_done(db_url), outage
+    # Samples whose evidence was already archived may still commit during the outage; the
+    # others waited for the store (and said so) instead of completing without evidence.
+    waited = [r for r in caplog.records if "waits for the evidence store" in r.getMessage()]
+    assert waited, outage
+    _no_half_records(db_url, len(ids))
+    check_invariants(db_url, expected_samples=len(ids))
+    assert max(connector.submits.values()) == 1  # never submitted twice
+
+
+def test_slow_store_slows_uploads_but_everything_lands(
+    db_url, redis_url, redis_ns, proxied_archive
+):
+    archive, proxy = proxied_archive
+    proxy.latency_s = 0.2  # every chunk each way: a PUT takes ~0.4 s or more
+    ids = make_run(db_url, "r-s3-slow", questions=40)
+    connector = FakeConnector("deepseek")
+    t0 = time.monotonic()
+    asyncio.run(
+        run_worker_until(
+            db_url, redis_url, redis_ns, {"deepseek": connector}, lambda: _all_done(db_url),
+            timeout_s=90, archive=archive,
+        )
+    )  # fmt: skip
+    elapsed = time.monotonic() - t0
+    assert _all_done(db_url)
+    # Uploads overlap (bounded in flight, not one at a time): 40 in sequence would take >= 16 s.
+    assert elapsed < 16, elapsed
+    _no_half_records(db_url, len(ids))
+    check_invariants(db_url, expected_samples=len(ids))
