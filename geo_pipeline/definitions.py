@@ -2,7 +2,8 @@
 
 Resources are built from environment variables here and nowhere else (D2): GEO_DATABASE_URL,
 GEO_REDIS_URL, GEO_REDIS_PREFIX, GEO_EVIDENCE_URL, GEO_CONNECTORS_FILE. Optional tuning:
-GEO_PARTITION_RETENTION_DAYS, GEO_RESAMPLE_AT, GEO_RESAMPLE_TZ (see geo_pipeline.defs).
+GEO_PARTITION_RETENTION_DAYS, GEO_RESAMPLE_AT, GEO_RESAMPLE_TZ, GEO_RETENTION_AT,
+GEO_RETENTION_DRY_RUN (see geo_pipeline.defs).
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ from geo_pipeline.defs.resources import (
     PostgresResource,
     RedisResource,
 )
+from geo_pipeline.defs.retention import daily_retention, retention_job, retention_pass
 from geo_pipeline.defs.schedules import daily_resampling
 from geo_pipeline.defs.sensors import (
     completion_sensor,
@@ -79,12 +81,19 @@ ASSETS = [
     brand_analysis,
     brand_visibility,
     billing_reconciliation,
+    retention_pass,
 ]
 
 defs = dg.Definitions(
     assets=ASSETS,
-    jobs=[create_collection_run, sampling_plan_job, partition_downstream_job, billing_job],
+    jobs=[
+        create_collection_run,
+        sampling_plan_job,
+        partition_downstream_job,
+        billing_job,
+        retention_job,
+    ],
     sensors=[completion_sensor, sampling_plan_sensor, partition_retention_sensor],
-    schedules=[daily_resampling],
+    schedules=[daily_resampling, daily_retention],
     resources=resources_from_env(),
 )

@@ -12,6 +12,7 @@ VALIDATED_EVIDENCE = dg.AssetKey("validated_evidence")
 BRAND_ANALYSIS = dg.AssetKey("brand_analysis")
 BRAND_VISIBILITY = dg.AssetKey("brand_visibility")
 BILLING_RECONCILIATION = dg.AssetKey("billing_reconciliation")
+RETENTION_PASS = dg.AssetKey("retention_pass")  # operations: one daily retention pass (D9)
 
 # What one finished (run, channel) partition triggers, in one Dagster run (principle 4).
 PARTITION_DOWNSTREAM = (COLLECTION_RESULTS, VALIDATED_EVIDENCE, BRAND_ANALYSIS, BRAND_VISIBILITY)
