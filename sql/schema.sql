@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0017_tenancy, 13 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0019_retention_windows, 15 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -112,6 +112,24 @@ CREATE FUNCTION geo.analyst_tenant() RETURNS text
 $$;
 
 ALTER FUNCTION geo.analyst_tenant() OWNER TO geo_owner;
+
+--
+-- Name: claimable(text, text, text, text, text[]); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.claimable(run_id text, channel text, platform text, submission_state text, lookup_platforms text[]) RETURNS SETOF boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  SELECT true
+  FROM geo.runs r JOIN geo.run_dispatches d ON d.run_id = r.run_id
+  WHERE r.run_id = claimable.run_id AND d.channel = claimable.channel
+    AND r.confirmed_at IS NOT NULL
+    AND (r.cancel_requested_at IS NULL OR claimable.submission_state <> 'planned')
+    AND (claimable.submission_state <> 'uncertain' OR claimable.lookup_platforms IS NULL
+         OR claimable.platform = ANY(claimable.lookup_platforms))
+$$;
+
+ALTER FUNCTION geo.claimable(run_id text, channel text, platform text, submission_state text, lookup_platforms text[]) OWNER TO geo_owner;
 
 --
 -- Name: exclusion_reason(text, text, integer); Type: FUNCTION; Schema: geo; Owner: geo_owner
@@ -679,7 +697,7 @@ CREATE TABLE geo.answers (
     revision integer NOT NULL,
     attempt_no integer NOT NULL,
     upstream_id text,
-    raw_text text NOT NULL,
+    raw_text text,
     sanitized_html text NOT NULL,
     raw_sha256 character(64) NOT NULL,
     captured_at timestamp with time zone NOT NULL,
@@ -690,9 +708,11 @@ CREATE TABLE geo.answers (
     warnings text[] DEFAULT '{}'::text[] NOT NULL,
     stored_at timestamp with time zone DEFAULT now() NOT NULL,
     content_sha256 character(64),
+    raw_expired_at timestamp with time zone,
     CONSTRAINT answers_revision_check CHECK ((revision >= 1)),
     CONSTRAINT answers_validity_check CHECK ((validity = ANY (ARRAY['valid'::text, 'invalid'::text]))),
-    CONSTRAINT invalid_has_reason CHECK (((validity = 'valid'::text) OR (validity_reason IS NOT NULL)))
+    CONSTRAINT invalid_has_reason CHECK (((validity = 'valid'::text) OR (validity_reason IS NOT NULL))),
+    CONSTRAINT raw_text_or_expired CHECK (((raw_text IS NOT NULL) OR (raw_expired_at IS NOT NULL)))
 );
 
 ALTER TABLE geo.answers OWNER TO geo_owner;
@@ -1388,10 +1408,16 @@ CREATE TABLE geo.retention_log (
     bytes_deleted bigint NOT NULL,
     attempts_deleted integer NOT NULL,
     applied_at timestamp with time zone DEFAULT now() NOT NULL,
+    log_retention_days integer,
+    answers_cleared integer DEFAULT 0 NOT NULL,
+    transitions_deleted integer DEFAULT 0 NOT NULL,
+    CONSTRAINT retention_log_answers_cleared_check CHECK ((answers_cleared >= 0)),
     CONSTRAINT retention_log_attempts_deleted_check CHECK ((attempts_deleted >= 0)),
     CONSTRAINT retention_log_bytes_deleted_check CHECK ((bytes_deleted >= 0)),
+    CONSTRAINT retention_log_log_retention_days_check CHECK ((log_retention_days > 0)),
     CONSTRAINT retention_log_objects_deleted_check CHECK ((objects_deleted >= 0)),
-    CONSTRAINT retention_log_retention_days_check CHECK ((retention_days > 0))
+    CONSTRAINT retention_log_retention_days_check CHECK ((retention_days > 0)),
+    CONSTRAINT retention_log_transitions_deleted_check CHECK ((transitions_deleted >= 0))
 );
 
 ALTER TABLE geo.retention_log OWNER TO geo_owner;
@@ -1566,13 +1592,21 @@ CREATE TABLE geo.tenants (
     max_in_flight integer DEFAULT 500 NOT NULL,
     retention_days integer DEFAULT 30 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    log_retention_days integer,
     CONSTRAINT tenants_currency_check CHECK ((currency ~ '^[A-Z]{3}$'::text)),
+    CONSTRAINT tenants_log_retention_days_check CHECK ((log_retention_days > 0)),
     CONSTRAINT tenants_max_in_flight_check CHECK ((max_in_flight > 0)),
     CONSTRAINT tenants_retention_days_check CHECK ((retention_days > 0)),
     CONSTRAINT tenants_tenant_id_check CHECK ((tenant_id ~ '^[a-z0-9][a-z0-9_-]{0,62}$'::text))
 );
 
 ALTER TABLE geo.tenants OWNER TO geo_owner;
+
+--
+-- Name: COLUMN tenants.log_retention_days; Type: COMMENT; Schema: geo; Owner: geo_owner
+--
+
+COMMENT ON COLUMN geo.tenants.log_retention_days IS 'Days the attempts and the state-transition log of a finished run are kept; NULL: retention_days.';
 
 --
 -- Name: upstream_requests; Type: TABLE; Schema: geo; Owner: geo_owner
@@ -1943,6 +1977,12 @@ CREATE INDEX analyst_logins_tenant ON geo.analyst_logins USING btree (tenant_id)
 --
 
 CREATE INDEX citations_domain ON geo.citations USING btree (registrable_domain);
+
+--
+-- Name: dead_letters_at; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX dead_letters_at ON geo.dead_letters USING btree (at);
 
 --
 -- Name: evidence_objects_storage_key; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -2954,6 +2994,18 @@ GRANT SELECT,INSERT ON TABLE geo.answers TO geo_service;
 GRANT SELECT ON TABLE geo.answers TO geo_analyst;
 
 --
+-- Name: COLUMN answers.raw_text; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT UPDATE(raw_text) ON TABLE geo.answers TO geo_service;
+
+--
+-- Name: COLUMN answers.raw_expired_at; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT UPDATE(raw_expired_at) ON TABLE geo.answers TO geo_service;
+
+--
 -- Name: TABLE review_decisions; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
@@ -3068,7 +3120,7 @@ GRANT SELECT ON TABLE geo.citations TO geo_analyst;
 -- Name: TABLE dead_letters; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
-GRANT SELECT,INSERT ON TABLE geo.dead_letters TO geo_service;
+GRANT SELECT,INSERT,DELETE ON TABLE geo.dead_letters TO geo_service;
 
 --
 -- Name: SEQUENCE dead_letters_dead_letter_id_seq; Type: ACL; Schema: geo; Owner: geo_owner
@@ -3124,7 +3176,7 @@ GRANT SELECT ON TABLE geo.monitors TO geo_analyst;
 -- Name: TABLE outbox; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
-GRANT SELECT,INSERT,UPDATE ON TABLE geo.outbox TO geo_service;
+GRANT SELECT,INSERT,DELETE,UPDATE ON TABLE geo.outbox TO geo_service;
 
 --
 -- Name: SEQUENCE outbox_outbox_id_seq; Type: ACL; Schema: geo; Owner: geo_owner
@@ -3217,7 +3269,7 @@ GRANT SELECT ON TABLE geo.run_publish_deadlines TO geo_analyst;
 -- Name: TABLE state_transitions; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
-GRANT SELECT,INSERT ON TABLE geo.state_transitions TO geo_service;
+GRANT SELECT,INSERT,DELETE ON TABLE geo.state_transitions TO geo_service;
 GRANT SELECT ON TABLE geo.state_transitions TO geo_analyst;
 
 --

@@ -62,7 +62,7 @@ def claim_fair(
         )
         chosen = set(picked)
         tenants = sorted({r["tenant_id"] for r in rows if r["sample_id"] in chosen})
-        claimed = _claim(cur, picked, owner, lease_s, tenants) if picked else []
+        claimed = _claim(cur, picked, owner, lease_s, lookup_platforms, tenants) if picked else []
     DB_WRITE_LATENCY.labels("claim").observe(time.perf_counter() - t0)
     return claimed
 
@@ -70,16 +70,22 @@ def claim_fair(
 def claim_ids(
     conn: Conn, ids: Sequence[str], *, owner: str, lease_s: float
 ) -> list[dict[str, Any]]:
-    """Claim exactly these samples where they are still claimable (skip the rest)."""
+    """Claim exactly these samples where they are still claimable (skip the rest); an uncertain
+    one whatever its platform (the caller chose it)."""
     if not ids:
         return []
     with conn.transaction(), conn.cursor() as cur:
         set_actor(conn, owner)
-        return _claim(cur, ids, owner, lease_s)
+        return _claim(cur, ids, owner, lease_s, None)
 
 
 def _claim(
-    cur: Any, ids: Sequence[str], owner: str, lease_s: float, tenants: Sequence[str] | None = None
+    cur: Any,
+    ids: Sequence[str],
+    owner: str,
+    lease_s: float,
+    lookup_platforms: Sequence[str] | None,
+    tenants: Sequence[str] | None = None,
 ) -> list[dict[str, Any]]:
     """Lock the tenants claimed for (None: those of ``ids``), then claim within their room:
     two statements, so the claim's snapshot sees every claim of these tenants that committed
@@ -88,7 +94,15 @@ def _claim(
         Q("execution.lock_claim_tenants"),
         {"tenants": list(tenants) if tenants is not None else None, "ids": list(ids)},
     )
-    cur.execute(Q("execution.claim"), {"ids": list(ids), "owner": owner, "lease_s": lease_s})
+    cur.execute(
+        Q("execution.claim"),
+        {
+            "ids": list(ids),
+            "owner": owner,
+            "lease_s": lease_s,
+            "lookup_platforms": None if lookup_platforms is None else list(lookup_platforms),
+        },
+    )
     return [dict(r) for r in cur.fetchall()]
 
 

@@ -1,5 +1,5 @@
--- Queries of the execution core (issue 4): claims, renewals, fenced completions, the relay and
--- the sweeper. Every write to a claimed sample carries (sample_id, fencing_token, lease_owner)
+-- Queries of the execution core: claims, renewals, fenced completions, the relay and the
+-- sweeper. Every write to a claimed sample carries (sample_id, fencing_token, lease_owner)
 -- and "still running" in its WHERE: a stale token matches nothing and writes nothing (R11).
 -- Batch writes lock their rows by ``s.sample_id = ANY(%(ids)s)`` alone (the primary key),
 -- check state, owner and token on the locked rows, then update them joined by sample_id (or by
@@ -15,10 +15,10 @@ SELECT set_config('geo.actor', %(actor)s, true);
 -- name: claim_candidates
 -- Due samples of the given platforms, per tenant: the oldest-due and the highest-priority few,
 -- with the tenant's free in-flight room. The fair choice among them is made by
--- geo_pipeline.domain.retry.fair_pick (R10); uncertain samples only where lookup exists (R12).
--- Only claimable samples are candidates -- run confirmed, (run, channel) dispatched, no new
--- submission for a cancelled run -- checked before the LIMIT, so a large run that may not run
--- yet never hides the work behind it.
+-- geo_pipeline.domain.retry.fair_pick (R10). Only claimable samples are candidates (geo.claimable:
+-- run confirmed, (run, channel) dispatched, no new submission for a cancelled run, uncertain
+-- only where lookup exists, R12), checked before the LIMIT, so a large run that may not run yet
+-- never hides the work behind it.
 -- MATERIALIZED: inlined, the per-tenant running count was re-run for every candidate row
 -- (500 candidates x 5,000 running = 2.5M index entries read per claim).
 WITH t AS MATERIALIZED (
@@ -35,26 +35,18 @@ CROSS JOIN unnest(%(platforms)s::text[]) AS p(platform)
 CROSS JOIN LATERAL (
   (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at
    FROM geo.samples s
+   CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                    %(lookup_platforms)s::text[])
    WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
      AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
-     AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
-     AND EXISTS (SELECT 1 FROM geo.runs r
-                  WHERE r.run_id = s.run_id AND r.confirmed_at IS NOT NULL
-                    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned'))
-     AND EXISTS (SELECT 1 FROM geo.run_dispatches d
-                  WHERE d.run_id = s.run_id AND d.channel = s.channel)
    ORDER BY s.next_attempt_at LIMIT %(k)s)
   UNION
   (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at
    FROM geo.samples s
+   CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                    %(lookup_platforms)s::text[])
    WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
      AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
-     AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
-     AND EXISTS (SELECT 1 FROM geo.runs r
-                  WHERE r.run_id = s.run_id AND r.confirmed_at IS NOT NULL
-                    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned'))
-     AND EXISTS (SELECT 1 FROM geo.run_dispatches d
-                  WHERE d.run_id = s.run_id AND d.channel = s.channel)
    ORDER BY s.priority DESC, s.next_attempt_at LIMIT %(k)s)
 ) c
 WHERE t.room > 0;
@@ -86,8 +78,8 @@ FOR NO KEY UPDATE OF tn;
 -- Where the room is smaller than the ids given (only when claims raced), a tenant's highest
 -- priority, oldest-due samples go first, as in the fair pick.
 WITH l AS (  -- by primary key only; the state is checked on the locked rows (see the top)
-  SELECT s.sample_id, s.run_id, s.tenant_id, s.channel, s.submission_state, s.collection_state,
-         s.next_attempt_at, s.priority
+  SELECT s.sample_id, s.run_id, s.tenant_id, s.channel, s.platform, s.submission_state,
+         s.collection_state, s.next_attempt_at, s.priority
   FROM geo.samples s
   WHERE s.sample_id = ANY(%(ids)s::text[])
   ORDER BY s.sample_id
@@ -97,12 +89,10 @@ WITH l AS (  -- by primary key only; the state is checked on the locked rows (se
          extract(epoch FROM now() - l.next_attempt_at)::float8 AS queue_wait_s,
          row_number() OVER (PARTITION BY l.tenant_id
                             ORDER BY l.priority DESC, l.next_attempt_at, l.sample_id) AS rn
-  FROM l JOIN geo.runs r ON r.run_id = l.run_id
+  FROM l  -- claimable as the locked row stands, not as the candidates saw it
+  CROSS JOIN LATERAL geo.claimable(l.run_id, l.channel, l.platform, l.submission_state,
+                                   %(lookup_platforms)s::text[])
   WHERE l.collection_state = 'queued' AND l.next_attempt_at <= now()
-    AND r.confirmed_at IS NOT NULL
-    AND (r.cancel_requested_at IS NULL OR l.submission_state <> 'planned')
-    AND EXISTS (SELECT 1 FROM geo.run_dispatches d
-                 WHERE d.run_id = l.run_id AND d.channel = l.channel)
 ), room AS (
   SELECT tn.tenant_id,
          tn.max_in_flight - (SELECT count(*) FROM geo.samples r
@@ -403,14 +393,11 @@ RETURNING sample_id;
 WITH g AS (
   SELECT s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel,
          max(s.priority) AS priority, count(*) AS n, min(s.next_attempt_at) AS due
-  FROM geo.samples s JOIN geo.runs r ON r.run_id = s.run_id
+  FROM geo.samples s  -- never hint what may not be claimed (not dispatched, ...)
+  CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                   %(lookup_platforms)s::text[])
   WHERE s.collection_state = 'queued'
     AND s.next_attempt_at <= now() - make_interval(secs => %(grace_s)s)
-    AND r.confirmed_at IS NOT NULL
-    AND (r.cancel_requested_at IS NULL OR s.submission_state <> 'planned')
-    AND (s.submission_state <> 'uncertain' OR s.platform = ANY(%(lookup_platforms)s::text[]))
-    AND EXISTS (SELECT 1 FROM geo.run_dispatches d  -- never hint what was not dispatched
-                 WHERE d.run_id = s.run_id AND d.channel = s.channel)
     AND NOT EXISTS (SELECT 1 FROM geo.outbox o  -- a live hint of its own (lease expired, ...)
                     WHERE o.sample_id = s.sample_id AND o.kind = 'collect'
                       AND o.created_at > now() - make_interval(secs => %(hint_ttl_s)s))

@@ -288,6 +288,7 @@ def test_functions_in_geo_and_analytics_are_not_definer_escapes(world: World):
         "analytics.wilson_lower(bigint,bigint,double precision)",
         "analytics.wilson_upper(bigint,bigint,double precision)",
         "geo.analyst_tenant()",
+        "geo.claimable(text,text,text,text,text[])",
         "geo.exclusion_reason(text,text,integer)",
     ], "a new callable function: check it reads only what its caller may, then list it here"
 
