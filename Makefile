@@ -16,7 +16,7 @@ PY := $(VENV_ABS)/bin/python
 export PATH := $(VENV_ABS)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV_ABS)
 
-.PHONY: install install-main demo test lint bench lock lock-check
+.PHONY: install install-main demo test lint bench schema lock lock-check
 
 $(UV): requirements/uv.txt
 	@$(PYTHON) -m venv $(UV_VENV) || { echo "could not create a virtualenv with $(PYTHON) -m venv;" \
@@ -55,6 +55,12 @@ lint: install
 
 bench: install
 	for b in bench/*.py; do $(PY) $$b || exit 1; done
+
+# sql/schema.sql is generated: after adding a migration, run this and commit both (the schema
+# test compares the file with the migrations). SCHEMA_ARGS=--committed: only those at HEAD;
+# SCHEMA_ARGS=--check: fail if the file is not current.
+schema: install
+	$(PY) sql/regenerate_schema.py $(SCHEMA_ARGS)
 
 lock: $(UV)
 	UV=$(UV) requirements/lock.sh
