@@ -365,6 +365,22 @@ class Attempt:
                 if d.action == "poll_again":
                     await asyncio.sleep(d.delay_s)
                     continue
+                accepted_for = time.monotonic() - started
+                if exc.error_class != "not_found" and accepted_for < self.policy().max_total_s:
+                    # A run of failed polls is an outage (ours or the platform's), not a failed
+                    # task: the task may well finish and be billed. Keep the id and follow it
+                    # again later; only the total bound since acceptance ends it.
+                    await self.end(
+                        ex.Finish(
+                            h.sample_id,
+                            h.token,
+                            "queued",
+                            reason=f"poll:{exc.error_class}:deferred",
+                            delay_s=s.retry.max_delay_s,
+                            error_detail=str(exc)[:300],
+                        )
+                    )
+                    return
                 await self.fail_accepted(exc, d.reason)
                 return
         if state == "failed":

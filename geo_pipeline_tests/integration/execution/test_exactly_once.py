@@ -24,7 +24,12 @@ import pytest
 import redis.asyncio as aioredis
 from psycopg.rows import dict_row
 
-from geo_pipeline.connectors.base import AcceptanceUnknown, Evidence, SubmitRequest
+from geo_pipeline.connectors.base import (
+    AcceptanceUnknown,
+    Evidence,
+    SubmitRequest,
+    TransientError,
+)
 from geo_pipeline.connectors.protocols import SyncProtocolConnector
 from geo_pipeline.domain.retry import PollSchedule, RetryPolicy
 from geo_pipeline.evidence import LocalArchive
@@ -494,6 +499,43 @@ def test_lone_completion_hitting_a_database_error_still_ends(
         run_worker(db_url, redis_url, redis_ns, {"deepseek": fake}, terminal(db_url), timeout_s=12)
     )
     assert states(db_url) == {"completed": 1}
+    check_invariants(db_url, expected_samples=1)
+
+
+class PollOutage(FakeConnector):
+    """Polls fail (a platform or network outage) more often in a row than the poll budget."""
+
+    def __init__(self, platform: str, failures: int, **kw: Any) -> None:
+        super().__init__(platform, **kw)
+        self.failures = failures
+
+    async def poll(self, upstream_id: str):  # type: ignore[no-untyped-def]
+        if self.failures > 0:
+            self.failures -= 1
+            raise TransientError("503 while polling", status=503)
+        return await super().poll(upstream_id)
+
+
+def test_a_poll_outage_longer_than_the_budget_does_not_lose_the_paid_task(
+    db_url, redis_url, redis_ns
+):
+    make_run(db_url, "r-pollout", questions=1)
+    fake = PollOutage("deepseek", failures=14)  # the budget is 10 consecutive failures
+    asyncio.run(
+        run_worker(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": fake},
+            terminal(db_url),
+            timeout_s=15,
+            retry=RetryPolicy(base_delay_s=0.01, max_delay_s=0.05),
+        )
+    )
+    assert fake.failures == 0
+    row = fetch(db_url, "SELECT collection_state, collection_reason FROM geo.samples")[0]
+    assert row["collection_state"] == "completed", row
+    assert sum(fake.submits.values()) == 1  # followed again, never re-submitted
     check_invariants(db_url, expected_samples=1)
 
 
