@@ -249,6 +249,14 @@ def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool
     help="The completion and dead-letter streams keep this long; the work streams are trimmed "
     "to what their consumer groups still need.",
 )
+@click.option(
+    "--gauge-every-s",
+    type=POSITIVE_SECONDS,
+    default=15.0,
+    envvar="GEO_GAUGE_EVERY_S",
+    show_default=True,
+    help="Refresh the database-wide gauges (backlog, evidence missing, reconciliation) this often.",
+)
 @click.option("--metrics-port", type=PORT, default=None)
 @click.option("--json", "as_json", is_flag=True)
 def sweeper_cmd(
@@ -256,10 +264,12 @@ def sweeper_cmd(
     grace_s: float,
     hint_ttl_s: float,
     stream_keep_s: float,
+    gauge_every_s: float,
     metrics_port: int | None,
     as_json: bool,
 ) -> None:
-    """Re-derive due and orphaned work from PostgreSQL (expired leases, lost hints, lookups)."""
+    """Re-derive due and orphaned work from PostgreSQL (expired leases, lost hints, lookups),
+    trim the streams, and export the database-wide gauges on --metrics-port."""
     del as_json
     from geo_pipeline.streams.keys import (
         COMPLETIONS,
@@ -289,12 +299,14 @@ def sweeper_cmd(
                 grace_s=grace_s,
                 hint_ttl_s=hint_ttl_s,
                 windowed_keep_s=stream_keep_s,
+                gauge_every_s=gauge_every_s,
             ),
             lookup_platforms=lookup,
             stop=stop,
             redis=_redis_sync(),
             stream_keys=keys,
             windowed_keys=windowed,
+            platforms=list(registry.entries),
         )
     emit_json({"sweeper": f"sweeper:{socket.gethostname()}:{os.getpid()}", **totals})
 

@@ -45,6 +45,18 @@ RECONCILIATION_DIFF = Gauge(
     "Unexplained difference between our charges and fee statements",
     ["currency"],
 )
+# The sample backlog in PostgreSQL (the truth), not stream lag: hints are acknowledged on first
+# read, so a stream can be empty while thousands of samples wait. KEDA scales workers on this.
+BACKLOG = Gauge(
+    "geo_backlog_samples",
+    "Samples per platform and state: queued (due now), running, uncertain, dead_letter (open)",
+    ["platform", "state"],
+)
+OLDEST_QUEUED_AGE = Gauge(
+    "geo_oldest_queued_age_seconds",
+    "How long the longest-waiting due sample of each platform has waited",
+    ["platform"],
+)
 DB_WRITE_LATENCY = Histogram(
     "geo_db_write_seconds", "Latency of database write transactions", ["op"], buckets=_LATENCY
 )

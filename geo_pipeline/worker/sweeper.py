@@ -6,19 +6,23 @@ a lookup), so a lost message delays a sample by at most lease + sweep interval, 
 
 Each pass also bounds Redis (streams.trim): the consumer-group streams are trimmed to what their
 groups still need, the completion and dead-letter streams to a time window, so a managed Redis
-holds the work in flight, not the history.
+holds the work in flight, not the history. And every ``gauge_every_s`` it refreshes the
+database-wide gauges (backlog per platform and state, oldest queued age, evidence-missing rate,
+reconciliation difference): the sweeper is the one production process that always runs.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import PENDING_ENTRIES, STREAM_LENGTH, UNCERTAIN
+from geo_pipeline.store import business_gauges
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
 from geo_pipeline.streams.keys import GROUP
@@ -36,6 +40,7 @@ class SweepSettings:
     limit: int = 5000
     trim: bool = True  # trim the streams each pass (never an unacknowledged entry)
     windowed_keep_s: float = 86400.0  # completion / dead-letter streams keep this long
+    gauge_every_s: float = 15.0  # database-wide gauges: a few aggregate reads, not every pass
 
 
 def sweep_once(
@@ -99,8 +104,10 @@ def run_sweeper(
     redis: Any = None,
     stream_keys: Sequence[str] = (),
     windowed_keys: Sequence[str] = (),
+    platforms: Sequence[str] = (),
 ) -> dict[str, int]:
     totals = {"expired": 0, "cancelled": 0, "hinted": 0, "passes": 0, "trimmed": 0}
+    gauges_due = 0.0
     event(log, "sweeper.started", actor=actor)
     while not stop.is_set():
         try:
@@ -119,6 +126,10 @@ def run_sweeper(
                         redis, stream_keys, windowed_keys, settings.windowed_keep_s
                     )
                 stream_gauges(redis, stream_keys)
+            if time.monotonic() >= gauges_due:
+                business_gauges.refresh_backlog(conn, platforms)
+                business_gauges.refresh(conn)
+                gauges_due = time.monotonic() + settings.gauge_every_s
         except Exception as exc:
             log.warning("sweep failed: %s", exc)
             conn.rollback()

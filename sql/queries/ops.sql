@@ -194,6 +194,36 @@ FROM geo.samples
 WHERE collection_state = 'completed'
   AND completed_at >= now() - make_interval(secs => %(window_s)s);
 
+-- name: backlog_by_platform
+-- R26 / D1: the work waiting in PostgreSQL per platform. queued counts samples due now (a
+-- sample backing off is not work a new worker could take); running holds a lease; uncertain
+-- waits for a lookup or an operator. Only samples a worker may take count: the run confirmed,
+-- its (run, channel) dispatched (workers scaled for held work would sit idle). Reads only the
+-- in-flight rows (the samples_due index).
+SELECT s.platform AS platform,
+       count(*) FILTER (WHERE s.collection_state = 'queued'
+                          AND s.submission_state <> 'uncertain'
+                          AND s.next_attempt_at <= now()) AS queued,
+       count(*) FILTER (WHERE s.collection_state = 'running') AS running,
+       count(*) FILTER (WHERE s.submission_state = 'uncertain') AS uncertain,
+       coalesce(extract(epoch FROM now() - min(s.next_attempt_at) FILTER (
+         WHERE s.collection_state = 'queued' AND s.submission_state <> 'uncertain'
+           AND s.next_attempt_at <= now())), 0)::float8 AS oldest_queued_s
+FROM geo.samples s
+JOIN geo.runs r ON r.run_id = s.run_id AND r.confirmed_at IS NOT NULL
+WHERE s.collection_state IN ('queued', 'running')
+  AND EXISTS (SELECT 1 FROM geo.run_dispatches d
+               WHERE d.run_id = s.run_id AND d.channel = s.channel)
+GROUP BY s.platform;
+
+-- name: open_dead_letters_by_platform
+-- Dead letters whose sample has not settled yet: the ones someone may have to look at.
+SELECT split_part(d.stream, ':', 2) AS platform, count(*) AS n
+FROM geo.dead_letters d
+WHERE NOT EXISTS (SELECT 1 FROM geo.samples s WHERE s.sample_id = d.sample_id
+                   AND s.collection_state IN ('completed', 'failed'))
+GROUP BY 1;
+
 -- name: reconciliation_difference
 -- R26: unexplained difference between our charges and the fee statements, per currency
 -- (pending lines are explained by timing and left out).

@@ -1,0 +1,148 @@
+"""The production process exports the database-wide gauges: a real ``geo-pipeline sweeper`` with
+--metrics-port, scraped over HTTP (not the demo process, not an in-process registry)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+
+from prometheus_client.parser import text_string_to_metric_families
+
+from geo_pipeline_tests.ops.helpers import complete, make_run
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    with urllib.request.urlopen(url, timeout=5) as resp:
+        text = resp.read().decode()
+    return {
+        (s.name, tuple(sorted(s.labels.items()))): s.value
+        for family in text_string_to_metric_families(text)
+        for s in family.samples
+    }
+
+
+def _plant(db) -> None:
+    samples = make_run(db, "run-gauges")  # 4 deepseek__web, 4 kimi__web
+    db.execute("UPDATE geo.runs SET confirmed_at = now() WHERE run_id = 'run-gauges'")
+    db.execute(
+        "INSERT INTO geo.run_dispatches (run_id, channel) "
+        "SELECT DISTINCT run_id, channel FROM geo.samples WHERE run_id = 'run-gauges'"
+    )
+    db.commit()
+    ds = [s for s in samples if s["platform"] == "deepseek"]
+    kimi = [s for s in samples if s["platform"] == "kimi"]
+    complete(db, kimi[0])
+    complete(db, kimi[1], evidence="partial", reason="SCREENSHOT_UNAVAILABLE")
+    db.execute(  # one deepseek sample running under a lease
+        "UPDATE geo.samples SET submission_state='submitting', collection_state='running', "
+        "lease_until=now()+interval '5 min', fencing_token=fencing_token+1, attempt_no=1 "
+        "WHERE sample_id=%s",
+        (ds[0]["sample_id"],),
+    )
+    db.execute(  # one uncertain: sent, acceptance unknown
+        "UPDATE geo.samples SET submission_state='submitting', collection_state='running', "
+        "lease_until=now()+interval '5 min', fencing_token=fencing_token+1, attempt_no=1 "
+        "WHERE sample_id=%s",
+        (ds[1]["sample_id"],),
+    )
+    db.execute(
+        "UPDATE geo.samples SET submission_state='uncertain', collection_state='queued', "
+        "lease_until=NULL WHERE sample_id=%s",
+        (ds[1]["sample_id"],),
+    )
+    # The two queued deepseek samples have waited two minutes; the kimi ones back off (not due).
+    db.execute(
+        "UPDATE geo.samples SET next_attempt_at = now() - interval '120 s' "
+        "WHERE sample_id = ANY(%s)",
+        ([ds[2]["sample_id"], ds[3]["sample_id"]],),
+    )
+    db.execute(
+        "UPDATE geo.samples SET next_attempt_at = now() + interval '1 hour' "
+        "WHERE sample_id = ANY(%s)",
+        ([kimi[2]["sample_id"], kimi[3]["sample_id"]],),
+    )
+    db.execute(
+        "INSERT INTO geo.dead_letters (stream, message_id, sample_id, deliveries, reason) "
+        "VALUES ('collect:deepseek', '1-0', %s, 5, 'max deliveries')",
+        (ds[3]["sample_id"],),
+    )
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification, "
+        "ours_minor, theirs_minor, currency) "
+        "VALUES ('run-gauges', 'u1', 'deepseek', 'amount_mismatch', 8, 15, 'CNY')"
+    )
+    db.commit()
+
+
+def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_url, redis_ns):
+    _plant(db)
+    port = _free_port()
+    env = {
+        **os.environ,
+        "GEO_DATABASE_URL": db_url,
+        "GEO_REDIS_URL": redis_url,
+        "GEO_REDIS_PREFIX": redis_ns,
+        "GEO_METRICS_ADDR": "127.0.0.1",
+    }
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "geo_pipeline.cli.main",
+            "sweeper",
+            "--interval-s",
+            "0.5",
+            "--gauge-every-s",
+            "0.5",
+            "--metrics-port",
+            str(port),
+        ],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        url = f"http://127.0.0.1:{port}/metrics"
+        got: dict = {}
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            try:
+                got = _scrape(url)
+            except OSError:
+                got = {}
+            if ("geo_backlog_samples", (("platform", "deepseek"), ("state", "queued"))) in got:
+                break
+            time.sleep(0.3)
+
+        def g(name: str, **labels: str) -> float:
+            return got[(name, tuple(sorted(labels.items())))]
+
+        assert g("geo_backlog_samples", platform="deepseek", state="queued") == 2
+        assert g("geo_backlog_samples", platform="deepseek", state="running") == 1
+        assert g("geo_backlog_samples", platform="deepseek", state="uncertain") == 1
+        assert g("geo_backlog_samples", platform="deepseek", state="dead_letter") == 1
+        assert g("geo_backlog_samples", platform="kimi", state="queued") == 0  # backing off
+        assert 120 <= g("geo_oldest_queued_age_seconds", platform="deepseek") < 300
+        assert g("geo_oldest_queued_age_seconds", platform="kimi") == 0
+        # A platform of the registry with nothing at all still reports zero (scale to zero).
+        assert g("geo_backlog_samples", platform="qwen", state="queued") == 0
+        assert g("geo_evidence_missing_rate") == 0.5
+        assert g("geo_reconciliation_difference_minor", currency="CNY") == 7
+        assert g("geo_uncertain_samples") == 1
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        out, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0, err[-2000:]
+    assert '"passes"' in out
