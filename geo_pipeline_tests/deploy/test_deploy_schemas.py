@@ -48,7 +48,8 @@ def test_every_manifest_kind_is_covered() -> None:
     kinds = {d["kind"] for _, d in K8S_DOCS}
     assert {"Deployment", "ScaledObject", "TriggerAuthentication", "Job", "Service"} <= kinds
     names = {d["metadata"]["name"] for _, d in K8S_DOCS if d["kind"] == "Deployment"}
-    assert names == {"geo-worker", "geo-relay", "geo-sweeper", "geo-simulator"}
+    workers = {n for n in names if n.startswith("geo-worker-")}
+    assert names - workers == {"geo-relay", "geo-sweeper", "geo-simulator"} and workers
 
 
 @pytest.mark.parametrize(("name", "doc"), CORE, ids=[n for n, _ in CORE])
@@ -72,19 +73,32 @@ def test_keda_object_is_valid(name: str, doc: dict[str, Any]) -> None:
     jsonschema.Draft202012Validator(_keda_schema()).validate(doc)
 
 
-def test_keda_scales_the_worker_deployment_on_stream_lag() -> None:
-    so = next(d for _, d in KEDA if d["kind"] == "ScaledObject")
-    assert so["spec"]["scaleTargetRef"]["name"] == "geo-worker"
-    triggers = so["spec"]["triggers"]
-    assert triggers and all(t["type"] == "redis-streams" for t in triggers)
-    assert all("lagCount" in t["metadata"] and t["metadata"]["consumerGroup"] for t in triggers)
+def test_keda_scales_each_worker_deployment_on_its_backlog() -> None:
+    deployments = {d["metadata"]["name"] for _, d in CORE if d["kind"] == "Deployment"}
     auth = {d["metadata"]["name"] for _, d in KEDA if d["kind"] == "TriggerAuthentication"}
-    assert {t["authenticationRef"]["name"] for t in triggers} <= auth
+    for so in (d for _, d in KEDA if d["kind"] == "ScaledObject"):
+        assert so["spec"]["scaleTargetRef"]["name"] in deployments
+        assert so["spec"]["minReplicaCount"] == 0  # idle platforms cost nothing
+        backlog = [t for t in so["spec"]["triggers"] if t["type"] == "prometheus"]
+        assert len(backlog) == 1 and "geo_backlog_samples" in backlog[0]["metadata"]["query"]
+        assert backlog[0]["metricType"] == "AverageValue"
+        streams = [t for t in so["spec"]["triggers"] if t["type"] == "redis-streams"]
+        assert all("lagCount" in t["metadata"] and t["metadata"]["consumerGroup"] for t in streams)
+        assert {t["authenticationRef"]["name"] for t in streams} <= auth
+
+
+def test_keda_schema_rejects_a_prometheus_trigger_without_threshold() -> None:
+    so = copy.deepcopy(next(d for _, d in KEDA if d["kind"] == "ScaledObject"))
+    trigger = next(t for t in so["spec"]["triggers"] if t["type"] == "prometheus")
+    del trigger["metadata"]["threshold"]
+    with pytest.raises(jsonschema.ValidationError):
+        jsonschema.Draft202012Validator(_keda_schema()).validate(so)
 
 
 def test_keda_schema_rejects_conflicting_scaling_modes() -> None:
     so = copy.deepcopy(next(d for _, d in KEDA if d["kind"] == "ScaledObject"))
-    so["spec"]["triggers"][0]["metadata"]["pendingEntriesCount"] = "10"
+    trigger = next(t for t in so["spec"]["triggers"] if t["type"] == "redis-streams")
+    trigger["metadata"]["pendingEntriesCount"] = "10"
     with pytest.raises(jsonschema.ValidationError):
         jsonschema.Draft202012Validator(_keda_schema()).validate(so)
 
@@ -220,14 +234,32 @@ def test_deploy_files_run_commands_the_cli_has(where: str, argv: list[str]) -> N
     cmd.make_context(name, rest)  # parses options; raises on an unknown one
 
 
-def test_keda_triggers_follow_the_stream_names_of_every_platform() -> None:
+def test_every_platform_has_a_worker_scaled_on_its_backlog_and_screenshot_stream() -> None:
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.streams import keys
 
-    so = next(d for _, d in KEDA if d["kind"] == "ScaledObject")
-    streams = {t["metadata"]["stream"] for t in so["spec"]["triggers"]}
-    groups = {t["metadata"]["consumerGroup"] for t in so["spec"]["triggers"]}
     platforms = load_registry().capabilities()
-    expected = {keys.stream_key(keys.DEFAULT_PREFIX, keys.collect_stream(p)) for p in platforms}
-    expected |= {keys.stream_key(keys.DEFAULT_PREFIX, keys.screenshot_stream(p)) for p in platforms}
-    assert streams == expected and groups == {keys.GROUP}
+    workers = {
+        d["metadata"]["name"]: d["spec"]["template"]["spec"]["containers"][0]["args"]
+        for _, d in CORE
+        if d["kind"] == "Deployment" and d["metadata"]["name"].startswith("geo-worker-")
+    }
+    scaled = {
+        d["spec"]["scaleTargetRef"]["name"]: d["spec"]["triggers"]
+        for _, d in KEDA
+        if d["kind"] == "ScaledObject"
+    }
+    assert set(workers) == set(scaled) == {f"geo-worker-{p.replace('_', '-')}" for p in platforms}
+    for platform, caps in platforms.items():
+        name = f"geo-worker-{platform.replace('_', '-')}"
+        args = workers[name]
+        assert args[args.index("--platform") + 1] == platform
+        by_type = {t["type"]: t["metadata"] for t in scaled[name]}
+        query = by_type["prometheus"]["query"]
+        assert f'platform="{platform}"' in query
+        # Uncertain samples hold a replica only where a worker can resolve them (a lookup).
+        assert ("uncertain" in query) == caps.recoverable
+        assert by_type["redis-streams"]["stream"] == keys.stream_key(
+            keys.DEFAULT_PREFIX, keys.screenshot_stream(platform)
+        )
+        assert by_type["redis-streams"]["consumerGroup"] == keys.GROUP
