@@ -31,6 +31,7 @@ from typing import Any
 from geo_pipeline.billing.ledger import ChargeRequest
 from geo_pipeline.connectors.base import Acceptance, ConnectorError, Evidence, SubmitRequest
 from geo_pipeline.domain.retry import ErrorFacts, RetryPolicy, classify, poll_interval
+from geo_pipeline.evidence.archive import ArchiveError
 from geo_pipeline.evidence.write_ahead import HeldResponse, get_response, put_response
 from geo_pipeline.flows import complete as completion
 from geo_pipeline.observability.logs import event
@@ -38,7 +39,11 @@ from geo_pipeline.observability.metrics import ACCEPT_LATENCY, EXECUTION_TIME, P
 from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
 from geo_pipeline.worker.context import Context
-from geo_pipeline.worker.evidence_bridge import archive_for_completion, sample_ref
+from geo_pipeline.worker.evidence_bridge import (
+    archive_for_completion,
+    sample_ref,
+    with_store_retry,
+)
 from geo_pipeline.worker.lane import Lane
 from geo_pipeline.worker.leases import Held, LeaseLost
 from geo_pipeline.worker.settings import UNCERTAIN_PARK_S
@@ -150,9 +155,23 @@ class Attempt:
         if self.c.archive is None or acc.inline_result is None:
             return  # the bare core's benchmarks keep no evidence at all
         held = HeldResponse(acc.upstream_id, acc.inline_result, "application/json")
-        await asyncio.to_thread(
-            put_response, self.c.archive, sample_ref(self.h.row), self.req.attempt_no, held
-        )
+        ref, attempt_no = sample_ref(self.h.row), self.req.attempt_no
+
+        async def put() -> str:
+            return await asyncio.to_thread(put_response, self.c.archive, ref, attempt_no, held)
+
+        try:
+            await with_store_retry("write-ahead copy", self.h.sample_id, put)
+        except ArchiveError as exc:
+            # The store stayed away: raising now would drop the answer for certain, so it goes
+            # on from memory (the completion archives it again) and only a crash before that
+            # costs it. Said loudly, with the task's id.
+            log.warning(
+                "write-ahead copy of %s (upstream %s) failed: %s; continuing from memory",
+                self.h.sample_id,
+                acc.upstream_id,
+                exc,
+            )
 
     def adopt_archived(self, upstream_id: str | None = None) -> Acceptance | None:
         """A paid answer this attempt's earlier worker archived, handed to the connector."""
@@ -371,7 +390,7 @@ class Attempt:
                     # task: the task may well finish and be billed. Keep the id and follow it
                     # again later; only the total bound since acceptance ends it.
                     await self.end(
-                        ex.Finish(
+                        completion.Finish(
                             h.sample_id,
                             h.token,
                             "queued",
