@@ -13,6 +13,7 @@ import os
 import dagster as dg
 from dagster_aws.s3 import S3Resource
 
+from geo_pipeline.defs.alerts import operations_alerts
 from geo_pipeline.defs.assets import (
     billing_reconciliation,
     brand_analysis,
@@ -93,7 +94,12 @@ defs = dg.Definitions(
         billing_job,
         retention_job,
     ],
-    sensors=[completion_sensor, sampling_plan_sensor, partition_retention_sensor],
+    sensors=[
+        completion_sensor,
+        sampling_plan_sensor,
+        partition_retention_sensor,
+        operations_alerts,
+    ],
     schedules=[daily_resampling, daily_retention],
     resources=resources_from_env(),
 )

@@ -1,0 +1,222 @@
+"""Alerts people act on: one Dagster sensor that, every minute, looks for the incidents an on-call
+engineer must hear about and tells them once, then once more when it clears.
+
+Incidents (docs/operations.md has a runbook section per kind):
+- ``blocking_check``: the latest evaluation of a blocking asset check failed for a partition;
+- ``stuck_partition``: a (run, channel) past its publish deadline plus a grace, unpublished;
+- ``dead_letters`` / ``uncertain``: more than a threshold of open dead letters / uncertain samples;
+- ``reconciliation``: a run whose charges and fee statements disagree;
+- ``mention_change``: a day-over-day brand mention-rate change the analytics schema flags as
+  significant (the message carries both rates, their n and today's interval).
+
+The open incidents live in the sensor's cursor, keyed by a stable identity: a condition that
+holds on every tick is one alert, not one per minute; when it no longer holds the sensor sends a
+resolve message and forgets it. A delivery that fails leaves the incident unreported, so the
+next tick tries again. Thresholds: GEO_ALERT_DEAD_LETTERS (10), GEO_ALERT_UNCERTAIN (50),
+GEO_ALERT_STUCK_GRACE_S (900), GEO_ALERT_RECENT_DAYS (7). Delivery:
+geo_pipeline.observability.notify.
+"""
+
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import dagster as dg
+
+from geo_pipeline.defs.resources import PostgresResource
+from geo_pipeline.observability.notify import Alert, Notifier, deliver, notifiers_from_env
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+
+@dataclass(frozen=True)
+class AlertThresholds:
+    dead_letters: int = 10
+    uncertain: int = 50
+    stuck_grace_s: int = 900
+    recent_days: int = 7
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> "AlertThresholds":
+        env = os.environ if env is None else env
+        return cls(
+            dead_letters=int(env.get("GEO_ALERT_DEAD_LETTERS", "10")),
+            uncertain=int(env.get("GEO_ALERT_UNCERTAIN", "50")),
+            stuck_grace_s=int(env.get("GEO_ALERT_STUCK_GRACE_S", "900")),
+            recent_days=int(env.get("GEO_ALERT_RECENT_DAYS", "7")),
+        )
+
+
+def _rows(conn: Conn, name: str, params: Mapping[str, Any] | None = None) -> list[dict[str, Any]]:
+    with conn.cursor() as cur:
+        cur.execute(Q(name), dict(params or {}))
+        return [dict(r) for r in cur.fetchall()]
+
+
+def _pct(v: Any) -> str:
+    return "n/a" if v is None else f"{float(v):.1%}"
+
+
+def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
+    """The incidents PostgreSQL shows right now."""
+    out: dict[str, Alert] = {}
+    for r in _rows(
+        conn, "alerts.stuck_partitions", {"grace_s": t.stuck_grace_s, "recent_days": t.recent_days}
+    ):
+        key = f"stuck_partition:{r['run_id']}:{r['channel']}"
+        out[key] = Alert(
+            key,
+            "stuck_partition",
+            f"partition {r['run_id']} / {r['channel']} is past its publish deadline, unpublished",
+            {
+                "deadline": r["publish_deadline_at"],
+                "open samples": r["open_samples"],
+                "samples": r["samples"],
+            },
+        )
+    counts = _rows(conn, "alerts.open_counts")[0]
+    if int(counts["dead_letters"]) > t.dead_letters:
+        out["dead_letters"] = Alert(
+            "dead_letters",
+            "dead_letters",
+            f"{counts['dead_letters']} open dead letters (threshold {t.dead_letters})",
+            {"open dead letters": counts["dead_letters"]},
+        )
+    if int(counts["uncertain"]) > t.uncertain:
+        out["uncertain"] = Alert(
+            "uncertain",
+            "uncertain",
+            f"{counts['uncertain']} samples with unknown upstream acceptance "
+            f"(threshold {t.uncertain})",
+            {"uncertain samples": counts["uncertain"]},
+        )
+    for r in _rows(conn, "alerts.reconciliation_differences"):
+        key = f"reconciliation:{r['run_id']}:{r['currency']}"
+        out[key] = Alert(
+            key,
+            "reconciliation",
+            f"run {r['run_id']}: fee statements differ from our charges by "
+            f"{r['difference_minor']} minor units {r['currency']}",
+            {"difference (theirs - ours, minor units)": r["difference_minor"], "lines": r["lines"]},
+        )
+    for r in _rows(conn, "alerts.significant_mention_changes", {"recent_days": t.recent_days}):
+        key = f"mention_change:{r['monitor_id']}:{r['channel']}:{r['brand']}:{r['scheduled_for']}"
+        direction = "rose" if (r["rate_change"] or 0) > 0 else "fell"
+        out[key] = Alert(
+            key,
+            "mention_change",
+            f"{r['brand']} on {r['channel']}: mention rate {direction} from "
+            f"{_pct(r['prev_mention_rate'])} to {_pct(r['mention_rate'])} (significant)",
+            {
+                "monitor": r["monitor_id"],
+                "today": f"{r['scheduled_for']}: {r['mentions']}/{r['n']} = "
+                f"{_pct(r['mention_rate'])}, 95% interval "
+                f"[{_pct(r['mention_rate_lower'])}, {_pct(r['mention_rate_upper'])}]",
+                "before": f"{r['prev_scheduled_for']}: {r['prev_mentions']}/{r['prev_n']} = "
+                f"{_pct(r['prev_mention_rate'])}",
+                "z": f"{float(r['z']):.2f}",
+                "run": r["run_id"],
+            },
+        )
+    return out
+
+
+def blocking_check_incidents(
+    instance: dg.DagsterInstance, repository: dg.RepositoryDefinition, history: int = 200
+) -> dict[str, Alert]:
+    """Blocking checks whose latest evaluation, per partition, failed."""
+    from dagster._core.storage.asset_check_execution_record import (
+        AssetCheckExecutionRecordStatus,
+    )
+
+    graph = repository.asset_graph
+    out: dict[str, Alert] = {}
+    for check in sorted(graph.asset_check_keys, key=lambda k: k.to_user_string()):
+        if not graph.get_check_spec(check).blocking:
+            continue
+        seen: set[str | None] = set()
+        for rec in instance.event_log_storage.get_asset_check_execution_history(check, history):
+            if rec.partition in seen or rec.status == AssetCheckExecutionRecordStatus.PLANNED:
+                continue
+            seen.add(rec.partition)
+            if rec.status != AssetCheckExecutionRecordStatus.FAILED:
+                continue
+            where = rec.partition or "(unpartitioned)"
+            key = f"blocking_check:{check.to_user_string()}:{where}"
+            out[key] = Alert(
+                key,
+                "blocking_check",
+                f"blocking check {check.name} failed on {check.asset_key.to_user_string()} "
+                f"{where}: its downstream assets were not materialised",
+                {
+                    "asset": check.asset_key.to_user_string(),
+                    "check": check.name,
+                    "partition": where,
+                    "dagster run": rec.run_id,
+                },
+            )
+    return out
+
+
+def reconcile(
+    open_incidents: Mapping[str, Mapping[str, str]], current: Mapping[str, Alert]
+) -> tuple[list[Alert], list[Alert]]:
+    """(new incidents to announce, cleared incidents to resolve): pure, for the cursor."""
+    new = [a for k, a in sorted(current.items()) if k not in open_incidents]
+    cleared = [
+        Alert(k, v["kind"], v["summary"], {"status": "cleared"}, resolved=True)
+        for k, v in sorted(open_incidents.items())
+        if k not in current
+    ]
+    return new, cleared
+
+
+def run_alerts(
+    cursor: str | None,
+    current: Mapping[str, Alert],
+    notifiers: list[Notifier],
+    log: Any,
+) -> tuple[str, list[Alert]]:
+    """Announce new incidents and resolve cleared ones; returns the new cursor and what was sent.
+    An alert whose delivery failed everywhere stays as it was, to be retried next tick."""
+    open_incidents: dict[str, dict[str, str]] = json.loads(cursor) if cursor else {}
+    new, cleared = reconcile(open_incidents, current)
+    sent: list[Alert] = []
+    for alert in [*new, *cleared]:
+        failures = deliver(notifiers, alert)
+        if notifiers and len(failures) == len(notifiers):
+            log.warning("alert %s not delivered, retrying next tick: %s", alert.key, failures)
+            continue
+        for f in failures:
+            log.warning("alert %s: %s", alert.key, f)
+        (log.info if alert.resolved else log.warning)("%s", alert.text())
+        sent.append(alert)
+        if alert.resolved:
+            open_incidents.pop(alert.key, None)
+        else:
+            open_incidents[alert.key] = {"kind": alert.kind, "summary": alert.summary}
+    return json.dumps(open_incidents, sort_keys=True), sent
+
+
+@dg.sensor(
+    name="operations_alerts",
+    minimum_interval_seconds=60,
+    default_status=dg.DefaultSensorStatus.RUNNING,
+    description="Failed blocking checks, stuck partitions, dead letters and uncertain samples "
+    "above threshold, reconciliation differences, significant mention-rate changes: one alert "
+    "per incident to the webhook / e-mail of the environment, and a resolve message.",
+)
+def operations_alerts(context: dg.SensorEvaluationContext, db: PostgresResource) -> dg.SkipReason:
+    thresholds = AlertThresholds.from_env()
+    with db.connect() as conn:
+        current = database_incidents(conn, thresholds)
+    if context.repository_def is not None:
+        current.update(blocking_check_incidents(context.instance, context.repository_def))
+    cursor, sent = run_alerts(context.cursor, current, notifiers_from_env(), context.log)
+    context.update_cursor(cursor)
+    return dg.SkipReason(
+        f"{len(current)} open incidents; sent {len(sent)} "
+        f"({sum(a.resolved for a in sent)} resolved)"
+    )

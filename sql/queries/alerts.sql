@@ -1,0 +1,55 @@
+-- Conditions the alert sensor watches (docs/operations.md has a runbook section for each). Each
+-- query returns one row per open incident with a stable key, so the sensor can tell a new
+-- incident from one it has already reported, and report when it clears.
+
+-- name: stuck_partitions
+-- Partitions (run x channel) past their publish deadline plus a grace with no publication: the
+-- deadline publication should have happened and did not (sensor down, Dagster run failing).
+-- Recent runs only; cancelled runs publish nothing on purpose.
+SELECT s.run_id, s.channel, d.publish_deadline_at,
+       count(*) FILTER (WHERE s.collection_state IN ('queued', 'running')) AS open_samples,
+       count(*) AS samples
+FROM geo.samples s
+JOIN geo.runs r ON r.run_id = s.run_id
+JOIN geo.run_publish_deadlines d ON d.run_id = s.run_id
+WHERE r.created_at > now() - make_interval(days => %(recent_days)s)
+  AND r.confirmed_at IS NOT NULL  -- an unconfirmed run never started: nothing is late
+  AND r.cancel_requested_at IS NULL
+  AND d.publish_deadline_at < now() - make_interval(secs => %(grace_s)s)
+  AND NOT EXISTS (SELECT 1 FROM geo.partition_publications p
+                   WHERE p.run_id = s.run_id AND p.channel = s.channel)
+GROUP BY s.run_id, s.channel, d.publish_deadline_at
+ORDER BY d.publish_deadline_at, s.run_id, s.channel
+LIMIT 50;
+
+-- name: open_counts
+-- Dead letters whose sample has not settled, and samples whose upstream acceptance is unknown.
+SELECT (SELECT count(*) FROM geo.dead_letters d
+         WHERE NOT EXISTS (SELECT 1 FROM geo.samples s WHERE s.sample_id = d.sample_id
+                            AND s.collection_state IN ('completed', 'failed'))) AS dead_letters,
+       (SELECT count(*) FROM geo.samples WHERE submission_state = 'uncertain') AS uncertain;
+
+-- name: reconciliation_differences
+-- Runs whose charges and fee statements disagree (pending lines are explained by timing).
+SELECT run_id, currency, sum(difference_minor)::bigint AS difference_minor, count(*) AS lines
+FROM geo.reconciliation_lines
+WHERE classification <> 'pending'
+GROUP BY run_id, currency
+HAVING sum(difference_minor) <> 0
+ORDER BY run_id, currency
+LIMIT 50;
+
+-- name: significant_mention_changes
+-- Day-over-day mention-rate changes the analytics schema flags as significant (two-proportion z
+-- test at 95 percent), with the sample sizes and today's Wilson interval for the message.
+SELECT w.monitor_id, w.channel, w.brand, w.is_target, w.scheduled_for, w.run_id, w.n,
+       w.mentions, w.mention_rate, w.prev_scheduled_for, w.prev_n, w.prev_mentions,
+       w.prev_mention_rate, w.rate_change, w.z,
+       m.mention_rate_lower, m.mention_rate_upper
+FROM analytics.brand_day_over_day w
+LEFT JOIN analytics.channel_brand_metrics m
+  ON m.run_id = w.run_id AND m.channel = w.channel AND m.brand = w.brand
+WHERE w.significant
+  AND w.scheduled_for >= current_date - %(recent_days)s
+ORDER BY w.scheduled_for, w.monitor_id, w.channel, w.brand
+LIMIT 50;
