@@ -93,7 +93,7 @@ WITH l AS (  -- by primary key only; the state is checked on the locked rows (se
   CROSS JOIN LATERAL geo.claimable(l.run_id, l.channel, l.platform, l.submission_state,
                                    %(lookup_platforms)s::text[])
   WHERE l.collection_state = 'queued' AND l.next_attempt_at <= now()
-), room AS (
+), room AS MATERIALIZED (  -- counted once per tenant, not once per claimed row
   SELECT tn.tenant_id,
          tn.max_in_flight - (SELECT count(*) FROM geo.samples r
                              WHERE r.tenant_id = tn.tenant_id
