@@ -102,3 +102,31 @@ def test_published_outbox_rows_and_settled_dead_letters(db, tmp_path):
     assert [r["sample_id"] for r in left] == ["b", "c"]  # the unpublished row is never touched
     dead = db.execute("SELECT message_id FROM geo.dead_letters ORDER BY message_id").fetchall()
     assert [r["message_id"] for r in dead] == ["2-0", "4-0"]
+
+
+def test_the_service_role_may_do_all_of_it(db, db_url, tmp_path):
+    """Production runs retention as geo_service (no superuser, no DDL): every delete and the raw
+    text update must be granted, and nothing more is needed."""
+    import psycopg
+    from psycopg.rows import dict_row
+
+    from geo_pipeline.store import tenancy
+    from geo_pipeline_tests.integration.tenancy.helpers import login_role, with_user
+
+    samples = _finished_run(db)
+    db.execute(
+        "INSERT INTO geo.dead_letters (stream, message_id, sample_id, deliveries, reason, at) "
+        "VALUES ('collect:kimi', '9-0', %s, 5, 'x', now() - interval '40 days')",
+        (samples[0]["sample_id"],),
+    )
+    db.execute("UPDATE geo.outbox SET published_at = now() - interval '40 days'")
+    db.commit()
+    with login_role(db_url, "geo_ret", tenancy.SERVICE_ROLE) as login:
+        with psycopg.connect(with_user(db_url, login), row_factory=dict_row) as svc:  # type: ignore[arg-type]
+            assert svc.execute("SELECT current_user AS u").fetchone()["u"] == "geo_service"
+            now = retention.database_now(svc) + timedelta(days=31)
+            rep = retention.apply_retention(
+                svc, LocalArchive(tmp_path / "evidence"), now, dry_run=False
+            )
+    assert rep.answers == 2 and rep.transitions > 0 and rep.dead_letters == 1
+    assert _n(db, "SELECT count(*) AS n FROM geo.state_transitions") == 0
