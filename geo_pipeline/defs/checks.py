@@ -18,6 +18,7 @@ from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.domain.states import AggregateStatus, Publication
 from geo_pipeline.evidence import Archive, ArchiveError
+from geo_pipeline.evidence.access import read_object
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import fetch_all
 
@@ -315,7 +316,9 @@ def objects_readable(
     problems: list[str] = []
     for r in rows:
         try:
-            archive.get(r["storage_key"], sha256=r["sha256"])
+            # A part of an answer's bundle is read through the bundle (its key names the
+            # bundle's digest, the row the part's); a whole object by its own digest.
+            read_object(archive, r["storage_key"], r["kind"], r["sha256"])
         except ArchiveError as exc:
             problems.append(f"{r['sample_id']} {r['kind']}#{r['revision']}: {exc}")
     return _result(
