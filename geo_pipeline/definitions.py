@@ -3,7 +3,7 @@
 Resources are built from environment variables here and nowhere else (D2): GEO_DATABASE_URL,
 GEO_REDIS_URL, GEO_REDIS_PREFIX, GEO_EVIDENCE_URL, GEO_CONNECTORS_FILE. Optional tuning:
 GEO_PARTITION_RETENTION_DAYS, GEO_RESAMPLE_AT, GEO_RESAMPLE_TZ, GEO_RETENTION_AT,
-GEO_RETENTION_DRY_RUN (see geo_pipeline.defs).
+GEO_RETENTION_DRY_RUN, GEO_RETENTION_DATABASE_URL (see geo_pipeline.defs).
 """
 
 from __future__ import annotations
@@ -63,6 +63,14 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
     never needs them and never prints them."""
     return {
         "db": PostgresResource(url=dg.EnvVar("GEO_DATABASE_URL")),
+        # Retention expires history, which the service role may not: an owner login when set.
+        "retention_db": PostgresResource(
+            url=dg.EnvVar(
+                "GEO_RETENTION_DATABASE_URL"
+                if os.environ.get("GEO_RETENTION_DATABASE_URL")
+                else "GEO_DATABASE_URL"
+            )
+        ),
         "redis": RedisResource(
             url=dg.EnvVar("GEO_REDIS_URL"), prefix=os.environ.get("GEO_REDIS_PREFIX", "geo")
         ),

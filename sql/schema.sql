@@ -2994,18 +2994,6 @@ GRANT SELECT,INSERT ON TABLE geo.answers TO geo_service;
 GRANT SELECT ON TABLE geo.answers TO geo_analyst;
 
 --
--- Name: COLUMN answers.raw_text; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT UPDATE(raw_text) ON TABLE geo.answers TO geo_service;
-
---
--- Name: COLUMN answers.raw_expired_at; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT UPDATE(raw_expired_at) ON TABLE geo.answers TO geo_service;
-
---
 -- Name: TABLE review_decisions; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
@@ -3269,7 +3257,7 @@ GRANT SELECT ON TABLE geo.run_publish_deadlines TO geo_analyst;
 -- Name: TABLE state_transitions; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE geo.state_transitions TO geo_service;
+GRANT SELECT,INSERT ON TABLE geo.state_transitions TO geo_service;
 GRANT SELECT ON TABLE geo.state_transitions TO geo_analyst;
 
 --

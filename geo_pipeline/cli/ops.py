@@ -8,6 +8,7 @@ daemon on the same PostgreSQL.
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -411,7 +412,9 @@ def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
         archive = archive_from_url()
     except ValueError as exc:
         raise click.ClickException(str(exc)) from None
-    with dbmod.connect() as conn:
+    # Expiring raw text and the transition log needs the owner; the service role's URL still
+    # runs the rest of the pass and the report says what it was refused.
+    with dbmod.connect(os.environ.get("GEO_RETENTION_DATABASE_URL") or None) as conn:
         rep = retention.apply_retention(
             conn, archive, retention.database_now(conn), dry_run=not apply_, limit=limit
         )
@@ -437,6 +440,8 @@ def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
         f"answer texts, {rep.attempts} attempts, {rep.transitions} transitions; "
         f"{rep.outbox} published outbox rows, {rep.dead_letters} dead letters"
     )
+    for note in rep.refused:
+        click.echo(f"refused: {note}", err=True)
 
 
 def register(root: click.Group) -> None:

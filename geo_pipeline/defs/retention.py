@@ -7,6 +7,10 @@ what was removed, or in a dry run what would be: launch it from the UI with ``dr
 to see the next pass before it happens. The schedule runs it daily at GEO_RETENTION_AT (HH:MM,
 default 03:00) in GEO_RESAMPLE_TZ; GEO_RETENTION_DRY_RUN=1 makes the scheduled pass a dry run
 (e.g. for the first days of a new deployment).
+
+The pass connects through the ``retention_db`` resource: GEO_RETENTION_DATABASE_URL (a geo_owner
+login, since expiring raw text and the transition log is more than the processes' role may do),
+else GEO_DATABASE_URL, in which case those two steps are reported as refused.
 """
 
 import os
@@ -92,7 +96,7 @@ def _streams(
 def retention_pass(
     context: dg.AssetExecutionContext,
     config: RetentionConfig,
-    db: PostgresResource,
+    retention_db: PostgresResource,
     evidence: EvidenceStorageResource,
     redis: RedisResource,
     registry: ConnectorRegistryResource,
@@ -104,7 +108,7 @@ def retention_pass(
         dead_settled_keep=timedelta(hours=config.dead_letter_settled_hours),
         dead_letter_keep=timedelta(days=config.dead_letter_days),
     )
-    with db.connect() as conn:
+    with retention_db.connect() as conn:
         report = apply_retention(
             conn,
             evidence.archive(),
@@ -140,9 +144,12 @@ def retention_pass(
         "dead_letters": report.dead_letters,
         "stream_entries_before": streams["entries"],
         "stream_entries_trimmed": streams["removed"],
+        "refused": dg.MetadataValue.json(report.refused),
         "per_tenant": dg.MetadataValue.md(_per_tenant(report)),
         "first_runs": dg.MetadataValue.json([r.run_id for r in report.runs[:50]]),
     }
+    for note in report.refused:
+        context.log.warning("retention: %s", note)
     if "memory_bytes" in streams:
         metadata["redis_used_memory_bytes"] = streams["memory_bytes"]
     return dg.MaterializeResult(metadata=metadata)

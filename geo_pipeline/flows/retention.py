@@ -16,6 +16,11 @@ Table-wide, not per tenant: published outbox rows older than ``outbox_keep`` (th
 with them; unpublished rows are never touched) and dead letters whose sample has settled after
 ``dead_settled_keep``, or any after ``dead_letter_keep``.
 
+Expiring raw text and the transition log rewrites the record of what happened, which the
+processes' role (geo_service) may not do: that step needs the owner (GEO_RETENTION_DATABASE_URL,
+a geo_owner login). On a connection without the privilege it is skipped, said so in the report's
+``refused``, and the rest of the pass still runs.
+
 Order matters: bytes are deleted before rows. A crash in between leaves rows whose objects are
 gone, which the next pass deletes again (deleting a missing object is not an error); the other
 order could leave objects no row points to, which nothing would ever find again.
@@ -26,6 +31,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from typing import Any
+
+import psycopg
 
 from geo_pipeline.evidence.archive import Archive
 from geo_pipeline.store.db import Conn
@@ -80,6 +87,7 @@ class RetentionReport:
     runs: list[RunRetention]
     outbox: int = 0
     dead_letters: int = 0
+    refused: list[str] = field(default_factory=list)  # steps the connection's role may not do
 
     @property
     def objects(self) -> int:
@@ -113,6 +121,7 @@ class RetentionReport:
             "transitions": self.transitions,
             "outbox": self.outbox,
             "dead_letters": self.dead_letters,
+            "refused": self.refused,
         }
 
 
@@ -172,8 +181,31 @@ def _plan_run(conn: Conn, due: dict[str, Any]) -> tuple[RunRetention, list[int]]
     return plan, [int(o["object_id"]) for o in objects]
 
 
+REFUSED_HISTORY = (
+    "raw answer text and the transition log were not expired: the connection's role may not "
+    "rewrite history (run retention with GEO_RETENTION_DATABASE_URL, a geo_owner login)"
+)
+
+
+def _history_step(conn: Conn, query: str, params: dict[str, Any], refused: list[str]) -> bool:
+    """One history-expiring statement in its own savepoint; False when the role may not."""
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(Q(query), params)
+        return True
+    except psycopg.errors.InsufficientPrivilege:
+        if REFUSED_HISTORY not in refused:
+            refused.append(REFUSED_HISTORY)
+        return False
+
+
 def _apply_run(
-    conn: Conn, archive: Archive, plan: RunRetention, object_ids: list[int], now: datetime
+    conn: Conn,
+    archive: Archive,
+    plan: RunRetention,
+    object_ids: list[int],
+    now: datetime,
+    refused: list[str],
 ) -> None:
     for key in plan.object_keys:
         delete_object(archive, key)
@@ -181,12 +213,16 @@ def _apply_run(
     with conn.transaction(), conn.cursor() as cur:
         if object_ids:
             cur.execute(Q("ops.retention_delete_objects"), {"object_ids": object_ids})
-        if plan.answers:
-            cur.execute(Q("ops.retention_clear_raw_text"), {**run, "now": now})
         if plan.attempts:
             cur.execute(Q("ops.retention_delete_attempts"), run)
-        if plan.transitions:
-            cur.execute(Q("ops.retention_delete_transitions"), run)
+        if plan.answers and not _history_step(
+            conn, "ops.retention_clear_raw_text", {**run, "now": now}, refused
+        ):
+            plan.answers = 0
+        if plan.transitions and not _history_step(
+            conn, "ops.retention_delete_transitions", run, refused
+        ):
+            plan.transitions = 0
         cur.execute(
             Q("ops.retention_log_insert"),
             {
@@ -245,19 +281,22 @@ def apply_retention(
     runs per pass so a schedule tick stays short.
     """
     runs: list[RunRetention] = []
+    refused: list[str] = []
     for due in _due_runs(conn, now, limit):
         plan, object_ids = _plan_run(conn, due)
         runs.append(plan)
         if dry_run:
             continue
-        _apply_run(conn, archive, plan, object_ids, now)
+        _apply_run(conn, archive, plan, object_ids, now, refused)
         if not conn.autocommit:
             conn.commit()  # the reads above opened an outer transaction; end it per run
     outbox, dead = _table_pass(conn, now, windows or TableWindows(), dry_run)
     if not conn.autocommit:
         # a dry run only read; a real pass committed each step: leave no transaction open
         conn.rollback() if dry_run else conn.commit()
-    return RetentionReport(dry_run=dry_run, now=now, runs=runs, outbox=outbox, dead_letters=dead)
+    return RetentionReport(
+        dry_run=dry_run, now=now, runs=runs, outbox=outbox, dead_letters=dead, refused=refused
+    )
 
 
 def database_now(conn: Conn) -> datetime:

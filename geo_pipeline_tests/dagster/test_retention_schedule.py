@@ -44,6 +44,7 @@ def test_dry_run_metadata_then_the_real_pass(conn, resources, redis_url: str, re
     got = r.xreadgroup("workers", "w", {key: ">"}, count=6)
     r.xack(key, "workers", *[mid for mid, _ in got[0][1][:5]])  # the 6th stays pending
 
+    resources = {**resources, "retention_db": resources["db"]}
     dry = dg.materialize(
         [retention_pass],
         resources=resources,

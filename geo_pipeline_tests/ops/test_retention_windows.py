@@ -104,9 +104,10 @@ def test_published_outbox_rows_and_settled_dead_letters(db, tmp_path):
     assert [r["message_id"] for r in dead] == ["2-0", "4-0"]
 
 
-def test_the_service_role_may_do_all_of_it(db, db_url, tmp_path):
-    """Production runs retention as geo_service (no superuser, no DDL): every delete and the raw
-    text update must be granted, and nothing more is needed."""
+def test_the_service_role_may_not_expire_history(db, db_url, tmp_path):
+    """Production processes run as geo_service, which may not rewrite the record of what
+    happened: as the service, the pass removes attempts, published outbox rows and dead letters,
+    and reports raw text and the transition log as refused (they stay); the owner expires them."""
     import psycopg
     from psycopg.rows import dict_row
 
@@ -119,14 +120,28 @@ def test_the_service_role_may_do_all_of_it(db, db_url, tmp_path):
         "VALUES ('collect:kimi', '9-0', %s, 5, 'x', now() - interval '40 days')",
         (samples[0]["sample_id"],),
     )
-    db.execute("UPDATE geo.outbox SET published_at = now() - interval '40 days'")
+    db.execute(
+        "INSERT INTO geo.outbox (stream, kind, sample_id, published_at) "
+        "VALUES ('collect:kimi', 'collect', 'a', now() - interval '2 days')"
+    )
+    db.execute(
+        "INSERT INTO geo.attempts (sample_id, attempt_no, fencing_token, worker_id) "
+        "VALUES (%s, 1, 1, 'w')",
+        (samples[0]["sample_id"],),
+    )
     db.commit()
+    transitions = _n(db, "SELECT count(*) AS n FROM geo.state_transitions")
+    archive = LocalArchive(tmp_path / "evidence")
     with login_role(db_url, "geo_ret", tenancy.SERVICE_ROLE) as login:
         with psycopg.connect(with_user(db_url, login), row_factory=dict_row) as svc:  # type: ignore[arg-type]
             assert svc.execute("SELECT current_user AS u").fetchone()["u"] == "geo_service"
             now = retention.database_now(svc) + timedelta(days=31)
-            rep = retention.apply_retention(
-                svc, LocalArchive(tmp_path / "evidence"), now, dry_run=False
-            )
-    assert rep.answers == 2 and rep.transitions > 0 and rep.dead_letters == 1
-    assert _n(db, "SELECT count(*) AS n FROM geo.state_transitions") == 0
+            rep = retention.apply_retention(svc, archive, now, dry_run=False)
+    assert rep.refused == [retention.REFUSED_HISTORY]
+    assert (rep.answers, rep.transitions) == (0, 0)  # the report says what really happened
+    assert rep.attempts == 1 and rep.outbox == 1 and rep.dead_letters == 1
+    assert _n(db, "SELECT count(*) AS n FROM geo.state_transitions") == transitions
+    assert _n(db, "SELECT count(*) AS n FROM geo.answers WHERE raw_text IS NULL") == 0
+    # The owner's pass expires them.
+    rep = retention.apply_retention(db, archive, now, dry_run=False)
+    assert rep.refused == [] and rep.answers == 2 and rep.transitions == transitions
