@@ -216,6 +216,14 @@ class Attempt:
                 acc = await self.send()
             except ConnectorError as exc:
                 if exc.error_class in DEFINITE_REJECTIONS:
+                    if self.lane.caps.lookup_by_key:
+                        # A rejection of the RE-send says nothing certain about the first send,
+                        # which may have been taken (not every platform replays a known key
+                        # before validating): the lookup decides once the quiet period passed.
+                        await self.park_uncertain(
+                            f"acceptance_unknown:resend_{exc.error_class}", self.c.s.quiet_s
+                        )
+                        return None
                     await self.submit_failed(exc)
                     return None
                 last = exc
@@ -257,15 +265,16 @@ class Attempt:
             if found is not None:
                 await self.accepted(found, "lookup")
                 return found
+            if float(row.get("sent_age_s") or 0.0) >= self.c.s.quiet_s:
+                # "Not found" long after the last send: no request of this attempt can still
+                # land, so a new attempt (a new key) is safe.
+                await self.end(self.abandon("lookup:absent", fail=self.h.cancelled))
+                return None
         if caps.idempotency_keys:
             return await self.resend(tries=1)
         if caps.lookup_by_key:
             age = float(row.get("sent_age_s") or 0.0)
-            quiet = self.c.s.quiet_s
-            if age >= quiet:  # no request sent that long ago can still land: a new attempt
-                await self.end(self.abandon("lookup:absent", fail=self.h.cancelled))
-            else:
-                await self.park_uncertain("lookup:absent_not_yet_trusted", quiet - age + 0.5)
+            await self.park_uncertain("lookup:absent_not_yet_trusted", self.c.s.quiet_s - age + 0.5)
             return None
         await self.park_uncertain("acceptance_unknown:no_lookup", UNCERTAIN_PARK_S)
         return None

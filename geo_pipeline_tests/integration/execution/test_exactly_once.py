@@ -27,6 +27,7 @@ from psycopg.rows import dict_row
 from geo_pipeline.connectors.base import (
     AcceptanceUnknown,
     Evidence,
+    InvalidParams,
     SubmitRequest,
     TransientError,
 )
@@ -169,6 +170,38 @@ def test_timeout_with_late_registration_never_runs_a_second_task(db_url, redis_u
     # The one attempt is the one that completed: the re-send used the same key.
     attempts = fetch(db_url, "SELECT max(attempt_no) AS m FROM geo.samples")[0]["m"]
     assert attempts == 1
+    check_invariants(db_url, expected_samples=len(ids))
+
+
+class RejectsResend(LateRegistry):
+    """Like LateRegistry, but the re-send of a key is rejected (a platform that validates
+    before it replays a known key): the first send was taken all the same."""
+
+    async def submit(self, request: SubmitRequest):  # type: ignore[no-untyped-def]
+        if request.idempotency_key in self.by_key:
+            self.submits[request.idempotency_key] += 1
+            raise InvalidParams("simulated: the platform rejected a parameter", status=400)
+        return await super().submit(request)
+
+
+def test_rejected_resend_does_not_open_a_second_task(db_url, redis_url, redis_ns):
+    ids = make_run(db_url, "r-rejresend", questions=3)
+    fake = RejectsResend("deepseek", latency_s=0.05)
+    asyncio.run(
+        run_worker(
+            db_url,
+            redis_url,
+            redis_ns,
+            {"deepseek": fake},
+            terminal(db_url),
+            lease_s=1.0,
+            submit_timeout_s=0.5,  # quiet period: 1.5 s after the last send
+            timeout_s=20,
+        )
+    )
+    per_sample = tasks_per_sample(fake)
+    assert max(per_sample.values()) == 1, f"a second task after a rejected re-send: {per_sample}"
+    assert states(db_url) == {"completed": len(ids)}
     check_invariants(db_url, expected_samples=len(ids))
 
 
