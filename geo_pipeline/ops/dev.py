@@ -78,13 +78,20 @@ def prepare_instance(stack: Stack) -> tuple[Path, dict[str, str]]:
     return workspace, env
 
 
+def console_script(name: str) -> str:
+    """A console script of this environment: beside the running interpreter first (a virtualenv
+    used without activating it has its scripts there, not on PATH), else on PATH."""
+    import shutil
+    import sys
+
+    beside = Path(sys.executable).with_name(name)
+    return str(beside) if beside.exists() else shutil.which(name) or name
+
+
 def start_dagster(sup: Supervisor, stack: Stack, port: int) -> str:
     """Start webserver and daemon; return the UI's URL once the webserver answers."""
-    import shutil
-
     workspace, _ = prepare_instance(stack)
-    web = shutil.which("dagster-webserver") or "dagster-webserver"
-    daemon = shutil.which("dagster-daemon") or "dagster-daemon"
+    web, daemon = console_script("dagster-webserver"), console_script("dagster-daemon")
     sup.start("dagster-daemon", [daemon, "run", "-w", str(workspace)], stack.env)
     w = sup.start(
         "dagster-webserver",

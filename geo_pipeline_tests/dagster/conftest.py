@@ -82,6 +82,8 @@ def evidence_dir(tmp_path: Path) -> Iterator[Path]:
 def resources(db_url: str, redis_url: str, redis_ns: str, evidence_dir: Path) -> dict[str, Any]:
     return {
         "db": PostgresResource(url=db_url),
+        # The retention pass's own connection (an owner login in production); here the same.
+        "retention_db": PostgresResource(url=db_url),
         "redis": RedisResource(url=redis_url, prefix=redis_ns),
         "evidence": EvidenceStorageResource(url=evidence_dir.as_uri()),
         "registry": ConnectorRegistryResource(),

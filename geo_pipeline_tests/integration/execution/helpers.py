@@ -397,6 +397,14 @@ def platform_violations(
                 )
             sample = key.rsplit(":", 1)[0]
             for tid, paid in tasks:
+                if synchronous and paid is False and (requests.get(key) or {}).get("state") != (
+                    "accepted"
+                ):
+                    # The engine answered this call with an error object inside HTTP 200: it did
+                    # no work and billed none, and the worker rightly took it as a 'no' and
+                    # opened a new attempt. Not an execution. (A call the database recorded as
+                    # accepted -- a filtered answer, a failed task -- still counts.)
+                    continue
                 # A synchronous connector names the attempt '<platform>:<response id>'.
                 db_id = f"{platform}:{tid.split('#', 1)[0]}" if synchronous else tid
                 per_sample.setdefault(sample, []).append((key, db_id, paid))
