@@ -207,6 +207,11 @@ class Cluster:
         r.raise_for_status()
         return r.json()  # type: ignore[no-any-return]
 
+    def max_tasks_per_key(self) -> int:
+        """The most upstream tasks the platform created under one idempotency key."""
+        keys = self.sim_stats().get("keys", {})
+        return max((v["tasks_created"] for per in keys.values() for v in per.values()), default=0)
+
     def max_submits_per_key(self) -> int:
         keys = self.sim_stats().get("keys", {})
         return max((v["submit_calls"] for per in keys.values() for v in per.values()), default=0)

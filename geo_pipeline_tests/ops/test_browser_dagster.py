@@ -60,6 +60,14 @@ def _partition_stats_now(port: int) -> dict[str, int]:
     }
 
 
+def _answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
 def _wait_for(predicate: Any, timeout_s: float, what: str, proc: subprocess.Popen[bytes]) -> Any:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -128,6 +136,8 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
             key, _, value = part.partition("=")
             env[key] = value.strip("'")
 
+        # The export line can come before the webserver listens on a loaded machine.
+        _wait_for(lambda: _answers(port), 120, "the Dagster webserver to listen", proc)
         page = browser_page
         page.goto(f"http://127.0.0.1:{port}/asset-groups", wait_until="networkidle")
         _dismiss_welcome(page)
