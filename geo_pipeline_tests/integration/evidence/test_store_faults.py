@@ -17,6 +17,7 @@ from collections.abc import Iterator
 
 import pytest
 
+from geo_pipeline.evidence.archive import PutResult
 from geo_pipeline.evidence.s3_async import ObjectStoreArchive
 from geo_pipeline.worker import evidence_bridge
 from geo_pipeline_tests.integration.execution.helpers import (
@@ -141,15 +142,31 @@ def test_store_unavailable_mid_run_samples_wait_and_complete(
     # Answers keep arriving through the outage (each task takes a second upstream).
     connector = FakeConnector("deepseek", latency_s=1.0)
     outage: dict[str, float] = {}
+    real_aput = archive.aput
+    uploads = 0
+
+    async def aput_then_outage(key: str, data: bytes, *, mime_type: str) -> PutResult:
+        # The store goes away as the second upload starts, with work still in flight: decided by
+        # the uploads themselves, not by a poll of the database that a loaded machine can make
+        # too late (every upload already done, nothing left to wait for).
+        nonlocal uploads
+        uploads += 1
+        if uploads == 2 and "down" not in outage:
+            await asyncio.to_thread(proxy.down)
+            outage["down"] = time.monotonic()
+        return await real_aput(key, data, mime_type=mime_type)
+
+    monkeypatch.setattr(archive, "aput", aput_then_outage)
+
+    def completed() -> int:
+        return int(fetch(db_url, "SELECT count(*) AS n FROM geo.samples WHERE collection_state ="
+                                 " 'completed'")[0]["n"])  # fmt: skip
 
     def done() -> bool:
-        n = fetch(db_url, "SELECT count(*) AS n FROM geo.samples WHERE collection_state ="
-                          " 'completed'")[0]["n"]  # fmt: skip
-        if "down" not in outage and n >= 1:
-            proxy.down()  # the store goes away with work still in flight
-            outage["down"] = time.monotonic()
-            outage["completed_before"] = n
-        elif "down" in outage and "up" not in outage and time.monotonic() - outage["down"] > 3:
+        if "down" in outage and "completed_before" not in outage:
+            outage["completed_before"] = completed()
+        if "down" in outage and "up" not in outage and time.monotonic() - outage["down"] > 3:
+            n = completed()
             outage["completed_during"] = n - outage["completed_before"]
             proxy.up()
             outage["up"] = time.monotonic()
