@@ -136,6 +136,9 @@ class Citation:
     span_start: int | None = None
     span_end: int | None = None
     cited_text: str | None = None
+    # When ``url`` is a redirect that hides the page (Gemini's grounding links): the page or site
+    # the engine says it stands for. ``url`` stays the raw URL; normalisation uses this (R18).
+    target_url: str | None = None
 
 
 @dataclass(frozen=True)

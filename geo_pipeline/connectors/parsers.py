@@ -16,6 +16,21 @@ Shapes follow the public API references: OpenAI Chat Completions (``message.anno
 indices are UTF-8 *byte* offsets, ``webSearchQueries``), Anthropic Messages with the web search
 tool (``web_search_tool_result`` blocks, text blocks with ``web_search_result_location``
 citations carrying ``cited_text``).
+
+Two rules hold for every protocol:
+
+* **One source, one normalised URL** (R18). Cited citations are kept one per pointing (each has
+  its own span or marker). A retrieved source is dropped when its normalised URL
+  (``domain.urls.normalise_url``: tracking and share parameters gone) is already cited or already
+  retrieved; the first raw URL received is the one kept. So a page fetched plainly and cited
+  with ``?utm_source=openai`` is cited, not also retrieved.
+* **Text is joined as the engine's own client shows it.** Pieces the engine split inside one
+  segment (Anthropic text blocks around citations, OpenAI ``output_text`` parts of one message,
+  Gemini candidate parts, chat content parts) are concatenated exactly as returned, like the
+  vendors' SDKs (``output_text``, ``response.text``, the streamed deltas). Separate segments —
+  text before and after a search or tool call, separate Responses ``message`` items — are
+  separate paragraphs: ``\n\n`` between them unless the boundary already has whitespace, so the
+  last word of one never runs into the first of the next ("rankings.Huawei").
 """
 
 from __future__ import annotations
@@ -35,6 +50,7 @@ from geo_pipeline.connectors.base import (
     Unparseable,
     UpstreamFailed,
 )
+from geo_pipeline.domain.urls import normalise_url, registrable_domain, site_url
 
 
 @dataclass(frozen=True)
@@ -92,6 +108,78 @@ def _raise_error(body: dict[str, Any], raw: bytes, protocol: str) -> None:
         raise err
 
 
+PARAGRAPH = "\n\n"
+
+
+class _Joiner:
+    """Builds the answer text from segments of pieces (see the module docstring) and gives each
+    piece's character offset in the joined text, for citation spans."""
+
+    def __init__(self) -> None:
+        self._out: list[str] = []
+        self._len = 0
+        self._new_segment = False
+
+    def break_segment(self) -> None:
+        """The next piece starts a new segment (text after a tool call, a new message item)."""
+        self._new_segment = bool(self._out)
+
+    def add(self, piece: str) -> int:
+        """Append one piece; returns its start offset in the joined text."""
+        if self._new_segment and piece:
+            prev = self._out[-1] if self._out else ""
+            if prev and not prev[-1].isspace() and not piece[0].isspace():
+                self._append(PARAGRAPH)
+            self._new_segment = False
+        start = self._len
+        self._append(piece)
+        return start
+
+    def _append(self, text: str) -> None:
+        self._out.append(text)
+        self._len += len(text)
+
+    @property
+    def text(self) -> str:
+        return "".join(self._out)
+
+
+def _sources(cited: list[Citation], retrieved: list[Citation]) -> tuple[Citation, ...]:
+    """Cited as given, then each retrieved source once: not when its normalised URL is already
+    cited or retrieved; the first raw URL received is kept (R18)."""
+    seen = {normalise_url(c.url).normalized for c in cited}
+    kept: list[Citation] = []
+    for c in retrieved:
+        key = normalise_url(c.url).normalized
+        if key not in seen:
+            seen.add(key)
+            kept.append(c)
+    return (*cited, *kept)
+
+
+def _content_text(content: Any, raw: bytes, proto: str) -> tuple[str, bool]:
+    """Chat ``message.content``: a string, or a list of parts whose text parts are concatenated
+    (Mistral-style and some gateways); thinking parts are not the answer. Returns (text,
+    whether a thinking part was present)."""
+    if content is None:
+        return "", False
+    if isinstance(content, str):
+        return content, False
+    _need(isinstance(content, list), raw, proto, "message.content is not text")
+    texts: list[str] = []
+    thinking = False
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, dict) and part.get("type") in ("text", "output_text"):
+            text = part.get("text")
+            _need(isinstance(text, str), raw, proto, "content part without text")
+            texts.append(str(text))
+        elif isinstance(part, dict) and part.get("type") in ("thinking", "reasoning"):
+            thinking = True
+    return "".join(texts), thinking
+
+
 # --------------------------------------------------------------------------- OpenAI chat
 def parse_openai_chat(raw: bytes) -> ParsedAnswer:
     """OpenAI-compatible Chat Completions (DeepSeek, Moonshot/Kimi, Qwen compatible mode,
@@ -111,10 +199,7 @@ def parse_openai_chat(raw: bytes) -> ParsedAnswer:
         raise UpstreamFailed(f"{proto}: the answer was withheld by a content filter", raw=raw)
     if message.get("refusal"):
         raise UpstreamFailed(f"{proto}: refusal: {message['refusal']}", raw=raw)
-    content: Any = message.get("content")
-    if content is None:
-        content = ""
-    _need(isinstance(content, str), raw, proto, "message.content is not text")
+    content, thinking_part = _content_text(message.get("content"), raw, proto)
     citations: list[Citation] = []
     for ann in message.get("annotations") or []:
         if isinstance(ann, dict) and ann.get("type") == "url_citation":
@@ -133,11 +218,11 @@ def parse_openai_chat(raw: bytes) -> ParsedAnswer:
     reasoning = message.get("reasoning_content")  # DeepSeek reasoner / Qwen thinking mode
     return ParsedAnswer(
         answer_text=content,
-        citations=tuple(citations),
+        citations=_sources(citations, []),
         truncated=finish == "length",
         response_id=body.get("id"),
         web_search_used=bool(citations),
-        deep_thinking_used=bool(reasoning),
+        deep_thinking_used=bool(reasoning) or thinking_part,
     )
 
 
@@ -145,7 +230,7 @@ def parse_openai_chat(raw: bytes) -> ParsedAnswer:
 def parse_perplexity(raw: bytes) -> ParsedAnswer:
     """Perplexity Sonar: chat-completion body plus top-level ``citations`` (URLs, numbered as the
     ``[n]`` markers of the text: cited) and ``search_results`` ({title, url, date}: retrieved,
-    unless the same URL is also cited)."""
+    unless the same source, by normalised URL, is cited or listed already)."""
     proto = "perplexity"
     parsed = parse_openai_chat(raw)
     body = load_json(raw, proto)
@@ -159,16 +244,14 @@ def parse_perplexity(raw: bytes) -> ParsedAnswer:
         Citation(url=u, relation="cited", id=str(i), title=titles.get(u))
         for i, u in enumerate(cited_urls, start=1)
     ]
-    seen = set(cited_urls)
-    for r in body.get("search_results") or []:
-        if isinstance(r, dict) and r.get("url") and str(r["url"]) not in seen:
-            seen.add(str(r["url"]))
-            citations.append(
-                Citation(url=str(r["url"]), relation="retrieved", title=r.get("title"))
-            )
+    retrieved = [
+        Citation(url=str(r["url"]), relation="retrieved", title=r.get("title"))
+        for r in body.get("search_results") or []
+        if isinstance(r, dict) and r.get("url")
+    ]
     return ParsedAnswer(
         answer_text=parsed.answer_text,
-        citations=tuple(citations),
+        citations=_sources(citations, retrieved),
         truncated=parsed.truncated,
         response_id=parsed.response_id,
         web_search_used=bool(citations),
@@ -194,12 +277,11 @@ def parse_openai_responses(raw: bytes) -> ParsedAnswer:
     incomplete = (body.get("incomplete_details") or {}).get("reason")
     if status == "incomplete" and incomplete == "content_filter":
         raise UpstreamFailed(f"{proto}: incomplete: content_filter", raw=raw)
-    texts: list[str] = []
+    joined = _Joiner()
     cited: list[Citation] = []
     retrieved: list[Citation] = []
     queries: list[str] = []
     searched = False
-    offset = 0
     for item in output:
         if not isinstance(item, dict):
             continue
@@ -212,6 +294,7 @@ def parse_openai_responses(raw: bytes) -> ParsedAnswer:
                 if isinstance(src, dict) and src.get("url"):
                     retrieved.append(Citation(url=str(src["url"]), relation="retrieved"))
         elif item.get("type") == "message":
+            joined.break_segment()  # each message item is a segment of its own
             for part in item.get("content") or []:
                 if not isinstance(part, dict):
                     continue
@@ -221,6 +304,7 @@ def parse_openai_responses(raw: bytes) -> ParsedAnswer:
                     continue
                 text: Any = part.get("text")
                 _need(isinstance(text, str), raw, proto, "output_text without text")
+                offset = joined.add(text)
                 for ann in part.get("annotations") or []:
                     if (
                         isinstance(ann, dict)
@@ -239,13 +323,9 @@ def parse_openai_responses(raw: bytes) -> ParsedAnswer:
                                 span_end=None if end is None else offset + int(end),
                             )
                         )
-                texts.append(text)
-                offset += len(text)
-    cited_urls = {c.url for c in cited}
-    retrieved = _dedupe([c for c in retrieved if c.url not in cited_urls])
     return ParsedAnswer(
-        answer_text="".join(texts),
-        citations=tuple(cited) + tuple(retrieved),
+        answer_text=joined.text,
+        citations=_sources(cited, retrieved),
         truncated=status == "incomplete",
         response_id=body.get("id"),
         web_search_used=searched,
@@ -271,6 +351,27 @@ def _byte_to_char(text: str) -> Callable[[int], int]:
     return convert
 
 
+_GROUNDING_REDIRECT = "/grounding-api-redirect/"
+
+
+def grounding_target(web: dict[str, Any]) -> str | None:
+    """The site a Gemini grounding chunk stands for, when its ``uri`` is Google's grounding
+    redirect (``vertexaisearch.cloud.google.com/grounding-api-redirect/…``), which hides the
+    page: ``web.domain`` (Vertex AI) if given, else ``web.title`` when it is a host name (the
+    Gemini API puts the source's domain there, e.g. ``example.com``). ``https://<host>/``, or
+    None when the chunk names no host or its uri is the page itself. Resolving the redirect
+    (a bounded HEAD request) would give the full page URL; that belongs to the worker, not here."""
+    uri = str(web.get("uri") or "")
+    if _GROUNDING_REDIRECT not in uri:
+        return None
+    for name in (web.get("domain"), web.get("title")):
+        if isinstance(name, str) and (url := site_url(name)):
+            host = url.split("/")[2]
+            if registrable_domain(host) != "google.com":  # the redirect names itself: no target
+                return url
+    return None
+
+
 def parse_gemini(raw: bytes) -> ParsedAnswer:
     """Gemini ``generateContent`` with Google Search grounding. Chunks referenced by a
     ``groundingSupport`` are cited (with the supported segment as span and text); chunks no
@@ -290,9 +391,17 @@ def parse_gemini(raw: bytes) -> ParsedAnswer:
     if finish in _GEMINI_FAILED:
         raise UpstreamFailed(f"{proto}: finishReason {finish}", raw=raw)
     parts = (cand.get("content") or {}).get("parts") or []
-    text = "".join(
-        str(p.get("text") or "") for p in parts if isinstance(p, dict) and not p.get("thought")
-    )
+    # Text parts concatenate as the SDK's ``response.text`` does; thought parts are not the answer.
+    # ``part_at[i]`` is part i's (char offset in the answer, text), for segments that name a part.
+    part_at: dict[int, tuple[int, str]] = {}
+    pieces: list[str] = []
+    length = 0
+    for i, p in enumerate(parts):
+        if isinstance(p, dict) and not p.get("thought") and isinstance(p.get("text"), str):
+            part_at[i] = (length, p["text"])
+            pieces.append(p["text"])
+            length += len(p["text"])
+    text = "".join(pieces)
     thought = any(isinstance(p, dict) and p.get("thought") for p in parts)
     meta = cand.get("groundingMetadata") or {}
     chunks = [c for c in meta.get("groundingChunks") or [] if isinstance(c, dict)]
@@ -303,8 +412,15 @@ def parse_gemini(raw: bytes) -> ParsedAnswer:
         if not isinstance(support, dict):
             continue
         seg = support.get("segment") or {}
-        start = to_char(int(seg.get("startIndex", 0)))
-        end = to_char(int(seg["endIndex"])) if seg.get("endIndex") is not None else None
+        if seg.get("partIndex") is not None and int(seg["partIndex"]) in part_at:
+            # Indices are UTF-8 byte offsets inside the part the segment names.
+            base, part_text = part_at[int(seg["partIndex"])]
+            in_part = _byte_to_char(part_text)
+            start = base + in_part(int(seg.get("startIndex", 0)))
+            end = base + in_part(int(seg["endIndex"])) if seg.get("endIndex") is not None else None
+        else:
+            start = to_char(int(seg.get("startIndex", 0)))
+            end = to_char(int(seg["endIndex"])) if seg.get("endIndex") is not None else None
         for idx in support.get("groundingChunkIndices") or []:
             if not isinstance(idx, int) or not 0 <= idx < len(chunks):
                 continue
@@ -321,23 +437,24 @@ def parse_gemini(raw: bytes) -> ParsedAnswer:
                     span_start=start,
                     span_end=end,
                     cited_text=seg.get("text"),
+                    target_url=grounding_target(web),
                 )
             )
-    for idx, chunk in enumerate(chunks):
-        web = chunk.get("web") or {}
-        if idx not in referenced and web.get("uri"):
-            citations.append(
-                Citation(
-                    url=str(web["uri"]),
-                    relation="retrieved",
-                    id=str(idx + 1),
-                    title=web.get("title"),
-                )
-            )
+    retrieved = [
+        Citation(
+            url=str(web["uri"]),
+            relation="retrieved",
+            id=str(idx + 1),
+            title=web.get("title"),
+            target_url=grounding_target(web),
+        )
+        for idx, chunk in enumerate(chunks)
+        if idx not in referenced and (web := chunk.get("web") or {}).get("uri")
+    ]
     queries = tuple(str(q) for q in meta.get("webSearchQueries") or [])
     return ParsedAnswer(
         answer_text=text,
-        citations=tuple(citations),
+        citations=_sources(citations, retrieved),
         truncated=finish == "MAX_TOKENS",
         response_id=body.get("responseId"),
         web_search_used=bool(queries or chunks),
@@ -350,7 +467,9 @@ def parse_gemini(raw: bytes) -> ParsedAnswer:
 def parse_anthropic(raw: bytes) -> ParsedAnswer:
     """Anthropic Messages with the web search server tool. ``web_search_tool_result`` blocks list
     what was retrieved; ``text`` blocks carry ``citations`` of type ``web_search_result_location``
-    (url, title, cited_text) — cited, with the span of that text block in the joined answer.
+    (url, title, cited_text) — cited, with the span of that text block in the joined answer
+    (adjacent text blocks concatenate as returned: the API splits a sentence around each cited
+    claim; text after a tool call starts a new paragraph).
     ``stop_reason`` ``refusal`` is a failure inside HTTP 200; ``max_tokens`` is truncation."""
     proto = "anthropic"
     body = load_json(raw, proto)
@@ -361,17 +480,19 @@ def parse_anthropic(raw: bytes) -> ParsedAnswer:
     stop = body.get("stop_reason")
     if stop == "refusal":
         raise UpstreamFailed(f"{proto}: stop_reason refusal", raw=raw)
-    texts: list[str] = []
+    joined = _Joiner()
     cited: list[Citation] = []
     retrieved: list[Citation] = []
     warnings: list[str] = []
     searched = thinking = False
-    offset = 0
     for block in content:
         if not isinstance(block, dict):
             continue
         btype = block.get("type")
-        if btype == "thinking":
+        if btype != "text":
+            # Text after a tool call (or thinking) is a new segment: a paragraph of its own.
+            joined.break_segment()
+        if btype in ("thinking", "redacted_thinking"):
             thinking = True
         elif btype == "server_tool_use" and block.get("name") == "web_search":
             searched = True
@@ -389,6 +510,7 @@ def parse_anthropic(raw: bytes) -> ParsedAnswer:
         elif btype == "text":
             text: Any = block.get("text")
             _need(isinstance(text, str), raw, proto, "text block without text")
+            offset = joined.add(text)
             for c in block.get("citations") or []:
                 if isinstance(c, dict) and c.get("type") == "web_search_result_location":
                     cited.append(
@@ -402,29 +524,15 @@ def parse_anthropic(raw: bytes) -> ParsedAnswer:
                             cited_text=c.get("cited_text"),
                         )
                     )
-            texts.append(text)
-            offset += len(text)
-    cited_urls = {c.url for c in cited}
-    retrieved = _dedupe([c for c in retrieved if c.url not in cited_urls])
     return ParsedAnswer(
-        answer_text="".join(texts),
-        citations=tuple(cited) + tuple(retrieved),
+        answer_text=joined.text,
+        citations=_sources(cited, retrieved),
         truncated=stop == "max_tokens",
         response_id=body.get("id"),
         web_search_used=searched,
         deep_thinking_used=thinking,
         warnings=tuple(warnings),
     )
-
-
-def _dedupe(items: list[Citation]) -> list[Citation]:
-    seen: set[str] = set()
-    out = []
-    for c in items:
-        if c.url not in seen:
-            seen.add(c.url)
-            out.append(c)
-    return out
 
 
 PARSERS: dict[str, Callable[[bytes], ParsedAnswer]] = {

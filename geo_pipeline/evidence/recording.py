@@ -183,7 +183,7 @@ def normalise_citations(citations: Iterable[Citation]) -> tuple[NormalisedCitati
     """Connector citations with raw and normalised URL and registrable domain (R18)."""
     out = []
     for ordinal, c in enumerate(citations):
-        url = normalise_url(c.url)
+        url = normalise_url(c.url, target=c.target_url)  # a redirect keeps its raw URL
         out.append(
             NormalisedCitation(
                 ordinal=ordinal,
