@@ -8,8 +8,6 @@ GEO_RETENTION_DRY_RUN, GEO_RETENTION_DATABASE_URL (see geo_pipeline.defs).
 
 from __future__ import annotations
 
-import os
-
 import dagster as dg
 from dagster_aws.s3 import S3Resource
 
@@ -42,46 +40,47 @@ from geo_pipeline.defs.sensors import (
     partition_retention_sensor,
     sampling_plan_sensor,
 )
-from geo_pipeline.evidence.archive import EVIDENCE_URL_ENV, S3_ENDPOINT_ENV
+from geo_pipeline.settings import configure_domain, settings
 
 
 def evidence_from_env() -> EvidenceStorageResource:
     """GEO_EVIDENCE_URL; an s3:// location goes through dagster_aws's S3Resource (endpoint from
     GEO_S3_ENDPOINT for SeaweedFS / MinIO / OSS; keys from the standard AWS variables)."""
-    url = os.environ.get(EVIDENCE_URL_ENV, "")
+    env = settings()
+    url = env.evidence_url or ""
     if not url.startswith("s3://"):
         return EvidenceStorageResource(url=url)
-    s3 = S3Resource(
-        endpoint_url=os.environ.get(S3_ENDPOINT_ENV) or None,
-        region_name=os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION"),
-    )
+    s3 = S3Resource(endpoint_url=env.s3_endpoint_url, region_name=env.aws_region)
     return EvidenceStorageResource(url=url, s3=s3)
 
 
 def resources_from_env() -> dict[str, dg.ConfigurableResource]:
     """Secrets and URLs resolve when a run or tick starts (EnvVar), so loading the definitions
     never needs them and never prints them."""
+    env = settings()
     return {
         "db": PostgresResource(url=dg.EnvVar("GEO_DATABASE_URL")),
         # Retention expires history, which the service role may not: an owner login when set.
         "retention_db": PostgresResource(
             url=dg.EnvVar(
                 "GEO_RETENTION_DATABASE_URL"
-                if os.environ.get("GEO_RETENTION_DATABASE_URL")
+                if env.retention_database_url
                 else "GEO_DATABASE_URL"
             )
         ),
         "redis": RedisResource(
-            url=dg.EnvVar("GEO_REDIS_URL"), prefix=os.environ.get("GEO_REDIS_PREFIX", "geo")
+            url=dg.EnvVar("GEO_REDIS_URL"), prefix=env.redis_prefix or "geo"
         ),
         "evidence": evidence_from_env(),
-        "registry": ConnectorRegistryResource(path=os.environ.get("GEO_CONNECTORS_FILE", "")),
+        "registry": ConnectorRegistryResource(path=env.connectors_file or ""),
         "settings": PipelineSettingsResource(
-            partition_retention_days=int(os.environ.get("GEO_PARTITION_RETENTION_DAYS", "90")),
-            max_excluded_share=float(os.environ.get("GEO_MAX_EXCLUDED_SHARE", "0.1")),
+            partition_retention_days=env.partition_retention_days,
+            max_excluded_share=env.max_excluded_share,
         ),
     }
 
+
+configure_domain()  # the code server's process: hand the domain its deployment settings
 
 ASSETS = [
     sampling_plan,

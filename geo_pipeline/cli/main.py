@@ -13,6 +13,7 @@ import redis
 
 from geo_pipeline.domain.catalogue import RegistryError
 from geo_pipeline.domain.config import ConfigError
+from geo_pipeline.settings import SettingsError, configure_domain
 from geo_pipeline.store.db import DatabaseUnavailable
 
 # Each module defines ``register(root: click.Group)``; one module per part of the data path.
@@ -37,6 +38,7 @@ def cli(verbose: bool) -> None:
         level=logging.DEBUG if verbose else logging.WARNING,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
+    configure_domain()
 
 
 for _name in COMMAND_MODULES:
@@ -58,6 +60,9 @@ def main(argv: list[str] | None = None) -> int:
         detail = f" ({diag.message_detail})" if diag is not None and diag.message_detail else ""
         click.echo(f"database error: {str(exc).splitlines()[0]}{detail}", err=True)
         return 4
+    except SettingsError as exc:  # an environment variable of the wrong type
+        click.echo(f"error: {exc}", err=True)
+        return 2
     except RegistryError as exc:  # the connector registry file (GEO_CONNECTORS_FILE) or a platform
         click.echo(f"error: {exc}", err=True)
         return 2

@@ -8,7 +8,6 @@ daemon on the same PostgreSQL.
 
 from __future__ import annotations
 
-import os
 import sys
 import time
 from pathlib import Path
@@ -19,6 +18,7 @@ import click
 from geo_pipeline.cli.output import PORT, POSITIVE, emit_json, emit_table
 from geo_pipeline.ops import export as exportmod
 from geo_pipeline.ops import report as reportmod
+from geo_pipeline.settings import settings
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import runs as runstore
 
@@ -414,7 +414,7 @@ def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
         raise click.ClickException(str(exc)) from None
     # Expiring raw text and the transition log needs the owner; the service role's URL still
     # runs the rest of the pass and the report says what it was refused.
-    with dbmod.connect(os.environ.get("GEO_RETENTION_DATABASE_URL") or None) as conn:
+    with dbmod.connect(settings().retention_database_url) as conn:
         rep = retention.apply_retention(
             conn, archive, retention.database_now(conn), dry_run=not apply_, limit=limit
         )

@@ -9,13 +9,13 @@ state transition, logged with the operator as actor; the analyst tables pick it 
 from __future__ import annotations
 
 import getpass
-import os
 from typing import Any
 
 import click
 
 from geo_pipeline.analysis import review as reviewmod
 from geo_pipeline.cli.output import POSITIVE, emit_json, emit_table
+from geo_pipeline.settings import settings
 from geo_pipeline.store import db as dbmod
 
 RAW_PREVIEW_CHARS = 160
@@ -33,7 +33,7 @@ LIST_COLUMNS = (
 
 def _default_actor() -> str:
     try:
-        return os.environ.get("GEO_ACTOR") or getpass.getuser()
+        return settings().actor or getpass.getuser()
     except (KeyError, OSError):
         return ""
 

@@ -9,7 +9,6 @@ connection *after* the request was written means it may have been accepted
 from __future__ import annotations
 
 import email.utils
-import os
 import time
 from collections.abc import Mapping
 from typing import Any
@@ -25,6 +24,7 @@ from geo_pipeline.connectors.base import (
     RateLimited,
     TransientError,
 )
+from geo_pipeline.settings import settings
 
 TRANSPORT_ENV = "GEO_HTTP_TRANSPORT"
 DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=30.0, write=10.0, pool=10.0)
@@ -72,7 +72,7 @@ def new_client(
     these machines); ``GEO_HTTP_TRANSPORT=httpcore`` keeps httpx's own transport."""
     limits = limits or DEFAULT_LIMITS
     transport = None
-    if os.environ.get(TRANSPORT_ENV, "aiohttp") != "httpcore":
+    if settings().http_transport != "httpcore":
         from geo_pipeline.connectors.transport import AiohttpTransport
 
         transport = AiohttpTransport(max_connections=limits.max_connections or 256)

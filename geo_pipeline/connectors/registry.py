@@ -8,7 +8,6 @@ connector sends a request (``api_key``).
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -16,6 +15,7 @@ from typing import Any
 import yaml
 
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError, parse_catalogue
+from geo_pipeline.settings import settings, variable
 
 REGISTRY_ENV = "GEO_CONNECTORS_FILE"
 _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::-([^}]*))?\}")
@@ -23,12 +23,12 @@ _VAR = re.compile(r"\$\{([A-Z0-9_]+)(?::-([^}]*))?\}")
 
 def api_key(entry: PlatformEntry) -> str | None:
     """The platform's key, from the environment variable its entry names (D2)."""
-    return os.environ.get(entry.api_key_env) if entry.api_key_env else None
+    return variable(entry.api_key_env) if entry.api_key_env else None
 
 
 def _expand(value: Any) -> Any:
     if isinstance(value, str):
-        return _VAR.sub(lambda m: os.environ.get(m.group(1), m.group(2) or ""), value)
+        return _VAR.sub(lambda m: variable(m.group(1)) or m.group(2) or "", value)
     if isinstance(value, dict):
         return {k: _expand(v) for k, v in value.items()}
     if isinstance(value, list):
@@ -37,7 +37,7 @@ def _expand(value: Any) -> Any:
 
 
 def load_registry(path: str | Path | None = None) -> Registry:
-    source = Path(path or os.environ.get(REGISTRY_ENV) or Path(__file__).with_name("registry.yaml"))
+    source = Path(path or settings().connectors_file or Path(__file__).with_name("registry.yaml"))
     try:
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
     except OSError as exc:

@@ -18,7 +18,6 @@ geo_pipeline.observability.notify.
 """
 
 import json
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -27,6 +26,7 @@ import dagster as dg
 
 from geo_pipeline.defs.resources import PostgresResource
 from geo_pipeline.observability.notify import Alert, Notifier, deliver, notifiers_from_env
+from geo_pipeline.settings import environment
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -40,7 +40,7 @@ class AlertThresholds:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> "AlertThresholds":
-        env = os.environ if env is None else env
+        env = environment() if env is None else env
         return cls(
             dead_letters=int(env.get("GEO_ALERT_DEAD_LETTERS", "10")),
             uncertain=int(env.get("GEO_ALERT_UNCERTAIN", "50")),

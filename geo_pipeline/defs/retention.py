@@ -13,7 +13,6 @@ login, since expiring raw text and the transition log is more than the processes
 else GEO_DATABASE_URL, in which case those two steps are reported as refused.
 """
 
-import os
 from collections import defaultdict
 from datetime import timedelta
 from typing import Any
@@ -28,9 +27,10 @@ from geo_pipeline.defs.resources import (
     PostgresResource,
     RedisResource,
 )
-from geo_pipeline.defs.schedules import DEFAULT_TZ, RESAMPLE_TZ_ENV, cron_for
+from geo_pipeline.defs.schedules import DEFAULT_TZ, cron_for
 from geo_pipeline.flows.retention import RetentionReport, TableWindows, apply_retention
 from geo_pipeline.flows.retention import database_now as db_now
+from geo_pipeline.settings import Settings, settings
 from geo_pipeline.streams.keys import COMPLETIONS, DEAD, collect_stream, screenshot_stream
 from geo_pipeline.streams.trim import trim_streams
 
@@ -163,12 +163,12 @@ retention_job = dg.define_asset_job(
 
 
 def _dry_run_from_env() -> bool:
-    return os.environ.get(RETENTION_DRY_RUN_ENV, "").strip().lower() in ("1", "true", "yes")
+    return Settings.flag(settings().retention_dry_run)
 
 
 def build_daily_retention(at: str | None = None, tz: str | None = None) -> dg.ScheduleDefinition:
-    at = at or os.environ.get(RETENTION_AT_ENV, "03:00")
-    tz = tz or os.environ.get(RESAMPLE_TZ_ENV, DEFAULT_TZ)
+    at = at or settings().retention_at
+    tz = tz or settings().resample_tz or DEFAULT_TZ
     ZoneInfo(tz)  # an unknown zone fails at load time, not at the first tick
 
     @dg.schedule(

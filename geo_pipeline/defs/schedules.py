@@ -6,7 +6,6 @@ Time and time zone come from GEO_RESAMPLE_AT (``HH:MM``, default 06:00) and GEO_
 one ``sampling_plan`` request per partition with a run key.
 """
 
-import os
 from collections.abc import Mapping
 from datetime import date
 from typing import Any
@@ -22,6 +21,7 @@ from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResou
 from geo_pipeline.domain.config import ConfigError, NormalisedConfig, normalise_and_validate
 from geo_pipeline.domain.plan import QuoteError, plan_for
 from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
@@ -131,8 +131,8 @@ def resample_requests(
 
 
 def build_daily_resampling(at: str | None = None, tz: str | None = None) -> dg.ScheduleDefinition:
-    at = at or os.environ.get(RESAMPLE_AT_ENV, "06:00")
-    tz = tz or os.environ.get(RESAMPLE_TZ_ENV, DEFAULT_TZ)
+    at = at or settings().resample_at
+    tz = tz or settings().resample_tz or DEFAULT_TZ
     ZoneInfo(tz)  # an unknown zone fails at load time, not at the first tick
 
     @dg.schedule(

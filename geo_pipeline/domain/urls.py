@@ -13,27 +13,47 @@ The rules, in order:
   reserved escapes such as ``%2F`` stay escaped because decoding them changes the path;
 * trailing-slash rule: an empty path becomes ``/``; otherwise a trailing slash is neither added nor
   removed, because ``/docs`` and ``/docs/`` may be different resources on a real server;
-* the query keeps every parameter in its original order and spelling, except tracking parameters
-  on the configured list (see ``DEFAULT_TRACKING_PARAMS``); an emptied query loses its ``?``;
+* the query keeps every parameter in its original order and spelling, except tracking parameters:
+  those on the configured name list (see ``DEFAULT_TRACKING_PARAMS``) and those the platform
+  rules strip (below); an emptied query loses its ``?``;
 * the fragment is removed (it is not sent to the server), except hash-bang and ``#/`` fragments
   that single-page sites route on.
 
-The tracking list can be replaced with the ``tracking_params`` argument or the environment variable
-``GEO_URL_TRACKING_PARAMS`` (comma-separated; a trailing ``*`` makes a prefix, e.g. ``utm_*``).
-Names match case-insensitively.
+Two layers decide what is a tracking parameter, and a parameter goes when either says so:
+
+* the **name list**, replaced with the ``tracking_params`` argument or, for a process,
+  :func:`configure` (from ``GEO_URL_TRACKING_PARAMS``: comma-separated; a trailing ``*`` makes a
+  prefix, e.g. ``utm_*``);
+* the **platform rules**: ``tracking_rules.json`` beside this module, written for this project in
+  the provider format of the public ClearURLs rules (a pinned copy of ClearURLs' own
+  ``data.min.json`` can replace it, see below), so a share link such as
+  bilibili's ``?spm_id_from=…&vd_source=…`` names the same page as the bare URL. A provider
+  whose ``urlPattern`` matches the URL, and none of whose ``exceptions`` does, removes the
+  parameters whose whole name matches one of its ``rules``; nothing else of the format is applied
+  (no redirections, no path rewriting). Parameters in ``CONTENT_PARAMS`` (``id``, ``p``,
+  ``page``, ``q``, ``v``, …) choose content and are never removed by a rule (R18).
+  ``GEO_URL_TRACKING_RULES`` (through :func:`configure`) names another file of the same format,
+  or ``off`` for none.
+
+Names match case-insensitively in both layers.
+
+A citation that reaches the page through a redirect (Gemini's grounding links) keeps the redirect
+as its raw URL; ``normalise_url(raw, target=…)`` records the page or site the engine says it
+stands for as the normalised URL and the registrable domain.
 """
 
 from __future__ import annotations
 
 import ipaddress
-import os
+import json
 import re
 from collections.abc import Collection
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
+from importlib import resources
 from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
-TRACKING_PARAMS_ENV = "GEO_URL_TRACKING_PARAMS"
+_BUNDLED_RULES = "tracking_rules.json"
 
 # Parameters that only attribute a visit (campaign, click and e-mail ids); removing them never
 # changes the page served. ``utm_source=openai`` and similar engine-added tags fall under utm_*.
@@ -56,6 +76,13 @@ DEFAULT_TRACKING_PARAMS: tuple[str, ...] = (
     "_hsmi",
     "igshid",
     "srsltid",
+)
+
+# Parameters that choose content on the platforms engines cite (an id, a page or part, a query, a
+# video or playlist, bilibili's av/BV/part ids): no platform rule ever removes them, whatever a
+# rules file says (R18). The name list above is the operator's and is not limited.
+CONTENT_PARAMS: frozenset[str] = frozenset(
+    {"id", "p", "page", "q", "query", "wd", "v", "list", "bvid", "aid", "cid"}
 )
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
@@ -105,11 +132,115 @@ def _rules_for(names: tuple[str, ...]) -> TrackingRules:
     return TrackingRules.parse(names)
 
 
-def tracking_rules(tracking_params: Collection[str] | None = None) -> TrackingRules:
-    """The rules in force: the argument, else ``GEO_URL_TRACKING_PARAMS``, else the default list."""
+@dataclass(frozen=True)
+class Provider:
+    """One provider of the ClearURLs format, compiled: where it applies and what it strips."""
+
+    name: str
+    url_pattern: re.Pattern[str]
+    rules: tuple[re.Pattern[str], ...]
+    exceptions: tuple[re.Pattern[str], ...]
+
+    def applies_to(self, url: str) -> bool:
+        return bool(self.url_pattern.search(url)) and not any(
+            e.search(url) for e in self.exceptions
+        )
+
+
+@dataclass(frozen=True, eq=False)  # identity hash: the compiled rules key a cache
+class ProviderRules:
+    """The platform rules in force: the providers of one ClearURLs-format document."""
+
+    providers: tuple[Provider, ...] = ()
+
+    @classmethod
+    def parse(cls, data: dict[str, object]) -> ProviderRules:
+        """Compile a ClearURLs-format document (``{"providers": {name: {urlPattern, rules,
+        exceptions, …}}}``); a pattern that does not compile raises ``re.error`` naming it."""
+        providers: list[Provider] = []
+        raw_providers = data.get("providers") or {}
+        if not isinstance(raw_providers, dict):
+            raise ValueError("tracking rules: 'providers' must be an object of providers")
+        for name, spec in raw_providers.items():
+            # ClearURLs anchors every rule to the whole parameter name and matches ignoring case
+            # (the name is matched with fullmatch).
+            providers.append(
+                Provider(
+                    name=str(name),
+                    url_pattern=_compile(spec["urlPattern"], name),
+                    rules=tuple(_compile(f"(?:{r})", name) for r in spec.get("rules") or ()),
+                    exceptions=tuple(_compile(e, name) for e in spec.get("exceptions") or ()),
+                )
+            )
+        return cls(tuple(providers))
+
+    def stripper(self, url: str) -> tuple[re.Pattern[str], ...]:
+        """The parameter-name rules of every provider that applies to ``url``."""
+        return _stripper(self, url)
+
+
+@lru_cache(maxsize=8192)  # engines cite the same pages again and again
+def _stripper(rules: ProviderRules, url: str) -> tuple[re.Pattern[str], ...]:
+    return tuple(r for p in rules.providers if p.applies_to(url) for r in p.rules)
+
+
+def _compile(pattern: str, provider: str) -> re.Pattern[str]:
+    try:
+        return re.compile(pattern, re.IGNORECASE)
+    except re.error as exc:
+        raise re.error(f"tracking rules, provider {provider!r}: {pattern!r}: {exc}") from exc
+
+
+@cache
+def _provider_rules_from(source: str) -> ProviderRules:
+    if source.strip().lower() in ("", "off", "none"):
+        return ProviderRules()
+    if source == _BUNDLED_RULES:
+        # Package data, read from the installed package, never fetched at run time.
+        text = resources.files(__package__ or "geo_pipeline.domain").joinpath(source).read_text()
+    else:
+        with open(source, encoding="utf-8") as f:
+            text = f.read()
+    return ProviderRules.parse(json.loads(text))
+
+
+@dataclass(frozen=True)
+class UrlSettings:
+    """What a deployment chose (``GEO_URL_TRACKING_PARAMS``, ``GEO_URL_TRACKING_RULES``, read by
+    geo_pipeline/settings.py and handed here by each process's entry point through
+    :func:`configure`): the tracking-parameter names, and the platform rules' source."""
+
+    tracking_params: tuple[str, ...] = DEFAULT_TRACKING_PARAMS
+    rules_source: str = _BUNDLED_RULES
+
+
+_settings = UrlSettings()
+
+
+def configure(tracking_params: str | None = None, rules_source: str | None = None) -> None:
+    """Set the rules in force for this process: ``tracking_params`` comma-separated (None: the
+    default list; ``off``: none), ``rules_source`` a file of the bundled format, ``off`` for none,
+    None for the bundled rules."""
+    global _settings
     if tracking_params is None:
-        env = os.environ.get(TRACKING_PARAMS_ENV)
-        tracking_params = env.split(",") if env is not None else DEFAULT_TRACKING_PARAMS
+        params = DEFAULT_TRACKING_PARAMS
+    elif tracking_params.strip().lower() in ("off", "none"):
+        params = ()
+    else:
+        params = tuple(tracking_params.split(","))
+    _settings = UrlSettings(params, rules_source or _BUNDLED_RULES)
+
+
+def load_provider_rules() -> ProviderRules:
+    """The platform rules in force (:func:`configure`): a file of the bundled format, ``off`` for
+    none, else the bundled rules. Compiled once per source."""
+    return _provider_rules_from(_settings.rules_source)
+
+
+def tracking_rules(tracking_params: Collection[str] | None = None) -> TrackingRules:
+    """The rules in force: the argument, else the configured list (:func:`configure`)."""
+    if tracking_params is None:
+        tracking_params = _settings.tracking_params
     return _rules_for(tuple(tracking_params))
 
 
@@ -163,13 +294,19 @@ def _encode_host(host: str) -> str:
         return host
 
 
-def _filter_query(query: str, rules: TrackingRules) -> str:
+def _filter_query(
+    query: str,
+    rules: TrackingRules,
+    platform: tuple[re.Pattern[str], ...] = (),
+) -> str:
     kept: list[str] = []
     for piece in query.split("&"):
         if not piece:
             continue
         name = unquote(piece.split("=", 1)[0].replace("+", " "))
         if rules.is_tracking(name):
+            continue
+        if name.lower() not in CONTENT_PARAMS and any(r.fullmatch(name) for r in platform):
             continue
         kept.append(_normalise_escapes(piece, _QUERY_SAFE))
     return "&".join(kept)
@@ -200,9 +337,41 @@ def registrable_domain(host: str) -> str | None:
     return str(result) if result else None
 
 
-def normalise_url(raw: str, tracking_params: Collection[str] | None = None) -> NormalisedUrl:
+def site_url(name: str) -> str | None:
+    """``https://<host>/`` for a bare host name such as ``example.com`` (how Gemini's grounding
+    chunks name a source); None for anything that is not a host with a registrable domain (a page
+    title, a bare public suffix, a single label)."""
+    text = name.strip().rstrip(".")
+    if not text or any(ch.isspace() or ch in "/:?#@" for ch in text):
+        return None
+    host = _encode_host(text)
+    if not re.fullmatch(r"[a-z0-9-]+(\.[a-z0-9-]+)+", host) or registrable_domain(host) is None:
+        return None
+    return f"https://{host}/"
+
+
+def normalise_url(
+    raw: str,
+    tracking_params: Collection[str] | None = None,
+    *,
+    target: str | None = None,
+) -> NormalisedUrl:
     """Normalise one citation URL (rules in the module docstring). Never raises: a URL that
-    cannot be parsed is returned unchanged (trimmed) with no registrable domain."""
+    cannot be parsed is returned unchanged (trimmed) with no registrable domain.
+
+    ``target``: for a redirect, the page (URL) or site (host name) the engine says it leads to.
+    When usable, the normalised URL and the registrable domain are the target's, ``raw`` stays
+    the redirect; when not (None, or neither a URL nor a host name) the redirect is normalised."""
+    if target:
+        aim = target.strip() if "://" in target else site_url(target)
+        if aim:
+            resolved = _normalise(aim, tracking_params)
+            if resolved.registrable_domain is not None:
+                return NormalisedUrl(raw, resolved.normalized, resolved.registrable_domain)
+    return _normalise(raw, tracking_params)
+
+
+def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedUrl:
     text = raw.strip()
     try:
         parts = urlsplit(text)
@@ -224,7 +393,13 @@ def normalise_url(raw: str, tracking_params: Collection[str] | None = None) -> N
         netloc = f"{userinfo}@{netloc}"
 
     path = _remove_dot_segments(_normalise_escapes(parts.path or "/", _PATH_SAFE))
-    query = _filter_query(parts.query, tracking_rules(tracking_params))
+    # The platform rules match the URL as a browser would show it: scheme and host lower-cased,
+    # the query as received (ClearURLs patterns and exceptions look at both).
+    platform: tuple[re.Pattern[str], ...] = ()
+    if parts.query:
+        seen = urlunsplit(SplitResult(scheme, netloc, path, parts.query, ""))
+        platform = load_provider_rules().stripper(seen)
+    query = _filter_query(parts.query, tracking_rules(tracking_params), platform)
     fragment = parts.fragment if parts.fragment.startswith(("!", "/")) else ""
     normalized = urlunsplit(SplitResult(scheme, netloc, path, query, fragment))
     return NormalisedUrl(raw, normalized, registrable_domain(host.strip("[]")))

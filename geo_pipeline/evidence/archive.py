@@ -36,6 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from geo_pipeline.settings import settings
+
 EVIDENCE_URL_ENV = "GEO_EVIDENCE_URL"
 EVIDENCE_FSYNC_ENV = "GEO_EVIDENCE_FSYNC"
 FSYNC_POLICIES = ("object", "none")
@@ -142,7 +144,7 @@ class LocalArchive:
 
     def __init__(self, root: str | Path, *, fsync: str | None = None, max_in_flight: int = 8):
         self.root = Path(root).resolve()
-        self.fsync = fsync or os.environ.get(EVIDENCE_FSYNC_ENV) or "object"
+        self.fsync = fsync or settings().evidence_fsync or "object"
         if self.fsync not in FSYNC_POLICIES:
             raise ValueError(f"{EVIDENCE_FSYNC_ENV} must be one of {FSYNC_POLICIES}: {self.fsync}")
         self.max_in_flight = max_in_flight
@@ -409,11 +411,12 @@ def s3_client(
     import boto3
     from botocore.config import Config
 
-    endpoint_url = endpoint_url or os.environ.get(S3_ENDPOINT_ENV) or None
-    region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+    env = settings()
+    endpoint_url = endpoint_url or env.s3_endpoint_url or None
+    region = region or env.aws_region
     style = (
         addressing_style
-        or os.environ.get(S3_ADDRESSING_ENV)
+        or env.s3_addressing_style
         or ("path" if endpoint_url else "auto")
     )
     config = Config(

@@ -6,7 +6,6 @@ contract and nothing imports back.
 
 from __future__ import annotations
 
-import os
 from urllib.parse import unquote, urlsplit
 
 from geo_pipeline.evidence.archive import (
@@ -19,12 +18,13 @@ from geo_pipeline.evidence.archive import (
     s3_client,
 )
 from geo_pipeline.evidence.s3_async import ObjectStoreArchive
+from geo_pipeline.settings import settings
 
 
 def archive_from_url(url: str | None = None) -> Archive:
     """The archive named by ``url`` or ``GEO_EVIDENCE_URL``; unset = a local directory under
     ``~/.geo_pipeline/evidence`` (the embedded default)."""
-    url = url or os.environ.get(EVIDENCE_URL_ENV) or DEFAULT_EVIDENCE_DIR.as_uri()
+    url = url or settings().evidence_url or DEFAULT_EVIDENCE_DIR.as_uri()
     parts = urlsplit(url)
     if parts.scheme == "file":
         if parts.netloc not in ("", "localhost"):
@@ -33,7 +33,7 @@ def archive_from_url(url: str | None = None) -> Archive:
     if parts.scheme == "s3":
         if not parts.netloc:
             raise ValueError(f"{EVIDENCE_URL_ENV}: s3 URLs must name a bucket: {url}")
-        client = os.environ.get(S3_CLIENT_ENV) or "obstore"
+        client = settings().s3_client or "obstore"
         if client == "boto3":
             return S3Archive(s3_client(), parts.netloc, parts.path)
         if client != "obstore":

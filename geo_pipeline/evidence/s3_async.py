@@ -21,13 +21,10 @@ no-op, different bytes under a key are refused, reads verify the recorded sha256
 from __future__ import annotations
 
 import asyncio
-import os
 from datetime import timedelta
 from typing import Any
 
 from geo_pipeline.evidence.archive import (
-    S3_ADDRESSING_ENV,
-    S3_ENDPOINT_ENV,
     SHA256_METADATA,
     ArchiveUnavailable,
     ObjectConflict,
@@ -36,6 +33,7 @@ from geo_pipeline.evidence.archive import (
     sha256_hex,
     verify,
 )
+from geo_pipeline.settings import settings
 
 S3_MAX_IN_FLIGHT_ENV = "GEO_S3_MAX_IN_FLIGHT"
 DEFAULT_MAX_IN_FLIGHT = 64
@@ -63,11 +61,12 @@ class ObjectStoreArchive:
 
         self.bucket = bucket
         self.prefix = prefix.strip("/") + "/" if prefix.strip("/") else ""
-        self.endpoint_url = endpoint_url or os.environ.get(S3_ENDPOINT_ENV) or None
-        region = region or os.environ.get("AWS_REGION") or os.environ.get("AWS_DEFAULT_REGION")
+        env = settings()
+        self.endpoint_url = endpoint_url or env.s3_endpoint_url or None
+        region = region or env.aws_region
         style = (
             addressing_style
-            or os.environ.get(S3_ADDRESSING_ENV)
+            or env.s3_addressing_style
             or ("path" if self.endpoint_url else "virtual")
         )
         config: dict[str, Any] = {"region": region or "us-east-1"}
@@ -86,7 +85,7 @@ class ObjectStoreArchive:
             # sample's lease holds (evidence_bridge); a long internal retry would only hide it.
             retry_config={"max_retries": 2, "retry_timeout": timedelta(seconds=retry_timeout_s)},
         )
-        limit = max_in_flight or int(os.environ.get(S3_MAX_IN_FLIGHT_ENV) or DEFAULT_MAX_IN_FLIGHT)
+        limit = max_in_flight or env.s3_max_in_flight or DEFAULT_MAX_IN_FLIGHT
         self.max_in_flight = limit
         self._slots: asyncio.Semaphore | None = None
 

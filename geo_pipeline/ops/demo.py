@@ -35,6 +35,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 
 from geo_pipeline.ops.supervisor import Supervisor
+from geo_pipeline.settings import environment, export, settings
 
 STATE_MARKER = ".geo-pipeline-state"
 DEMO_DATABASE = "geo_demo"
@@ -125,7 +126,7 @@ def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
     from geo_pipeline.store import migrate
 
     if opts.embedded:
-        os.environ[svc.FORCE_EMBEDDED_ENV] = "1"
+        export({svc.FORCE_EMBEDDED_ENV: "1"})
     state = opts.state_dir.resolve()
     had_local_reset = opts.reset
     prepare_state_dir(state, opts.reset)
@@ -143,12 +144,12 @@ def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
             db_url = _with_database(pg.url, DEMO_DATABASE)
         rd = svc.redis(state)
         handles.append(rd)
-        prefix = os.environ.get("GEO_REDIS_PREFIX") or (
+        prefix = settings().redis_prefix or (
             DEMO_REDIS_PREFIX if rd.source == "local" else "geo"
         )
         if had_local_reset and rd.source == "local":
             _delete_prefix(rd.url, prefix)
-        evidence = os.environ.get("GEO_EVIDENCE_URL") if not svc.force_embedded() else None
+        evidence = settings().evidence_url if not svc.force_embedded() else None
         evidence = evidence or (state / "evidence").as_uri()
         if evidence.startswith("file://"):
             Path(urlsplit(evidence).path).mkdir(parents=True, exist_ok=True)
@@ -164,7 +165,7 @@ def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
             f"PostgreSQL: {pg.source} ({_redact(db_url)}); Redis: {rd.source} ({rd.url}, prefix "
             f"{prefix}); evidence: {evidence}; migrations applied now: {len(applied)}"
         )
-        env = dict(os.environ)
+        env = environment()
         env.update(
             {
                 "GEO_DATABASE_URL": db_url,
@@ -226,7 +227,7 @@ def start_pipeline(sup: Supervisor, stack: Stack, opts: DemoOptions) -> None:
     line = sup.wait_for_line(sim, lambda s: s.startswith("{") and '"url"' in s, 60)
     stack.simulator_url = str(json.loads(line)["url"])
     stack.env["GEO_SIMULATOR_URL"] = stack.simulator_url
-    os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
+    export({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
     # Workers serve the platforms the demo's config uses (each --platform is one lane).
     lanes = [a for p in demo_platforms(opts) for a in ("--platform", p)]
     roles = [("relay", ["relay"]), ("sweeper", ["sweeper"])]
@@ -294,7 +295,7 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
     from geo_pipeline.flows.create_run import create_run, plan_run
     from geo_pipeline.store import db as dbmod
 
-    os.environ.update({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
+    export({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
     run_id = opts.run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
     procs = stack.state_dir / "processes.json"
     if procs.exists():

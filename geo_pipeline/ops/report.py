@@ -15,7 +15,6 @@ only ``geo.answers.sanitized_html`` is ever rendered, never the raw answer (R19)
 
 from __future__ import annotations
 
-import os
 from collections import defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -24,6 +23,7 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
@@ -106,7 +106,7 @@ def local_link_for(evidence_url: str | None = None) -> LinkFor | None:
     """Links for a local evidence directory (``GEO_EVIDENCE_URL`` = ``file://DIR`` or a path):
     the reader of a local report already has the files, so a ``file://`` link authorises
     nothing new. For object storage None: the report shows keys and the download command."""
-    url = evidence_url if evidence_url is not None else os.environ.get(EVIDENCE_URL_ENV, "")
+    url = evidence_url if evidence_url is not None else (settings().evidence_url or "")
     if not url or ("://" in url and not url.startswith("file://")):
         return None
     root = Path(url.removeprefix("file://")).expanduser().resolve()

@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
+from geo_pipeline.settings import environment
+
 
 class ProcessFailed(RuntimeError):
     """A supervised process exited while it should be running; the message names its log."""
@@ -56,7 +58,7 @@ class Supervisor:
         self, log_dir: Path, env: Mapping[str, str] | None = None, grace_s: float = 15.0
     ) -> None:
         self.log_dir = Path(log_dir)
-        self.env = dict(env if env is not None else os.environ)
+        self.env = dict(env if env is not None else environment())
         self.grace_s = grace_s
         self.children: list[Managed] = []
 

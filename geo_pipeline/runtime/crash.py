@@ -12,6 +12,8 @@ import os
 import signal
 import sys
 
+from geo_pipeline.settings import settings
+
 CRASH_AT_ENV = "GEO_CRASH_AT"
 CRASH_AFTER_ENV = "GEO_CRASH_AFTER"
 
@@ -30,7 +32,7 @@ POINTS = frozenset(
 
 _hits: dict[str, int] = {}
 # Read once: a process is started with its crash point (the hot path calls this per sample).
-_TARGET = os.environ.get(CRASH_AT_ENV) or None
+_TARGET = settings().crash_at
 
 
 def crashpoint(name: str) -> None:
@@ -38,7 +40,7 @@ def crashpoint(name: str) -> None:
     if _TARGET is None or _TARGET != name:
         return
     _hits[name] = _hits.get(name, 0) + 1
-    after = int(os.environ.get(CRASH_AFTER_ENV, "1") or "1")
+    after = settings().crash_after
     if _hits[name] >= after:
         sys.stderr.write(f"crashpoint {name}: SIGKILL pid {os.getpid()}\n")
         sys.stderr.flush()

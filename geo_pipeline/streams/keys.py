@@ -7,7 +7,7 @@ The outbox ``stream`` column holds the logical name (the part after ``<ns>:``), 
 
 from __future__ import annotations
 
-import os
+from geo_pipeline.settings import settings
 
 PREFIX_ENV = "GEO_REDIS_PREFIX"
 REDIS_URL_ENV = "GEO_REDIS_URL"
@@ -19,11 +19,11 @@ DEAD = "dead"
 
 
 def namespace(explicit: str | None = None) -> str:
-    return explicit or os.environ.get(PREFIX_ENV) or DEFAULT_PREFIX
+    return explicit or settings().redis_prefix or DEFAULT_PREFIX
 
 
 def redis_url(explicit: str | None = None) -> str:
-    return explicit or os.environ.get(REDIS_URL_ENV) or "redis://127.0.0.1:6379/0"
+    return explicit or settings().redis_url or "redis://127.0.0.1:6379/0"
 
 
 def collect_stream(platform: str) -> str:

@@ -77,16 +77,20 @@ def test_unparseable_and_other_schemes_are_kept_as_received():
         assert result.normalized == raw and result.registrable_domain is None
 
 
-def test_tracking_list_is_configurable_by_argument_and_environment(monkeypatch):
+def test_tracking_list_is_configurable_by_argument_and_environment(monkeypatch, url_env):
+    # The name list alone: the platform rules (which strip utm_* everywhere) are switched off
+    # here and tested in test_url_tracking_rules.py. The environment reaches the domain the way
+    # a process's entry point hands it over (settings.configure_domain).
+    url_env("GEO_URL_TRACKING_RULES", "off")
     url = "https://e.com/p?ref=x&utm_source=y&k=1"
     assert (
         normalise_url(url, tracking_params=["ref"]).normalized == "https://e.com/p?utm_source=y&k=1"
     )
-    monkeypatch.setenv("GEO_URL_TRACKING_PARAMS", "ref,utm_*")
+    url_env("GEO_URL_TRACKING_PARAMS", "ref,utm_*")
     assert normalise_url(url).normalized == "https://e.com/p?k=1"
-    monkeypatch.setenv("GEO_URL_TRACKING_PARAMS", "")
-    assert normalise_url(url).normalized == url  # an empty list strips nothing
-    monkeypatch.delenv("GEO_URL_TRACKING_PARAMS")
+    url_env("GEO_URL_TRACKING_PARAMS", "off")
+    assert normalise_url(url).normalized == url  # no list strips nothing
+    url_env("GEO_URL_TRACKING_PARAMS", None)
     assert normalise_url(url).normalized == "https://e.com/p?ref=x&k=1"
     assert "utm_*" in DEFAULT_TRACKING_PARAMS
 
