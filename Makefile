@@ -6,8 +6,10 @@
 PYTHON ?= python3
 PYTEST_ARGS ?=
 VENV ?= .venv
-# uv (pinned, hash-checked, in a virtualenv of its own) resolves and installs: it needs no pip in
-# the project's environment and installs a locked set of ~150 packages in seconds.
+# uv (pinned and hash-checked in requirements/uv.txt) resolves and installs. It is a single binary
+# that requirements/bootstrap_uv.py fetches with the standard library alone (run with -I -S: no
+# site-packages, no pip, no venv module), so a Debian/Ubuntu system Python (PEP 668, often without
+# python3-venv) works like any other Python >= 3.11; uv then makes the project's virtualenv itself.
 UV_VENV ?= .venv-uv
 UV := $(abspath $(UV_VENV))/bin/uv
 VENV_ABS := $(abspath $(VENV))
@@ -18,11 +20,8 @@ export VIRTUAL_ENV := $(VENV_ABS)
 
 .PHONY: install install-main demo test lint bench schema lock lock-check
 
-$(UV): requirements/uv.txt
-	@$(PYTHON) -m venv $(UV_VENV) || { echo "could not create a virtualenv with $(PYTHON) -m venv;" \
-	  "on Debian/Ubuntu: apt-get install python3-venv, or set PYTHON to another Python >= 3.11" >&2; exit 1; }
-	$(UV_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --root-user-action=ignore --require-hashes \
-	  --no-deps -r requirements/uv.txt
+$(UV): requirements/uv.txt requirements/bootstrap_uv.py
+	$(PYTHON) -I -S requirements/bootstrap_uv.py $(UV)
 	@touch $@
 
 $(PY): | $(UV)
