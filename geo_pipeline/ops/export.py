@@ -3,8 +3,11 @@
 Everything comes from :func:`geo_pipeline.ops.report.build_report`, i.e. the one aggregation
 service plus the analyst views, so an export can never disagree with ``runs show``.
 The HTML page renders only the sanitised answer (R19); every other value is escaped by Jinja's
-autoescape, and links are limited to http(s) and file URLs so a citation cannot smuggle in
-``javascript:``.
+autoescape. A citation is a live link only when it is http(s): an engine's answer can cite
+``javascript:``, ``data:`` or ``file:///etc/passwd`` as easily as a web page. The report's own
+evidence links may also be ``file://`` (a local evidence directory, see
+``report.local_link_for``). The CSV never starts a cell with a formula character (OWASP CSV
+injection): a spreadsheet would run ``=HYPERLINK(...)`` from a question or an engine's answer.
 """
 
 from __future__ import annotations
@@ -51,13 +54,36 @@ CSV_COLUMNS = (
     "thumbnail_key",
 )
 
-_SAFE_SCHEMES = ("http://", "https://", "file://")
+_WEB_SCHEMES = ("http://", "https://")
+# Links the report makes to evidence it stored itself: a local evidence directory is file://.
+_EVIDENCE_SCHEMES = (*_WEB_SCHEMES, "file://")
 
 
 def safe_url(value: Any) -> str:
-    """The URL if its scheme is one a report may link to, else an inert '#'."""
+    """A citation's URL if it is http(s), else an inert '#' (the URL is still shown as text)."""
     text = "" if value is None else str(value).strip()
-    return text if text.lower().startswith(_SAFE_SCHEMES) else "#"
+    return text if text.lower().startswith(_WEB_SCHEMES) else "#"
+
+
+def evidence_url(value: Any) -> str:
+    """A link to the report's own stored evidence: http(s), or file:// for a local directory."""
+    text = "" if value is None else str(value).strip()
+    return text if text.lower().startswith(_EVIDENCE_SCHEMES) else "#"
+
+
+# OWASP "CSV injection": a cell starting with one of these is a formula to Excel, LibreOffice or
+# Google Sheets; a leading apostrophe makes it text (shown without the apostrophe).
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value: Any) -> Any:
+    """A value as a CSV cell: text that a spreadsheet would read as a formula is prefixed with a
+    single quote; numbers stay numbers (a negative amount is not text a person wrote)."""
+    if value is None:
+        return ""
+    if isinstance(value, str) and value.startswith(_FORMULA_START):
+        return "'" + value
+    return value
 
 
 def to_json(report: RunReport) -> str:
@@ -79,10 +105,11 @@ def csv_rows(report: RunReport) -> list[dict[str, Any]]:
 
 def to_csv(report: RunReport) -> str:
     buf = io.StringIO()
-    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\n")
+    # RFC 4180 line ends: with "\n" alone, a value holding "\r" went out unquoted and split the row.
+    writer = csv.DictWriter(buf, fieldnames=list(CSV_COLUMNS), lineterminator="\r\n")
     writer.writeheader()
     for row in csv_rows(report):
-        writer.writerow({k: "" if v is None else v for k, v in row.items()})
+        writer.writerow({k: csv_cell(v) for k, v in row.items()})
     return buf.getvalue()
 
 
@@ -94,6 +121,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=False,
     )
     env.filters["safe_url"] = safe_url
+    env.filters["evidence_url"] = evidence_url
     return env
 
 
