@@ -268,6 +268,21 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
             f"statement {imp['platform']} {imp['statement_date']}: {imp['lines']} lines"
             + ("" if imp["imported_now"] else " (already imported)")
         )
+    cur = (summary.currency or "CNY").strip()
+
+    def money(minor: int) -> str:
+        return f"{minor} minor units {cur} ({Money(minor, cur).format()})"
+
+    if lines and all(line["classification"] == "pending" for line in lines):
+        # Nothing to compare against yet: a table of "pending" lines and a difference of 0
+        # would read as "checked, all fine".
+        click.echo(
+            f"run {run_id}: no fee statement covers its {len(lines)} upstream tasks yet "
+            f"(ours {money(summary.ours_total_minor)}, all pending). Fetch the statements "
+            f"with `geo-pipeline billing reconcile {run_id} --statements-from-simulator` "
+            f"(or `geo-pipeline runs settle {run_id}`, which also closes the run)."
+        )
+        return
     differing = [line for line in lines if line["classification"] != "matched"]
     if not differing:
         click.echo(f"run {run_id}: {len(lines)} upstream tasks, no differences")
@@ -304,9 +319,11 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
         ],
         title="fees: completed / failed / to verify",
     )
+    if summary.pending_ours_minor:
+        click.echo(f"pending (statement not in yet): {money(summary.pending_ours_minor)}")
     click.echo(
-        f"unexplained difference: {summary.unexplained_difference_minor} minor units "
-        f"{summary.currency}" + ("" if summary.clean else "  (needs review)")
+        f"unexplained difference: {money(summary.unexplained_difference_minor)}"
+        + ("" if summary.clean else "  (needs review)")
     )
 
 

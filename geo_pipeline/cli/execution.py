@@ -1,7 +1,9 @@
 """``geo-pipeline worker | relay | sweeper`` (separate processes, each scaled and killed on its
 own) and the operator commands ``runs cancel``, ``samples uncertain``, ``samples resolve``.
 
-Long-running commands take ``--metrics-port`` (Prometheus /metrics), stop cleanly on SIGTERM
+Long-running commands check PostgreSQL (migrated) and Redis before anything else, log a
+start-up line saying where they are connected (passwords redacted), which streams they serve and
+where their metrics are, take ``--metrics-port`` (Prometheus /metrics), stop cleanly on SIGTERM
 and print what they held / did as JSON on stdout when they exit.
 """
 
@@ -20,16 +22,47 @@ from typing import Any
 import click
 
 from geo_pipeline.cli.output import PORT, POSITIVE, POSITIVE_SECONDS, SECONDS, emit_json, emit_table
+from geo_pipeline.flows import preflight
 from geo_pipeline.observability import logs
+from geo_pipeline.settings import settings as app_settings
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import execution as ex
 
+log = logging.getLogger("geo_pipeline.process")
 
-def _metrics(port: int | None) -> None:
-    if port:
-        from geo_pipeline.observability.metrics import serve
 
-        serve(port)
+def _metrics(port: int | None) -> str:
+    """Serve /metrics on ``port``; returns where, for the start-up line."""
+    if not port:
+        return "off (--metrics-port PORT to serve /metrics)"
+    from geo_pipeline.observability.metrics import serve
+
+    serve(port)
+    return f"http://{app_settings().metrics_addr}:{port}/metrics"
+
+
+def _preflight() -> preflight.Services:
+    """PostgreSQL migrated and Redis answering, before the first side effect; else exit 3
+    with what to do (geo_pipeline.cli.main turns PreflightError into that message)."""
+    from geo_pipeline.streams.keys import namespace, redis_url
+
+    return preflight.check(redis_url=redis_url(), namespace=namespace())
+
+
+def _started(
+    process: str, services: preflight.Services, streams: list[str], metrics: str, **extra: Any
+) -> None:
+    """One start-up line, written at once (not when the log buffer fills)."""
+    logs.event(
+        log,
+        f"{process}.starting",
+        instance=f"{process}:{socket.gethostname()}:{os.getpid()}",
+        **services.as_fields(),
+        streams=streams,
+        metrics=metrics,
+        **extra,
+    )
+    logs.flush()
 
 
 def _redis_sync() -> Any:
@@ -141,23 +174,36 @@ def worker_cmd(
     del as_json
     import redis.asyncio as aioredis
 
-    from geo_pipeline.streams.keys import namespace, redis_url
+    from geo_pipeline.streams.keys import (
+        collect_stream,
+        namespace,
+        redis_url,
+        screenshot_stream,
+        stream_key,
+    )
     from geo_pipeline.worker.runner import Worker, WorkerSettings
 
     logs.configure()
     # One line per HTTP request would drown the events that matter (D6).
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    _metrics(metrics_port)
     registry = _registry()
     chosen = list(platforms) or sorted(registry.entries)
     for p in chosen:
         registry.entry(p)  # a clear error for an unknown platform
+    services = _preflight()
     db_url = dbmod.database_url()
     archive = None
     if not no_evidence:
         from geo_pipeline.evidence import archive_from_url
 
         archive = archive_from_url()
+    metrics = _metrics(metrics_port)
+    caps = registry.capabilities()
+    streams = [stream_key(namespace(), collect_stream(p)) for p in chosen]
+    if archive is not None:
+        streams += [
+            stream_key(namespace(), screenshot_stream(p)) for p in chosen if caps[p].screenshot
+        ]
     settings = WorkerSettings(
         platforms=chosen,
         worker_id=f"worker:{socket.gethostname()}:{os.getpid()}",
@@ -171,6 +217,15 @@ def worker_cmd(
         idle_claim_s=idle_claim_s,
         accept_defer_s=accept_defer_s,
         submit_horizon_s=submit_horizon_s,
+    )
+
+    _started(
+        "worker",
+        services,
+        streams,
+        metrics,
+        worker=settings.worker_id,
+        evidence=getattr(archive, "location", None) if archive is not None else "off",
     )
 
     async def main() -> dict[str, int]:
@@ -224,13 +279,15 @@ def _stop_on_signals() -> threading.Event:
 def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool) -> None:
     """Publish outbox rows to Redis Streams and mark them published."""
     del as_json
-    from geo_pipeline.streams.keys import namespace
+    from geo_pipeline.streams.keys import namespace, stream_key
     from geo_pipeline.streams.relay import run_relay
 
     logs.configure()
-    _metrics(metrics_port)
+    services = _preflight()
+    metrics = _metrics(metrics_port)
     stop = _stop_on_signals()
     redis = _redis_sync()
+    _started("relay", services, [stream_key(namespace(), "*")], metrics, source="geo.outbox")
     with dbmod.connect(autocommit=True) as conn:
         total = run_relay(conn, redis, namespace(), stop=stop, batch=batch, idle_s=idle_s)
     emit_json({"relay": f"relay:{socket.gethostname()}:{os.getpid()}", "published": total})
@@ -282,14 +339,16 @@ def sweeper_cmd(
     from geo_pipeline.worker.sweeper import SweepSettings, run_sweeper
 
     logs.configure()
-    _metrics(metrics_port)
-    stop = _stop_on_signals()
     registry = _registry()
+    services = _preflight()
+    metrics = _metrics(metrics_port)
+    stop = _stop_on_signals()
     ns = namespace()
     lookup = [p for p, c in registry.capabilities().items() if c.recoverable]
     keys = [stream_key(ns, collect_stream(p)) for p in registry.entries]
     keys += [stream_key(ns, screenshot_stream(p)) for p in registry.entries]
     windowed = [stream_key(ns, COMPLETIONS), stream_key(ns, DEAD)]
+    _started("sweeper", services, keys + windowed, metrics, interval_s=interval_s)
     with dbmod.connect(autocommit=True) as conn:
         totals = run_sweeper(
             conn,

@@ -4,6 +4,7 @@ non-zero exit code, never as tracebacks (STYLE.md point 9)."""
 from __future__ import annotations
 
 import importlib
+import json
 import logging
 import sys
 
@@ -13,6 +14,7 @@ import redis
 
 from geo_pipeline.domain.catalogue import RegistryError
 from geo_pipeline.domain.config import ConfigError
+from geo_pipeline.flows.preflight import PreflightError
 from geo_pipeline.settings import SettingsError, configure_domain
 from geo_pipeline.store.db import DatabaseUnavailable
 
@@ -27,6 +29,7 @@ COMMAND_MODULES = (
     "review",
     "billing",
     "ops",
+    "prices",
 )
 
 
@@ -45,40 +48,83 @@ for _name in COMMAND_MODULES:
     importlib.import_module(f"geo_pipeline.cli.{_name}").register(cli)
 
 
-def main(argv: list[str] | None = None) -> int:
-    try:
-        cli.main(args=argv, standalone_mode=False)
-    except ConfigError as exc:
-        click.echo(str(exc), err=True)
-        return 2
-    except DatabaseUnavailable as exc:
-        click.echo(f"error: {exc}", err=True)
-        return 3
-    except psycopg.Error as exc:
-        # A database error that no command turned into a friendlier message: say what and where.
+def _schema_missing(exc: psycopg.Error) -> bool:
+    """An object of our schema is missing: the database was never migrated, or is behind."""
+    return isinstance(
+        exc,
+        psycopg.errors.UndefinedTable
+        | psycopg.errors.UndefinedColumn
+        | psycopg.errors.UndefinedFunction
+        | psycopg.errors.InvalidSchemaName,
+    )
+
+
+def _error(exc: BaseException) -> tuple[str, int]:
+    """The message a person can act on, and the exit code, for an error no command handled."""
+    if isinstance(exc, ConfigError):
+        return str(exc), 2
+    # A GEO_* variable of the wrong type; the connector registry file or a platform.
+    if isinstance(exc, SettingsError | RegistryError):
+        return f"error: {exc}", 2
+    if isinstance(exc, DatabaseUnavailable | PreflightError):
+        return f"error: {exc}", 3
+    if isinstance(exc, psycopg.Error):
+        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
+        if _schema_missing(exc):
+            return (
+                f"error: the database is not migrated for this version ({first}): "
+                "run `geo-pipeline db upgrade`",
+                3,
+            )
+        # A database error that no command turned into a friendlier message: say what.
         diag = getattr(exc, "diag", None)
         detail = f" ({diag.message_detail})" if diag is not None and diag.message_detail else ""
-        click.echo(f"database error: {str(exc).splitlines()[0]}{detail}", err=True)
-        return 4
-    except SettingsError as exc:  # an environment variable of the wrong type
-        click.echo(f"error: {exc}", err=True)
-        return 2
-    except RegistryError as exc:  # the connector registry file (GEO_CONNECTORS_FILE) or a platform
-        click.echo(f"error: {exc}", err=True)
-        return 2
-    except redis.exceptions.ConnectionError as exc:
-        click.echo(f"error: Redis is unreachable ({exc}); check GEO_REDIS_URL", err=True)
-        return 3
-    except OSError as exc:  # an output path that cannot be written, a port already taken, ...
+        return f"database error: {first}{detail}", 4
+    if isinstance(exc, redis.exceptions.ConnectionError):
+        return f"error: Redis is unreachable ({exc}); check GEO_REDIS_URL", 3
+    if isinstance(exc, OSError):  # an output path that cannot be written, a port taken, ...
         where = f": {exc.filename}" if getattr(exc, "filename", None) else ""
-        click.echo(f"error: {exc.strerror or exc}{where}", err=True)
-        return 2
-    except click.exceptions.Abort:
-        click.echo("aborted", err=True)
-        return 130
-    except click.ClickException as exc:
-        exc.show()
-        return exc.exit_code
+        return f"error: {exc.strerror or exc}{where}", 2
+    if isinstance(exc, click.exceptions.Abort):
+        return "aborted", 130
+    assert isinstance(exc, click.ClickException)
+    return f"Error: {exc.format_message()}", exc.exit_code
+
+
+HANDLED = (
+    ConfigError,
+    SettingsError,
+    DatabaseUnavailable,
+    PreflightError,
+    psycopg.Error,
+    RegistryError,
+    redis.exceptions.ConnectionError,
+    OSError,
+    click.exceptions.Abort,
+    click.ClickException,
+)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        cli.main(args=args, standalone_mode=False)
+    except HANDLED as exc:
+        message, code = _error(exc)
+        if "--json" in args:
+            # Machines asked for JSON: errors are JSON too, on stdout, with the exit code.
+            click.echo(
+                json.dumps(
+                    {"error": message.removeprefix("error: ").removeprefix("Error: "),
+                     "kind": type(exc).__name__, "exit_code": code},
+                    ensure_ascii=False,
+                )
+            )  # fmt: skip
+        elif isinstance(exc, click.UsageError):
+            exc.show()
+        else:
+            click.echo(message, err=True)
+        return code
     return 0
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import click
 
-from geo_pipeline.cli.output import PORT, POSITIVE, emit_json, emit_table
+from geo_pipeline.cli.output import PORT, POSITIVE, console, emit_json, emit_table
 from geo_pipeline.ops import export as exportmod
 from geo_pipeline.ops import report as reportmod
 from geo_pipeline.settings import settings
@@ -210,10 +210,8 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
 
 class _Ui:
     def __init__(self, quiet: bool) -> None:
-        from rich.console import Console
-
         self.quiet = quiet
-        self.console = Console(stderr=quiet)
+        self.console = console(stderr=quiet)
 
     def say(self, text: str) -> None:
         if not self.quiet:

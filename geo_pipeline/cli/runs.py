@@ -1,18 +1,24 @@
-"""``geo-pipeline runs``: plan, create, list and show collection runs."""
+"""``geo-pipeline runs``: plan, create, list and show collection runs, and take a run from
+collected to reconciled without Dagster (``wait``, ``analyse``, ``settle``) through the same
+functions the brand_analysis and billing_reconciliation assets call."""
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
 import click
 
+from geo_pipeline.analysis import analyse_run
 from geo_pipeline.billing import ledger
-from geo_pipeline.cli.output import POSITIVE, emit_json, emit_table
+from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file
+from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
 from geo_pipeline.flows.create_run import create_run, plan_run
+from geo_pipeline.flows.settle import describe, settle_run
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
@@ -126,11 +132,13 @@ def list_cmd(tenant: str | None, limit: int, as_json: bool) -> None:
             st = statusmod.run_status(conn, r["run_id"])
             r["status"] = st.overall
             r["analysing"] = st.analysing
+            r["cancelled"] = st.cancelled
     if as_json:
         emit_json(rows)
     else:
         emit_table(
-            rows,
+            [{**r, "status": f"{r['status']} (cancelled)" if r["cancelled"] else r["status"]}
+             for r in rows],
             [
                 "run_id",
                 "tenant_id",
@@ -171,9 +179,17 @@ def show_cmd(run_id: str, as_json: bool) -> None:
         return
     click.echo(
         f"run {run_id}  tenant {run['tenant_id']}  status {st.overall}"
+        + (f"  (cancelled at {run['cancel_requested_at']})" if st.cancelled else "")
         + ("  (analysing)" if st.analysing else "")
         + (f"  uncertain {st.uncertain}" if st.uncertain else "")
     )
+    analysis = st.counts.analysis
+    if any(analysis.values()):
+        # Every analysis state, in the text too: review and failed need a person.
+        click.echo(
+            "analysis: " + ", ".join(f"{k} {v}" for k, v in sorted(analysis.items()) if v)
+            + ("  (answers for review: geo-pipeline review list)" if analysis.get("review") else "")
+        )
     rows = [
         {
             "channel": ch,
@@ -195,6 +211,148 @@ def show_cmd(run_id: str, as_json: bool) -> None:
         click.echo(
             "failures: " + ", ".join(f"{k} x{v}" for k, v in st.counts.failure_reasons.items())
         )
+
+
+# --------------------------------------------------------------------------- follow-up
+def _known_run(conn: dbmod.Conn, run_id: str) -> dict[str, Any]:
+    try:
+        return runstore.get_run(conn, run_id)
+    except runstore.RunNotFound as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _progress(st: Any) -> str:
+    col = st.counts.collection
+    done = col.get("completed", 0) + col.get("failed", 0)
+    return f"{done} of {st.counts.total} samples terminal ({col.get('completed', 0)} completed)"
+
+
+@runs_group.command("wait")
+@click.argument("run_id")
+@click.option(
+    "--timeout", "timeout_s", type=POSITIVE_SECONDS, default=600.0, show_default=True,
+    help="Give up (exit 1) after this many seconds.",
+)
+@click.option("--every", "every_s", type=POSITIVE_SECONDS, default=2.0, show_default=True)
+@click.option("--json", "as_json", is_flag=True)
+def wait_cmd(run_id: str, timeout_s: float, every_s: float, as_json: bool) -> None:
+    """Wait until every sample of RUN_ID is terminal (completed or failed); exit 1 on timeout."""
+    deadline = time.monotonic() + timeout_s
+    with dbmod.connect(autocommit=True) as conn:
+        _known_run(conn, run_id)
+        last = ""
+        while True:
+            st = statusmod.run_status(conn, run_id)
+            if st.terminal or time.monotonic() >= deadline:
+                break
+            line = _progress(st)
+            if line != last and not as_json:
+                click.echo(f"run {run_id}: {line}", err=True)
+                last = line
+            time.sleep(min(every_s, max(0.0, deadline - time.monotonic())))
+    if as_json:
+        emit_json(st.as_dict())
+    else:
+        click.echo(f"run {run_id}: {st.overall}; {_progress(st)}")
+    if not st.terminal:
+        raise click.ClickException(
+            f"run {run_id} is still collecting after {timeout_s:g} s; are the relay, a worker "
+            "and the sweeper running against this database and Redis?"
+        )
+
+
+@runs_group.command("analyse")
+@click.argument("run_id")
+@click.option("--channel", default=None, help="Only this channel (platform__device).")
+@click.option("--json", "as_json", is_flag=True)
+def analyse_cmd(run_id: str, channel: str | None, as_json: bool) -> None:
+    """Analyse RUN_ID's stored answers for brand mentions and refresh its analyst tables: what
+    the brand_analysis and brand_visibility assets do, for runs Dagster does not watch.
+    Idempotent; answers collected later are analysed by the next call."""
+    with dbmod.connect() as conn:
+        _known_run(conn, run_id)
+        summary = analyse_run(conn, run_id, channel=channel)
+        conn.commit()
+        st = statusmod.run_status(conn, run_id)
+    if as_json:
+        emit_json({**summary.as_dict(), "status": st.as_dict()})
+        return
+    click.echo(
+        f"run {run_id}: analysed {summary.analysed} answers ({summary.accepted} accepted, "
+        f"{summary.review} for review, {summary.failed} failed)"
+    )
+    waiting = summary.waiting_evidence + summary.waiting_answer
+    if waiting:
+        click.echo(
+            f"  {waiting} samples have nothing to analyse yet ({summary.waiting_evidence} "
+            f"evidence not ready, {summary.waiting_answer} without an answer): run it again "
+            "when they are collected"
+        )
+    if summary.review:
+        click.echo("  answers for review: geo-pipeline review list")
+
+
+@runs_group.command("settle")
+@click.argument("run_id")
+@click.option(
+    "--no-statements",
+    is_flag=True,
+    help="Do not fetch the platforms' fee statements; reconcile against those already imported.",
+)
+@click.option("--json", "as_json", is_flag=True)
+def settle_cmd(run_id: str, no_statements: bool, as_json: bool) -> None:
+    """Close RUN_ID (release the unused reservation), fetch the fee statements of the days its
+    fees fall on and reconcile: what the billing_reconciliation asset does. Exits 1 while the
+    run is still collecting (it is reconciled, not closed); settling again is safe."""
+    with dbmod.connect() as conn:
+        run = _known_run(conn, run_id)
+        settled = settle_run(conn, run_id, registry=None if no_statements else load_registry())
+        conn.commit()
+        st = statusmod.run_status(conn, run_id)
+    if as_json:
+        emit_json({**describe(settled), "status": st.as_dict()})
+    else:
+        _print_settlement(run_id, settled, run.get("currency"))
+    if settled.closed is None:
+        why = settled.close_refused or f"it is still collecting: {_progress(st)}"
+        raise click.ClickException(
+            f"run {run_id} is not closed: {why}. Wait (`geo-pipeline runs wait {run_id}`), "
+            "then settle again."
+        )
+
+
+def _print_settlement(run_id: str, settled: Any, currency: str | None) -> None:
+    if settled.closed is not None:
+        rel = settled.closed.released
+        state = "closed now" if settled.closed.closed_now else "was already closed"
+        click.echo(
+            f"run {run_id} {state}; released {rel.format()} ({rel.amount_minor} minor units)"
+        )
+    for imp in settled.imported:
+        click.echo(
+            f"statement {imp.platform} {imp.statement_date}: {imp.lines} lines"
+            + ("" if imp.imported_now else " (already imported)")
+        )
+    for missing in settled.unavailable:
+        click.echo(f"statement not available (its lines stay pending): {missing}")
+    s = settled.summary
+    cur = (s.currency or currency or "CNY").strip()
+
+    def money(minor: int) -> str:
+        return f"{Money(minor, cur).format()} ({minor} minor units)"
+
+    counts = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v) or "no fees"
+    click.echo(f"reconciliation: {s.lines} upstream tasks: {counts}")
+    click.echo(f"  ours {money(s.ours_total_minor)}, theirs {money(s.theirs_total_minor)}")
+    if s.counts.get("pending"):
+        click.echo(
+            f"  pending {money(s.pending_ours_minor)}: no statement for these yet; "
+            f"`geo-pipeline runs settle {run_id}` later fetches it"
+        )
+    click.echo(
+        f"  unexplained difference {money(s.unexplained_difference_minor)}"
+        + ("" if s.clean else "  (needs review: geo-pipeline billing reconcile " + run_id + ")")
+    )
 
 
 def register(root: click.Group) -> None:

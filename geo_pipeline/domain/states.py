@@ -124,6 +124,9 @@ class AggregateStatus:
     counts: LayerCounts
     analysing: bool  # some completed sample still awaits analysis: show "analysing"
     uncertain: int  # acceptance unknown, waiting for verification (R12)
+    # The operator cancelled the run: its overall status describes what was collected before
+    # and must never read as a plain success of the whole plan.
+    cancelled: bool = False
 
     @property
     def terminal(self) -> bool:
@@ -136,6 +139,7 @@ class AggregateStatus:
             "terminal": self.terminal,
             "analysing": self.analysing,
             "uncertain": self.uncertain,
+            "cancelled": self.cancelled,
             "total": c.total,
             "submission": dict(c.submission),
             "collection": dict(c.collection),
@@ -146,7 +150,7 @@ class AggregateStatus:
         }
 
 
-def derive_status(counts: LayerCounts) -> AggregateStatus:
+def derive_status(counts: LayerCounts, *, cancelled: bool = False) -> AggregateStatus:
     """Complete only when every sample is terminal in the collection layer; then full success
     (every sample completed with all evidence stored), all failed, or partial (R7)."""
     col = counts.collection
@@ -164,7 +168,7 @@ def derive_status(counts: LayerCounts) -> AggregateStatus:
         overall = "full_success"
     else:
         overall = "partial"
-    return AggregateStatus(overall, counts, analysing, uncertain)
+    return AggregateStatus(overall, counts, analysing, uncertain, cancelled)
 
 
 # --------------------------------------------------------------------------- publication

@@ -144,6 +144,14 @@ def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
             db_url = _with_database(pg.url, DEMO_DATABASE)
         rd = svc.redis(state)
         handles.append(rd)
+        # Every service answers before the first side effect (migration, deposit, run): a
+        # Redis found down only by the relay would leave a reserved run nobody dispatches.
+        from geo_pipeline.flows.preflight import PreflightError, check_redis
+
+        try:
+            check_redis(rd.url)
+        except PreflightError as exc:
+            raise DemoError(str(exc)) from None
         prefix = settings().redis_prefix or (
             DEMO_REDIS_PREFIX if rd.source == "local" else "geo"
         )

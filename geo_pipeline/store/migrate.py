@@ -63,6 +63,25 @@ def applied(conn: psycopg.Connection[Any]) -> dict[int, str]:
         return {int(str(_first(r))): str(_second(r)) for r in cur.fetchall()}
 
 
+class SchemaNotReady(MigrationError):
+    """The database lacks migrations this code needs: never migrated, or behind."""
+
+
+def require_current(conn: psycopg.Connection[Any], where: str = "the database") -> int:
+    """Raise SchemaNotReady unless every migration of this code is applied; returns the
+    version. Processes call it before their first write, so an unmigrated database says what
+    to do instead of failing on a missing relation."""
+    have = applied(conn)
+    conn.rollback()  # a read only: leave no transaction open on the caller's connection
+    missing = [m for m in migrations() if m.version not in have]
+    if missing:
+        state = "was never migrated" if not have else (
+            f"is at schema version {max(have)}, {len(missing)} migrations behind"
+        )
+        raise SchemaNotReady(f"{where} {state}: run `geo-pipeline db upgrade`")
+    return max(have, default=0)
+
+
 def upgrade(conn: psycopg.Connection[Any], directory: Path | None = None) -> list[Migration]:
     """Apply every pending migration (of ``directory``, default sql/migrations); returns those
     applied now."""

@@ -19,6 +19,9 @@ from geo_pipeline.domain.states import (
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
+LAYERS = ("submission", "collection", "evidence", "analysis")
+SCREENSHOT_PENDING = "SCREENSHOT_PENDING"
+
 
 def _counts(
     conn: Conn, run_id: str, channel: str | None, question_revision: str | None
@@ -34,13 +37,22 @@ def _counts(
         for r in cur.fetchall():
             n = int(r["n"])
             total += n
-            for layer in ("submission", "collection", "evidence", "analysis"):
-                by[layer][r[f"{layer}_state"]] += n
+            states = {layer: r[f"{layer}_state"] for layer in LAYERS}
+            if states["evidence"] == "partial" and r["evidence_reason"] == SCREENSHOT_PENDING:
+                # The text is stored and the screenshot is still being fetched: pending
+                # evidence, so the reason is never shown next to a pending count of 0.
+                states["evidence"] = "pending"
+            for layer in LAYERS:
+                by[layer][states[layer]] += n
             if r["evidence_reason"] is not None:
                 by["evidence_reason"][r["evidence_reason"]] += n
             if r["failure_reason"] is not None:
                 by["failure_reason"][r["failure_reason"]] += n
-            if r["analysis_state"] == "pending" and r["evidence_state"] in ("stored", "partial"):
+            if (
+                r["analysis_state"] == "pending"
+                and r["collection_state"] == "completed"
+                and r["evidence_state"] in ("stored", "partial")
+            ):
                 awaiting += n
     return LayerCounts(
         total=total,
@@ -54,13 +66,22 @@ def _counts(
     )
 
 
+def _cancelled(conn: Conn, run_id: str) -> bool:
+    with conn.cursor() as cur:
+        cur.execute(Q("status.run_cancelled"), {"run_id": run_id})
+        row = cur.fetchone()
+    return bool(row and row["cancelled"])
+
+
 def run_status(conn: Conn, run_id: str) -> AggregateStatus:
-    return derive_status(_counts(conn, run_id, None, None))
+    return derive_status(_counts(conn, run_id, None, None), cancelled=_cancelled(conn, run_id))
 
 
 def partition_status(conn: Conn, run_id: str, channel: str) -> AggregateStatus:
     """Status of one Dagster partition (run x channel)."""
-    return derive_status(_counts(conn, run_id, channel, None))
+    return derive_status(
+        _counts(conn, run_id, channel, None), cancelled=_cancelled(conn, run_id)
+    )
 
 
 def question_status(conn: Conn, run_id: str, question_revision: str) -> AggregateStatus:

@@ -1,8 +1,8 @@
 """One claimed sample, start to end: send (or recover) -> poll -> fetch -> archive -> the fenced
 end-of-attempt write -> XACK (R9-R15, R25).
 
-The database fences every write; this module fences what leaves the process (DESIGN.md section
-8):
+The database fences every write; this module fences what leaves the process
+(docs/operations.md, "Recovery bounds"):
 - **Self-fence before sending.** Every external call is made only while the local lease deadline
   is in the future, and a send is first marked in PostgreSQL under the token (``mark_sent``): a
   worker that lost its sample sends nothing.
@@ -606,7 +606,7 @@ class Attempt:
             await self.c.db(completion.finish_batch, owner=self.c.id, items=[fin])
         except Exception as exc:  # the sweeper re-queues it when the lease runs out
             log.warning("hand-back of %s failed: %s", h.sample_id, exc)
-        self.c.report["lost"] += 1
+        self.c.report["let_go"] += 1
         h.lost = True
         for e in h.entries:
             self.c.acks.submit(e)

@@ -29,14 +29,18 @@ log = logging.getLogger("geo_pipeline.worker")
 
 R = TypeVar("R")
 
+# The worker's exit report (and its worker.stopped log event). Counts of attempts, not of
+# samples: a sample handed back, let go or taken over is claimed again later (by this worker or
+# another) and counted again there, so none of these is lost work.
 REPORT_KEYS = (
-    "claimed",
+    "claimed",  # attempts claimed
     "completed",
     "failed",
-    "retried",
-    "handed_back",
-    "stale",
-    "lost",
+    "retried",  # ended to be tried again later (rate limit, transient error, deferred poll)
+    "handed_back",  # held at SIGTERM, returned to the queue by the drain
+    "stale",  # our end was refused: the token had moved on, nothing written
+    "taken_over",  # a renewal found another holder: work stopped, nothing more sent
+    "let_go",  # self-fenced (lease not provable) or end not written: fenced hand-back
     "uncertain",
     "dead_lettered",
     "resent",

@@ -3,8 +3,9 @@
 The database fences every write with the fencing token; it cannot fence a request that has
 already left the process. So a worker also fences itself: it acts on a sample only while its
 *local* lease deadline -- the monotonic time of the last successful claim or renewal, plus the
-lease, minus a margin -- is in the future (DESIGN.md section 8). A process paused past its lease
-(GC, SIGSTOP, a stalled wait) wakes up with its deadline passed and sends nothing.
+lease, minus a margin -- is in the future (docs/operations.md, "Recovery bounds"). A process
+paused past its lease (GC, SIGSTOP, a stalled wait) wakes up with its deadline passed and sends
+nothing.
 """
 
 from __future__ import annotations
@@ -78,7 +79,8 @@ class Held:
 
 
 async def renew_once(ctx: Context, held: list[Held]) -> None:
-    """Extend every lease in one statement; mark the samples someone else took over as lost."""
+    """Extend every lease in one statement; stop working on the samples someone else took
+    over (counted as ``taken_over``)."""
     if not held:
         return
     t0 = time.monotonic()
@@ -88,13 +90,18 @@ async def renew_once(ctx: Context, held: list[Held]) -> None:
     deadline = t0 + ctx.s.lease_s - ctx.s.lease_margin_s
     for h in held:
         if h.sample_id not in ours:
-            if not h.lost:
-                h.lost = True
-                ctx.report["lost"] += 1
-                STALE_WRITES.labels("renew").inc()
-                # Someone else took it over (we stalled past the lease): stop working on it.
-                if h.task is not None and not h.task.done():
-                    h.task.cancel()
+            # Missing from the renewal: taken over, or ended by ourselves while the renewal
+            # was on its way (the end committed first). An attempt whose end is being written
+            # (``ending``) or is over (its task done) learns its fate from that write; counting
+            # it here would call a finished sample lost and cancel the task that records it.
+            if h.lost or h.ending or (h.task is not None and h.task.done()):
+                continue
+            h.lost = True
+            ctx.report["taken_over"] += 1
+            STALE_WRITES.labels("renew").inc()
+            # Someone else took it over (we stalled past the lease): stop working on it.
+            if h.task is not None:
+                h.task.cancel()
         else:
             h.deadline = max(h.deadline, deadline)
             if ours[h.sample_id]:

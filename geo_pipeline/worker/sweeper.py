@@ -94,6 +94,14 @@ def trim_pass(
     return removed
 
 
+def _redis_reachable(redis: Any) -> tuple[bool, str]:
+    try:
+        redis.ping()
+    except Exception as exc:  # any client or socket error means the same here
+        return False, f"{type(exc).__name__}: {exc}"[:200]
+    return True, ""
+
+
 def run_sweeper(
     conn: Conn,
     *,
@@ -106,10 +114,35 @@ def run_sweeper(
     windowed_keys: Sequence[str] = (),
     platforms: Sequence[str] = (),
 ) -> dict[str, int]:
-    totals = {"expired": 0, "cancelled": 0, "hinted": 0, "passes": 0, "trimmed": 0}
+    totals = {
+        "expired": 0,
+        "cancelled": 0,
+        "hinted": 0,
+        "passes": 0,
+        "trimmed": 0,
+        "redis_unreachable_passes": 0,
+    }
     gauges_due = 0.0
+    redis_down_since: float | None = None
     event(log, "sweeper.started", actor=actor)
     while not stop.is_set():
+        if redis is not None:
+            # PostgreSQL is the truth, so the sweep goes on without Redis; but the hints it
+            # queues wait in the outbox and the streams are neither trimmed nor measured: say
+            # so once, and again when Redis is back (trim_pass and stream_gauges stay quiet).
+            reachable, why = _redis_reachable(redis)
+            if not reachable:
+                totals["redis_unreachable_passes"] += 1
+                if redis_down_since is None:
+                    redis_down_since = time.monotonic()
+                    log.warning(
+                        "sweeper: Redis unreachable (%s); sweeping PostgreSQL goes on, stream "
+                        "trimming and stream gauges are paused until it answers",
+                        why,
+                    )
+            elif redis_down_since is not None:
+                event(log, "sweeper.redis_back", down_s=round(time.monotonic() - redis_down_since))
+                redis_down_since = None
         try:
             got = sweep_once(
                 conn, actor=actor, settings=settings, lookup_platforms=lookup_platforms
@@ -120,7 +153,7 @@ def run_sweeper(
             totals["passes"] += 1
             if got["expired"] or got["cancelled"] or got["hinted"]:
                 event(log, "sweeper.pass", **got)
-            if redis is not None:
+            if redis is not None and redis_down_since is None:
                 if settings.trim:
                     totals["trimmed"] += trim_pass(
                         redis, stream_keys, windowed_keys, settings.windowed_keep_s

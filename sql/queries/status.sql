@@ -15,6 +15,10 @@ WHERE run_id = %(run_id)s
   AND (%(question_revision)s::text IS NULL OR question_revision = %(question_revision)s)
 GROUP BY 1, 2, 3, 4, 5, 6;
 
+-- name: run_cancelled
+-- Whether the operator asked to cancel the run (its status must say so, R7).
+SELECT cancel_requested_at IS NOT NULL AS cancelled FROM geo.runs WHERE run_id = %(run_id)s;
+
 -- name: partition_keys
 -- Every (run, channel) partition of a run with its sample count.
 SELECT channel, count(*) AS n FROM geo.samples WHERE run_id = %(run_id)s GROUP BY channel ORDER BY channel;

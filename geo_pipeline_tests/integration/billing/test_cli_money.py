@@ -1,0 +1,34 @@
+"""Money explained at the CLI: reconciling a run none of whose fee statements are in says so
+and how to get them, instead of a table of "pending" lines and "unexplained difference: 0";
+amounts show major units beside minor ones."""
+
+from __future__ import annotations
+
+from click.testing import CliRunner
+
+from geo_pipeline.billing import ledger
+from geo_pipeline.billing.ledger import ChargeRequest
+from geo_pipeline.cli.billing import billing_group
+from geo_pipeline_tests.integration.billing.helpers import create
+
+
+def test_reconcile_without_statements_says_it_has_none(db, db_url, monkeypatch):
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    ledger.deposit(db, "acme", 10_000, "CNY", "dep-1")
+    plan = create(db, "rn1", questions=1)
+    s = plan.samples[0]
+    db.execute(
+        "INSERT INTO geo.upstream_requests (idempotency_key, sample_id, attempt_no, platform,"
+        " state, upstream_id, accepted_at) VALUES (%s, %s, 1, 'doubao', 'accepted', 'up-1', now())",
+        (f"{s.sample_id}:1", s.sample_id),
+    )
+    db.commit()
+    ledger.post_charge(
+        db, ChargeRequest("acme", "rn1", s.sample_id, 1, "up-1", "doubao", "standard", "completed")
+    )
+    res = CliRunner().invoke(billing_group, ["reconcile", "rn1"])
+    assert res.exit_code == 0, res.output
+    out = res.output
+    assert "no fee statement" in out and "--statements-from-simulator" in out, out
+    assert "unexplained difference" not in out, out
+    assert "CNY" in out and "minor units" in out

@@ -1,0 +1,160 @@
+"""What the long-running processes say when they start (D6, D10): a start-up line with what
+they connected to (passwords redacted, D2), their streams and their metrics port, written at
+once; and a pre-flight that refuses to run against a service that is down or a database that
+was never migrated, instead of running silently."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+
+import pytest
+
+SECRET = "s3cret-pw"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _env(db_url: str, redis_url: str, ns: str, tmp_path) -> dict[str, str]:
+    env = dict(os.environ)
+    env.update(
+        GEO_DATABASE_URL=db_url.replace("postgres@", f"postgres:{SECRET}@", 1),
+        GEO_REDIS_URL=redis_url,
+        GEO_REDIS_PREFIX=ns,
+        GEO_EVIDENCE_URL=(tmp_path / "evidence").as_uri(),
+        GEO_SIMULATOR_URL="http://127.0.0.1:9",
+    )
+    return env
+
+
+class Proc:
+    def __init__(self, args: list[str], env: dict[str, str]) -> None:
+        self.p = subprocess.Popen(
+            [sys.executable, "-m", "geo_pipeline.cli.main", *args],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.lines: queue.Queue[str] = queue.Queue()
+        self.seen: list[str] = []
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self) -> None:
+        assert self.p.stderr is not None
+        for line in self.p.stderr:
+            self.lines.put(line)
+
+    def wait_line(self, needle: str, timeout_s: float) -> str | None:
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            try:
+                line = self.lines.get(timeout=0.1)
+            except queue.Empty:
+                if self.p.poll() is not None and self.lines.empty():
+                    return None
+                continue
+            self.seen.append(line)
+            if needle in line:
+                return line
+        return None
+
+    def output(self) -> str:
+        """Everything the process wrote to stderr (after it exited)."""
+        time.sleep(0.2)  # the reader thread catches up
+        while not self.lines.empty():
+            self.seen.append(self.lines.get_nowait())
+        return "".join(self.seen)
+
+    def stop(self) -> int:
+        if self.p.poll() is None:
+            self.p.send_signal(signal.SIGTERM)
+        try:
+            return self.p.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.p.kill()
+            return self.p.wait()
+
+
+@pytest.mark.parametrize("process", ["relay", "sweeper", "worker"])
+def test_a_process_says_where_it_is_connected_when_it_starts(
+    process, db_url, redis_url, redis_ns, tmp_path
+):
+    port = _free_port()
+    env = _env(db_url, redis_url, redis_ns, tmp_path)
+    proc = Proc([process, "--metrics-port", str(port)], env)
+    try:
+        t0 = time.monotonic()
+        line = proc.wait_line(f'"{process}.starting"', 20.0)
+        assert line is not None, "".join(proc.seen)
+        assert time.monotonic() - t0 < 20.0
+        body = json.loads(line)
+        assert SECRET not in line and "***" in body["database"]
+        assert body["redis"].startswith("redis://") and body["namespace"] == redis_ns
+        assert body["streams"] and all(s.startswith(f"{redis_ns}:") for s in body["streams"])
+        assert body["metrics"] == f"http://127.0.0.1:{port}/metrics"
+        # The loop's own start event follows within the log's time bound, not 64 lines later.
+        assert proc.wait_line(f'"{process}.started"', 5.0) is not None, "".join(proc.seen)
+    finally:
+        assert proc.stop() == 0, "".join(proc.seen)
+
+
+@pytest.mark.parametrize("process", ["relay", "sweeper", "worker"])
+def test_a_process_refuses_to_start_without_redis(process, db_url, redis_ns, tmp_path):
+    env = _env(db_url, f"redis://127.0.0.1:{_free_port()}/0", redis_ns, tmp_path)
+    proc = Proc([process], env)
+    try:
+        code = proc.p.wait(timeout=30)
+    finally:
+        proc.stop()
+    err = proc.output()
+    assert code == 3 and "Redis" in err and "unreachable" in err, err
+
+
+def test_a_process_refuses_an_unmigrated_database(empty_db_url, redis_url, redis_ns, tmp_path):
+    proc = Proc(["relay"], _env(empty_db_url, redis_url, redis_ns, tmp_path))
+    try:
+        code = proc.p.wait(timeout=30)
+    finally:
+        proc.stop()
+    err = proc.output()
+    assert code == 3 and "geo-pipeline db upgrade" in err and SECRET not in err, err
+
+
+def test_the_sweeper_says_so_when_redis_goes_away(db, caplog):
+    """Redis lost after start: the sweeper keeps re-deriving work from PostgreSQL (principle
+    1) but warns that trimming and stream gauges are paused, and says when Redis is back."""
+    import redis as redis_lib
+
+    from geo_pipeline.worker.sweeper import SweepSettings, run_sweeper
+
+    dead = redis_lib.Redis.from_url(
+        f"redis://127.0.0.1:{_free_port()}/0", socket_connect_timeout=0.2, socket_timeout=0.2
+    )
+    stop = threading.Event()
+    threading.Timer(1.0, stop.set).start()
+    with caplog.at_level("INFO", logger="geo_pipeline.sweeper"):
+        totals = run_sweeper(
+            db,
+            actor="sweeper:test",
+            settings=SweepSettings(interval_s=0.2, gauge_every_s=3600),
+            lookup_platforms=[],
+            stop=stop,
+            redis=dead,
+            stream_keys=["x:collect:deepseek"],
+        )
+    warnings = [r for r in caplog.records if r.levelname == "WARNING" and "Redis" in r.message]
+    assert warnings and "unreachable" in warnings[0].message
+    assert len(warnings) == 1  # said once, not every pass
+    assert totals["passes"] >= 2 and totals["redis_unreachable_passes"] == totals["passes"]
