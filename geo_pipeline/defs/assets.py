@@ -10,6 +10,7 @@ import dagster as dg
 from geo_pipeline.analysis import analyse_run, refresh_analytics
 from geo_pipeline.billing.ledger import run_ledger
 from geo_pipeline.defs import checks, names
+from geo_pipeline.defs.markdown import md_text
 from geo_pipeline.defs.partitions import (
     ALL_CHANNELS_OF_RUN,
     run_channel_partitions,
@@ -31,6 +32,18 @@ from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
 GROUP = "geo"
+
+# Every asset here talks to services (PostgreSQL; validated_evidence also object storage,
+# billing_reconciliation the platforms' statement endpoints). A transient failure of one (a
+# restart, a full pool, a timeout) is retried inside the run: 3 more tries, about 2, 4 and 8 s
+# apart (jittered so partitions failing together do not retry together). Every write is
+# idempotent, so a retried step changes nothing twice. Business failures (a run PostgreSQL
+# does not have, a partition still collecting) raise ``dg.Failure(allow_retries=False)``;
+# failed blocking checks are never retried by a policy. What fails the run anyway is left to
+# run retries and the completion sensor (docs/dagster.md, "When a downstream run fails").
+SERVICE_RETRY = dg.RetryPolicy(
+    max_retries=3, delay=2, backoff=dg.Backoff.EXPONENTIAL, jitter=dg.Jitter.PLUS_MINUS
+)
 
 
 def _status_metadata(status: AggregateStatus) -> dict[str, Any]:
@@ -61,13 +74,15 @@ def _load_run(conn: Conn, run_id: str, channel: str) -> tuple[dict[str, Any], No
         raise dg.Failure(
             description=f"collection run {run_id!r} is not in PostgreSQL; its partition should "
             "not exist (create runs with the create_collection_run job or `geo-pipeline runs "
-            "create`)"
+            "create`)",
+            allow_retries=False,
         ) from None
     config = runstore.run_config(conn, run_id)
     if channel not in config.channels:
         raise dg.Failure(
             description=f"channel {channel} is not part of run {run_id}; its channels are "
-            f"{', '.join(config.channels)}. Materialise only those partitions."
+            f"{', '.join(config.channels)}. Materialise only those partitions.",
+            allow_retries=False,
         )
     return run, config
 
@@ -81,6 +96,7 @@ def _checks(asset: dg.AssetKey, *spec_args: tuple[str, str, bool]) -> list[dg.As
     key=names.SAMPLING_PLAN,
     partitions_def=run_channel_partitions,
     group_name=GROUP,
+    retry_policy=SERVICE_RETRY,
     kinds={"postgres"},
     check_specs=_checks(
         names.SAMPLING_PLAN,
@@ -147,6 +163,7 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     partitions_def=run_channel_partitions,
     deps=[names.SAMPLING_PLAN],
     group_name=GROUP,
+    retry_policy=SERVICE_RETRY,
     kinds={"postgres"},
     check_specs=_checks(
         names.COLLECTION_RESULTS,
@@ -196,6 +213,7 @@ def collection_results(
                 f"is terminal or at the run's publish deadline ({publication.deadline_at}); "
                 "the completion sensor requests it then",
                 metadata={**_status_metadata(status), **publication.as_metadata()},
+                allow_retries=False,  # waiting seconds does not finish samples
             )
         # What this materialisation publishes, and each sample it leaves out, on record.
         publication = statusmod.record_publication(conn, run_id, channel, context.run.run_id)
@@ -232,6 +250,7 @@ def collection_results(
     partitions_def=run_channel_partitions,
     deps=[names.COLLECTION_RESULTS],
     group_name=GROUP,
+    retry_policy=SERVICE_RETRY,
     kinds={"postgres", "s3"},
     check_specs=_checks(
         names.VALIDATED_EVIDENCE,
@@ -306,6 +325,7 @@ def validated_evidence(
     partitions_def=run_channel_partitions,
     deps=[names.VALIDATED_EVIDENCE],
     group_name=GROUP,
+    retry_policy=SERVICE_RETRY,
     kinds={"postgres"},
     check_specs=_checks(
         names.BRAND_ANALYSIS,
@@ -363,6 +383,7 @@ def _jsonable(value: Any) -> Any:
     partitions_def=runs_partitions,
     deps=[dg.AssetDep(names.COLLECTION_RESULTS, partition_mapping=ALL_CHANNELS_OF_RUN)],
     group_name=GROUP,
+    retry_policy=SERVICE_RETRY,
     kinds={"postgres"},
     check_specs=_checks(
         names.BILLING_RECONCILIATION,
@@ -396,7 +417,8 @@ def billing_reconciliation(
             runstore.get_run(conn, run_id)
         except runstore.RunNotFound:
             raise dg.Failure(
-                description=f"collection run {run_id!r} is not in PostgreSQL"
+                description=f"collection run {run_id!r} is not in PostgreSQL",
+                allow_retries=False,
             ) from None
         status = statusmod.run_status(conn, run_id)
         # Past the deadline the run is reconciled with what is terminal; its open samples'
@@ -458,6 +480,7 @@ def billing_reconciliation(
     partitions_def=run_channel_partitions,
     deps=[names.BRAND_ANALYSIS],
     group_name=GROUP,
+    retry_policy=SERVICE_RETRY,
     kinds={"postgres"},
     check_specs=_checks(
         names.BRAND_VISIBILITY,
@@ -524,7 +547,8 @@ def _markdown(table: list[dict[str, Any]]) -> str:
         )
         rank = f"{r['avg_rank']:.1f}" if r["avg_rank"] is not None else "-"
         lines.append(
-            f"| {r['brand']} | {'yes' if r['is_target'] else ''} | {r['n']} | {r['mentions']} "
+            f"| {md_text(r['brand'])} | {'yes' if r['is_target'] else ''} | {r['n']} "
+            f"| {r['mentions']} "
             f"| {rate} | {rank} | {r['analysing_samples']} | {r['collecting_samples']} |"
         )
     return "\n".join(lines)

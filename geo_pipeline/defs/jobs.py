@@ -14,6 +14,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from geo_pipeline.billing import ledger
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
@@ -25,27 +26,35 @@ from geo_pipeline.domain.config import (
 from geo_pipeline.domain.plan import Plan, QuoteError
 from geo_pipeline.flows.create_run import create_run, plan_run
 from geo_pipeline.store import runs as runstore
+from geo_pipeline.store.db import Conn
 
 # dagster.yaml limits concurrent runs per value of this tag (QueuedRunCoordinator).
 QUEUE_TAG = "geo/queue"
+# Run retries (dagster.yaml run_retries): a failed run of an asset job is re-executed at most
+# this many times by the daemon. The assets are idempotent, so a re-execution is safe; with
+# retry_on_asset_or_op_failure off in dagster.yaml only runs that failed outside a step (launch,
+# start timeout, a crashed run worker) are retried — steps have their own retry policy.
+MAX_RETRIES_TAG = "dagster/max_retries"
+RUN_RETRIES = 2
+_RETRIED = {MAX_RETRIES_TAG: str(RUN_RETRIES)}
 
 sampling_plan_job = dg.define_asset_job(
     "sampling_plan_job",
     selection=dg.AssetSelection.assets(names.SAMPLING_PLAN),
     description="Check and dispatch the sampling plan of one (run, channel) partition.",
-    tags={QUEUE_TAG: "plan"},
+    tags={QUEUE_TAG: "plan", **_RETRIED},
 )
 partition_downstream_job = dg.define_asset_job(
     "partition_downstream_job",
     selection=dg.AssetSelection.assets(*names.PARTITION_DOWNSTREAM),
     description="Everything downstream of a finished (run, channel) partition, in one run.",
-    tags={QUEUE_TAG: "downstream"},
+    tags={QUEUE_TAG: "downstream", **_RETRIED},
 )
 billing_job = dg.define_asset_job(
     "billing_job",
     selection=dg.AssetSelection.assets(*names.RUN_DOWNSTREAM),
     description="Reconcile the billing of one finished run.",
-    tags={QUEUE_TAG: "billing"},
+    tags={QUEUE_TAG: "billing", **_RETRIED},
 )
 
 
@@ -80,9 +89,14 @@ def plan_from_config(
     raw: dict[str, Any] | CollectionConfig,
     registry: ConnectorRegistryResource,
     run_id: str | None,
+    conn: Conn | None = None,
 ) -> Plan:
-    """Validate (R1, R16), quote (R4) and expand (R3) a collection config; raises ConfigError."""
-    return plan_run(raw, registry.load().capabilities(), run_id)
+    """Validate (R1, R16), quote (R4) and expand (R3) a collection config; raises ConfigError.
+    With a database the quote uses the price versions in effect now (frozen in its snapshot)."""
+    caps = registry.load().capabilities()
+    if conn is not None:
+        caps = ledger.effective_capabilities(conn, caps)
+    return plan_run(raw, caps, run_id)
 
 
 @dg.op(description="Validate the config, create the run and add its partition.")
@@ -93,18 +107,18 @@ def create_run_op(
     registry: ConnectorRegistryResource,
 ) -> str:
     collection = config.collection_config()
-    try:
-        plan = plan_from_config(collection, registry, config.run_id)
-    except ConfigError as exc:
-        # Every problem with its field path, in the run's failure message (R1).
-        raise dg.Failure(
-            description=str(exc),
-            metadata={"problems": [str(p) for p in exc.problems]},
-            allow_retries=False,
-        ) from None
-    except QuoteError as exc:
-        raise dg.Failure(description=f"cannot quote this config: {exc}") from None
     with db.connect() as conn:
+        try:
+            plan = plan_from_config(collection, registry, config.run_id, conn)
+        except ConfigError as exc:
+            # Every problem with its field path, in the run's failure message (R1).
+            raise dg.Failure(
+                description=str(exc),
+                metadata={"problems": [str(p) for p in exc.problems]},
+                allow_retries=False,
+            ) from None
+        except QuoteError as exc:
+            raise dg.Failure(description=f"cannot quote this config: {exc}") from None
         try:
             run_id, created = create_run(
                 conn,
@@ -142,7 +156,9 @@ def create_run_op(
 @dg.job(
     description="Create a collection run from a collection config (the launchpad's form). The "
     "sampling_plan_sensor then requests the run's sampling_plan partitions.",
-    tags={"geo/kind": "create_run"},
+    # Never re-executed by the daemon: without a run_id in the config a retry would plan under
+    # a new id and reserve the quote a second time. A person relaunches it.
+    tags={"geo/kind": "create_run", MAX_RETRIES_TAG: "0"},
 )
 def create_collection_run() -> None:
     create_run_op()

@@ -6,6 +6,10 @@ Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept":
 the last PostgreSQL sweep>, "deadlines": <database time up to which passed publish deadlines
 were looked for>}``. A tick reads at most ``max_entries_per_tick`` entries with
 bounded ``XRANGE ... COUNT`` pages and never blocks (a tick has 60 s).
+
+A run key is launched once by the daemon, so a request whose run failed (to launch, on a loaded
+machine whose code server did not answer, or later) is asked again under a fresh key
+``<key>:attempt:<n>``, at most ``MAX_REQUEST_ATTEMPTS`` times (``fresh_run_keys``).
 """
 
 import json
@@ -28,6 +32,15 @@ from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import fetch_all
 
 Pair = tuple[str, str]  # (run_id, channel)
+
+# Dagster's system tags: the key the daemon launched a run under (copied to its run retries),
+# and whether the run-retry daemon will re-execute a failed run (dagster.yaml run_retries).
+RUN_KEY_TAG = "dagster/run_key"
+WILL_RETRY_TAG = "dagster/will_retry"
+# Fresh requests per publication key (each run also has its dagster/max_retries run retries):
+# a failure that persists (a blocking check, a run that cannot start) costs at most this many
+# runs, and the failed runs are the alert.
+MAX_REQUEST_ATTEMPTS = 3
 
 
 # --------------------------------------------------------------------------- stream reading
@@ -127,19 +140,69 @@ def _load_cursor(raw: str | None) -> dict[str, Any]:
     }
 
 
+# --------------------------------------------------------------------------- fresh attempts
+def attempt_run_key(key: str, attempt: int) -> str:
+    """The run key of a request's ``attempt``-th run: the plain key first, then ``:attempt:n``."""
+    return key if attempt <= 1 else f"{key}:attempt:{attempt}"
+
+
+def fresh_run_keys(
+    instance: dg.DagsterInstance, keys: Iterable[str], max_attempts: int = MAX_REQUEST_ATTEMPTS
+) -> dict[str, str | None]:
+    """For each request key, the key to request now (None: attempts exhausted).
+
+    The daemon skips a key it has launched, so: no run yet, or the last attempt's latest run
+    in flight, succeeded, cancelled (an operator's decision) or about to be re-executed by
+    Dagster's run retries -> that attempt's key again (a no-op for the daemon); the last
+    attempt's latest run failed and will not be retried -> the next attempt's key, fresh. One
+    query to the instance for every key of the tick."""
+    keys = sorted(set(keys))
+    family = {attempt_run_key(k, n): (k, n) for k in keys for n in range(1, max_attempts + 1)}
+    if not family:
+        return {}
+    latest: dict[str, tuple[tuple[int, int], dg.DagsterRun]] = {}
+    for rec in instance.get_run_records(dg.RunsFilter(tags={RUN_KEY_TAG: sorted(family)})):
+        key, n = family[rec.dagster_run.tags[RUN_KEY_TAG]]
+        order = (n, rec.storage_id)  # a run retry carries its parent's key: the newest counts
+        if key not in latest or order > latest[key][0]:
+            latest[key] = (order, rec.dagster_run)
+    out: dict[str, str | None] = {}
+    for key in keys:
+        if key not in latest:
+            out[key] = key
+            continue
+        (attempt, _), run = latest[key]
+        failed = (
+            run.status == dg.DagsterRunStatus.FAILURE and run.tags.get(WILL_RETRY_TAG) != "true"
+        )
+        if not failed:
+            out[key] = attempt_run_key(key, attempt)
+        elif attempt < max_attempts:
+            out[key] = attempt_run_key(key, attempt + 1)
+        else:
+            out[key] = None
+    return out
+
+
 # --------------------------------------------------------------------------- PostgreSQL side
 def _rows(conn: Conn, name: str, **params: Any) -> list[dict[str, Any]]:
     return fetch_all(conn, f"dagster.{name}", params)
 
 
-def recent_unfinished_pairs(conn: Conn, days: int, done_partitions: set[str]) -> set[Pair]:
-    """Partitions of recent runs whose downstream assets are not yet materialised."""
-    out: set[Pair] = set()
+def recent_unfinished(
+    conn: Conn, days: int, done_partitions: set[str], billed_runs: set[str]
+) -> tuple[set[Pair], set[str]]:
+    """Partitions of recent runs whose downstream assets are not yet materialised, and recent
+    runs whose billing is not."""
+    pairs: set[Pair] = set()
+    runs: set[str] = set()
     for r in _rows(conn, "recent_runs", days=days, outside_schedule=False):
+        if r["run_id"] not in billed_runs:
+            runs.add(r["run_id"])
         for ch in r["channels"]:
             if str(partition_key(r["run_id"], ch)) not in done_partitions:
-                out.add((r["run_id"], ch))
-    return out
+                pairs.add((r["run_id"], ch))
+    return pairs, runs
 
 
 def recent_runs_among(conn: Conn, run_ids: set[str], days: int, now_ts: float) -> set[str]:
@@ -169,37 +232,54 @@ def publishable_runs(conn: Conn, run_ids: Iterable[str]) -> dict[str, Publicatio
 
 
 def completion_requests(
-    conn: Conn, candidates: set[Pair], existing_runs: set[str], channels: frozenset[str]
-) -> tuple[list[dg.RunRequest], list[Pair]]:
+    conn: Conn,
+    candidates: set[Pair],
+    existing_runs: set[str],
+    channels: frozenset[str],
+    instance: dg.DagsterInstance,
+    billing_candidates: frozenset[str] | set[str] = frozenset(),
+) -> tuple[list[dg.RunRequest], list[Pair], list[str]]:
     """One run per publishable partition (downstream assets together) and one billing run per
-    publishable run, each with a run key so the daemon never launches it twice. A partition is
-    publishable when every sample is terminal, or past its run's publish deadline; the key then
-    carries the terminal count, so each real change (a late completion) is requested once and
-    an unchanged partition never again."""
+    publishable run (among the candidates' runs and ``billing_candidates``), each with a run key
+    so the daemon never launches it twice. A partition is publishable when every sample is
+    terminal, or past its run's publish deadline; the key then carries the terminal count, so
+    each real change (a late completion) is requested once and an unchanged partition never
+    again — unless its run failed: then it is asked again under a fresh key, boundedly
+    (``fresh_run_keys``). Returns the requests, the publishable partitions and the keys whose
+    attempts are exhausted."""
     candidates = {p for p in candidates if p[0] in existing_runs and p[1] in channels}
     states = statusmod.publication_states(conn, candidates)
     publishable = sorted(p for p, pub in states.items() if pub.publishable)
-    requests = [
-        dg.RunRequest(
-            run_key=names.downstream_run_key(
+    # (publication key, partition, job, tags) of each request, before its attempt is known.
+    planned: list[tuple[str, str, str, dict[str, str]]] = [
+        (
+            names.downstream_run_key(
                 rid, ch, terminal=states[(rid, ch)].terminal, samples=states[(rid, ch)].samples
             ),
-            partition_key=partition_key(rid, ch),
-            job_name=partition_downstream_job.name,
-            tags={"geo/run_id": rid, "geo/channel": ch},
+            partition_key(rid, ch),
+            partition_downstream_job.name,
+            {"geo/run_id": rid, "geo/channel": ch},
         )
         for rid, ch in publishable
     ]
-    for rid, pub in sorted(publishable_runs(conn, {rid for rid, _ in publishable}).items()):
-        requests.append(
-            dg.RunRequest(
-                run_key=names.billing_run_key(rid, terminal=pub.terminal, samples=pub.samples),
-                partition_key=rid,
-                job_name=billing_job.name,
-                tags={"geo/run_id": rid},
+    billable = {rid for rid, _ in publishable} | (set(billing_candidates) & existing_runs)
+    for rid, pub in sorted(publishable_runs(conn, billable).items()):
+        planned.append(
+            (
+                names.billing_run_key(rid, terminal=pub.terminal, samples=pub.samples),
+                rid,
+                billing_job.name,
+                {"geo/run_id": rid},
             )
         )
-    return requests, publishable
+    keys = fresh_run_keys(instance, [p[0] for p in planned])
+    requests = [
+        dg.RunRequest(run_key=run_key, partition_key=pk, job_name=job, tags=tags)
+        for key, pk, job, tags in planned
+        if (run_key := keys[key]) is not None
+    ]
+    exhausted = sorted(p[0] for p in planned if keys[p[0]] is None)
+    return requests, publishable, exhausted
 
 
 def evaluate_completions(
@@ -240,9 +320,17 @@ def evaluate_completions(
             settings.recent_run_days,
         )
         candidates |= crossed
+        unbilled: set[str] = set()
         if sweep:
-            done = context.instance.get_materialized_partitions(names.BRAND_VISIBILITY)
-            candidates |= recent_unfinished_pairs(conn, settings.recent_run_days, done)
+            # Not yet materialised, whether never requested or its run failed (to launch, or
+            # later): completion_requests asks again under a fresh key, boundedly.
+            unfinished, unbilled = recent_unfinished(
+                conn,
+                settings.recent_run_days,
+                context.instance.get_materialized_partitions(names.BRAND_VISIBILITY),
+                context.instance.get_materialized_partitions(names.BILLING_RECONCILIATION),
+            )
+            candidates |= unfinished
             # Published with exclusions and changed since: late completions whose stream
             # entries were lost are still re-published.
             candidates |= statusmod.republish_due(conn, settings.recent_run_days)
@@ -251,8 +339,8 @@ def evaluate_completions(
         adopted = recent_runs_among(
             conn, {rid for rid, _ in candidates} - existing, settings.recent_run_days, now
         )
-        requests, finished = completion_requests(
-            conn, candidates, existing | adopted, known_channels()
+        requests, finished, exhausted = completion_requests(
+            conn, candidates, existing | adopted, known_channels(), context.instance, unbilled
         )
     new_cursor = json.dumps(
         {
@@ -272,6 +360,12 @@ def evaluate_completions(
         len(crossed),
         len(finished),
     )
+    if exhausted:
+        context.log.warning(
+            "not requested again after %d failed runs each (see their failures): %s",
+            MAX_REQUEST_ATTEMPTS,
+            ", ".join(exhausted),
+        )
     adds = (
         [dg.AddDynamicPartitionsRequest(names.RUNS_PARTITIONS, sorted(adopted))] if adopted else []
     )
@@ -348,14 +442,18 @@ def sampling_plan_sensor(
         return dg.SensorResult(skip_reason="no undispatched partitions", cursor=cursor)
     existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
     missing = sorted({rid for rid, _ in undispatched} - existing)
+    # Still undispatched after its run failed (to launch, or a failed plan check): asked again
+    # under a fresh key, boundedly, as the completion sensor does.
+    keys = fresh_run_keys(context.instance, [names.plan_run_key(r, c) for r, c in undispatched])
     requests = [
         dg.RunRequest(
-            run_key=names.plan_run_key(rid, ch),
+            run_key=run_key,
             partition_key=partition_key(rid, ch),
             job_name=sampling_plan_job.name,
             tags={"geo/run_id": rid, "geo/channel": ch},
         )
         for rid, ch in sorted(undispatched)
+        if (run_key := keys[names.plan_run_key(rid, ch)]) is not None
     ]
     # A run created outside Dagster (CLI) has no partition yet: add it with the requests.
     adds = [dg.AddDynamicPartitionsRequest(names.RUNS_PARTITIONS, missing)] if missing else []

@@ -37,16 +37,34 @@ def dagster_storage_url(database_url: str) -> str:
     return "postgresql+psycopg2://" + url[len(parts.scheme) + 3 :]
 
 
+# What the repository's dagster.yaml does when a run fails (a test keeps the two equal): a code
+# server that does not answer puts the run back in the queue; a failed or never-started run is
+# re-executed by run retries (docs/dagster.md, "When a downstream run fails").
+USER_CODE_FAILURE_RETRIES = {
+    "max_user_code_failure_retries": 3,
+    "user_code_failure_retry_delay": 60,
+}
+RUN_RETRIES = {"enabled": True, "max_retries": 2, "retry_on_asset_or_op_failure": False}
+RUN_MONITORING = {"enabled": True, "start_timeout_seconds": 300, "poll_interval_seconds": 60}
+
+
 def instance_config(queue_limit: int = 8) -> dict[str, Any]:
     """dagster.yaml of the dev instance: PostgreSQL storage from the environment, a queued run
-    coordinator so a burst of sensor requests does not start every run at once."""
+    coordinator so a burst of sensor requests does not start every run at once, and the
+    repository's run retries and run monitoring."""
     return {
         "storage": {"postgres": {"postgres_url": {"env": DAGSTER_URL_ENV}}},
         "run_coordinator": {
             "module": "dagster._core.run_coordinator",
             "class": "QueuedRunCoordinator",
-            "config": {"max_concurrent_runs": queue_limit, "dequeue_interval_seconds": 2},
+            "config": {
+                "max_concurrent_runs": queue_limit,
+                "dequeue_interval_seconds": 2,
+                **USER_CODE_FAILURE_RETRIES,
+            },
         },
+        "run_retries": dict(RUN_RETRIES),
+        "run_monitoring": dict(RUN_MONITORING),
         "telemetry": {"enabled": False},
     }
 

@@ -61,3 +61,37 @@ def test_instance_uses_postgres_storage_and_a_limited_run_queue(dagster_home: Pa
         instance.add_dynamic_partitions("collection_runs", ["r-yaml-1"])
     with dg.DagsterInstance.get() as again:
         assert again.get_dynamic_partitions("collection_runs") == ["r-yaml-1"]
+
+
+def test_failed_runs_are_retried_within_bounds(dagster_home: Path) -> None:
+    """Run retries on (bounded; not for step failures, which the assets' retry policies own),
+    a run stuck before its first step is failed so it can be retried, a code server that does
+    not answer at dequeue puts the run back in the queue; the dev instance does the same."""
+    from geo_pipeline.definitions import defs
+    from geo_pipeline.defs.jobs import MAX_RETRIES_TAG, RUN_RETRIES
+    from geo_pipeline.ops.dev import instance_config
+
+    with dg.DagsterInstance.get() as instance:
+        assert instance.run_retries_enabled
+        assert instance.run_retries_max_retries == RUN_RETRIES == 2
+        assert not instance.run_retries_retry_on_asset_or_op_failure
+        assert instance.run_monitoring_enabled
+        assert instance.run_monitoring_start_timeout_seconds == 300
+        from dagster._core.run_coordinator import QueuedRunCoordinator
+
+        coordinator = instance.run_coordinator
+        assert isinstance(coordinator, QueuedRunCoordinator)
+        config = coordinator.inst_data.config_dict  # type: ignore[union-attr]
+        assert config["max_user_code_failure_retries"] == 3
+        assert config["user_code_failure_retry_delay"] == 60
+        dev = instance_config()
+        assert dev["run_retries"] == instance.get_settings("run_retries")
+        assert dev["run_monitoring"] == instance.get_settings("run_monitoring")
+        dev_queue = dev["run_coordinator"]["config"]
+        assert {k: dev_queue[k] for k in ("max_user_code_failure_retries",
+                                          "user_code_failure_retry_delay")} == {
+            "max_user_code_failure_retries": 3, "user_code_failure_retry_delay": 60}  # fmt: skip
+    for name in ("sampling_plan_job", "partition_downstream_job", "billing_job"):
+        assert defs.resolve_job_def(name).tags[MAX_RETRIES_TAG] == str(RUN_RETRIES), name
+    # A retried create_collection_run would plan under a new run id and reserve twice.
+    assert defs.resolve_job_def("create_collection_run").tags[MAX_RETRIES_TAG] == "0"
