@@ -18,14 +18,17 @@ import hashlib
 import json
 from collections import defaultdict
 from dataclasses import dataclass
-from datetime import date
+from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
+from geo_pipeline.billing.ledger import find_price_list
+from geo_pipeline.connectors.protocols import DAY_TOTAL_PREFIX
 from geo_pipeline.domain import billing as rules
 from geo_pipeline.domain.billing import ReconciliationSummary, ReconLine
 from geo_pipeline.domain.money import Money
+from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.observability.metrics import RECONCILIATION_DIFF
 from geo_pipeline.store.queries import Q
 
@@ -205,6 +208,7 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
         theirs: dict[tuple[str, str], dict[str, int]] = {}
         their_days: dict[tuple[str, str], set[str]] = defaultdict(set)
         foreign: dict[tuple[str, str], list[str]] = defaultdict(list)
+        their_versions: dict[tuple[str, str], set[str]] = defaultdict(set)
         cur.execute(
             Q("billing.statement_lines_for"),
             {"platforms": platforms, "upstream_ids": upstream_ids},
@@ -221,8 +225,29 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
             items = theirs.setdefault(k, {})
             items[str(r["item"])] = items.get(str(r["item"]), 0) + int(r["amount_minor"])
             their_days[k].add(r["statement_date"].isoformat())
+            if r["price_version"]:
+                their_versions[k].add(str(r["price_version"]))
         cur.execute(Q("billing.imported_statement_days"), {"platforms": platforms})
         imported = {(str(r["platform"]), r["statement_date"]) for r in cur.fetchall()}
+
+        # Vendors' cost APIs bill day totals: those (platform, day)s reconcile on one line.
+        cur.execute(Q("usage.day_total_lines"), {"platforms": platforms})
+        day_totals: dict[tuple[str, date], dict[str, Any]] = {}
+        for r in cur.fetchall():
+            total = day_totals.setdefault(
+                (str(r["platform"]), r["statement_date"]), {"items": {}, "currencies": set()}
+            )
+            total["items"][str(r["item"])] = total["items"].get(str(r["item"]), 0) + int(
+                r["amount_minor"]
+            )
+            total["currencies"].add(str(r["currency"]).strip())
+        # The version and mode each charge was priced with (its frozen quote's).
+        cur.execute(Q("prices.run_charge_versions"), {"run_id": run_id})
+        charged_with = {
+            str(r["upstream_id"]): (str(r["price_version"] or ""), str(r["mode"] or ""))
+            for r in cur.fetchall()
+        }
+        price_cache: dict[tuple[str, str], PriceList | None] = {}
 
         lines: list[ReconLine] = []
         for k in sorted(info, key=lambda k: (k[0], k[1])):
@@ -230,11 +255,28 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
             meta = info[k]
             mine = ours.get(k)
             theirs_items = theirs.get(k)
+            if (platform, meta["day"]) in day_totals and theirs_items is None:
+                lines.append(_in_day_total(run_id, platform, upstream_id, meta, mine, currency))
+                continue
             cls = rules.classify(
                 mine, theirs_items, statement_imported=(platform, meta["day"]) in imported
             )
             if foreign.get(k) and cls == "matched":
                 cls = "amount_mismatch"
+            changed_to = None
+            if cls == "amount_mismatch" and not foreign.get(k) and mine and theirs_items:
+                changed_to = _price_change(
+                    cur,
+                    platform,
+                    mine,
+                    theirs_items,
+                    charged_with.get(upstream_id),
+                    their_versions.get(k, set()),
+                    meta["day"],
+                    price_cache,
+                )
+                if changed_to is not None:
+                    cls = "price_change"
             detail: dict[str, Any] = {
                 "ours_items": mine,
                 "theirs_items": theirs_items,
@@ -246,6 +288,9 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
                     detail[extra] = meta[extra]
             if foreign.get(k):
                 detail["other_currency_lines"] = foreign[k]
+            if changed_to is not None:
+                detail["price_version_ours"] = charged_with[upstream_id][0]
+                detail["price_version_theirs"] = changed_to
             lines.append(
                 ReconLine(
                     upstream_id=upstream_id,
@@ -260,6 +305,10 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
                     detail=detail,
                 )
             )
+        days_of_run = {(p, m["day"]) for (p, _), m in info.items()}
+        for platform, day in sorted(day_totals):
+            if (platform, day) in days_of_run:
+                lines.append(_day_total_line(cur, run_id, platform, day, day_totals, currency))
         # Idempotent rewrite: the run's previous result is replaced, never added to.
         cur.execute(Q("billing.delete_reconciliation"), {"run_id": run_id})
         cur.executemany(
@@ -285,6 +334,109 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
     # R26: the difference of the run reconciled last, per currency (the asset keeps each run's).
     RECONCILIATION_DIFF.labels(currency).set(summary.unexplained_difference_minor)
     return summary
+
+
+def _in_day_total(
+    run_id: str,
+    platform: str,
+    upstream_id: str,
+    meta: dict[str, Any],
+    mine: dict[str, int] | None,
+    currency: str,
+) -> ReconLine:
+    """A task of a day the vendor bills as a total: no money on its own line (the day's line
+    compares it), what we charged kept in the detail."""
+    day = meta["day"]
+    return ReconLine(
+        upstream_id=upstream_id,
+        platform=platform,
+        classification=rules.IN_DAY_TOTAL,
+        fee_class=rules.fee_class("in_day_total", meta.get("outcome")),
+        ours_minor=0,
+        theirs_minor=0,
+        currency=currency,
+        sample_id=meta.get("sample_id"),
+        attempt_no=meta.get("attempt_no"),
+        detail={
+            "ours_items": mine,
+            "charged_minor": sum((mine or {}).values()),
+            "day_total": f"{DAY_TOTAL_PREFIX}{platform}:{day.isoformat()}",
+            "our_day": day.isoformat(),
+        },
+    )
+
+
+def _day_total_line(
+    cur: Any,
+    run_id: str,
+    platform: str,
+    day: date,
+    day_totals: dict[tuple[str, date], dict[str, Any]],
+    currency: str,
+) -> ReconLine:
+    """The vendor's total of one day against every charge of ours on that platform and day
+    (a cost API covers the whole account, so other runs' charges count too: the detail says
+    how much of it is this run's)."""
+    total = day_totals[(platform, day)]
+    cur.execute(Q("usage.platform_day_charges"), {"platform": platform, "day": day})
+    by_run = {str(r["run_id"]): int(r["charged_minor"]) for r in cur.fetchall()}
+    ours = sum(by_run.values())
+    theirs = sum(total["items"].values())
+    detail: dict[str, Any] = {
+        "source": "vendor cost API (day total)",
+        "theirs_items": total["items"],
+        "this_run_minor": by_run.get(run_id, 0),
+        "other_runs_minor": ours - by_run.get(run_id, 0),
+        "runs": len(by_run),
+    }
+    if total["currencies"] != {currency}:
+        # Never add amounts of two currencies: show the total, count nothing of it.
+        detail["other_currency_total"] = f"{theirs} {','.join(sorted(total['currencies']))}"
+        cls, theirs = "amount_mismatch", 0
+    else:
+        cls = "matched" if ours == theirs else "amount_mismatch"
+    return ReconLine(
+        upstream_id=f"{DAY_TOTAL_PREFIX}{platform}:{day.isoformat()}",
+        platform=platform,
+        classification=cls,
+        fee_class="completed",
+        ours_minor=ours,
+        theirs_minor=theirs,
+        currency=currency,
+        detail=detail,
+    )
+
+
+def _price_change(
+    cur: Any,
+    platform: str,
+    ours: dict[str, int],
+    theirs: dict[str, int],
+    charged_with: tuple[str, str] | None,
+    statement_versions: set[str],
+    day: date,
+    cache: dict[tuple[str, str], PriceList | None],
+) -> str | None:
+    """The newer price version that explains an amount mismatch exactly, or None. Candidates:
+    the versions the statement names, then the imported version in effect at the end of the
+    charge's day (usage and cost APIs name no version)."""
+    if charged_with is None:
+        return None
+    ours_version, mode = charged_with
+    names = sorted(statement_versions - {ours_version})
+    end_of_day = datetime.combine(day, time.min, UTC) + timedelta(days=1, microseconds=-1)
+    cur.execute(Q("prices.effective_price_versions"), {"at": end_of_day})
+    for r in cur.fetchall():
+        if str(r["platform"]) == platform and str(r["version"]) not in names:
+            names.append(str(r["version"]))
+    candidates: dict[str, PriceList] = {}
+    for name in names:
+        if (platform, name) not in cache:
+            cache[(platform, name)] = find_price_list(cur.connection, platform, name)
+        found = cache[(platform, name)]
+        if found is not None:
+            candidates[name] = found
+    return rules.price_change_version(ours, theirs, mode, ours_version, candidates)
 
 
 def reconciliation_lines(conn: Conn, run_id: str) -> list[dict[str, Any]]:

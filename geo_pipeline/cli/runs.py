@@ -22,10 +22,16 @@ from geo_pipeline.flows.settle import describe, settle_run
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
+from geo_pipeline.store.db import Conn
 
 
-def plan_from_file(path: Path, run_id: str | None) -> Plan:
-    return plan_run(load_config_file(path), load_registry().capabilities(), run_id)
+def plan_from_file(path: Path, run_id: str | None, conn: Conn | None = None) -> Plan:
+    """The plan and quote of a config file; with a database, quoted at the price versions in
+    effect now (imported with `prices import`), which the quote snapshot then freezes."""
+    caps = load_registry().capabilities()
+    if conn is not None:
+        caps = ledger.effective_capabilities(conn, caps)
+    return plan_run(load_config_file(path), caps, run_id)
 
 
 @click.group("runs")
@@ -95,8 +101,8 @@ def create_cmd(
     config: Path, run_id: str | None, no_confirm: bool, no_dispatch: bool, as_json: bool
 ) -> None:
     """Persist snapshot, quote, run, batches and samples in one transaction; print the run id."""
-    plan = plan_from_file(config, run_id)
     with dbmod.connect() as conn:
+        plan = plan_from_file(config, run_id, conn)
         try:
             rid, created = create_run(
                 conn,

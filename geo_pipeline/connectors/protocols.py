@@ -14,7 +14,8 @@ from __future__ import annotations
 import dataclasses
 from collections import OrderedDict
 from collections.abc import Callable, Mapping
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time, timedelta
+from decimal import ROUND_HALF_UP, Decimal, InvalidOperation
 from typing import Any
 
 import httpx
@@ -25,6 +26,7 @@ from geo_pipeline.connectors.base import (
     Attachment,
     CancelResult,
     Evidence,
+    FeeLine,
     FeeStatement,
     NoStatementApi,
     NotFound,
@@ -39,6 +41,7 @@ from geo_pipeline.connectors.parsers import PARSERS, ParsedAnswer, error_in_body
 from geo_pipeline.connectors.registry import api_key
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.settings import variable
 
 RequestBuilder = Callable[[PlatformEntry, SubmitRequest], tuple[str, dict[str, Any]]]
 
@@ -278,14 +281,127 @@ class SyncProtocolConnector:
         )
 
     async def fee_statement(self, statement_date: str) -> FeeStatement:
-        raise NoStatementApi(
-            f"{self.platform}: {self.protocol} offers no fee statement API; reconcile from the "
-            "vendor's billing export"
-        )
+        """One UTC day's costs from the vendor's organization cost API, as day-total lines
+        (upstream id ``day-total:<platform>:<day>``): OpenAI ``/organization/costs`` and
+        Anthropic ``/organizations/cost_report`` bill per day and line item, never per request,
+        so reconciliation compares day totals. Other protocols publish none (NoStatementApi)."""
+        fetch = COST_APIS.get(self.protocol)
+        if fetch is None:
+            raise NoStatementApi(
+                f"{self.platform}: {self.protocol} offers no cost API; reconcile from the "
+                "vendor's billing export or the usage recorded with each answer"
+            )
+        day = date.fromisoformat(statement_date)
+        path, params = fetch(day)
+        base = str(self.entry.options.get("costs_base_url") or self.base).rstrip("/")
+        key_env = self.entry.options.get("admin_key_env")
+        key = variable(str(key_env)) if key_env else api_key(self.entry)
+        what = f"{self.platform} {self.protocol} costs {statement_date}"
+        try:
+            resp = await self.client.get(
+                base + path,
+                params=params,
+                headers=auth_headers(self.protocol, key),
+                timeout=self.timeout,
+            )
+        except httpx.HTTPError as exc:
+            raise transport_error(exc, sent_means_unknown=False, what=what) from exc
+        if resp.status_code != 200:
+            raise status_error(resp, what=what)
+        model = _model(self.entry, _COSTS_PROBE, "")
+        filt = str(self.entry.options.get("costs_filter") or model)
+        lines = parse_cost_report(self.protocol, resp.content, day, self.platform, filt)
+        currency = lines[0].currency if lines else self.entry.capabilities.prices.currency
+        return FeeStatement(self.platform, statement_date, currency, tuple(lines), resp.content)
 
     async def aclose(self) -> None:
         if self._own_client:
             await self.client.aclose()
 
 
-__all__ = ["BUILDERS", "AcceptanceUnknown", "SyncProtocolConnector", "auth_headers"]
+# --------------------------------------------------------------------------- cost APIs
+# A statement line that is a vendor's day total, not one request: reconciliation compares it
+# with the sum of our charges on that platform and day.
+DAY_TOTAL_PREFIX = "day-total:"
+_COSTS_PROBE = SubmitRequest("", 0, "", "", "", "", "", "standard", False)
+
+
+def _openai_costs(day: date) -> tuple[str, dict[str, Any]]:
+    start = datetime.combine(day, time.min, UTC)
+    return "/organization/costs", {
+        "start_time": int(start.timestamp()),
+        "end_time": int((start + timedelta(days=1)).timestamp()),
+        "bucket_width": "1d",
+        "group_by": "line_item",
+        "limit": 1,
+    }
+
+
+def _anthropic_costs(day: date) -> tuple[str, dict[str, Any]]:
+    start = datetime.combine(day, time.min, UTC)
+    return "/organizations/cost_report", {
+        "starting_at": start.isoformat().replace("+00:00", "Z"),
+        "ending_at": (start + timedelta(days=1)).isoformat().replace("+00:00", "Z"),
+        "bucket_width": "1d",
+        "group_by[]": "description",
+    }
+
+
+COST_APIS: dict[str, Callable[[date], tuple[str, dict[str, Any]]]] = {
+    "openai_chat": _openai_costs,
+    "openai_responses": _openai_costs,
+    "anthropic": _anthropic_costs,
+}
+
+
+def _to_minor(amount: Decimal, what: str, raw: bytes) -> int:
+    """Whole minor units; a fraction of one (vendors report fractional cents) is rounded half
+    up once per line, the exact amount staying in the raw statement."""
+    if not amount.is_finite():
+        raise Unparseable(f"{what}: the amount {amount} is not a number", raw=raw)
+    return int(amount.quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
+
+def parse_cost_report(
+    protocol: str, raw: bytes, day: date, platform: str, model_filter: str
+) -> list[FeeLine]:
+    """The day's cost lines of ``model_filter`` (a model name; empty = every line) from an
+    OpenAI costs page or an Anthropic cost report, one ``FeeLine`` per vendor line item, in
+    minor units (two decimals) of the currency the vendor names."""
+    body = load_json(raw, f"{protocol} costs")
+    upstream_id = f"{DAY_TOTAL_PREFIX}{platform}:{day.isoformat()}"
+    lines: list[FeeLine] = []
+    try:
+        for bucket in body.get("data") or []:
+            for r in bucket.get("results") or []:
+                if protocol == "anthropic":
+                    label = str(r.get("description") or r.get("cost_type") or "cost")
+                    model = str(r.get("model") or "")
+                    amount = _to_minor(Decimal(str(r["amount"])), label, raw)
+                    currency = str(r.get("currency") or "USD").upper()
+                    web = r.get("cost_type") == "web_search"
+                else:
+                    label = str(r.get("line_item") or "cost")
+                    model = label.split(",", 1)[0].strip()
+                    value = Decimal(str(r["amount"]["value"])) * 100
+                    amount = _to_minor(value, label, raw)
+                    currency = str(r["amount"].get("currency") or "usd").upper()
+                    web = "web search" in label.lower() or "web_search" in label.lower()
+                if model_filter and model and not model.startswith(model_filter):
+                    continue
+                item = "web_search" if web else "base"
+                lines.append(FeeLine(upstream_id, item, amount, currency))
+    except (KeyError, TypeError, AttributeError, InvalidOperation) as exc:
+        raise Unparseable(f"{protocol} costs: not the documented shape ({exc!r})", raw=raw) from exc
+    return lines
+
+
+__all__ = [
+    "BUILDERS",
+    "COST_APIS",
+    "DAY_TOTAL_PREFIX",
+    "AcceptanceUnknown",
+    "SyncProtocolConnector",
+    "auth_headers",
+    "parse_cost_report",
+]

@@ -11,13 +11,16 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal, get_args
 
+from geo_pipeline.domain.catalogue import reprice
 from geo_pipeline.domain.money import MoneyError
-from geo_pipeline.domain.platforms import RetryFeeRule
+from geo_pipeline.domain.platforms import PriceList, RetryFeeRule
 
 RETRY_FEE_RULES: tuple[str, ...] = get_args(RetryFeeRule)
 # What a platform bills for one answer; 'retry_allowance' is a quote line, never a charge item.
 CHARGE_ITEMS: tuple[str, ...] = ("base", "deep_thinking", "web_search", "screenshot")
-Classification = Literal["matched", "amount_mismatch", "missing_ours", "missing_theirs", "pending"]
+Classification = Literal[
+    "matched", "amount_mismatch", "missing_ours", "missing_theirs", "pending", "price_change"
+]
 CLASSIFICATIONS: tuple[str, ...] = (
     "matched",
     "amount_mismatch",
@@ -25,6 +28,14 @@ CLASSIFICATIONS: tuple[str, ...] = (
     "missing_theirs",
     "pending",
 )
+# Their amount is exactly what another version of the platform's prices charges for what we
+# charged under the run's frozen quote: explained by the price change (R23), shown as its own
+# difference, never an unexplained one. Summaries list it only when a run has such a line.
+PRICE_CHANGE = "price_change"
+# A task of a day whose statement is a vendor's day total (a cost API bills no single request):
+# its money is compared on the day's own line, so the task line carries none.
+IN_DAY_TOTAL = "in_day_total"
+ALL_CLASSIFICATIONS: tuple[str, ...] = (*CLASSIFICATIONS, PRICE_CHANGE, IN_DAY_TOTAL)
 FeeClass = Literal["completed", "failed", "to_verify"]
 FEE_CLASSES: tuple[str, ...] = ("completed", "failed", "to_verify")
 
@@ -187,6 +198,28 @@ def classify(
     return "matched" if not _nonzero(ours) else "missing_theirs"
 
 
+def price_change_version(
+    ours: Mapping[str, int],
+    theirs: Mapping[str, int],
+    mode: str,
+    ours_version: str,
+    candidates: Mapping[str, PriceList],
+) -> str | None:
+    """The other price version that explains a difference exactly (R23): the first of
+    ``candidates`` (version name -> list, e.g. the version the statement names, then the one in
+    effect on the day) that charges ``theirs`` for the items we charged under the frozen quote.
+    None when no other version does: the difference stays unexplained."""
+    mine = _nonzero(ours)
+    if not mine:
+        return None
+    for version, prices in candidates.items():
+        if version == ours_version:
+            continue
+        if reprice(prices, mode, mine) == _nonzero(theirs):
+            return version
+    return None
+
+
 def fee_class(classification: str, upstream_outcome: str | None) -> FeeClass:
     """R24: a fee is 'completed' or 'failed' by its upstream task's outcome, and 'to_verify' while
     that outcome is unknown or the line is still pending."""
@@ -218,9 +251,10 @@ class ReconLine:
 class ReconciliationSummary:
     """Per-run result of reconciliation (R23, R24, R26), in minor units of ``currency``.
 
-    ``unexplained_difference_minor`` sums theirs - ours over every line that is not pending:
-    pending lines are explained by timing (the statement is not in yet); everything else that
-    differs needs a person (or a refund / adjustment) to explain it."""
+    ``unexplained_difference_minor`` sums theirs - ours over every line that is not pending or
+    a price change: pending lines are explained by timing (the statement is not in yet), price
+    changes by the platform's newer price list (``price_change_difference_minor``); everything
+    else that differs needs a person (or a refund / adjustment) to explain it."""
 
     run_id: str
     currency: str
@@ -233,6 +267,7 @@ class ReconciliationSummary:
     theirs_total_minor: int
     pending_ours_minor: int
     unexplained_difference_minor: int
+    price_change_difference_minor: int = 0
 
     @property
     def clean(self) -> bool:
@@ -254,16 +289,20 @@ class ReconciliationSummary:
             "theirs_total_minor": self.theirs_total_minor,
             "pending_ours_minor": self.pending_ours_minor,
             "unexplained_difference_minor": self.unexplained_difference_minor,
+            "price_change_difference_minor": self.price_change_difference_minor,
             "clean": self.clean,
         }
 
 
 def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> ReconciliationSummary:
+    lines = list(lines)
     counts = dict.fromkeys(CLASSIFICATIONS, 0)
     diffs = dict.fromkeys(CLASSIFICATIONS, 0)
+    for extra in sorted({line.classification for line in lines} - set(CLASSIFICATIONS)):
+        counts[extra] = diffs[extra] = 0
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
-    n = ours_total = theirs_total = pending = unexplained = 0
+    n = ours_total = theirs_total = pending = unexplained = price_change = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -274,6 +313,10 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         theirs_total += line.theirs_minor
         if line.classification == "pending":
             pending += line.ours_minor
+        elif line.classification == PRICE_CHANGE:
+            price_change += line.difference_minor
+        elif line.classification == IN_DAY_TOTAL:
+            pass  # no money of its own: the day's line compares it
         else:
             unexplained += line.difference_minor
     return ReconciliationSummary(
@@ -288,4 +331,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         theirs_total_minor=theirs_total,
         pending_ours_minor=pending,
         unexplained_difference_minor=unexplained,
+        price_change_difference_minor=price_change,
     )

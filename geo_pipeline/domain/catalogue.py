@@ -9,8 +9,9 @@ can use the same capabilities and prices without touching the environment.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from datetime import UTC, date, datetime
 from typing import Any
 
 from geo_pipeline.domain.platforms import Capabilities, PriceList, RateLimits
@@ -87,3 +88,221 @@ def parse_catalogue(data: Mapping[str, Any]) -> Registry:
     if not entries:
         raise RegistryError("the connector registry lists no platforms")
     return Registry(entries)
+
+
+# --------------------------------------------------------------------------- price versions
+@dataclass(frozen=True)
+class PriceVersion:
+    """One published price list of a platform and the instant it takes effect (R4, R23).
+
+    A quote prices with the version effective when the run is created and freezes its name;
+    the registry's static ``prices`` are the fallback version of a platform with no other."""
+
+    platform: str
+    effective_from: datetime
+    prices: PriceList
+    source: str = ""
+
+    @property
+    def version(self) -> str:
+        return self.prices.version
+
+
+class PriceFileError(ValueError):
+    """A price file with problems; ``problems`` are ``field.path: what is wrong``, all at once."""
+
+    def __init__(self, problems: list[str]):
+        self.problems = problems
+        super().__init__(
+            "the price file has "
+            + (f"{len(problems)} problems" if len(problems) != 1 else "1 problem")
+            + ":\n"
+            + "\n".join(f"  {p}" for p in problems)
+        )
+
+
+_PRICE_KEYS = frozenset(
+    {
+        "platform",
+        "version",
+        "effective_from",
+        "currency",
+        "base",
+        "deep_thinking",
+        "web_search",
+        "screenshot",
+        "retry_fee_rule",
+        "source",
+    }
+)
+_RETRY_FEE_RULES = ("charged", "free_after_failure", "free")
+
+
+def _minor_units(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _instant(value: object) -> datetime | None:
+    """A date (00:00 UTC of that day) or an ISO datetime with a zone; None when it is neither."""
+    if isinstance(value, datetime):
+        return value if value.tzinfo is not None else None
+    if isinstance(value, date):
+        return datetime(value.year, value.month, value.day, tzinfo=UTC)
+    if isinstance(value, str):
+        text = value.strip()
+        try:
+            if len(text) == 10:
+                return _instant(date.fromisoformat(text))
+            return _instant(datetime.fromisoformat(text.replace("Z", "+00:00")))
+        except ValueError:
+            return None
+    return None
+
+
+def parse_price_versions(
+    data: object, caps: Mapping[str, Capabilities] | None = None
+) -> list[PriceVersion]:
+    """The price versions of an already-read price file (YAML or JSON)::
+
+        source: "vendor pricing page, read 2026-12-01"     # default for every list
+        price_lists:
+          - {platform: deepseek, version: deepseek-2026-12, effective_from: 2026-12-15,
+             currency: CNY, base: {standard: 9, deep_thinking: 9, web_search: 9},
+             deep_thinking: 12, web_search: 4, screenshot: 3, retry_fee_rule: free_after_failure}
+
+    Amounts are integer minor units; a float is refused, never rounded. With ``caps`` (the
+    registry), the platform must be registered, in the currency it quotes in, and the list must
+    price every mode the platform offers (a quote needs a base price per mode). Every problem is
+    reported with its field path; nothing is returned unless the whole file is valid."""
+    problems: list[str] = []
+    if not isinstance(data, Mapping):
+        raise PriceFileError(["(top): expected a mapping with a 'price_lists' list"])
+    default_source = data.get("source", "")
+    lists = data.get("price_lists")
+    if not isinstance(lists, list) or not lists:
+        raise PriceFileError(["price_lists: expected a non-empty list of price lists"])
+    out: list[PriceVersion] = []
+    seen: dict[tuple[str, str], str] = {}
+    for i, spec in enumerate(lists):
+        at = f"price_lists[{i}]"
+        if not isinstance(spec, Mapping):
+            problems.append(f"{at}: expected a mapping")
+            continue
+        before = len(problems)
+        for key in sorted(set(spec) - _PRICE_KEYS):
+            problems.append(f"{at}.{key}: unknown field; known: {', '.join(sorted(_PRICE_KEYS))}")
+        for key in ("platform", "version", "currency"):
+            if not isinstance(spec.get(key), str) or not str(spec.get(key)).strip():
+                problems.append(f"{at}.{key}: required, a non-empty string")
+        platform = str(spec.get("platform") or "")
+        currency = spec.get("currency")
+        if isinstance(currency, str) and not (
+            len(currency) == 3 and currency.isalpha() and currency.isupper()
+        ):
+            problems.append(f"{at}.currency: {currency!r} is not an ISO 4217 code like 'CNY'")
+        when = _instant(spec.get("effective_from"))
+        if when is None:
+            problems.append(
+                f"{at}.effective_from: required, a date (YYYY-MM-DD, 00:00 UTC) or an ISO "
+                f"datetime with a zone, got {spec.get('effective_from')!r}"
+            )
+        base = spec.get("base")
+        if not isinstance(base, Mapping) or not base:
+            problems.append(f"{at}.base: required, a mapping of mode to minor units")
+            base = {}
+        for mode, value in base.items():
+            if not _minor_units(value):
+                problems.append(
+                    f"{at}.base.{mode}: must be a non-negative integer of minor units, "
+                    f"got {value!r}"
+                )
+        for key in ("deep_thinking", "web_search", "screenshot"):
+            if key in spec and not _minor_units(spec[key]):
+                problems.append(
+                    f"{at}.{key}: must be a non-negative integer of minor units, got {spec[key]!r}"
+                )
+        rule = spec.get("retry_fee_rule", "charged")
+        if rule not in _RETRY_FEE_RULES:
+            problems.append(
+                f"{at}.retry_fee_rule: {rule!r} is not one of {', '.join(_RETRY_FEE_RULES)}"
+            )
+        if caps is not None and platform:
+            cap = caps.get(platform)
+            if cap is None:
+                problems.append(
+                    f"{at}.platform: {platform!r} is not registered; known: "
+                    f"{', '.join(sorted(caps))}"
+                )
+            else:
+                if isinstance(currency, str) and currency != cap.prices.currency:
+                    problems.append(
+                        f"{at}.currency: {platform} quotes in {cap.prices.currency}, not "
+                        f"{currency} (a run is quoted in one currency)"
+                    )
+                for mode in cap.modes:
+                    if mode not in base:
+                        problems.append(f"{at}.base.{mode}: missing; {platform} offers {mode}")
+                for mode in base:
+                    if mode not in cap.modes:
+                        problems.append(
+                            f"{at}.base.{mode}: {platform} offers no mode {mode!r}; "
+                            f"modes: {', '.join(cap.modes)}"
+                        )
+        version = str(spec.get("version") or "")
+        if platform and version:
+            if (platform, version) in seen:
+                problems.append(f"{at}.version: {version!r} repeats {seen[(platform, version)]}")
+            seen.setdefault((platform, version), at)
+        if len(problems) > before or when is None:
+            continue
+        out.append(
+            PriceVersion(
+                platform=platform,
+                effective_from=when,
+                prices=PriceList.from_mapping(spec),
+                source=str(spec.get("source", default_source) or ""),
+            )
+        )
+    if problems:
+        raise PriceFileError(problems)
+    return out
+
+
+def price_list_mapping(prices: PriceList) -> dict[str, Any]:
+    """A price list as the registry and the price file write it (stored as jsonb)."""
+    return {
+        "version": prices.version,
+        "currency": prices.currency,
+        "base": dict(sorted(prices.base.items())),
+        "deep_thinking": prices.deep_thinking,
+        "web_search": prices.web_search,
+        "screenshot": prices.screenshot,
+        "retry_fee_rule": prices.retry_fee_rule,
+    }
+
+
+def effective_version(versions: Iterable[PriceVersion], at: datetime) -> PriceVersion | None:
+    """The version in effect at ``at``: the latest whose effective_from is not after it."""
+    due = [v for v in versions if v.effective_from <= at]
+    return max(due, key=lambda v: v.effective_from) if due else None
+
+
+def reprice(prices: PriceList, mode: str, items: Mapping[str, int]) -> dict[str, int] | None:
+    """What ``prices`` charges for the items of one answer (the nonzero items of a charge);
+    None when that list does not price one of them (so it cannot explain a difference)."""
+    out: dict[str, int] = {}
+    for item, amount in items.items():
+        if amount == 0:
+            continue
+        if item == "base":
+            if mode not in prices.base:
+                return None
+            out[item] = prices.base[mode]
+        elif item in ("deep_thinking", "web_search", "screenshot"):
+            unit = int(getattr(prices, item))
+            if not unit:
+                return None
+            out[item] = unit
+        else:
+            return None
+    return out

@@ -16,7 +16,7 @@ import json
 import random
 import time
 from collections.abc import Awaitable, Callable, Mapping
-from datetime import date, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 
 from aiohttp import web
@@ -77,6 +77,8 @@ class Simulator:
         self.profiles: dict[str, Profile] = dict(config.profiles)
         self.state = SimState()
         self.rng = random.Random(config.seed)
+        # Paid synchronous calls for the usage/cost APIs: (protocol, model, finished, minor).
+        self.sync_costs: list[tuple[str, str, datetime, int]] = []
 
     # ------------------------------------------------------------------ helpers
     def _count(self, platform: str, kind: str, status: int) -> None:
@@ -587,6 +589,11 @@ class Simulator:
         self.state.tasks_created[(platform, key)] += 1
         errored = unit(seed, draw_key, "err200") < prof.error_in_200_rate
         self._record_sync(self.state.created[(platform, key)], protocol, key, paid=not errored)
+        if not errored:
+            # Billed like the task API's answers: the standard base price of the model's list.
+            p = prof.prices
+            price = p.base.get("standard", next(iter(p.base.values()), 0))
+            self.sync_costs.append((protocol, model, datetime.now(UTC), price))
         lo, hi = prof.completion_s
         delay = lo + (hi - lo) * unit(seed, draw_key, "duration")
         alo, ahi = prof.accept_delay_s
@@ -609,6 +616,99 @@ class Simulator:
             )
             return _json(filtered)
         return _json(success_body(protocol, ans, model=model, key=key, question=question))
+
+    # ------------------------------------------------------------------ usage / cost APIs
+    def _day_costs(
+        self, protocols: tuple[str, ...], start: datetime, end: datetime
+    ) -> dict[date, dict[str, int]]:
+        """Paid synchronous calls of ``protocols`` in [start, end), summed per UTC day and model
+        (minor units of each model's price list)."""
+        days: dict[date, dict[str, int]] = {}
+        for protocol, model, at, minor in self.sync_costs:
+            if protocol in protocols and start <= at < end:
+                per_model = days.setdefault(at.date(), {})
+                per_model[model] = per_model.get(model, 0) + minor
+        return days
+
+    def _currency(self, model: str) -> str:
+        prof = self.profiles.get(model)
+        return prof.prices.currency if prof is not None else "USD"
+
+    async def openai_costs(self, request: web.Request) -> web.Response:
+        """``GET /openai/v1/organization/costs``: OpenAI's organization costs in its documented
+        page of daily buckets, ``group_by=line_item`` (``"{model}, answers"``), the amount in
+        major units as a JSON number with a lowercase currency."""
+        q = request.query
+        try:
+            start = datetime.fromtimestamp(int(q["start_time"]), UTC)
+            end = datetime.fromtimestamp(int(q.get("end_time") or 4102444800), UTC)
+        except (KeyError, ValueError):
+            status, body = error_body("openai_chat", "bad_request", "start_time is required")
+            return _json(body, status)
+        self._count("openai", "costs", 200)
+        data = []
+        openai = ("openai_chat", "openai_responses")
+        for day, per_model in sorted(self._day_costs(openai, start, end).items()):
+            t0 = datetime.combine(day, datetime.min.time(), UTC)
+            data.append(
+                {
+                    "object": "bucket",
+                    "start_time": int(t0.timestamp()),
+                    "end_time": int(t0.timestamp()) + 86400,
+                    "results": [
+                        {
+                            "object": "organization.costs.result",
+                            "amount": {"value": minor / 100, "currency": self._currency(m).lower()},
+                            "line_item": f"{m}, answers",
+                            "project_id": None,
+                        }
+                        for m, minor in sorted(per_model.items())
+                    ],
+                }
+            )
+        return _json({"object": "page", "data": data, "has_more": False, "next_page": None})
+
+    async def anthropic_cost_report(self, request: web.Request) -> web.Response:
+        """``GET /anthropic/v1/organizations/cost_report``: Anthropic's cost report in its
+        documented shape, daily buckets grouped by description, each ``amount`` a decimal string
+        in the currency's lowest units."""
+        q = request.query
+        try:
+            start = datetime.fromisoformat(q["starting_at"].replace("Z", "+00:00"))
+            end_text = q.get("ending_at")
+            end = (
+                datetime.fromisoformat(end_text.replace("Z", "+00:00"))
+                if end_text
+                else datetime(2100, 1, 1, tzinfo=UTC)
+            )
+        except (KeyError, ValueError):
+            status, body = error_body("anthropic", "bad_request", "starting_at is required")
+            return _json(body, status)
+        self._count("anthropic", "cost_report", 200)
+        data = []
+        for day, per_model in sorted(self._day_costs(("anthropic",), start, end).items()):
+            t0 = datetime.combine(day, datetime.min.time(), UTC)
+            data.append(
+                {
+                    "starting_at": _iso(t0),
+                    "ending_at": _iso(t0 + timedelta(days=1)),
+                    "results": [
+                        {
+                            "currency": self._currency(m),
+                            "amount": f"{minor}.00",
+                            "workspace_id": None,
+                            "description": f"{m} answers",
+                            "cost_type": "tokens",
+                            "context_window": None,
+                            "model": m,
+                            "service_tier": "standard",
+                            "token_type": None,
+                        }
+                        for m, minor in sorted(per_model.items())
+                    ],
+                }
+            )
+        return _json({"data": data, "has_more": False, "next_page": None})
 
     # ------------------------------------------------------------------ control
     async def control_profiles(self, request: web.Request) -> web.Response:
@@ -641,6 +741,7 @@ class Simulator:
     async def control_reset(self, request: web.Request) -> web.Response:
         """Forget every task and counter and restore the start-up profiles."""
         self.state.reset()
+        self.sync_costs.clear()
         self.profiles = dict(self.initial)
         self.rng = random.Random(self.seed)
         return _json({"reset": True})
@@ -671,6 +772,8 @@ def create_app(config: SimulatorConfig) -> web.Application:
             web.post("/perplexity/chat/completions", sim._sync_handler("perplexity")),
             web.post("/gemini/v1beta/models/{model_action}", sim._sync_handler("gemini")),
             web.post("/anthropic/v1/messages", sim._sync_handler("anthropic")),
+            web.get("/openai/v1/organization/costs", sim.openai_costs),
+            web.get("/anthropic/v1/organizations/cost_report", sim.anthropic_cost_report),
             web.post("/_control/profiles/{platform}", sim.control_profiles),
             web.get("/_control/profiles", sim.control_get_profiles),
             web.get("/_control/stats", sim.control_stats),

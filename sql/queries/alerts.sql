@@ -33,7 +33,7 @@ SELECT (SELECT count(*) FROM geo.dead_letters d
 -- Runs whose charges and fee statements disagree (pending lines are explained by timing).
 SELECT run_id, currency, sum(difference_minor)::bigint AS difference_minor, count(*) AS lines
 FROM geo.reconciliation_lines
-WHERE classification <> 'pending'
+WHERE classification NOT IN ('pending', 'price_change')  -- explained differences
 GROUP BY run_id, currency
 HAVING sum(difference_minor) <> 0
 ORDER BY run_id, currency

@@ -303,7 +303,8 @@ WITH latest AS (
 )
 SELECT latest.platform, latest.statement_date, l.upstream_id, l.item, l.amount_minor, l.currency
 FROM geo.fee_statement_lines l JOIN latest USING (statement_id)
-WHERE NOT EXISTS (SELECT 1 FROM geo.upstream_requests u
+WHERE l.upstream_id NOT LIKE 'day-total:%%'  -- a vendor's day total names no single task
+  AND NOT EXISTS (SELECT 1 FROM geo.upstream_requests u
                    WHERE u.platform = latest.platform AND u.upstream_id = l.upstream_id)
   AND NOT EXISTS (SELECT 1 FROM geo.ledger_entries e
                    WHERE e.upstream_id = l.upstream_id AND e.kind = 'charge')

@@ -184,7 +184,9 @@ ORDER BY 1 LIMIT 1000;
 SELECT upstream_id, sample_id, platform, classification, ours_minor, theirs_minor,
        difference_minor, currency
 FROM geo.reconciliation_lines
-WHERE run_id = %(run_id)s AND classification NOT IN ('matched', 'pending')
+WHERE run_id = %(run_id)s
+  -- explained: by timing, by a price change since the quote, by the vendor's day total
+  AND classification NOT IN ('matched', 'pending', 'price_change', 'in_day_total')
 ORDER BY upstream_id LIMIT 1000;
 
 -- name: recent_runs
