@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0019_retention_windows, 15 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0021_honest_numbers, 17 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -52,6 +52,143 @@ ALTER SCHEMA analytics OWNER TO geo_owner;
 CREATE SCHEMA geo;
 
 ALTER SCHEMA geo OWNER TO geo_owner;
+
+--
+-- Name: clustered_wilson_lower(double precision, double precision, integer, double precision); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.clustered_wilson_lower(rate double precision, n_effective double precision, df integer, z double precision DEFAULT 1.959963984540054) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  SELECT CASE WHEN n_effective > 0 THEN greatest(0.0,
+    (rate + z * z / (2.0 * ns) - z * sqrt(greatest(0.0, rate * (1 - rate)) / ns + z * z / (4.0 * ns * ns)))
+    / (1 + z * z / ns)) END
+    FROM (SELECT CASE WHEN df >= 1 THEN n_effective * (z / analytics.t_critical_95(df)) ^ 2
+                      ELSE n_effective END AS ns) s
+$$;
+
+ALTER FUNCTION analytics.clustered_wilson_lower(rate double precision, n_effective double precision, df integer, z double precision) OWNER TO geo_owner;
+
+--
+-- Name: clustered_wilson_upper(double precision, double precision, integer, double precision); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.clustered_wilson_upper(rate double precision, n_effective double precision, df integer, z double precision DEFAULT 1.959963984540054) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  SELECT CASE WHEN n_effective > 0 THEN least(1.0,
+    (rate + z * z / (2.0 * ns) + z * sqrt(greatest(0.0, rate * (1 - rate)) / ns + z * z / (4.0 * ns * ns)))
+    / (1 + z * z / ns)) END
+    FROM (SELECT CASE WHEN df >= 1 THEN n_effective * (z / analytics.t_critical_95(df)) ^ 2
+                      ELSE n_effective END AS ns) s
+$$;
+
+ALTER FUNCTION analytics.clustered_wilson_upper(rate double precision, n_effective double precision, df integer, z double precision) OWNER TO geo_owner;
+
+--
+-- Name: design_effect(bigint, double precision, double precision, double precision, double precision, double precision); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.design_effect(k bigint, x double precision, m double precision, sxx double precision, sxm double precision, smm double precision) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  SELECT CASE
+    WHEN k < 2 OR m <= 0 OR (x / m) * (1 - x / m) <= 0 THEN 1.0
+    ELSE greatest(1.0,
+      (k::float8 / (k - 1) * greatest(0.0, sxx - 2 * (x / m) * sxm + (x / m) ^ 2 * smm) / (m * m))
+      / ((x / m) * (1 - x / m) / m))
+  END
+$$;
+
+ALTER FUNCTION analytics.design_effect(k bigint, x double precision, m double precision, sxx double precision, sxm double precision, smm double precision) OWNER TO geo_owner;
+
+--
+-- Name: normal_two_sided_p(double precision); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.normal_two_sided_p(z double precision) RETURNS double precision
+    LANGUAGE sql IMMUTABLE PARALLEL SAFE
+    AS $$
+  SELECT least(1.0, t * exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
+           0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
+           1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))))
+    FROM (SELECT abs(z) / sqrt(2.0) AS x) a
+    CROSS JOIN LATERAL (SELECT 1.0 / (1.0 + 0.5 * a.x) AS t) b
+$$;
+
+ALTER FUNCTION analytics.normal_two_sided_p(z double precision) OWNER TO geo_owner;
+
+--
+-- Name: t_critical_95(integer); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.t_critical_95(df integer) RETURNS double precision
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+  lo double precision := 0.0;
+  hi double precision := 1.0e4;
+  mid double precision;
+BEGIN
+  IF df IS NULL OR df < 1 THEN
+    RETURN NULL;
+  END IF;
+  FOR i IN 1 .. 100 LOOP
+    mid := (lo + hi) / 2;
+    IF analytics.t_two_sided_p(mid, df) > 0.05 THEN lo := mid; ELSE hi := mid; END IF;
+  END LOOP;
+  RETURN (lo + hi) / 2;
+END
+$$;
+
+ALTER FUNCTION analytics.t_critical_95(df integer) OWNER TO geo_owner;
+
+--
+-- Name: t_two_sided_p(double precision, integer); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.t_two_sided_p(t double precision, df integer) RETURNS double precision
+    LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+    AS $$
+DECLARE
+  theta double precision;
+  s double precision;
+  c2 double precision;
+  term double precision;
+  total double precision;
+  inside double precision;
+BEGIN
+  IF t IS NULL OR df IS NULL OR df < 1 THEN
+    RETURN NULL;
+  END IF;
+  IF df > 100000 THEN
+    RETURN analytics.normal_two_sided_p(t);
+  END IF;
+  theta := atan(abs(t) / sqrt(df));
+  s := sin(theta);
+  c2 := cos(theta) ^ 2;
+  IF df % 2 = 1 THEN
+    term := cos(theta);
+    total := term;
+    FOR k IN 3 .. df - 2 BY 2 LOOP
+      term := term * c2 * (k - 1) / k;
+      total := total + term;
+    END LOOP;
+    inside := 2.0 / pi() * (theta + CASE WHEN df > 1 THEN s * total ELSE 0.0 END);
+  ELSE
+    term := 1.0;
+    total := 1.0;
+    FOR k IN 2 .. df - 2 BY 2 LOOP
+      term := term * c2 * (k - 1) / k;
+      total := total + term;
+    END LOOP;
+    inside := s * total;
+  END IF;
+  RETURN least(1.0, greatest(0.0, 1.0 - inside));
+END
+$$;
+
+ALTER FUNCTION analytics.t_two_sided_p(t double precision, df integer) OWNER TO geo_owner;
 
 --
 -- Name: two_proportion_z(bigint, bigint, bigint, bigint); Type: FUNCTION; Schema: analytics; Owner: geo_owner
@@ -330,6 +467,335 @@ SET default_tablespace = '';
 SET default_table_access_method = heap;
 
 --
+-- Name: brand_metrics; Type: TABLE; Schema: analytics; Owner: geo_owner
+--
+
+CREATE TABLE analytics.brand_metrics (
+    run_id text NOT NULL,
+    tenant_id text NOT NULL,
+    monitor_id text,
+    scheduled_for date,
+    channel text NOT NULL,
+    platform text NOT NULL,
+    device text NOT NULL,
+    region text NOT NULL,
+    mode text NOT NULL,
+    question_revision text NOT NULL,
+    question_index integer NOT NULL,
+    brand text NOT NULL,
+    is_target boolean NOT NULL,
+    samples integer NOT NULL,
+    valid_samples integer NOT NULL,
+    invalid_samples integer NOT NULL,
+    analysing_samples integer NOT NULL,
+    review_samples integer NOT NULL,
+    n integer NOT NULL,
+    mentions integer NOT NULL,
+    mention_rate double precision,
+    mention_rate_lower double precision,
+    mention_rate_upper double precision,
+    avg_rank double precision,
+    domain_cited integer NOT NULL,
+    citation_rate double precision,
+    domain_retrieved integer NOT NULL,
+    refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
+    collecting_samples integer DEFAULT 0 NOT NULL,
+    n_effective double precision GENERATED ALWAYS AS ((n)::double precision) STORED
+);
+
+ALTER TABLE analytics.brand_metrics OWNER TO geo_owner;
+
+--
+-- Name: brand_question_days; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.brand_question_days WITH (security_invoker='true') AS
+ SELECT m.tenant_id,
+    m.monitor_id,
+    m.channel,
+    m.brand,
+    bool_or(m.is_target) AS is_target,
+    m.scheduled_for,
+    m.question_revision,
+    (sum(m.n))::integer AS n,
+    (sum(m.mentions))::integer AS mentions
+   FROM analytics.brand_metrics m
+  WHERE ((m.monitor_id IS NOT NULL) AND (m.scheduled_for IS NOT NULL))
+  GROUP BY m.tenant_id, m.monitor_id, m.channel, m.brand, m.scheduled_for, m.question_revision;
+
+ALTER TABLE analytics.brand_question_days OWNER TO geo_owner;
+
+--
+-- Name: brand_changes; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.brand_changes WITH (security_invoker='true') AS
+ WITH days AS (
+         SELECT brand_question_days.tenant_id,
+            brand_question_days.monitor_id,
+            brand_question_days.channel,
+            brand_question_days.brand,
+            bool_or(brand_question_days.is_target) AS is_target,
+            brand_question_days.scheduled_for,
+            lag(brand_question_days.scheduled_for) OVER (PARTITION BY brand_question_days.monitor_id, brand_question_days.channel, brand_question_days.brand ORDER BY brand_question_days.scheduled_for) AS prev_day
+           FROM analytics.brand_question_days
+          GROUP BY brand_question_days.tenant_id, brand_question_days.monitor_id, brand_question_days.channel, brand_question_days.brand, brand_question_days.scheduled_for
+        ), periods AS (
+         SELECT d.tenant_id,
+            d.monitor_id,
+            d.channel,
+            d.brand,
+            d.is_target,
+            d.scheduled_for,
+            d.prev_day,
+            'day_over_day'::text AS comparison,
+            d.prev_day AS prev_from,
+            d.prev_day AS prev_to,
+            d.scheduled_for AS cur_from
+           FROM days d
+          WHERE (d.prev_day IS NOT NULL)
+        UNION ALL
+         SELECT d.tenant_id,
+            d.monitor_id,
+            d.channel,
+            d.brand,
+            d.is_target,
+            d.scheduled_for,
+            d.prev_day,
+            'rolling_7d'::text,
+            (d.scheduled_for - 13),
+            (d.scheduled_for - 7),
+            (d.scheduled_for - 6)
+           FROM days d
+        ), per_q AS (
+         SELECT p.tenant_id,
+            p.monitor_id,
+            p.channel,
+            p.brand,
+            p.is_target,
+            p.scheduled_for,
+            p.comparison,
+            p.prev_from,
+            p.prev_to,
+            q.question_revision,
+            (COALESCE(sum(q.n) FILTER (WHERE (q.scheduled_for <= p.prev_to)), (0)::bigint))::double precision AS m1,
+            (COALESCE(sum(q.mentions) FILTER (WHERE (q.scheduled_for <= p.prev_to)), (0)::bigint))::double precision AS x1,
+            (COALESCE(sum(q.n) FILTER (WHERE (q.scheduled_for >= p.cur_from)), (0)::bigint))::double precision AS m2,
+            (COALESCE(sum(q.mentions) FILTER (WHERE (q.scheduled_for >= p.cur_from)), (0)::bigint))::double precision AS x2
+           FROM (periods p
+             JOIN analytics.brand_question_days q ON (((q.monitor_id = p.monitor_id) AND (q.channel = p.channel) AND (q.brand = p.brand) AND ((q.scheduled_for >= p.prev_from) AND (q.scheduled_for <= p.scheduled_for)) AND ((q.scheduled_for <= p.prev_to) OR (q.scheduled_for >= p.cur_from)))))
+          GROUP BY p.tenant_id, p.monitor_id, p.channel, p.brand, p.is_target, p.scheduled_for, p.comparison, p.prev_from, p.prev_to, q.question_revision
+         HAVING (sum(q.n) > 0)
+        ), with_totals AS (
+         SELECT per_q.tenant_id,
+            per_q.monitor_id,
+            per_q.channel,
+            per_q.brand,
+            per_q.is_target,
+            per_q.scheduled_for,
+            per_q.comparison,
+            per_q.prev_from,
+            per_q.prev_to,
+            per_q.question_revision,
+            per_q.m1,
+            per_q.x1,
+            per_q.m2,
+            per_q.x2,
+            sum(per_q.m1) OVER w AS tm1,
+            sum(per_q.x1) OVER w AS tx1,
+            sum(per_q.m2) OVER w AS tm2,
+            sum(per_q.x2) OVER w AS tx2
+           FROM per_q
+          WINDOW w AS (PARTITION BY per_q.monitor_id, per_q.channel, per_q.brand, per_q.scheduled_for, per_q.comparison)
+        ), tests AS (
+         SELECT with_totals.tenant_id,
+            with_totals.monitor_id,
+            with_totals.channel,
+            with_totals.brand,
+            with_totals.is_target,
+            with_totals.scheduled_for,
+            with_totals.comparison,
+            with_totals.prev_from,
+            with_totals.prev_to,
+            (count(*))::integer AS questions,
+            (max(with_totals.tm1))::integer AS prev_n,
+            (max(with_totals.tx1))::integer AS prev_mentions,
+            (max(with_totals.tm2))::integer AS n,
+            (max(with_totals.tx2))::integer AS mentions,
+            sum(((((with_totals.x2 - ((with_totals.tx2 / NULLIF(with_totals.tm2, (0)::double precision)) * with_totals.m2)) / NULLIF(with_totals.tm2, (0)::double precision)) - ((with_totals.x1 - ((with_totals.tx1 / NULLIF(with_totals.tm1, (0)::double precision)) * with_totals.m1)) / NULLIF(with_totals.tm1, (0)::double precision))) ^ (2)::double precision)) AS u2
+           FROM with_totals
+          GROUP BY with_totals.tenant_id, with_totals.monitor_id, with_totals.channel, with_totals.brand, with_totals.is_target, with_totals.scheduled_for, with_totals.comparison, with_totals.prev_from, with_totals.prev_to
+         HAVING ((max(with_totals.tm1) > (0)::double precision) AND (max(with_totals.tm2) > (0)::double precision))
+        ), stats AS (
+         SELECT t.tenant_id,
+            t.monitor_id,
+            t.channel,
+            t.brand,
+            t.is_target,
+            t.scheduled_for,
+            t.comparison,
+            t.prev_from,
+            t.prev_to,
+            t.questions,
+            t.prev_n,
+            t.prev_mentions,
+            t.n,
+            t.mentions,
+            t.u2,
+            ((t.mentions)::double precision / (t.n)::double precision) AS mention_rate,
+            ((t.prev_mentions)::double precision / (t.prev_n)::double precision) AS prev_mention_rate,
+                CASE
+                    WHEN ((t.questions >= 2) AND (t.u2 > (0)::double precision)) THEN (((t.questions)::double precision / ((t.questions - 1))::double precision) * t.u2)
+                    ELSE ((pl.pooled * ((1)::double precision - pl.pooled)) * (((1.0 / (t.prev_n)::numeric) + (1.0 / (t.n)::numeric)))::double precision)
+                END AS variance,
+                CASE
+                    WHEN ((t.questions >= 2) AND (t.u2 > (0)::double precision)) THEN (t.questions - 1)
+                    ELSE 0
+                END AS df
+           FROM (tests t
+             CROSS JOIN LATERAL ( SELECT (((t.mentions + t.prev_mentions))::double precision / ((t.n + t.prev_n))::double precision) AS pooled) pl)
+        ), tested AS (
+         SELECT s.tenant_id,
+            s.monitor_id,
+            s.channel,
+            s.brand,
+            s.is_target,
+            s.scheduled_for,
+            s.comparison,
+            s.prev_from,
+            s.prev_to,
+            s.questions,
+            s.prev_n,
+            s.prev_mentions,
+            s.n,
+            s.mentions,
+            s.u2,
+            s.mention_rate,
+            s.prev_mention_rate,
+            s.variance,
+            s.df,
+            (s.mention_rate - s.prev_mention_rate) AS rate_change,
+                CASE
+                    WHEN (s.variance > (0)::double precision) THEN ((s.mention_rate - s.prev_mention_rate) / sqrt(s.variance))
+                    ELSE NULL::double precision
+                END AS z
+           FROM stats s
+        ), with_p AS (
+         SELECT t.tenant_id,
+            t.monitor_id,
+            t.channel,
+            t.brand,
+            t.is_target,
+            t.scheduled_for,
+            t.comparison,
+            t.prev_from,
+            t.prev_to,
+            t.questions,
+            t.prev_n,
+            t.prev_mentions,
+            t.n,
+            t.mentions,
+            t.u2,
+            t.mention_rate,
+            t.prev_mention_rate,
+            t.variance,
+            t.df,
+            t.rate_change,
+            t.z,
+                CASE
+                    WHEN (t.z IS NULL) THEN NULL::double precision
+                    WHEN (t.df >= 1) THEN analytics.t_two_sided_p(t.z, t.df)
+                    ELSE analytics.normal_two_sided_p(t.z)
+                END AS p_value
+           FROM tested t
+        ), ranked AS (
+         SELECT w.tenant_id,
+            w.monitor_id,
+            w.channel,
+            w.brand,
+            w.is_target,
+            w.scheduled_for,
+            w.comparison,
+            w.prev_from,
+            w.prev_to,
+            w.questions,
+            w.prev_n,
+            w.prev_mentions,
+            w.n,
+            w.mentions,
+            w.u2,
+            w.mention_rate,
+            w.prev_mention_rate,
+            w.variance,
+            w.df,
+            w.rate_change,
+            w.z,
+            w.p_value,
+            count(w.p_value) OVER fam AS family_size,
+            row_number() OVER (PARTITION BY w.monitor_id, w.scheduled_for, w.comparison ORDER BY w.p_value, w.channel, w.brand) AS p_rank
+           FROM with_p w
+          WINDOW fam AS (PARTITION BY w.monitor_id, w.scheduled_for, w.comparison)
+        ), adjusted AS (
+         SELECT r.tenant_id,
+            r.monitor_id,
+            r.channel,
+            r.brand,
+            r.is_target,
+            r.scheduled_for,
+            r.comparison,
+            r.prev_from,
+            r.prev_to,
+            r.questions,
+            r.prev_n,
+            r.prev_mentions,
+            r.n,
+            r.mentions,
+            r.u2,
+            r.mention_rate,
+            r.prev_mention_rate,
+            r.variance,
+            r.df,
+            r.rate_change,
+            r.z,
+            r.p_value,
+            r.family_size,
+            r.p_rank,
+                CASE
+                    WHEN (r.p_value IS NOT NULL) THEN LEAST((1.0)::double precision, min((((r.family_size)::double precision * r.p_value) / (r.p_rank)::double precision)) OVER (PARTITION BY r.monitor_id, r.scheduled_for, r.comparison ORDER BY r.p_value DESC, r.p_rank DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
+                    ELSE NULL::double precision
+                END AS q_value
+           FROM ranked r
+        )
+ SELECT adjusted.tenant_id,
+    adjusted.monitor_id,
+    adjusted.channel,
+    adjusted.brand,
+    adjusted.is_target,
+    adjusted.scheduled_for,
+    adjusted.comparison,
+    adjusted.prev_from,
+    adjusted.prev_to,
+    adjusted.prev_n,
+    adjusted.prev_mentions,
+    adjusted.prev_mention_rate,
+    adjusted.n,
+    adjusted.mentions,
+    adjusted.mention_rate,
+    adjusted.rate_change,
+    adjusted.questions,
+    adjusted.df,
+    adjusted.z,
+    adjusted.p_value,
+    (((((('monitor '::text || adjusted.monitor_id) || ', '::text) || adjusted.scheduled_for) || ', '::text) || adjusted.comparison) || ': every brand x channel tested'::text) AS family,
+    (adjusted.family_size)::integer AS family_size,
+    (0.05)::double precision AS fdr_q,
+    adjusted.q_value,
+    COALESCE((adjusted.q_value <= (0.05)::double precision), false) AS flagged
+   FROM adjusted;
+
+ALTER TABLE analytics.brand_changes OWNER TO geo_owner;
+
+--
 -- Name: channel_brand_metrics; Type: TABLE; Schema: analytics; Owner: geo_owner
 --
 
@@ -356,7 +822,16 @@ CREATE TABLE analytics.channel_brand_metrics (
     domain_cited integer NOT NULL,
     citation_rate double precision,
     refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
-    collecting_samples integer DEFAULT 0 NOT NULL
+    collecting_samples integer DEFAULT 0 NOT NULL,
+    questions integer,
+    design_effect double precision,
+    n_effective double precision,
+    mention_rate_cluster_lower double precision,
+    mention_rate_cluster_upper double precision,
+    citation_design_effect double precision,
+    citation_n_effective double precision,
+    citation_rate_lower double precision,
+    citation_rate_upper double precision
 );
 
 ALTER TABLE analytics.channel_brand_metrics OWNER TO geo_owner;
@@ -417,42 +892,110 @@ CREATE VIEW analytics.brand_day_over_day WITH (security_invoker='true') AS
 ALTER TABLE analytics.brand_day_over_day OWNER TO geo_owner;
 
 --
--- Name: brand_metrics; Type: TABLE; Schema: analytics; Owner: geo_owner
+-- Name: brand_trends; Type: VIEW; Schema: analytics; Owner: geo_owner
 --
 
-CREATE TABLE analytics.brand_metrics (
-    run_id text NOT NULL,
-    tenant_id text NOT NULL,
-    monitor_id text,
-    scheduled_for date,
-    channel text NOT NULL,
-    platform text NOT NULL,
-    device text NOT NULL,
-    region text NOT NULL,
-    mode text NOT NULL,
-    question_revision text NOT NULL,
-    question_index integer NOT NULL,
-    brand text NOT NULL,
-    is_target boolean NOT NULL,
-    samples integer NOT NULL,
-    valid_samples integer NOT NULL,
-    invalid_samples integer NOT NULL,
-    analysing_samples integer NOT NULL,
-    review_samples integer NOT NULL,
-    n integer NOT NULL,
-    mentions integer NOT NULL,
-    mention_rate double precision,
-    mention_rate_lower double precision,
-    mention_rate_upper double precision,
-    avg_rank double precision,
-    domain_cited integer NOT NULL,
-    citation_rate double precision,
-    domain_retrieved integer NOT NULL,
-    refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
-    collecting_samples integer DEFAULT 0 NOT NULL
-);
+CREATE VIEW analytics.brand_trends WITH (security_invoker='true') AS
+ WITH win AS (
+         SELECT d_1.tenant_id,
+            d_1.monitor_id,
+            d_1.channel,
+            d_1.brand,
+            d_1.scheduled_for,
+            w.window_days,
+            q.question_revision,
+            (sum(q.n))::double precision AS m,
+            (sum(q.mentions))::double precision AS x
+           FROM ((( SELECT DISTINCT brand_question_days.tenant_id,
+                    brand_question_days.monitor_id,
+                    brand_question_days.channel,
+                    brand_question_days.brand,
+                    brand_question_days.scheduled_for
+                   FROM analytics.brand_question_days) d_1
+             CROSS JOIN ( VALUES (1), (7)) w(window_days))
+             JOIN analytics.brand_question_days q ON (((q.monitor_id = d_1.monitor_id) AND (q.channel = d_1.channel) AND (q.brand = d_1.brand) AND ((q.scheduled_for >= (d_1.scheduled_for - (w.window_days - 1))) AND (q.scheduled_for <= d_1.scheduled_for)))))
+          GROUP BY d_1.tenant_id, d_1.monitor_id, d_1.channel, d_1.brand, d_1.scheduled_for, w.window_days, q.question_revision
+         HAVING (sum(q.n) > 0)
+        ), agg AS (
+         SELECT win.tenant_id,
+            win.monitor_id,
+            win.channel,
+            win.brand,
+            win.scheduled_for,
+            win.window_days,
+            count(*) AS k,
+            sum(win.x) AS x,
+            sum(win.m) AS m,
+            sum((win.x * win.x)) AS sxx,
+            sum((win.x * win.m)) AS sxm,
+            sum((win.m * win.m)) AS smm
+           FROM win
+          GROUP BY win.tenant_id, win.monitor_id, win.channel, win.brand, win.scheduled_for, win.window_days
+        ), est AS (
+         SELECT a.tenant_id,
+            a.monitor_id,
+            a.channel,
+            a.brand,
+            a.scheduled_for,
+            a.window_days,
+            a.k,
+            a.x,
+            a.m,
+            a.sxx,
+            a.sxm,
+            a.smm,
+            (a.x / a.m) AS rate,
+            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff
+           FROM agg a
+        ), runs AS (
+         SELECT channel_brand_metrics.monitor_id,
+            channel_brand_metrics.channel,
+            channel_brand_metrics.brand,
+            channel_brand_metrics.scheduled_for,
+            bool_or(channel_brand_metrics.is_target) AS is_target,
+            array_agg(channel_brand_metrics.run_id ORDER BY channel_brand_metrics.run_id) AS run_ids
+           FROM analytics.channel_brand_metrics
+          WHERE ((channel_brand_metrics.monitor_id IS NOT NULL) AND (channel_brand_metrics.scheduled_for IS NOT NULL))
+          GROUP BY channel_brand_metrics.monitor_id, channel_brand_metrics.channel, channel_brand_metrics.brand, channel_brand_metrics.scheduled_for
+        )
+ SELECT d.tenant_id,
+    d.monitor_id,
+    d.channel,
+    d.brand,
+    r.is_target,
+    d.scheduled_for,
+    r.run_ids,
+    (d.m)::integer AS n,
+    (d.x)::integer AS mentions,
+    (d.k)::integer AS questions,
+    d.rate AS mention_rate,
+    (d.m / d.n_eff) AS design_effect,
+    d.n_eff AS n_effective,
+    analytics.clustered_wilson_lower(d.rate, d.n_eff, ((d.k - 1))::integer) AS mention_rate_lower,
+    analytics.clustered_wilson_upper(d.rate, d.n_eff, ((d.k - 1))::integer) AS mention_rate_upper,
+    (s.m)::integer AS n_7d,
+    (s.x)::integer AS mentions_7d,
+    (s.k)::integer AS questions_7d,
+    s.rate AS mention_rate_7d,
+    s.n_eff AS n_effective_7d,
+    analytics.clustered_wilson_lower(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_lower,
+    analytics.clustered_wilson_upper(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_upper,
+    COALESCE(c.flagged_day_over_day, false) AS flagged_day_over_day,
+    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d
+   FROM (((est d
+     JOIN est s ON (((s.monitor_id = d.monitor_id) AND (s.channel = d.channel) AND (s.brand = d.brand) AND (s.scheduled_for = d.scheduled_for) AND (s.window_days = 7))))
+     LEFT JOIN runs r ON (((r.monitor_id = d.monitor_id) AND (r.channel = d.channel) AND (r.brand = d.brand) AND (r.scheduled_for = d.scheduled_for))))
+     LEFT JOIN ( SELECT brand_changes.monitor_id,
+            brand_changes.channel,
+            brand_changes.brand,
+            brand_changes.scheduled_for,
+            bool_or(brand_changes.flagged) FILTER (WHERE (brand_changes.comparison = 'day_over_day'::text)) AS flagged_day_over_day,
+            bool_or(brand_changes.flagged) FILTER (WHERE (brand_changes.comparison = 'rolling_7d'::text)) AS flagged_rolling_7d
+           FROM analytics.brand_changes
+          GROUP BY brand_changes.monitor_id, brand_changes.channel, brand_changes.brand, brand_changes.scheduled_for) c ON (((c.monitor_id = d.monitor_id) AND (c.channel = d.channel) AND (c.brand = d.brand) AND (c.scheduled_for = d.scheduled_for))))
+  WHERE (d.window_days = 1);
 
-ALTER TABLE analytics.brand_metrics OWNER TO geo_owner;
+ALTER TABLE analytics.brand_trends OWNER TO geo_owner;
 
 --
 -- Name: partition_publications; Type: TABLE; Schema: geo; Owner: geo_owner
@@ -985,7 +1528,12 @@ CREATE TABLE analytics.share_of_voice (
     brand_mentions integer NOT NULL,
     all_tracked_mentions integer NOT NULL,
     share_of_all_tracked_mentions double precision,
-    refreshed_at timestamp with time zone DEFAULT now() NOT NULL
+    refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
+    questions integer,
+    share_design_effect double precision,
+    share_n_effective double precision,
+    share_of_answers_lower double precision,
+    share_of_answers_upper double precision
 );
 
 ALTER TABLE analytics.share_of_voice OWNER TO geo_owner;
@@ -1332,6 +1880,21 @@ ALTER TABLE geo.partition_publications ALTER COLUMN publication_id ADD GENERATED
 );
 
 --
+-- Name: price_versions; Type: TABLE; Schema: geo; Owner: -
+--
+
+CREATE TABLE geo.price_versions (
+    platform text NOT NULL,
+    version text NOT NULL,
+    effective_from timestamp with time zone NOT NULL,
+    currency character(3) NOT NULL,
+    prices jsonb NOT NULL,
+    source text DEFAULT ''::text NOT NULL,
+    content_sha256 character(64) NOT NULL,
+    imported_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+--
 -- Name: quote_lines; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -1388,7 +1951,7 @@ CREATE TABLE geo.reconciliation_lines (
     reconciled_at timestamp with time zone DEFAULT now() NOT NULL,
     fee_class text DEFAULT 'to_verify'::text NOT NULL,
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text]))),
+    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text]))),
     CONSTRAINT reconciliation_lines_fee_class_check CHECK ((fee_class = ANY (ARRAY['completed'::text, 'failed'::text, 'to_verify'::text])))
 );
 
@@ -1821,6 +2384,20 @@ ALTER TABLE ONLY geo.partition_publications
     ADD CONSTRAINT partition_publications_pkey PRIMARY KEY (publication_id);
 
 --
+-- Name: price_versions price_versions_pkey; Type: CONSTRAINT; Schema: geo; Owner: -
+--
+
+ALTER TABLE ONLY geo.price_versions
+    ADD CONSTRAINT price_versions_pkey PRIMARY KEY (platform, version);
+
+--
+-- Name: price_versions price_versions_platform_effective_from_key; Type: CONSTRAINT; Schema: geo; Owner: -
+--
+
+ALTER TABLE ONLY geo.price_versions
+    ADD CONSTRAINT price_versions_platform_effective_from_key UNIQUE (platform, effective_from);
+
+--
 -- Name: publication_exclusions publication_exclusions_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -1959,6 +2536,12 @@ ALTER TABLE ONLY geo.upstream_requests
 
 ALTER TABLE ONLY geo.upstream_requests
     ADD CONSTRAINT upstream_requests_sample_id_attempt_no_key UNIQUE (sample_id, attempt_no);
+
+--
+-- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monitor_id, channel, brand, scheduled_for) WHERE ((monitor_id IS NOT NULL) AND (scheduled_for IS NOT NULL));
 
 --
 -- Name: channel_brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
@@ -2133,6 +2716,12 @@ CREATE TRIGGER ledger_entries_append_only BEFORE DELETE OR UPDATE ON geo.ledger_
 --
 
 CREATE TRIGGER ledger_entries_run_accounts AFTER INSERT ON geo.ledger_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION geo.maintain_run_accounts();
+
+--
+-- Name: price_versions price_versions_immutable; Type: TRIGGER; Schema: geo; Owner: -
+--
+
+CREATE TRIGGER price_versions_immutable BEFORE DELETE OR UPDATE ON geo.price_versions FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
 
 --
 -- Name: question_revisions question_revisions_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -2903,11 +3492,86 @@ GRANT USAGE ON SCHEMA geo TO geo_service;
 GRANT USAGE ON SCHEMA geo TO geo_analyst;
 
 --
+-- Name: TABLE brand_metrics; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE analytics.brand_metrics TO geo_service;
+GRANT SELECT ON TABLE analytics.brand_metrics TO geo_analyst;
+
+--
+-- Name: TABLE brand_question_days; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.brand_question_days TO geo_analyst;
+GRANT SELECT ON TABLE analytics.brand_question_days TO geo_service;
+
+--
+-- Name: TABLE brand_changes; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.brand_changes TO geo_analyst;
+GRANT SELECT ON TABLE analytics.brand_changes TO geo_service;
+
+--
 -- Name: TABLE channel_brand_metrics; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
 GRANT SELECT,INSERT,DELETE ON TABLE analytics.channel_brand_metrics TO geo_service;
 GRANT SELECT ON TABLE analytics.channel_brand_metrics TO geo_analyst;
+
+--
+-- Name: COLUMN channel_brand_metrics.questions; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(questions) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.design_effect; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(design_effect) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.n_effective; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(n_effective) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.mention_rate_cluster_lower; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(mention_rate_cluster_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.mention_rate_cluster_upper; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(mention_rate_cluster_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.citation_design_effect; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(citation_design_effect) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.citation_n_effective; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(citation_n_effective) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.citation_rate_lower; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(citation_rate_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
+
+--
+-- Name: COLUMN channel_brand_metrics.citation_rate_upper; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(citation_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
 -- Name: TABLE brand_day_over_day; Type: ACL; Schema: analytics; Owner: geo_owner
@@ -2917,11 +3581,11 @@ GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_service;
 GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_analyst;
 
 --
--- Name: TABLE brand_metrics; Type: ACL; Schema: analytics; Owner: geo_owner
+-- Name: TABLE brand_trends; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
-GRANT SELECT,INSERT,DELETE ON TABLE analytics.brand_metrics TO geo_service;
-GRANT SELECT ON TABLE analytics.brand_metrics TO geo_analyst;
+GRANT SELECT ON TABLE analytics.brand_trends TO geo_analyst;
+GRANT SELECT ON TABLE analytics.brand_trends TO geo_service;
 
 --
 -- Name: TABLE partition_publications; Type: ACL; Schema: geo; Owner: geo_owner
@@ -3048,6 +3712,36 @@ GRANT SELECT ON TABLE analytics.sample_facts TO geo_analyst;
 
 GRANT SELECT,INSERT,DELETE ON TABLE analytics.share_of_voice TO geo_service;
 GRANT SELECT ON TABLE analytics.share_of_voice TO geo_analyst;
+
+--
+-- Name: COLUMN share_of_voice.questions; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(questions) ON TABLE analytics.share_of_voice TO geo_service;
+
+--
+-- Name: COLUMN share_of_voice.share_design_effect; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(share_design_effect) ON TABLE analytics.share_of_voice TO geo_service;
+
+--
+-- Name: COLUMN share_of_voice.share_n_effective; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(share_n_effective) ON TABLE analytics.share_of_voice TO geo_service;
+
+--
+-- Name: COLUMN share_of_voice.share_of_answers_lower; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(share_of_answers_lower) ON TABLE analytics.share_of_voice TO geo_service;
+
+--
+-- Name: COLUMN share_of_voice.share_of_answers_upper; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT UPDATE(share_of_answers_upper) ON TABLE analytics.share_of_voice TO geo_service;
 
 --
 -- Name: TABLE source_domains; Type: ACL; Schema: analytics; Owner: geo_owner
@@ -3177,6 +3871,13 @@ GRANT USAGE ON SEQUENCE geo.outbox_outbox_id_seq TO geo_service;
 --
 
 GRANT USAGE ON SEQUENCE geo.partition_publications_publication_id_seq TO geo_service;
+
+--
+-- Name: TABLE price_versions; Type: ACL; Schema: geo; Owner: -
+--
+
+GRANT SELECT,INSERT ON TABLE geo.price_versions TO geo_service;
+GRANT SELECT ON TABLE geo.price_versions TO geo_analyst;
 
 --
 -- Name: TABLE quote_lines; Type: ACL; Schema: geo; Owner: geo_owner

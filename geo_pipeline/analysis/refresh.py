@@ -2,7 +2,10 @@
 
 Per run, in one transaction: delete the run's rows and insert them again (a partition write that
 can be repeated, STYLE.md point 7), so readers see either the old or the new numbers, never a
-mix. The live views (sample_facts, sample_brand_facts, brand_day_over_day) need no refresh.
+mix. The live views (sample_facts, sample_brand_facts, brand_day_over_day, brand_changes,
+brand_trends) need no refresh. Rates pooled over questions get their question-clustered
+intervals and effective n (``honest.*``, sql/migrations/0021_honest_numbers.sql) in the same
+transaction, from the per-question rows just inserted.
 """
 
 from __future__ import annotations
@@ -11,6 +14,8 @@ from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
 TABLES = ("brand_metrics", "channel_brand_metrics", "share_of_voice", "source_domains")
+# Updates that add the question-clustered columns to the rows the insert just wrote.
+CLUSTERED = ("refresh_channel", "refresh_share_of_voice")
 
 
 def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
@@ -25,4 +30,6 @@ def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
         row = cur.fetchone()
         assert row is not None
         counts = {k: int(v) for k, v in row.items()}
+        for name in CLUSTERED:
+            cur.execute(Q(f"honest.{name}"), params)
     return counts

@@ -5,18 +5,22 @@ functions the brand_analysis and billing_reconciliation assets call."""
 from __future__ import annotations
 
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 
 from geo_pipeline.analysis import analyse_run
+from geo_pipeline.analysis.planning import planning_priors
 from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
+from geo_pipeline.domain.planner import ChannelPlan, Prior, plan_repeats
+from geo_pipeline.domain.platforms import channel_key
 from geo_pipeline.flows.create_run import create_run, plan_run
 from geo_pipeline.flows.settle import describe, settle_run
 from geo_pipeline.store import db as dbmod
@@ -42,15 +46,77 @@ def runs_group() -> None:
 @runs_group.command("plan")
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--run-id", default=None, help="Plan for this run id (default: a new one).")
+@click.option(
+    "--target-half-width",
+    type=click.FloatRange(0, 0.5, min_open=True, max_open=True),
+    default=0.1,
+    show_default=True,
+    help="The repeats planner's goal: the 95 % half-width wanted for a brand's mention rate "
+    "per channel (0.1 = plus or minus 10 points).",
+)
+@click.option(
+    "--priors-from-monitor",
+    "monitor",
+    default=None,
+    help="Estimate each channel's rate and question-to-question spread from this monitor's "
+    "last runs (reads the database); without it a stated prior is used.",
+)
 @click.option("--json", "as_json", is_flag=True)
-def plan_cmd(config: Path, run_id: str | None, as_json: bool) -> None:
-    """Validate CONFIG and show the plan and quote. Writes nothing."""
+def plan_cmd(
+    config: Path, run_id: str | None, target_half_width: float, monitor: str | None, as_json: bool
+) -> None:
+    """Validate CONFIG and show the plan, the quote and what its sample buys: the expected 95 %
+    half-width of each channel's mention rate and the repeats a target needs. Writes nothing."""
     plan = plan_from_file(config, run_id)
+    precision = precision_plans(plan, target_half_width, monitor)
     summary = plan.summary()
     if as_json:
-        emit_json(summary)
+        emit_json({**summary, "precision": [_precision_row(p) for p in precision]})
         return
     _print_plan(summary)
+    emit_table(
+        [_precision_row(p) for p in precision],
+        title=f"precision of a brand's mention rate (repeats planner, target ±{target_half_width})",
+    )
+
+
+def precision_plans(plan: Plan, target: float, monitor: str | None) -> list[ChannelPlan]:
+    """The repeats planner over this plan: per channel its questions, the samples per question
+    (repeats x regions x modes) and the quote's price per sample of its platform."""
+    priors: dict[str, Prior] = {}
+    if monitor:
+        with dbmod.connect() as conn:
+            priors = planning_priors(conn, monitor)
+    questions = max(1, len(plan.config.questions))
+    per_channel = Counter(channel_key(s.platform, s.device) for s in plan.samples)
+    per_platform = Counter(s.platform for s in plan.samples)
+    amount: Counter[str] = Counter()
+    for line in plan.quote.lines:
+        amount[line.platform] += line.amount_minor
+    out: list[ChannelPlan] = []
+    for channel, n in sorted(per_channel.items()):
+        platform = channel.split("__", 1)[0]
+        price = Money(round(amount[platform] / max(1, per_platform[platform])), plan.quote.currency)
+        out += plan_repeats(
+            questions=questions,
+            repeats=max(1, n // questions),
+            channels={channel: priors.get(channel)},
+            price_per_sample={channel: price},
+            target_half_width=target,
+        )
+    return out
+
+
+def _precision_row(p: ChannelPlan) -> dict[str, Any]:
+    return {
+        "channel": p.channel,
+        "prior": f"rate {p.prior.rate:.2f}, ICC {p.prior.icc:.2f} ({p.prior.source})",
+        "questions x repeats": f"{p.questions} x {p.repeats}",
+        "expected ±95%": round(p.half_width, 3),
+        "repeats needed": p.repeats_needed,
+        "cost needed (minor)": None if p.cost_needed is None else p.cost_needed.amount_minor,
+        "advice": p.advice,
+    }
 
 
 def _print_plan(summary: dict) -> None:

@@ -18,8 +18,10 @@ import json
 from typing import Any
 
 import jinja2
+import markupsafe
 
 from geo_pipeline.jsonable import json_default
+from geo_pipeline.ops.charts import rate_bars_svg
 from geo_pipeline.ops.report import RunReport
 
 FORMATS = ("json", "csv", "html")
@@ -125,6 +127,26 @@ def _environment() -> jinja2.Environment:
     return env
 
 
+def mention_chart(report: RunReport) -> str:
+    """Mention rate per channel and brand with its 95 % interval bars (inline SVG, text
+    escaped, no script): clustered by question where the table has it, else Wilson."""
+    return rate_bars_svg(
+        {
+            "channel": r["channel"],
+            "brand": r["brand"],
+            "rate": r.get("mention_rate"),
+            "lower": r.get("rate_lower_clustered")
+            if r.get("rate_lower_clustered") is not None
+            else r.get("rate_lower_95"),
+            "upper": r.get("rate_upper_clustered")
+            if r.get("rate_upper_clustered") is not None
+            else r.get("rate_upper_95"),
+            "n": r.get("n"),
+        }
+        for r in report.mention_rates
+    )
+
+
 def to_html(report: RunReport) -> str:
     columns: list[str] = []
     for row in report.mention_rates:
@@ -142,6 +164,7 @@ def to_html(report: RunReport) -> str:
             mention_rates=report.mention_rates,
             mention_rates_source=report.mention_rates_source,
             mention_columns=columns,
+            mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,
             retention=report.retention,
             generated_at=report.generated_at.isoformat(timespec="seconds"),

@@ -49,3 +49,27 @@ def test_html_report_renders_in_chromium_without_running_hostile_content(
     assert page.locator("ol.citations a").get_attribute("href") == "#"
     assert EVIL in page.locator("ol.citations").inner_text()
     assert page.title() != "pwned" and dialogs == []
+
+
+def test_html_report_charts_mention_rates_with_interval_bars(db, tmp_path, browser_page):
+    samples = make_run(db, run_id="run-chart")
+    for i, s in enumerate(samples):
+        text = "瑞幸咖啡 and Starbucks" if i % 2 else "Only 瑞幸咖啡 here"
+        complete(db, s, html=f"<p>{text}</p>", raw=text)
+    from geo_pipeline.analysis import analyse_run
+
+    analyse_run(db, "run-chart")
+    db.commit()
+    page_file = tmp_path / "report.html"
+    page_file.write_text(export.to_html(report.build_report(db, "run-chart")), encoding="utf-8")
+
+    page = browser_page
+    page.goto(page_file.as_uri())
+    page.screenshot(path=str(ARTIFACTS / "report-chart.png"), full_page=True)
+    chart = page.locator("#mention-chart svg")
+    # One bar per (channel, brand) with a rate, each with its interval whisker, under the
+    # report's strict CSP (no script, no external resource).
+    bars = chart.locator("rect title").all_text_contents()
+    assert len(bars) == 4, bars
+    assert any("瑞幸咖啡 on deepseek__web: 100" in b for b in bars), bars
+    assert chart.locator("path").count() >= 4

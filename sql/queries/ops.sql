@@ -180,6 +180,10 @@ SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analy
        round(mention_rate::numeric, 3) AS mention_rate,
        round(mention_rate_lower::numeric, 3) AS rate_lower_95,
        round(mention_rate_upper::numeric, 3) AS rate_upper_95,
+       -- Pooled over questions: the interval clustered by question and its effective n.
+       round(mention_rate_cluster_lower::numeric, 3) AS rate_lower_clustered,
+       round(mention_rate_cluster_upper::numeric, 3) AS rate_upper_clustered,
+       round(n_effective::numeric, 1) AS n_effective,
        round(avg_rank::numeric, 2) AS avg_rank,
        round(citation_rate::numeric, 3) AS citation_rate
 FROM analytics.channel_brand_metrics
@@ -229,5 +233,5 @@ GROUP BY 1;
 -- (pending lines are explained by timing and left out).
 SELECT currency, coalesce(sum(difference_minor), 0)::bigint AS difference_minor
 FROM geo.reconciliation_lines
-WHERE classification <> 'pending'
+WHERE classification NOT IN ('pending', 'price_change')  -- explained differences
 GROUP BY currency;

@@ -284,6 +284,14 @@ def test_functions_in_geo_and_analytics_are_not_definer_escapes(world: World):
     # either way not as its owner (checked above). Their number is known, so a new one is seen.
     callable_ = sorted(r["f"] for r in rows if not r["is_trigger"])
     assert callable_ == [
+        # Pure arithmetic of the question-clustered intervals and change tests (0021): they
+        # compute from their arguments and read no table.
+        "analytics.clustered_wilson_lower(double precision,double precision,integer,double precision)",
+        "analytics.clustered_wilson_upper(double precision,double precision,integer,double precision)",
+        "analytics.design_effect(bigint,double precision,double precision,double precision,double precision,double precision)",
+        "analytics.normal_two_sided_p(double precision)",
+        "analytics.t_critical_95(integer)",
+        "analytics.t_two_sided_p(double precision,integer)",
         "analytics.two_proportion_z(bigint,bigint,bigint,bigint)",
         "analytics.wilson_lower(bigint,bigint,double precision)",
         "analytics.wilson_upper(bigint,bigint,double precision)",
