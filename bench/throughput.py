@@ -1,4 +1,4 @@
-"""Throughput of the execution core, end to end (DESIGN.md section 7).
+"""Throughput of the execution core, end to end (docs/design.md section 7).
 
     python bench/throughput.py                       # every mode, with a goal column
     python bench/throughput.py --mode instant --samples 20000

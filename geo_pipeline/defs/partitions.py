@@ -1,6 +1,6 @@
 """Partitions: run (dynamic, one key per collection run) x channel (static, ``platform__device``
 from the connector registry). Dagster allows two dimensions, so the channel folds platform and
-device (DESIGN.md section 5); region and mode stay inside a partition.
+device (docs/design.md section 5); region and mode stay inside a partition.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Daily re-sampling of every active monitor (R5: a next-day re-sample is a new run id).
 
 Time and time zone come from GEO_RESAMPLE_AT (``HH:MM``, default 06:00) and GEO_RESAMPLE_TZ
-(default Asia/Shanghai). Schedules cannot return dynamic partition requests (DESIGN.md section
+(default Asia/Shanghai). Schedules cannot return dynamic partition requests (docs/design.md section
 5), so a tick creates each monitor's run for the day, adds the partitions itself, then returns
 one ``sampling_plan`` request per partition with a run key.
 """

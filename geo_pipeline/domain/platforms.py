@@ -90,5 +90,5 @@ class Capabilities:
 
 
 def channel_key(platform: str, device: str) -> str:
-    """The Dagster partition key of a channel: platform + device (DESIGN.md section 5)."""
+    """The Dagster partition key of a channel: platform + device (docs/design.md section 5)."""
     return f"{platform}__{device}"

@@ -1,4 +1,4 @@
-"""Write-ahead copies of paid responses (DESIGN.md section 8).
+"""Write-ahead copies of paid responses (docs/design.md section 8).
 
 A synchronous engine (OpenAI-compatible, Responses, Perplexity, Gemini, Anthropic) returns the
 answer with the request, and bills it then. Until the fenced completion commits, that answer would

@@ -1,4 +1,4 @@
 """What every process shares below the parts: finding or starting the real services (PostgreSQL,
-Redis, object storage; DESIGN.md section 6) and the named crash points the fault suite kills
+Redis, object storage; docs/design.md section 6) and the named crash points the fault suite kills
 processes at (the relay and the worker both have some).
 """

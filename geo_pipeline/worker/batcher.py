@@ -1,6 +1,6 @@
 """Group commit for the worker's writes: many small transactions become a few large ones.
 
-The database is the bottleneck of the execution core (DESIGN.md section 7), so acceptances,
+The database is the bottleneck of the execution core (docs/design.md section 7), so acceptances,
 send marks, completions and stream acks are collected for a short window and written together;
 each caller awaits its own item's outcome.
 """

@@ -8,7 +8,7 @@ This module only wires the rooms together:
 - ``context`` and ``batcher``: the shared services and the group-committed writes.
 
 Database calls run in threads on a bounded sync pool (D8); the database is the bottleneck, so
-claims, send marks, acceptances, completions and renewals are batched (DESIGN.md section 7).
+claims, send marks, acceptances, completions and renewals are batched (docs/design.md section 7).
 """
 
 from __future__ import annotations

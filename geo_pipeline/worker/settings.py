@@ -56,7 +56,7 @@ class WorkerSettings:
     submit_horizon_s: float = 0.5
     # The longest one request can be in flight before the connector gives up on it. With the
     # lease it makes the quiet period after which a key lookup's "not found" is believed: no
-    # request sent before then can still land (DESIGN.md section 8).
+    # request sent before then can still land (docs/design.md section 8).
     submit_timeout_s: float = 120.0
     # Re-sends under the same key after an unknown outcome, on platforms with idempotency keys.
     resend_tries: int = 3

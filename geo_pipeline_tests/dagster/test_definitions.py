@@ -1,4 +1,4 @@
-"""The definitions load, validate, and hold what the design says (DESIGN.md section 5)."""
+"""The definitions load, validate, and hold what the design says (docs/design.md section 5)."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Side effects the database cannot fence (DESIGN.md section 8): each test drives the real Worker
+"""Side effects the database cannot fence (docs/design.md section 8): each test drives the real Worker
 against real PostgreSQL and Redis into one hole that was found by review, and judges by what the
 PLATFORM saw (the connector's own task counts per sample), not only by the database.
 
