@@ -278,8 +278,8 @@ class Plan:
         }
 
 
-# A run id is also a Dagster dynamic partition key: no '|', ',', '[' or ']' (docs/design.md section 5);
-# the same rule is the CHECK on geo.runs.run_id.
+# A run id is also a Dagster dynamic partition key: no '|', ',', '[' or ']' (docs/design.md
+# section 5); the same rule is the CHECK on geo.runs.run_id.
 RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
 
 

