@@ -2,7 +2,8 @@
 
 It exists so the demo, the tests and the benchmarks run offline against a real HTTP peer with the
 behaviours that make the execution chain hard (docs/design.md section 1): late answers, lost
-responses after acceptance (R12), rate limits with Retry-After, transient 5xx and poll failures (R13),
+responses after acceptance (R12), rate limits with Retry-After, transient 5xx and poll failures
+(R13),
 screenshots that arrive later than the text or never (R6, R21), bad and hostile answers (R19, R22),
 and daily fee statements with discrepancies for reconciliation (R23). The exact API is in
 docs/simulator.md; ``create_app`` builds it, ``serve`` runs it.
