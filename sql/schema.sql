@@ -562,10 +562,10 @@ CREATE VIEW analytics.brand_changes WITH (security_invoker='true') AS
             d.is_target,
             d.scheduled_for,
             d.prev_day,
-            'rolling_7d'::text,
-            (d.scheduled_for - 13),
-            (d.scheduled_for - 7),
-            (d.scheduled_for - 6)
+            'rolling_7d'::text AS comparison,
+            (d.scheduled_for - 13) AS prev_from,
+            (d.scheduled_for - 7) AS prev_to,
+            (d.scheduled_for - 6) AS cur_from
            FROM days d
         ), per_q AS (
          SELECT p.tenant_id,
@@ -1880,7 +1880,7 @@ ALTER TABLE geo.partition_publications ALTER COLUMN publication_id ADD GENERATED
 );
 
 --
--- Name: price_versions; Type: TABLE; Schema: geo; Owner: -
+-- Name: price_versions; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
 CREATE TABLE geo.price_versions (
@@ -1893,6 +1893,8 @@ CREATE TABLE geo.price_versions (
     content_sha256 character(64) NOT NULL,
     imported_at timestamp with time zone DEFAULT now() NOT NULL
 );
+
+ALTER TABLE geo.price_versions OWNER TO geo_owner;
 
 --
 -- Name: quote_lines; Type: TABLE; Schema: geo; Owner: geo_owner
@@ -2384,14 +2386,14 @@ ALTER TABLE ONLY geo.partition_publications
     ADD CONSTRAINT partition_publications_pkey PRIMARY KEY (publication_id);
 
 --
--- Name: price_versions price_versions_pkey; Type: CONSTRAINT; Schema: geo; Owner: -
+-- Name: price_versions price_versions_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
 ALTER TABLE ONLY geo.price_versions
     ADD CONSTRAINT price_versions_pkey PRIMARY KEY (platform, version);
 
 --
--- Name: price_versions price_versions_platform_effective_from_key; Type: CONSTRAINT; Schema: geo; Owner: -
+-- Name: price_versions price_versions_platform_effective_from_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
 ALTER TABLE ONLY geo.price_versions
@@ -2718,7 +2720,7 @@ CREATE TRIGGER ledger_entries_append_only BEFORE DELETE OR UPDATE ON geo.ledger_
 CREATE TRIGGER ledger_entries_run_accounts AFTER INSERT ON geo.ledger_entries REFERENCING NEW TABLE AS new_entries FOR EACH STATEMENT EXECUTE FUNCTION geo.maintain_run_accounts();
 
 --
--- Name: price_versions price_versions_immutable; Type: TRIGGER; Schema: geo; Owner: -
+-- Name: price_versions price_versions_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
 CREATE TRIGGER price_versions_immutable BEFORE DELETE OR UPDATE ON geo.price_versions FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
@@ -3113,6 +3115,12 @@ CREATE POLICY analyst_own_login ON geo.analyst_logins FOR SELECT TO geo_analyst 
 CREATE POLICY analyst_shared ON geo.allowed_transitions FOR SELECT TO geo_analyst USING (true);
 
 --
+-- Name: price_versions analyst_shared; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_shared ON geo.price_versions FOR SELECT TO geo_analyst USING (true);
+
+--
 -- Name: analysis_current analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
 --
 
@@ -3380,6 +3388,12 @@ ALTER TABLE geo.outbox ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE geo.partition_publications ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: price_versions; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.price_versions ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: publication_exclusions; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
@@ -3873,7 +3887,7 @@ GRANT USAGE ON SEQUENCE geo.outbox_outbox_id_seq TO geo_service;
 GRANT USAGE ON SEQUENCE geo.partition_publications_publication_id_seq TO geo_service;
 
 --
--- Name: TABLE price_versions; Type: ACL; Schema: geo; Owner: -
+-- Name: TABLE price_versions; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
 GRANT SELECT,INSERT ON TABLE geo.price_versions TO geo_service;

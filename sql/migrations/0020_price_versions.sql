@@ -35,3 +35,7 @@ ALTER TABLE geo.reconciliation_lines
 -- The operator CLI imports price lists as the service; analysts may read them (no tenant data).
 GRANT SELECT, INSERT ON geo.price_versions TO geo_service;
 GRANT SELECT ON geo.price_versions TO geo_analyst;
+-- Owned like every other object; the same rows for every tenant (as geo.allowed_transitions).
+ALTER TABLE geo.price_versions OWNER TO geo_owner;
+ALTER TABLE geo.price_versions ENABLE ROW LEVEL SECURITY;
+CREATE POLICY analyst_shared ON geo.price_versions FOR SELECT TO geo_analyst USING (true);

@@ -170,7 +170,8 @@ WITH days AS (
          d.scheduled_for AS cur_from
     FROM days d WHERE d.prev_day IS NOT NULL
   UNION ALL
-  SELECT d.*, 'rolling_7d', d.scheduled_for - 13, d.scheduled_for - 7, d.scheduled_for - 6
+  SELECT d.*, 'rolling_7d'::text AS comparison, d.scheduled_for - 13 AS prev_from,
+         d.scheduled_for - 7 AS prev_to, d.scheduled_for - 6 AS cur_from
     FROM days d
 ), per_q AS (
   SELECT p.tenant_id, p.monitor_id, p.channel, p.brand, p.is_target, p.scheduled_for,

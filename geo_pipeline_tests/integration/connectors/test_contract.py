@@ -24,6 +24,7 @@ from geo_pipeline.connectors.base import (
     SubmitRequest,
 )
 from geo_pipeline.connectors.factory import ConnectorSet
+from geo_pipeline.connectors.protocols import COST_APIS, DAY_TOTAL_PREFIX
 from geo_pipeline.simulator.instant import InstantConnector
 from geo_pipeline_tests.fixtures.simulator import registry_with_protocols
 
@@ -212,10 +213,17 @@ def test_screenshot_cancel_and_statement(simulator_url: str, platform: str, inst
         assert cancel.local_intent_recorded
         assert not cancel.upstream_cancelled  # already finished: nothing to stop
         today = (ev.captured_at.date()).isoformat()
-        if platform in SYNC:
+        if platform in SYNC and conn.protocol not in COST_APIS:  # type: ignore[attr-defined]
             with pytest.raises(NoStatementApi) as exc:  # a ConnectorError and NotImplementedError
                 await conn.fee_statement(today)
             assert isinstance(exc.value, ConnectorError | NotImplementedError)
+            return
+        if platform in SYNC:
+            # A vendor cost API bills per day, never per request: day-total lines only.
+            stmt = await conn.fee_statement(today)
+            assert stmt.lines and all(
+                line.upstream_id == f"{DAY_TOTAL_PREFIX}{platform}:{today}" for line in stmt.lines
+            ), stmt.lines
             return
         stmt = await conn.fee_statement(today)
         mine = [line for line in stmt.lines if line.upstream_id == acc.upstream_id]

@@ -101,16 +101,21 @@ def plant_tenant(
         "screenshot": "off",
     }
     config = normalise_and_validate(raw, CAPS)
+    # The day before, a run of the same monitor: day-over-day and trend views need two days.
+    before = build_plan(config, make_quote(config, PRICES), f"{run_id}-d0")
     plan = build_plan(config, make_quote(config, PRICES), run_id)
     with psycopg.connect(service_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
         c: Any = conn
         tenancy.create_tenant(c, tenant)
         ledger.deposit(c, tenant, 10**10, "CNY", f"dep-{tenant}")
         c.commit()
-        create_run(c, plan, scheduled_for=date(2026, 12, 1), confirm=True, dispatch=True)
+        for p, day in ((before, date(2026, 11, 30)), (plan, date(2026, 12, 1))):
+            create_run(
+                c, p, monitor_id=config.monitor, scheduled_for=day, confirm=True, dispatch=True
+            )
         c.commit()
         tenancy.set_platform_limit(c, tenant, "deepseek", 50.0)
-    n = len(plan.samples)
+    n = len(plan.samples) + len(before.samples)
     fake = CitingConnector("deepseek")
     asyncio.run(
         run_worker_until(
@@ -118,17 +123,22 @@ def plant_tenant(
             redis_url,
             ns,
             {"deepseek": fake},
-            lambda: _terminal(service_url, run_id) == n,
+            lambda: _terminal(service_url, run_id) + _terminal(service_url, before.run_id) == n,
             archive=LocalArchive(archive_dir),
         )
     )
-    assert _terminal(service_url, run_id) == n, "the planting run did not finish"
+    done = _terminal(service_url, run_id) + _terminal(service_url, before.run_id)
+    assert done == n, "the planting runs did not finish"
     with psycopg.connect(service_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
         c = conn
+        analyse_run(c, before.run_id)
         analyse_run(c, run_id)
         c.commit()
         first = plan.samples[0].sample_id
         resolve(c, first, "valid", "checked by hand", "operator:test")
+        # The day before: its answers counted too, so day-over-day comparisons have two days.
+        for s in before.samples:
+            resolve(c, s.sample_id, "valid", "checked by hand", "operator:test")
         c.commit()
         status.record_publication(c, run_id, "deepseek__web", None)
         c.commit()

@@ -27,7 +27,10 @@ NOT_FOR_ANALYSTS = {
     "is geo.reconciliation_lines",
 }
 # Granted, the same rows for every tenant, no tenant data.
-SHARED = {"geo.allowed_transitions": "the state rules (R6), identical for every tenant"}
+SHARED = {
+    "geo.allowed_transitions": "the state rules (R6), identical for every tenant",
+    "geo.price_versions": "the platforms' published price lists, the same for every tenant",
+}
 # How a row names its tenant, in order of preference: the first column an object has.
 KEYS = (
     "tenant_id",
