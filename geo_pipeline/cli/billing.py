@@ -155,22 +155,39 @@ def ledger_cmd(run_id: str, as_json: bool) -> None:
     if as_json:
         emit_json(data)
         return
+    rows = [
+        {**e, "amount": Money(int(e["amount_minor"]), str(e["currency"]).strip()).format()}
+        for e in data["entries"]
+    ]
     emit_table(
-        data["entries"],
+        rows,
         [
             "entry_id",
             "kind",
             "amount_minor",
-            "currency",
+            "amount",
             "sample_id",
             "attempt_no",
             "upstream_id",
             "idempotency_key",
         ],
-        title=f"ledger of run {run_id} (minor units)",
+        title=f"ledger of run {run_id} (minor units, and in {data['currency']})",
     )
     if data["totals"]:
-        emit_table([data["totals"]], title="totals")
+        # Each total in minor units beside its amount in major units (R23: integers stored).
+        emit_table(
+            [
+                {
+                    "total": k.removesuffix("_minor"),
+                    "minor units": v,
+                    "amount": Money(int(v), data["currency"]).format(),
+                }
+                for k, v in data["totals"].items()
+                if k.endswith("_minor") and isinstance(v, int)
+            ],
+            ["total", "minor units", "amount"],
+            title="totals",
+        )
 
 
 @billing_group.command("refund")

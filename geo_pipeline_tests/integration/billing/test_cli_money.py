@@ -32,3 +32,21 @@ def test_reconcile_without_statements_says_it_has_none(db, db_url, monkeypatch):
     assert "no fee statement" in out and "--statements-from-simulator" in out, out
     assert "unexplained difference" not in out, out
     assert "CNY" in out and "minor units" in out
+
+
+def test_the_ledger_shows_major_units_beside_minor_ones(db, db_url, monkeypatch):
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    monkeypatch.setenv("COLUMNS", "200")
+    ledger.deposit(db, "acme", 10_000, "CNY", "dep-2")
+    plan = create(db, "rn2", questions=1)
+    db.commit()
+    res = CliRunner().invoke(billing_group, ["ledger", "rn2"])
+    assert res.exit_code == 0, res.output
+    reserved = int(
+        db.execute("SELECT amount_minor FROM geo.ledger_entries WHERE run_id = 'rn2' "
+                   "AND kind = 'reserve'").fetchone()["amount_minor"]  # fmt: skip
+    )
+    major = f"{reserved / 100:.2f}"
+    assert major in res.output, res.output  # an entry's amount in yuan beside its fen
+    assert "totals" in res.output and "minor units" in res.output
+    assert plan.samples
