@@ -21,7 +21,12 @@ from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
 from geo_pipeline.domain.planner import ChannelPlan, Prior, plan_repeats
 from geo_pipeline.domain.platforms import channel_key
-from geo_pipeline.flows.create_run import create_run, plan_run
+from geo_pipeline.flows.create_run import (
+    PlanChecksFailed,
+    create_run,
+    dispatch_checked,
+    plan_run,
+)
 from geo_pipeline.flows.settle import describe, settle_run
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import runs as runstore
@@ -166,7 +171,13 @@ def _print_plan(summary: dict) -> None:
 def create_cmd(
     config: Path, run_id: str | None, no_confirm: bool, no_dispatch: bool, as_json: bool
 ) -> None:
-    """Persist snapshot, quote, run, batches and samples in one transaction; print the run id."""
+    """Persist snapshot, quote, run, batches and samples in one transaction; print the run id.
+
+    Before it dispatches, the run's plan passes the same blocking checks as the sampling_plan
+    asset (volume, identities, batches; per channel). A failing check leaves the run created but
+    undispatched and exits 1 naming it; re-running the command after the fix re-checks the
+    (confirmed, undispatched) run and dispatches it."""
+    refused: PlanChecksFailed | None = None
     with dbmod.connect() as conn:
         plan = plan_from_file(config, run_id, conn)
         try:
@@ -177,8 +188,14 @@ def create_cmd(
                 confirm=not no_confirm,
                 dispatch=not no_dispatch,
             )
+            if not created and not no_dispatch and not no_confirm:
+                dispatch_checked(conn, rid)  # a run left undispatched by a failed check
         except (runstore.RunConflict, ledger.BillingError) as exc:
             raise click.ClickException(str(exc)) from None
+        except PlanChecksFailed as exc:
+            refused = exc  # the run itself is kept: leave the block normally so it commits
+    if refused is not None:
+        raise click.ClickException(str(refused))
     if as_json:
         emit_json(
             {

@@ -15,10 +15,10 @@ import dagster as dg
 
 from geo_pipeline.defs import names
 from geo_pipeline.domain.config import NormalisedConfig
-from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.domain.states import AggregateStatus, Publication
 from geo_pipeline.evidence import Archive, ArchiveError
 from geo_pipeline.evidence.access import read_object
+from geo_pipeline.flows import create_run as plan_checks
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import fetch_all
 
@@ -51,102 +51,32 @@ def spec(asset: dg.AssetKey, name: str, description: str, blocking: bool) -> dg.
 Rows = list[dict[str, Any]]
 
 
+def _plan_result(c: plan_checks.PlanCheck) -> dg.AssetCheckResult:
+    return _result(c.name, names.SAMPLING_PLAN, c.passed, **c.metadata)
+
+
 def partition_samples(conn: Conn, run_id: str, channel: str) -> Rows:
     """The partition's samples, read once for all three plan checks."""
-    return _rows(conn, "partition_samples", run_id=run_id, channel=channel)
+    return plan_checks.partition_samples(conn, run_id, channel)
 
 
 def plan_volume(
     conn: Conn, config: NormalisedConfig, run_id: str, channel: str, rows: Rows
 ) -> dg.AssetCheckResult:
-    """R3: the partition holds exactly Q x T_channel x R samples of the frozen snapshot."""
-    targets = [t for t in config.targets if t.channel == channel]
-    expected = len(config.questions) * len(targets) * config.repeats
-    actual = len(rows)
-    return _result(
-        names.CHECK_PLAN_VOLUME,
-        names.SAMPLING_PLAN,
-        actual == expected and expected > 0,
-        expected=expected,
-        actual=actual,
-        formula=f"{len(config.questions)} x {len(targets)} x {config.repeats} = {expected}",
-    )
+    """R3 (flows.create_run.plan_volume, which also gates `runs create`)."""
+    return _plan_result(plan_checks.plan_volume(config, channel, rows))
 
 
 def plan_identities(conn: Conn, run_id: str, channel: str, rows: Rows) -> dg.AssetCheckResult:
-    """R5: identities are unique and every sample id is the hash of its identity (so a retry
-    or a re-plan can never create a second sample for the same identity)."""
-    identity = Counter(
-        (
-            r["question_revision"],
-            r["platform"],
-            r["device"],
-            r["region"],
-            r["mode"],
-            r["repeat_index"],
-        )
-        for r in rows
-    )
-    duplicated = [k for k, n in identity.items() if n > 1]
-    wrong_ids = [
-        r["sample_id"]
-        for r in rows
-        if r["sample_id"]
-        != sample_id_for(
-            run_id,
-            r["question_revision"],
-            r["platform"],
-            r["device"],
-            r["region"],
-            r["mode"],
-            r["repeat_index"],
-        )
-    ]
-    return _result(
-        names.CHECK_PLAN_IDENTITIES,
-        names.SAMPLING_PLAN,
-        not duplicated and not wrong_ids,
-        samples=len(rows),
-        duplicated_identities=len(duplicated),
-        ids_not_matching_identity=len(wrong_ids),
-        examples=[*map(str, duplicated), *wrong_ids][:EXAMPLES],
-    )
+    """R5 (flows.create_run.plan_identities, which also gates `runs create`)."""
+    return _plan_result(plan_checks.plan_identities(run_id, channel, rows))
 
 
 def plan_batches(
     conn: Conn, config: NormalisedConfig, run_id: str, channel: str, rows: Rows
 ) -> dg.AssetCheckResult:
-    """R3: every batch holding this partition's samples is within the submit cap and each
-    platform's cap, and its recorded counts are the samples that really carry it."""
-    platform = channel.split("__", 1)[0]
-    batch_nos = {r["batch_no"] for r in rows}
-    problems: list[str] = []
-    for b in _rows(conn, "run_batches", run_id=run_id):
-        if b["batch_no"] not in batch_nos:
-            continue
-        counts: dict[str, int] = dict(b["platform_counts"])
-        if b["size"] > config.submit_cap:
-            problems.append(f"batch {b['batch_no']}: size {b['size']} > cap {config.submit_cap}")
-        cap = config.platform_caps.get(platform)
-        if cap is not None and counts.get(platform, 0) > cap:
-            problems.append(f"batch {b['batch_no']}: {platform} {counts[platform]} > cap {cap}")
-        if sum(counts.values()) != b["size"]:
-            problems.append(
-                f"batch {b['batch_no']}: counts sum {sum(counts.values())} != size {b['size']}"
-            )
-        if {k: int(v) for k, v in b["actual_counts"].items()} != counts:
-            problems.append(
-                f"batch {b['batch_no']}: recorded {counts} != samples {dict(b['actual_counts'])}"
-            )
-    return _result(
-        names.CHECK_PLAN_BATCHES,
-        names.SAMPLING_PLAN,
-        not problems,
-        batches=len(batch_nos),
-        submit_cap=config.submit_cap,
-        platform_cap=config.platform_caps.get(platform, config.submit_cap),
-        problems=problems[:EXAMPLES],
-    )
+    """R3 (flows.create_run.plan_batches, which also gates `runs create`)."""
+    return _plan_result(plan_checks.plan_batches(conn, config, run_id, channel, rows))
 
 
 # --------------------------------------------------------------------------- collection_results

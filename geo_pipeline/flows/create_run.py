@@ -2,21 +2,184 @@
 snapshot, quote, run, batches, samples, the ledger's estimate and -- when confirmed -- the
 reservation and the first dispatch, in ONE transaction (R2, R23): a short balance writes
 nothing at all. The CLI, the launchpad job and the daily schedule all create runs here.
+
+The plan checks (R3, R5) gate every dispatch: the ``sampling_plan`` asset runs them per
+partition before it dispatches (its blocking asset checks), and a run dispatched at creation
+(``geo-pipeline runs create``, the demo) runs the same functions over every channel first. A run
+whose plan fails a check is kept, undispatched, and :class:`PlanChecksFailed` says which check
+failed and how to dispatch it once fixed; no engine is asked and nothing is charged.
 """
 
 from __future__ import annotations
 
 import secrets
+from collections import Counter
 from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import Plan, plan_for
+from geo_pipeline.domain.config import NormalisedConfig, normalise_and_validate
+from geo_pipeline.domain.plan import Plan, plan_for, sample_id_for
 from geo_pipeline.domain.platforms import Capabilities
 from geo_pipeline.store import runs
 from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import fetch_all
+
+# The names of the plan checks, as the sampling_plan asset's checks are named (defs/names.py).
+CHECK_PLAN_VOLUME = "plan_volume_matches_snapshot"
+CHECK_PLAN_IDENTITIES = "sample_identities_unique"
+CHECK_PLAN_BATCHES = "batches_within_cap"
+EXAMPLES = 20  # a failing check lists at most this many ids or problems
+
+Rows = list[dict[str, Any]]
+
+
+@dataclass(frozen=True)
+class PlanCheck:
+    """The outcome of one plan check of one channel: every plan check is blocking."""
+
+    name: str
+    channel: str
+    passed: bool
+    message: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+
+
+class PlanChecksFailed(Exception):
+    """A blocking plan check failed: the run was created (and reserved, when confirmed) but not
+    dispatched. Raised after ``create_run``'s transaction block; when the caller holds an outer
+    transaction, committing it keeps the run (rolling it back writes nothing at all)."""
+
+    def __init__(self, run_id: str, failed: list[PlanCheck]) -> None:
+        self.run_id = run_id
+        self.failed = failed
+        lines = "; ".join(f"{c.name} on {c.channel}: {c.message}" for c in failed)
+        super().__init__(
+            f"run {run_id} was created but NOT dispatched: a blocking plan check failed: "
+            f"{lines}. No work was queued and nothing is charged. Fix the plan's rows, then "
+            f"dispatch with `geo-pipeline runs create CONFIG --run-id {run_id}` (re-runs the "
+            "checks, dispatches when they pass) or by materialising its sampling_plan "
+            f"partitions in Dagster; or cancel it with `geo-pipeline runs cancel {run_id}`."
+        )
+
+
+def partition_samples(conn: Conn, run_id: str, channel: str) -> Rows:
+    """The partition's samples, read once for all three plan checks."""
+    return fetch_all(conn, "dagster.partition_samples", {"run_id": run_id, "channel": channel})
+
+
+def plan_volume(config: NormalisedConfig, channel: str, rows: Rows) -> PlanCheck:
+    """R3: the partition holds exactly Q x T_channel x R samples of the frozen snapshot."""
+    targets = [t for t in config.targets if t.channel == channel]
+    expected = len(config.questions) * len(targets) * config.repeats
+    formula = f"{len(config.questions)} x {len(targets)} x {config.repeats} = {expected}"
+    return PlanCheck(
+        CHECK_PLAN_VOLUME,
+        channel,
+        len(rows) == expected and expected > 0,
+        f"expected {formula} samples, found {len(rows)}",
+        {"expected": expected, "actual": len(rows), "formula": formula},
+    )
+
+
+def plan_identities(run_id: str, channel: str, rows: Rows) -> PlanCheck:
+    """R5: identities are unique and every sample id is the hash of its identity (so a retry
+    or a re-plan can never create a second sample for the same identity)."""
+    keys = ("question_revision", "platform", "device", "region", "mode", "repeat_index")
+    identity = Counter(tuple(r[k] for k in keys) for r in rows)
+    duplicated = [k for k, n in identity.items() if n > 1]
+    wrong_ids = [
+        r["sample_id"]
+        for r in rows
+        if r["sample_id"] != sample_id_for(run_id, *(r[k] for k in keys))
+    ]
+    examples = [*map(str, duplicated), *wrong_ids][:EXAMPLES]
+    return PlanCheck(
+        CHECK_PLAN_IDENTITIES,
+        channel,
+        not duplicated and not wrong_ids,
+        f"{len(duplicated)} duplicated identities, {len(wrong_ids)} sample ids not derived "
+        f"from their identity" + (f" (e.g. {', '.join(examples[:3])})" if examples else ""),
+        {
+            "samples": len(rows),
+            "duplicated_identities": len(duplicated),
+            "ids_not_matching_identity": len(wrong_ids),
+            "examples": examples,
+        },
+    )
+
+
+def plan_batches(
+    conn: Conn, config: NormalisedConfig, run_id: str, channel: str, rows: Rows
+) -> PlanCheck:
+    """R3: every batch holding this partition's samples is within the submit cap and each
+    platform's cap, and its recorded counts are the samples that really carry it."""
+    platform = channel.split("__", 1)[0]
+    batch_nos = {r["batch_no"] for r in rows}
+    problems: list[str] = []
+    for b in fetch_all(conn, "dagster.run_batches", {"run_id": run_id}):
+        if b["batch_no"] not in batch_nos:
+            continue
+        counts: dict[str, int] = dict(b["platform_counts"])
+        if b["size"] > config.submit_cap:
+            problems.append(f"batch {b['batch_no']}: size {b['size']} > cap {config.submit_cap}")
+        cap = config.platform_caps.get(platform)
+        if cap is not None and counts.get(platform, 0) > cap:
+            problems.append(f"batch {b['batch_no']}: {platform} {counts[platform]} > cap {cap}")
+        if sum(counts.values()) != b["size"]:
+            problems.append(
+                f"batch {b['batch_no']}: counts sum {sum(counts.values())} != size {b['size']}"
+            )
+        if {k: int(v) for k, v in b["actual_counts"].items()} != counts:
+            problems.append(
+                f"batch {b['batch_no']}: recorded {counts} != samples {dict(b['actual_counts'])}"
+            )
+    return PlanCheck(
+        CHECK_PLAN_BATCHES,
+        channel,
+        not problems,
+        "; ".join(problems[:3]) if problems else f"{len(batch_nos)} batches within the caps",
+        {
+            "batches": len(batch_nos),
+            "submit_cap": config.submit_cap,
+            "platform_cap": config.platform_caps.get(platform, config.submit_cap),
+            "problems": problems[:EXAMPLES],
+        },
+    )
+
+
+def check_partition(
+    conn: Conn, config: NormalisedConfig, run_id: str, channel: str
+) -> list[PlanCheck]:
+    """The three plan checks of one (run, channel) partition, on one read of its samples."""
+    rows = partition_samples(conn, run_id, channel)
+    return [
+        plan_volume(config, channel, rows),
+        plan_identities(run_id, channel, rows),
+        plan_batches(conn, config, run_id, channel, rows),
+    ]
+
+
+def check_plan(conn: Conn, config: NormalisedConfig, run_id: str) -> list[PlanCheck]:
+    """The plan checks of every channel of a run (what gates its dispatch)."""
+    return [c for ch in config.channels for c in check_partition(conn, config, run_id, ch)]
+
+
+def dispatch_checked(conn: Conn, run_id: str) -> int:
+    """Dispatch a confirmed, not cancelled run whose plan passes every check; returns how many
+    samples were queued now (0 for a run already dispatched, unconfirmed or cancelled).
+    Raises :class:`PlanChecksFailed` (nothing dispatched) when a check fails."""
+    with conn.transaction():
+        run = runs.get_run(conn, run_id)
+        if run["confirmed_at"] is None or run["cancel_requested_at"] is not None:
+            return 0
+        config = runs.run_config(conn, run_id)
+        failed = [c for c in check_plan(conn, config, run_id) if not c.passed]
+    if failed:
+        raise PlanChecksFailed(run_id, failed)
+    return runs.dispatch(conn, run_id)
 
 
 def new_run_id(today: date | None = None) -> str:
@@ -48,7 +211,9 @@ def create_run(
     saved as the monitor's (the run itself executes the frozen snapshot only, R2).
     ``confirm``: reserve the quote's estimated_max now (``ledger.InsufficientFunds`` when the
     balance is short, and then nothing is written). Work is dispatched only for a confirmed
-    run."""
+    run whose plan passes every plan check (:func:`check_plan`, in the same transaction); when
+    one fails the run is committed undispatched and :class:`PlanChecksFailed` is raised."""
+    failed: list[PlanCheck] = []
     with conn.transaction():
         created = runs.insert_run(
             conn,
@@ -61,5 +226,9 @@ def create_run(
             return plan.run_id, False
         ledger.record_run_created(conn, plan, confirm)
         if dispatch and confirm:
-            runs.dispatch_new_run(conn, plan.run_id)
+            failed = [c for c in check_plan(conn, plan.config, plan.run_id) if not c.passed]
+            if not failed:
+                runs.dispatch_new_run(conn, plan.run_id)
+    if failed:
+        raise PlanChecksFailed(plan.run_id, failed)
     return plan.run_id, True

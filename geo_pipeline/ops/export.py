@@ -147,12 +147,83 @@ def mention_chart(report: RunReport) -> str:
     )
 
 
+# The mention table of the HTML report, for people: (label, key of mention_row, numeric).
+# JSON and CSV keep the analyst table's own column names; only the HTML page uses these.
+MENTION_TABLE = (
+    ("Channel", "channel", False),
+    ("Brand", "brand", False),
+    ("Mention rate (95 % interval, n)", "rate", True),
+    ("Interval", "interval_kind", False),
+    ("Effective n", "n_effective", True),
+    ("Mentions", "mentions", True),
+    ("Samples", "samples", True),
+    ("Valid answers", "valid_samples", True),
+    ("Invalid answers", "invalid_samples", True),
+    ("Still analysing", "analysing_samples", True),
+    ("In review", "review_samples", True),
+    ("Average rank", "avg_rank", True),
+    ("Citation rate", "citation_rate", True),
+)
+CLUSTERED = "clustered by question"
+WILSON = "Wilson"
+
+
+def percent(value: Any) -> str:
+    """A share in [0, 1] as a whole percentage (no unit): 0.8 -> "80"."""
+    return f"{float(value) * 100:.0f}"
+
+
+def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
+    """A rate with its interval and sample size, as people write it: "80 % (58–92 %, n = 20)"."""
+    size = f"n = {int(n) if n is not None else 0}"
+    if rate is None:
+        return f"n/a ({size})"
+    if lower is None or upper is None:
+        return f"{percent(rate)} % ({size})"
+    return f"{percent(rate)} % ({percent(lower)}–{percent(upper)} %, {size})"
+
+
+def mention_row(row: dict[str, Any]) -> dict[str, Any]:
+    """One row of the analyst table as the report shows it: the rate written with the interval
+    clustered by question when the table has it, else the Wilson one, and which of the two."""
+    clustered = (
+        row.get("rate_lower_clustered") is not None and row.get("rate_upper_clustered") is not None
+    )
+    lower, upper = (
+        (row["rate_lower_clustered"], row["rate_upper_clustered"])
+        if clustered
+        else (row.get("rate_lower_95"), row.get("rate_upper_95"))
+    )
+
+    def number(key: str, digits: int = 0) -> str:
+        v = row.get(key)
+        return "" if v is None else f"{float(v):.{digits}f}"
+
+    citation = row.get("citation_rate")
+    return {
+        "channel": row.get("channel"),
+        "brand": row.get("brand"),
+        "target": bool(row.get("is_target")),
+        "rate": rate_text(row.get("mention_rate"), lower, upper, row.get("n")),
+        "interval_kind": CLUSTERED if clustered else WILSON,
+        "n_effective": number("n_effective", 1) if clustered else "",
+        **{
+            k: number(k)
+            for k in (
+                "mentions",
+                "samples",
+                "valid_samples",
+                "invalid_samples",
+                "analysing_samples",
+                "review_samples",
+            )
+        },
+        "avg_rank": number("avg_rank", 2),
+        "citation_rate": "" if citation is None else f"{percent(citation)} %",
+    }
+
+
 def to_html(report: RunReport) -> str:
-    columns: list[str] = []
-    for row in report.mention_rates:
-        for key in row:
-            if key not in columns and key != "run_id":
-                columns.append(key)
     return (
         _environment()
         .get_template("report.html")
@@ -163,7 +234,8 @@ def to_html(report: RunReport) -> str:
             samples=report.samples,
             mention_rates=report.mention_rates,
             mention_rates_source=report.mention_rates_source,
-            mention_columns=columns,
+            mention_table=MENTION_TABLE,
+            mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,
             retention=report.retention,

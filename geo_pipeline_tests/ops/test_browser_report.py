@@ -73,3 +73,67 @@ def test_html_report_charts_mention_rates_with_interval_bars(db, tmp_path, brows
     assert len(bars) == 4, bars
     assert any("瑞幸咖啡 on deepseek__web: 100" in b for b in bars), bars
     assert chart.locator("path").count() >= 4
+
+
+def test_html_report_mention_rates_read_as_people_write_them(db, tmp_path, browser_page):
+    """The HTML report is for people: labels, not column names; a rate as "80 % (58–92 %,
+    n = 20)" saying which interval it is; the target brand marked; numbers right-aligned;
+    internals (is_target, raw bounds) out of sight. The chart stays, and JSON/CSV keep the
+    machine columns."""
+    import csv
+    import io
+    import json
+    import re
+
+    from geo_pipeline.analysis import analyse_run
+
+    samples = make_run(db, run_id="run-read")
+    for i, s in enumerate(samples):
+        text = "瑞幸咖啡 and Starbucks" if i % 2 else "Only 瑞幸咖啡 here"
+        complete(db, s, html=f"<p>{text}</p>", raw=text)
+    analyse_run(db, "run-read")
+    db.commit()
+    rep = report.build_report(db, "run-read")
+    page_file = tmp_path / "report.html"
+    page_file.write_text(export.to_html(rep), encoding="utf-8")
+
+    page = browser_page
+    page.goto(page_file.as_uri())
+    page.locator("#mention-table").scroll_into_view_if_needed()
+    page.screenshot(path=str(ARTIFACTS / "report-readable.png"), full_page=True)
+
+    table = page.locator("#mention-table")
+    text = table.inner_text()
+    for raw in ("rate_lower_95", "rate_upper_95", "rate_lower_clustered", "is_target",
+                "mention_rate", "n_effective", "valid_samples", "True", "False"):  # fmt: skip
+        assert raw not in text, (raw, text)
+    headers = table.locator("th").all_inner_texts()
+    assert "Brand" in headers and "Channel" in headers, headers
+    assert any(h.startswith("Mention rate") for h in headers), headers
+    # Every rate written with its interval and its n, and the interval named.
+    rates = table.locator("td.rate").all_inner_texts()
+    assert rates and all(re.fullmatch(r"\d+ % \(\d+–\d+ %, n = \d+\)", r) for r in rates), rates
+    assert sum(r.startswith("100 % (") for r in rates) == 2, rates  # the target, both channels
+    kinds = set(table.locator("td.interval-kind").all_inner_texts())
+    assert kinds and kinds <= {"clustered by question", "Wilson"}, kinds
+    # The target brand: marked with a badge and in bold; competitors are not.
+    target_rows = table.locator("tr.target")
+    assert target_rows.count() == 2  # one per channel
+    assert target_rows.first.locator(".badge").inner_text() == "target"
+    assert "瑞幸咖啡" in target_rows.first.inner_text()
+    weight = target_rows.first.locator("td.brand").evaluate("e => getComputedStyle(e).fontWeight")
+    assert int(weight) >= 600
+    assert table.locator("tr.competitor .badge").count() == 0
+    # Numbers right-aligned (a class and the stylesheet, allowed by the CSP).
+    aligns = table.locator("td.num").evaluate_all(
+        "es => es.map(e => getComputedStyle(e).textAlign)"
+    )
+    assert aligns and set(aligns) == {"right"}, aligns
+    # The chart stays.
+    assert page.locator("#mention-chart svg rect title").count() == 4
+
+    # Only HTML is for people: JSON and CSV keep the machine columns.
+    rows = json.loads(export.to_json(rep))["mention_rates"]
+    assert {"is_target", "rate_lower_95", "rate_upper_95", "mention_rate"} <= set(rows[0])
+    header = next(csv.reader(io.StringIO(export.to_csv(rep))))
+    assert header == list(export.CSV_COLUMNS)

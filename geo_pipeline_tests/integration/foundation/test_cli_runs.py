@@ -89,3 +89,65 @@ def test_unknown_run_and_missing_database_are_clear(db_url):
         timeout=60,
     )
     assert proc.returncode == 3 and "set GEO_DATABASE_URL" in proc.stderr
+
+
+def test_create_runs_the_plan_checks_and_refuses_to_dispatch_a_failing_plan(db_url, db):
+    """`runs create` gates its dispatch on the sampling_plan checks, as the launchpad does: a
+    batch whose recorded size disagrees with its samples fails `batches_within_cap`, the run is
+    kept undispatched, and re-running the same command after the fix dispatches it."""
+    from geo_pipeline.billing import ledger
+
+    ledger.deposit(db, "acme", 1_000_000, "CNY", "cli-gate")
+    # A corrupt write the plan checks must catch: every batch recorded one sample too large.
+    db.execute(
+        "CREATE FUNCTION public.corrupt_batch() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN NEW.size := NEW.size + 1; RETURN NEW; END $$"
+    )
+    db.execute(
+        "CREATE TRIGGER corrupt_batch BEFORE INSERT ON geo.batches "
+        "FOR EACH ROW EXECUTE FUNCTION public.corrupt_batch()"
+    )
+    db.commit()
+
+    proc = run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "cli-gate", check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert "batches_within_cap" in proc.stderr and "counts sum 50 != size 51" in proc.stderr
+    assert "NOT dispatched" in proc.stderr
+    assert "geo-pipeline runs create CONFIG --run-id cli-gate" in proc.stderr
+
+    def dispatched() -> tuple[int, int]:
+        d = db.execute(
+            "SELECT count(*) AS n FROM geo.run_dispatches WHERE run_id = 'cli-gate'"
+        ).fetchone()["n"]
+        o = db.execute(
+            "SELECT count(*) AS n FROM geo.outbox WHERE run_id = 'cli-gate' AND kind = 'collect'"
+        ).fetchone()["n"]
+        db.commit()
+        return d, o
+
+    assert (
+        db.execute("SELECT count(*) AS n FROM geo.samples WHERE run_id = 'cli-gate'").fetchone()[
+            "n"
+        ]
+        == 50
+    )  # the run is kept (and reserved), only not dispatched
+    assert dispatched() == (0, 0)
+
+    as_json = run_cli(
+        db_url, "runs", "create", str(EXAMPLE), "--run-id", "cli-gate", "--json", check=False
+    )
+    err = json.loads(as_json.stdout)
+    assert as_json.returncode == err["exit_code"] != 0 and "batches_within_cap" in err["error"]
+    assert dispatched() == (0, 0)
+
+    # Fixed: the same command re-runs the checks and dispatches (once).
+    db.execute("DROP TRIGGER corrupt_batch ON geo.batches")
+    db.execute("UPDATE geo.batches SET size = size - 1 WHERE run_id = 'cli-gate'")
+    db.commit()
+    fixed = run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "cli-gate", "--json")
+    assert json.loads(fixed.stdout)["created"] is False
+    channels, hints = dispatched()
+    assert channels == 4 and hints > 0
+    run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "cli-gate")
+    assert dispatched() == (channels, hints)

@@ -236,3 +236,38 @@ def test_database_accepts_exactly_the_sequences_the_rules_allow(db, seq):
             assert accepted == allowed, f"{layer}: {state[layer]} -> {target} in {state}"
             if accepted:
                 state = proposed
+
+
+def test_create_run_dispatches_only_a_plan_that_passes_the_plan_checks(db):
+    """The dispatch at creation is gated by the sampling_plan asset's checks (flows.create_run
+    holds them): a plan missing a sample fails the volume check of its channel; the run is kept
+    and reserved, nothing is queued."""
+    import dataclasses
+
+    from geo_pipeline.flows.create_run import (
+        CHECK_PLAN_VOLUME,
+        PlanChecksFailed,
+        check_plan,
+    )
+
+    good = make_plan("run-ok")
+    create_run(db, good)
+    assert all(c.passed for c in check_plan(db, good.config, "run-ok"))
+    assert len(check_plan(db, good.config, "run-ok")) == 3 * len(good.config.channels)
+
+    plan = make_plan("run-short")
+    short = dataclasses.replace(plan, samples=plan.samples[1:])
+    lost = plan.samples[0].channel
+    with pytest.raises(PlanChecksFailed) as err:
+        create_run(db, short)
+    db.commit()
+    failed = {(c.name, c.channel) for c in err.value.failed}
+    assert (CHECK_PLAN_VOLUME, lost) in failed  # (and the batch counts no longer add up)
+    assert "NOT dispatched" in str(err.value) and "x 2 = " in str(err.value)
+    one = db.execute
+    assert one("SELECT count(*) AS n FROM geo.runs WHERE run_id='run-short'").fetchone()["n"] == 1
+    assert one("SELECT count(*) AS n FROM geo.outbox WHERE run_id='run-short'").fetchone()["n"] == 0
+    assert (
+        one("SELECT count(*) AS n FROM geo.run_dispatches WHERE run_id='run-short'").fetchone()["n"]
+        == 0
+    )
