@@ -44,6 +44,7 @@ from psycopg.types.json import Jsonb
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain import billing as rules
 from geo_pipeline.domain.catalogue import (
+    OfferedCapabilities,
     PriceVersion,
     RegistryError,
     price_list_mapping,
@@ -498,7 +499,9 @@ def effective_capabilities(
     run is planned and quoted with (``plan_run(raw, effective_capabilities(conn, caps))``), so
     the quote snapshot freezes the version in effect when the run is created."""
     prices = effective_prices(conn, caps, at)
-    return {p: dataclasses.replace(c, prices=prices[p]) for p, c in caps.items()}
+    effective = {p: dataclasses.replace(c, prices=prices[p]) for p, c in caps.items()}
+    # A platform disabled until its key is set keeps saying which variable to set.
+    return OfferedCapabilities(effective, getattr(caps, "disabled", {}))
 
 
 def find_price_list(

@@ -30,6 +30,7 @@ COMMAND_MODULES = (
     "billing",
     "ops",
     "prices",
+    "connectors_check",
 )
 
 

@@ -3,7 +3,10 @@
 Read from ``GEO_CONNECTORS_FILE`` or the bundled ``registry.yaml``. ``${VAR:-default}`` in the
 file is expanded from the environment, so URLs and key variable names can differ per deployment
 while the file stays free of credentials (D2). The keys themselves are read only when a
-connector sends a request (``api_key``).
+connector sends a request (``api_key``) -- and, for an entry with ``requires_key: true`` (a real
+engine), whether its variable is set at all: until it is, the platform is registered but
+disabled (``Registry.disabled``), never offered for planning, and a config naming it is refused
+with the variable to set.
 """
 
 from __future__ import annotations
@@ -26,6 +29,11 @@ def api_key(entry: PlatformEntry) -> str | None:
     return variable(entry.api_key_env) if entry.api_key_env else None
 
 
+def key_is_set(name: str) -> bool:
+    """Whether the key variable ``name`` holds a value (empty counts as unset)."""
+    return variable(name) is not None
+
+
 def _expand(value: Any) -> Any:
     if isinstance(value, str):
         return _VAR.sub(lambda m: variable(m.group(1)) or m.group(2) or "", value)
@@ -42,4 +50,4 @@ def load_registry(path: str | Path | None = None) -> Registry:
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
     except OSError as exc:
         raise RegistryError(f"cannot read connector registry {source}: {exc.strerror}") from exc
-    return parse_catalogue(_expand(dict(data or {})))
+    return parse_catalogue(_expand(dict(data or {})), key_is_set)

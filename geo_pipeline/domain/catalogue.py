@@ -9,16 +9,33 @@ can use the same capabilities and prices without touching the environment.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
-from typing import Any
+from typing import Any, TypeVar, overload
 
 from geo_pipeline.domain.platforms import Capabilities, PriceList, RateLimits
 
 
 class RegistryError(ValueError):
     pass
+
+
+class PlatformDisabled(RegistryError):
+    """A registered platform that is not offered: its key variable is not set."""
+
+    def __init__(self, platform: str, variable: str):
+        self.platform = platform
+        self.variable = variable
+        super().__init__(disabled_message(platform, variable))
+
+
+def disabled_message(platform: str, variable: str) -> str:
+    return (
+        f"platform {platform!r} is disabled until its API key is set: set the environment "
+        f"variable {variable} (see docs/operations.md, 'Real engines and prices'), then check "
+        f"it with `geo-pipeline connectors check {platform}`"
+    )
 
 
 @dataclass(frozen=True)
@@ -29,14 +46,54 @@ class PlatformEntry:
     capabilities: Capabilities
     api_key_env: str | None = None
     options: Mapping[str, Any] = field(default_factory=dict)
+    # A real engine: offered for planning only while ``api_key_env`` is set (never sent keyless).
+    requires_key: bool = False
+
+
+_T = TypeVar("_T")
+
+
+class OfferedCapabilities(dict[str, Capabilities]):
+    """The capabilities of the platforms offered for planning. Iteration, ``in`` and ``len``
+    see only those; looking up a platform that is registered but disabled (``get`` or ``[]``)
+    raises ``PlatformDisabled`` naming the variable to set, instead of "unknown platform"."""
+
+    def __init__(self, offered: Mapping[str, Capabilities], disabled: Mapping[str, str]):
+        super().__init__(offered)
+        self.disabled: dict[str, str] = dict(disabled)  # platform -> its key variable
+
+    def _refuse(self, key: object) -> None:
+        if isinstance(key, str) and key in self.disabled and not dict.__contains__(self, key):
+            raise PlatformDisabled(key, self.disabled[key])
+
+    def __missing__(self, key: str) -> Capabilities:
+        self._refuse(key)
+        raise KeyError(key)
+
+    @overload
+    def get(self, key: str, default: None = None, /) -> Capabilities | None: ...
+    @overload
+    def get(self, key: str, default: Capabilities, /) -> Capabilities: ...
+    @overload
+    def get(self, key: str, default: _T, /) -> Capabilities | _T: ...
+    def get(self, key: str, default: object = None, /) -> object:
+        self._refuse(key)
+        return super().get(key, default)
 
 
 @dataclass(frozen=True)
 class Registry:
     entries: Mapping[str, PlatformEntry]
+    # Registered but not offered until their key variable is set (``requires_key``).
+    disabled: Mapping[str, PlatformEntry] = field(default_factory=dict)
 
     def capabilities(self) -> dict[str, Capabilities]:
-        return {name: e.capabilities for name, e in self.entries.items()}
+        """The offered platforms' capabilities, as an ``OfferedCapabilities`` (looking up a
+        disabled platform raises ``PlatformDisabled``); a copy (``dict(...)``) is plain."""
+        return OfferedCapabilities(
+            {name: e.capabilities for name, e in self.entries.items()},
+            {name: str(e.api_key_env) for name, e in self.disabled.items()},
+        )
 
     def channels(self) -> list[str]:
         return sorted(ch for e in self.entries.values() for ch in e.capabilities.channels())
@@ -45,15 +102,28 @@ class Registry:
         try:
             return self.entries[platform]
         except KeyError:
+            if platform in self.disabled:
+                raise PlatformDisabled(platform, str(self.disabled[platform].api_key_env)) from None
             raise RegistryError(
                 f"platform {platform!r} is not registered; known: {', '.join(sorted(self.entries))}"
             ) from None
 
+    def every_entry(self) -> dict[str, PlatformEntry]:
+        """Offered and disabled entries, by name (what ``connectors check`` reports on)."""
+        return dict(sorted({**self.disabled, **self.entries}.items()))
 
-def parse_catalogue(data: Mapping[str, Any]) -> Registry:
-    """The registry of an already-expanded mapping (``defaults`` and ``platforms``)."""
+
+def parse_catalogue(
+    data: Mapping[str, Any], key_is_set: Callable[[str], bool] | None = None
+) -> Registry:
+    """The registry of an already-expanded mapping (``defaults`` and ``platforms``).
+
+    ``key_is_set(variable)`` says whether a key variable holds a value; an entry with
+    ``requires_key: true`` whose ``api_key_env`` is not set goes to ``Registry.disabled``
+    (registered, not offered). Without it every entry is offered."""
     defaults = data.get("defaults") or {}
     entries: dict[str, PlatformEntry] = {}
+    disabled: dict[str, PlatformEntry] = {}
     for name, spec in (data.get("platforms") or {}).items():
         try:
             prices = PriceList.from_mapping(spec["prices"])
@@ -77,17 +147,26 @@ def parse_catalogue(data: Mapping[str, Any]) -> Registry:
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise RegistryError(f"platforms.{name}: {exc!r}") from exc
-        entries[name] = PlatformEntry(
+        requires_key = bool(spec.get("requires_key", False))
+        key_env = spec.get("api_key_env") or None
+        if requires_key and not key_env:
+            raise RegistryError(f"platforms.{name}: requires_key needs api_key_env (its variable)")
+        entry = PlatformEntry(
             platform=name,
             protocol=str(spec.get("protocol", "simulator")),
             base_url=str(spec.get("base_url") or defaults.get("base_url", "")),
             capabilities=caps,
-            api_key_env=spec.get("api_key_env"),
+            api_key_env=key_env,
             options=spec.get("options") or {},
+            requires_key=requires_key,
         )
-    if not entries:
+        if requires_key and key_is_set is not None and not key_is_set(str(key_env)):
+            disabled[name] = entry
+        else:
+            entries[name] = entry
+    if not entries and not disabled:
         raise RegistryError("the connector registry lists no platforms")
-    return Registry(entries)
+    return Registry(entries, disabled)
 
 
 # --------------------------------------------------------------------------- price versions

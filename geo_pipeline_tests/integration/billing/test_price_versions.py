@@ -293,3 +293,14 @@ def test_every_path_that_creates_a_run_quotes_the_versions_in_effect(db, cli, tm
     }
     launchpad = plan_from_config(raw_config(), ConnectorRegistryResource(path=""), "r-lp", db)
     assert launchpad.quote.price_versions == {"doubao": "doubao-2026-12"}
+
+
+def test_quoting_at_effective_prices_still_names_the_key_of_a_disabled_engine(db, monkeypatch):
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.catalogue import PlatformDisabled
+
+    monkeypatch.delenv("GEO_QWEN_API_KEY", raising=False)
+    caps = ledger.effective_capabilities(db, load_registry().capabilities())
+    with pytest.raises(PlatformDisabled, match="GEO_QWEN_API_KEY"):
+        caps["qwen_api"]
+    assert "qwen_api" not in caps and "doubao" in caps
