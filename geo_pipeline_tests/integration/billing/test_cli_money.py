@@ -42,10 +42,10 @@ def test_the_ledger_shows_major_units_beside_minor_ones(db, db_url, monkeypatch)
     db.commit()
     res = CliRunner().invoke(billing_group, ["ledger", "rn2"])
     assert res.exit_code == 0, res.output
-    reserved = int(
-        db.execute("SELECT amount_minor FROM geo.ledger_entries WHERE run_id = 'rn2' "
-                   "AND kind = 'reserve'").fetchone()["amount_minor"]  # fmt: skip
-    )
+    row = db.execute(
+        "SELECT amount_minor FROM geo.ledger_entries WHERE run_id = 'rn2' AND kind = 'reserve'"
+    ).fetchone()
+    reserved = int(row["amount_minor"])
     major = f"{reserved / 100:.2f}"
     assert major in res.output, res.output  # an entry's amount in yuan beside its fen
     assert "totals" in res.output and "minor units" in res.output
