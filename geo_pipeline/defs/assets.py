@@ -519,8 +519,14 @@ def brand_visibility(
             "target_mention_rate_lower": _rate(target, "mention_rate_lower"),
             "target_mention_rate_upper": _rate(target, "mention_rate_upper"),
             "target_citation_rate": _rate(target, "citation_rate"),
+            # Pooled over the run's questions: the interval clustered by question, and the
+            # effective n it stands on (docs/analysts.md, "question-clustered intervals").
+            "target_mention_rate_cluster_lower": _rate(target, "mention_rate_cluster_lower"),
+            "target_mention_rate_cluster_upper": _rate(target, "mention_rate_cluster_upper"),
+            "target_n_effective": _rate(target, "n_effective"),
             "analysed_answers": int(target["n"]) if target else 0,
             "visibility": dg.MetadataValue.md(_markdown(table)),
+            "visibility_table": _table(table),
             **_status_metadata(status),
             **publication.as_metadata(),
         },
@@ -531,6 +537,52 @@ def brand_visibility(
 def _rate(row: dict[str, Any] | None, col: str) -> float | None:
     value = row.get(col) if row else None
     return None if value is None else round(float(value), 4)
+
+
+VISIBILITY_COLUMNS = (
+    ("brand", "string", "tracked brand"),
+    ("target", "bool", "the monitored brand"),
+    ("n", "int", "analysed valid answers"),
+    ("mentions", "int", "answers mentioning the brand"),
+    ("mention_rate", "float", "mentions / n"),
+    ("wilson_lower", "float", "Wilson 95 % lower bound (answers as independent)"),
+    ("wilson_upper", "float", "Wilson 95 % upper bound"),
+    ("clustered_lower", "float", "95 % lower bound clustered by question"),
+    ("clustered_upper", "float", "95 % upper bound clustered by question"),
+    ("n_effective", "float", "n / design effect"),
+    ("avg_rank", "float", "average position among tracked brands"),
+    ("analysing", "int", "answers still being analysed (never 'not mentioned')"),
+)
+
+
+def _table(table: list[dict[str, Any]]) -> dg.TableMetadataValue:
+    """The per-brand results as typed table metadata (sortable in the UI)."""
+    records = [
+        dg.TableRecord(
+            {
+                "brand": str(r["brand"]),
+                "target": bool(r["is_target"]),
+                "n": int(r["n"]),
+                "mentions": int(r["mentions"]),
+                "mention_rate": _rate(r, "mention_rate"),
+                "wilson_lower": _rate(r, "mention_rate_lower"),
+                "wilson_upper": _rate(r, "mention_rate_upper"),
+                "clustered_lower": _rate(r, "mention_rate_cluster_lower"),
+                "clustered_upper": _rate(r, "mention_rate_cluster_upper"),
+                "n_effective": _rate(r, "n_effective"),
+                "avg_rank": _rate(r, "avg_rank"),
+                "analysing": int(r["analysing_samples"]),
+            }
+        )
+        for r in table
+    ]
+    schema = dg.TableSchema(
+        columns=[
+            dg.TableColumn(name, type_, description=desc)
+            for name, type_, desc in VISIBILITY_COLUMNS
+        ]
+    )
+    return dg.MetadataValue.table(records, schema=schema)
 
 
 def _markdown(table: list[dict[str, Any]]) -> str:
