@@ -122,7 +122,12 @@ def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_u
                 got = _scrape(url)
             except OSError:
                 got = {}
-            if ("geo_backlog_samples", (("platform", "deepseek"), ("state", "queued"))) in got:
+            # A gauge pass sets the backlog first and the business gauges after it; the
+            # reconciliation series (labelled, so absent until set) is the pass's last write.
+            if ("geo_backlog_samples", (("platform", "deepseek"), ("state", "queued"))) in got and (
+                "geo_reconciliation_difference_minor",
+                (("currency", "CNY"),),
+            ) in got:
                 break
             time.sleep(0.3)
 
