@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from psycopg.types.json import Jsonb
 
-from geo_pipeline.billing.ledger import find_price_list
+from geo_pipeline.billing.prices import find_price_list
 from geo_pipeline.connectors.protocols import DAY_TOTAL_PREFIX
 from geo_pipeline.domain import billing as rules
 from geo_pipeline.domain.billing import ReconciliationSummary, ReconLine

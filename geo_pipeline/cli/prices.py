@@ -12,7 +12,7 @@ from typing import Any
 import click
 import yaml
 
-from geo_pipeline.billing import ledger
+from geo_pipeline.billing import ledger, prices
 from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.catalogue import PriceFileError, parse_price_versions
@@ -66,7 +66,7 @@ def import_cmd(file: Path, as_json: bool) -> None:
         raise SystemExit(2) from None
     with dbmod.connect() as conn:
         try:
-            done = ledger.import_price_versions(conn, versions, caps)
+            done = prices.import_price_versions(conn, versions, caps)
         except ledger.BillingError as exc:
             raise click.ClickException(str(exc)) from None
         conn.commit()
@@ -88,7 +88,7 @@ def list_cmd(platform: str | None, as_json: bool) -> None:
             f"platform {platform!r} is not registered; known: {', '.join(sorted(caps))}"
         )
     with dbmod.connect() as conn:
-        rows = ledger.price_listing(conn, caps, platform)
+        rows = prices.price_listing(conn, caps, platform)
     if as_json:
         emit_json({"prices": rows})
         return

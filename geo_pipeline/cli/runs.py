@@ -13,7 +13,7 @@ import click
 
 from geo_pipeline.analysis import analyse_run
 from geo_pipeline.analysis.planning import planning_priors
-from geo_pipeline.billing import ledger
+from geo_pipeline.billing import ledger, prices
 from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file
@@ -39,7 +39,7 @@ def plan_from_file(path: Path, run_id: str | None, conn: Conn | None = None) -> 
     effect now (imported with `prices import`), which the quote snapshot then freezes."""
     caps = load_registry().capabilities()
     if conn is not None:
-        caps = ledger.effective_capabilities(conn, caps)
+        caps = prices.effective_capabilities(conn, caps)
     return plan_run(load_config_file(path), caps, run_id)
 
 

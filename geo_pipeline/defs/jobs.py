@@ -14,7 +14,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from geo_pipeline.billing import ledger
+from geo_pipeline.billing import prices
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
@@ -95,7 +95,7 @@ def plan_from_config(
     With a database the quote uses the price versions in effect now (frozen in its snapshot)."""
     caps = registry.load().capabilities()
     if conn is not None:
-        caps = ledger.effective_capabilities(conn, caps)
+        caps = prices.effective_capabilities(conn, caps)
     return plan_run(raw, caps, run_id)
 
 

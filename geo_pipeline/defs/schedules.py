@@ -13,7 +13,7 @@ from zoneinfo import ZoneInfo
 
 import dagster as dg
 
-from geo_pipeline.billing import ledger
+from geo_pipeline.billing import prices
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.jobs import sampling_plan_job
@@ -77,7 +77,7 @@ def ensure_monitor_run(
         return run_id, runstore.run_config(conn, run_id).channels
     config, saved = monitor_config(monitor["config"], registry)
     # Quoted at the price versions in effect now; the quote snapshot freezes them (R23).
-    caps = ledger.effective_capabilities(conn, registry.load().capabilities())
+    caps = prices.effective_capabilities(conn, registry.load().capabilities())
     plan = plan_for(config, caps, monitor_run_id(monitor["monitor_id"], day))
     run_id, _ = create_run(
         conn,

@@ -12,6 +12,7 @@ import pytest
 from click.testing import CliRunner
 
 from geo_pipeline.billing import ledger, reconcile
+from geo_pipeline.billing import prices as price_lists
 from geo_pipeline.billing.ledger import ChargeRequest
 from geo_pipeline.cli.prices import prices_group
 from geo_pipeline.connectors.base import FeeLine, FeeStatement
@@ -80,19 +81,19 @@ def charge(db, plan, sample, upstream_id):
 def test_a_charge_after_a_price_change_follows_the_frozen_quote(db):
     ledger.deposit(db, "acme", 100_000, "CNY", "dep-1")
     # Created while only the registry's list is in effect: the quote freezes doubao-2026-10.
-    before = plan_run(raw_config(), ledger.effective_capabilities(db, CAPS), "r-before")
+    before = plan_run(raw_config(), price_lists.effective_capabilities(db, CAPS), "r-before")
     assert before.quote.price_versions == {"doubao": "doubao-2026-10"}
     create_run(db, before, dispatch=False)
     db.commit()
 
-    done = ledger.import_price_versions(
+    done = price_lists.import_price_versions(
         db, [PriceVersion("doubao", db_now(db) - timedelta(seconds=1), NEW, "test")], CAPS
     )
     db.commit()
     assert [d.imported_now for d in done] == [True]
 
     # A run created now is quoted on the new list, with the new list's retry fee rule.
-    after = plan_run(raw_config(), ledger.effective_capabilities(db, CAPS), "r-after")
+    after = plan_run(raw_config(), price_lists.effective_capabilities(db, CAPS), "r-after")
     assert after.quote.price_versions == {"doubao": "doubao-2026-12"}
     assert {(q.item, q.unit_price_minor) for q in after.quote.lines} == {
         ("base", 7),
@@ -151,7 +152,7 @@ def test_a_statement_without_versions_is_judged_by_the_list_in_effect_that_day(d
     plan = make_plan("r-usage", channels=[{"platform": "doubao", "device": "web"}])
     create_run(db, plan, dispatch=False)
     db.commit()
-    ledger.import_price_versions(db, [PriceVersion("doubao", db_now(db), NEW)], CAPS)
+    price_lists.import_price_versions(db, [PriceVersion("doubao", db_now(db), NEW)], CAPS)
     db.commit()
     charge(db, plan, plan.samples[0], "u1")
     day = db.execute("SELECT (now() AT TIME ZONE 'UTC')::date AS d").fetchone()["d"].isoformat()
@@ -171,30 +172,30 @@ def test_a_statement_without_versions_is_judged_by_the_list_in_effect_that_day(d
 def test_published_versions_never_change(db):
     at = datetime(2026, 12, 15, tzinfo=UTC)
     v = PriceVersion("doubao", at, NEW)
-    assert [d.imported_now for d in ledger.import_price_versions(db, [v], CAPS)] == [True]
-    assert [d.imported_now for d in ledger.import_price_versions(db, [v], CAPS)] == [False]
+    assert [d.imported_now for d in price_lists.import_price_versions(db, [v], CAPS)] == [True]
+    assert [d.imported_now for d in price_lists.import_price_versions(db, [v], CAPS)] == [False]
     changed = PriceVersion(
         "doubao", at, PriceList(NEW.version, "CNY", {"standard": 9, "deep_thinking": 9})
     )
     with pytest.raises(ledger.BillingError, match="published versions never change"):
-        ledger.import_price_versions(db, [changed], CAPS)
+        price_lists.import_price_versions(db, [changed], CAPS)
     clash = PriceVersion(
         "doubao", at, PriceList("doubao-other", "CNY", {"standard": 9, "deep_thinking": 9})
     )
     with pytest.raises(ledger.BillingError, match="doubao-2026-12 already takes effect"):
-        ledger.import_price_versions(db, [clash], CAPS)
+        price_lists.import_price_versions(db, [clash], CAPS)
     reuse = PriceVersion(
         "doubao", at + timedelta(days=1), PriceList("doubao-2026-10", "CNY", {"standard": 1})
     )
     with pytest.raises(ledger.BillingError, match="registry's fallback list"):
-        ledger.import_price_versions(db, [reuse], CAPS)
+        price_lists.import_price_versions(db, [reuse], CAPS)
     with pytest.raises(Exception, match="geo"):
         db.rollback()
         db.execute("DELETE FROM geo.price_versions")
 
 
 def test_quote_falls_back_to_the_registry_without_imported_versions(db):
-    caps = ledger.effective_capabilities(db, CAPS)
+    caps = price_lists.effective_capabilities(db, CAPS)
     assert {p: c.prices for p, c in caps.items()} == {p: c.prices for p, c in CAPS.items()}
     config = normalise_and_validate(raw_config(), caps)
     assert config.targets  # planning works on the effective capabilities unchanged
@@ -300,7 +301,7 @@ def test_quoting_at_effective_prices_still_names_the_key_of_a_disabled_engine(db
     from geo_pipeline.domain.catalogue import PlatformDisabled
 
     monkeypatch.delenv("GEO_QWEN_API_KEY", raising=False)
-    caps = ledger.effective_capabilities(db, load_registry().capabilities())
+    caps = price_lists.effective_capabilities(db, load_registry().capabilities())
     with pytest.raises(PlatformDisabled, match="GEO_QWEN_API_KEY"):
         caps["qwen_api"]
     assert "qwen_api" not in caps and "doubao" in caps
