@@ -103,6 +103,9 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     cluster.relay()
     cluster.worker(platforms=("deepseek", "qwen"), lease_s=10)
     cluster.wait(cluster.all_terminal, 120, "every sample terminal")
+    # The sensor follows the completion stream between its PostgreSQL sweeps: let the relay
+    # publish the last completion events first (it may lag the commits by a moment).
+    cluster.wait(lambda: _unpublished(conn) == 0, 60, "completion events published")
 
     downstream = tick(completion_sensor, completion_cursor).run_requests or []
     assert sorted(r.run_key for r in downstream) == sorted(
@@ -141,3 +144,9 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     # Nothing is requested twice: the next tick repeats only run keys already used.
     again = tick(completion_sensor, None).run_requests or []
     assert {r.run_key for r in again} <= {r.run_key for r in downstream}
+
+
+def _unpublished(conn: Any) -> int:
+    conn.rollback()  # a fresh snapshot each poll
+    row = conn.execute("SELECT count(*) AS n FROM geo.outbox WHERE published_at IS NULL").fetchone()
+    return int(row["n"])
