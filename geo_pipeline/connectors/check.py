@@ -125,7 +125,8 @@ async def check_platform(
 ) -> CheckResult:
     """One request to one platform, from submit to parsed evidence."""
     mode = mode or _default_mode(entry)
-    if entry.api_key_env and not key_is_set(entry.api_key_env):
+
+    def skipped(why: str) -> CheckResult:
         return CheckResult(
             platform=entry.platform,
             protocol=entry.protocol,
@@ -134,22 +135,16 @@ async def check_platform(
             auth="not_checked",
             model=model_of(entry, mode),
             mode=mode,
-            detail=f"skipped: {entry.api_key_env} is not set (set it to enable and check "
-            f"{entry.platform})",
+            detail=f"skipped: {why}",
+        )
+
+    if entry.api_key_env and not key_is_set(entry.api_key_env):
+        return skipped(
+            f"{entry.api_key_env} is not set (set it to enable and check {entry.platform})"
         )
     caps = entry.capabilities
     if mode not in caps.modes:
-        return CheckResult(
-            platform=entry.platform,
-            protocol=entry.protocol,
-            status="skipped",
-            key_variable=entry.api_key_env,
-            auth="not_checked",
-            model=model_of(entry, mode),
-            mode=mode,
-            detail=f"skipped: {entry.platform} offers no mode {mode!r}; modes: "
-            f"{', '.join(caps.modes)}",
-        )
+        return skipped(f"{entry.platform} offers no mode {mode!r}; modes: {', '.join(caps.modes)}")
     request = SubmitRequest(
         sample_id=f"connectors-check-{uuid.uuid4().hex[:12]}",
         attempt_no=1,
