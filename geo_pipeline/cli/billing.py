@@ -12,6 +12,7 @@ from geo_pipeline.billing import ledger, reconcile
 from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.money import Money, MoneyError
+from geo_pipeline.flows.create_run import PlanChecksFailed, dispatch_checked
 from geo_pipeline.flows.settle import settle_run
 from geo_pipeline.store import db as dbmod
 
@@ -95,15 +96,18 @@ def deposit_cmd(
 @click.option("--json", "as_json", is_flag=True)
 def confirm_cmd(run_id: str, no_dispatch: bool, as_json: bool) -> None:
     """Reserve the run's estimated maximum (refused when the balance is short), then queue its
-    work."""
-    from geo_pipeline.store import runs as runstore
-
+    work through the same plan checks as `runs create` and the launchpad (a failing check keeps
+    the run reserved and undispatched; confirming again re-runs them)."""
     with dbmod.connect() as conn:
         try:
             reserved = ledger.confirm_run(conn, run_id)
         except ledger.BillingError as exc:
             raise _fail(exc) from None
-        queued = 0 if no_dispatch else runstore.dispatch(conn, run_id)
+        conn.commit()  # the reservation stands whatever the checks say
+        try:
+            queued = 0 if no_dispatch else dispatch_checked(conn, run_id)
+        except PlanChecksFailed as exc:
+            raise click.ClickException(str(exc)) from None
     if as_json:
         emit_json(
             {

@@ -151,3 +151,37 @@ def test_create_runs_the_plan_checks_and_refuses_to_dispatch_a_failing_plan(db_u
     assert channels == 4 and hints > 0
     run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "cli-gate")
     assert dispatched() == (channels, hints)
+
+
+def test_billing_confirm_passes_through_the_same_gate(db_url, db):
+    """`billing confirm` (a run created with --no-confirm, confirmed later) dispatches only
+    through the plan checks, like `runs create` and the launchpad."""
+    from geo_pipeline.billing import ledger
+
+    ledger.deposit(db, "acme", 1_000_000, "CNY", "confirm-gate")
+    db.execute(
+        "CREATE FUNCTION public.corrupt_batch() RETURNS trigger LANGUAGE plpgsql AS "
+        "$$ BEGIN NEW.size := NEW.size + 1; RETURN NEW; END $$"
+    )
+    db.execute(
+        "CREATE TRIGGER corrupt_batch BEFORE INSERT ON geo.batches "
+        "FOR EACH ROW EXECUTE FUNCTION public.corrupt_batch()"
+    )
+    db.commit()
+    run_cli(db_url, "runs", "create", str(EXAMPLE), "--run-id", "cg", "--no-confirm")
+    proc = run_cli(db_url, "billing", "confirm", "cg", check=False)
+    assert proc.returncode != 0, proc.stdout
+    assert "Traceback" not in proc.stderr
+    assert "batches_within_cap" in proc.stderr and "NOT dispatched" in proc.stderr
+    row = db.execute(
+        "SELECT r.confirmed_at IS NOT NULL AS confirmed,"
+        " (SELECT count(*) FROM geo.run_dispatches d WHERE d.run_id = r.run_id) AS dispatches"
+        " FROM geo.runs r WHERE r.run_id = 'cg'"
+    ).fetchone()
+    db.commit()
+    assert row["confirmed"] and row["dispatches"] == 0  # reserved, kept, not dispatched
+
+    db.execute("UPDATE geo.batches SET size = size - 1 WHERE run_id = 'cg'")
+    db.commit()
+    ok = run_cli(db_url, "billing", "confirm", "cg", "--json")
+    assert json.loads(ok.stdout)["queued"] == 50
