@@ -15,22 +15,10 @@ import yaml
 from geo_pipeline.billing import ledger, prices
 from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.catalogue import PriceFileError, parse_price_versions
+from geo_pipeline.domain.catalogue import PRICE_FIELDS, PriceFileError, parse_price_versions
 from geo_pipeline.store import db as dbmod
 
-COLUMNS = [
-    "platform",
-    "version",
-    "effective_from",
-    "in_effect",
-    "currency",
-    "base",
-    "deep_thinking",
-    "web_search",
-    "screenshot",
-    "retry_fee_rule",
-    "source",
-]
+COLUMNS = [*PRICE_FIELDS[:3], "in_effect", *PRICE_FIELDS[3:]]
 
 
 @click.group("prices")

@@ -200,20 +200,20 @@ class PriceFileError(ValueError):
         )
 
 
-_PRICE_KEYS = frozenset(
-    {
-        "platform",
-        "version",
-        "effective_from",
-        "currency",
-        "base",
-        "deep_thinking",
-        "web_search",
-        "screenshot",
-        "retry_fee_rule",
-        "source",
-    }
+# The fields of one price list in a price file, in the order people read them.
+PRICE_FIELDS = (
+    "platform",
+    "version",
+    "effective_from",
+    "currency",
+    "base",
+    "deep_thinking",
+    "web_search",
+    "screenshot",
+    "retry_fee_rule",
+    "source",
 )
+_PRICE_KEYS = frozenset(PRICE_FIELDS)
 _RETRY_FEE_RULES = ("charged", "free_after_failure", "free")
 
 
