@@ -17,6 +17,7 @@ from pydantic import Field
 from geo_pipeline.billing import prices
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
+from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.config import (
     DEFAULT_PUBLISH_DEADLINE_SECONDS,
@@ -131,7 +132,7 @@ def create_run_op(
         except (runstore.RunConflict, InsufficientFunds) as exc:
             raise dg.Failure(description=str(exc), allow_retries=False) from None
     # After the commit: a partition never names a run PostgreSQL does not have.
-    context.instance.add_dynamic_partitions(names.RUNS_PARTITIONS, [run_id])
+    register_run_partitions(context.instance, run_id, plan.config.channels)
     summary = plan.summary()
     context.add_output_metadata(
         {

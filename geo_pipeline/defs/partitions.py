@@ -34,5 +34,15 @@ def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
     return by_dim["run"], by_dim["channel"]
 
 
+def register_run_partitions(
+    instance: dg.DagsterInstance, run_id: str, channels: list[str] | tuple[str, ...]
+) -> None:
+    """Make the partitions of one collection run exist (call after its rows are committed, so a
+    partition never names a run PostgreSQL does not have). Idempotent. Every launch path that
+    creates a run (launchpad job, daily re-sample job, the sampling_plan sensor's repair) calls
+    this one function."""
+    instance.add_dynamic_partitions(RUNS_PARTITIONS, [run_id])
+
+
 def known_channels() -> frozenset[str]:
     return frozenset(channel_partitions.get_partition_keys())
