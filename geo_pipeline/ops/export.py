@@ -22,7 +22,7 @@ import markupsafe
 
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.charts import rate_bars_svg
-from geo_pipeline.ops.report import RunReport
+from geo_pipeline.ops.report import RunReport, trend_section
 
 FORMATS = ("json", "csv", "html")
 
@@ -239,6 +239,7 @@ def to_html(report: RunReport) -> str:
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,
             retention=report.retention,
+            trend=trend_section(report),
             generated_at=report.generated_at.isoformat(timespec="seconds"),
         )
     )

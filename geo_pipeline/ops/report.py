@@ -3,10 +3,11 @@ mention rates are, and what it cost against its quote.
 
 Every count of sample states comes from the one aggregation service
 (:mod:`geo_pipeline.store.status`); mention rates come from the analyst views of the
-``analytics`` schema; per-sample detail (the sanitised answer, citations, where the screenshot
-and thumbnail are stored) and money come from named read-only queries. The report never counts
-sample states itself, so it can never disagree with ``runs show``, the Dagster assets or an
-export.
+``analytics`` schema (and, for a monitor's run, its trend over days with the changes flagged
+after false-discovery-rate control); per-sample detail (the sanitised answer, citations, where
+the screenshot and thumbnail are stored) and money come from named read-only queries. The
+report never counts sample states itself, so it can never disagree with ``runs show``, the
+Dagster assets or an export.
 
 Invariants: a sample whose analysis is still pending is shown as "analysing", never as "not
 mentioned" (R6); a sample whose evidence is partial or failed always carries its reason (R6, R21);
@@ -23,6 +24,9 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import markupsafe
+
+from geo_pipeline.ops.charts import trend_charts
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
@@ -31,6 +35,10 @@ from geo_pipeline.store.queries import fetch_all
 
 # The analyst table of mention rates per run x channel x brand (built by the analysis work).
 MENTION_RATE_TABLE = "analytics.channel_brand_metrics"
+# The monitor's rates per channel x brand x day with the changes flagged after FDR control.
+TREND_VIEW = "analytics.brand_trends"
+# How far back the trend of a monitor's run looks, in days up to the run's own day.
+TREND_DAYS = 30
 
 # A function that turns a stored evidence object into a link a reader may follow (an authorised
 # download URL, a local file URL in the demo). Without one, the report shows the storage key and
@@ -87,6 +95,10 @@ class RunReport:
     money: dict[str, Any]
     generated_at: datetime
     retention: list[dict[str, Any]] = field(default_factory=list)
+    # The monitor's days up to this run's (empty outside a monitor), and the false discovery
+    # rate q at which analytics.brand_changes flagged their changes.
+    trends: list[dict[str, Any]] = field(default_factory=list)
+    trend_fdr_q: float | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -99,6 +111,8 @@ class RunReport:
             "money": self.money,
             "generated_at": self.generated_at,
             "retention": self.retention,
+            "trends": self.trends,
+            "trend_fdr_q": self.trend_fdr_q,
         }
 
 
@@ -135,6 +149,57 @@ def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | 
             if isinstance(value, Decimal):
                 r[key] = float(value)
     return rows, MENTION_RATE_TABLE
+
+
+def brand_trends(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], float | None]:
+    """The mention rate of every brand per channel and day of the run's monitor, over the
+    ``TREND_DAYS`` days up to the run's day, with the question-clustered 95 % interval and
+    whether a change was flagged that day (day over day, rolling 7 days), and the FDR q of those
+    flags. Empty (and None) for a run outside a monitor, or before the views exist."""
+    if not relation_exists(conn, TREND_VIEW):
+        return [], None
+    rows = fetch_all(conn, "ops.report_brand_trends", {"run_id": run_id, "days": TREND_DAYS})
+    for r in rows:
+        for key, value in r.items():
+            if isinstance(value, Decimal):
+                r[key] = float(value)
+    fdr_q = next((float(r["fdr_q"]) for r in rows if r.get("fdr_q") is not None), None)
+    return [{k: v for k, v in r.items() if k != "fdr_q"} for r in rows], fdr_q
+
+
+def _pct(value: float | None) -> str:
+    return "" if value is None else f"{value * 100:.0f} %"
+
+
+def trend_section(report: RunReport) -> dict[str, Any]:
+    """The trend part of the HTML page: one chart per channel (inline SVG, every text escaped,
+    nothing executable: ``markupsafe.Markup`` only for what ``ops.charts`` drew), the q the
+    flags were controlled at, the days covered, and the same numbers as table rows (the
+    chart's accessible fallback)."""
+    days = sorted({r["scheduled_for"] for r in report.trends})
+    return {
+        "charts": [
+            (channel, markupsafe.Markup(svg))
+            for channel, svg in trend_charts(report.trends, report.trend_fdr_q)
+        ],
+        "fdr_q": report.trend_fdr_q,
+        "days": days,
+        "rows": [
+            {
+                "channel": r["channel"],
+                "brand": r["brand"],
+                "day": r["scheduled_for"].isoformat(),
+                "rate": _pct(r.get("mention_rate")),
+                "interval": ""
+                if r.get("mention_rate_lower") is None
+                else f"{_pct(r['mention_rate_lower'])} – {_pct(r.get('mention_rate_upper'))}",
+                "n": r.get("n"),
+                "flagged_day_over_day": "flagged" if r.get("flagged_day_over_day") else "",
+                "flagged_rolling_7d": "flagged" if r.get("flagged_rolling_7d") else "",
+            }
+            for r in report.trends
+        ],
+    }
 
 
 def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
@@ -181,6 +246,7 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         for r in fetch_all(conn, "ops.report_samples", params)
     ]
     rates, source = mention_rates(conn, run_id)
+    trends, fdr_q = brand_trends(conn, run_id)
     return RunReport(
         run=run,
         status=status,
@@ -191,4 +257,6 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         money=money_summary(conn, run),
         generated_at=datetime.now(UTC),
         retention=fetch_all(conn, "ops.retention_of_run", params),
+        trends=trends,
+        trend_fdr_q=fdr_q,
     )

@@ -137,3 +137,47 @@ def test_html_report_mention_rates_read_as_people_write_them(db, tmp_path, brows
     assert {"is_target", "rate_lower_95", "rate_upper_95", "mention_rate"} <= set(rows[0])
     header = next(csv.reader(io.StringIO(export.to_csv(rep))))
     assert header == list(export.CSV_COLUMNS)
+
+
+def test_html_report_charts_the_trend_with_flagged_changes_marked(db, tmp_path, browser_page):
+    """A monitor's second day: the trend charts render under the strict CSP (no violation in
+    the console), the flagged change carries its red ring and the legend explains it, and the
+    caption states the q of the false discovery rate. Screenshot: report-trend.png."""
+    from datetime import date
+
+    from geo_pipeline_tests.ops.test_report_export import monitored_days
+
+    steady = lambda q: "推荐瑞幸。" if q == 0 else "推荐星巴克。"  # noqa: E731
+    monitored_days(db, {
+        date(2026, 11, 1): {"kimi__web": lambda q: "推荐星巴克。", "deepseek__web": steady},
+        date(2026, 11, 2): {"kimi__web": lambda q: "推荐瑞幸。", "deepseek__web": steady},
+    })  # fmt: skip
+    page_file = tmp_path / "report.html"
+    page_file.write_text(
+        export.to_html(report.build_report(db, "r-trend-20261102")), encoding="utf-8"
+    )
+
+    page = browser_page
+    console: list[str] = []
+    page.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    page.goto(page_file.as_uri())
+    page.locator("#trend-chart").scroll_into_view_if_needed()
+    page.locator("#trend-chart").screenshot(path=str(ARTIFACTS / "report-trend.png"))
+    page.screenshot(path=str(ARTIFACTS / "report-trend-page.png"), full_page=True)
+
+    charts = page.locator("#trend-chart svg")
+    assert charts.count() == 2
+    kimi = page.locator('#trend-chart [data-channel="kimi__web"] svg')
+    assert kimi.is_visible() and kimi.bounding_box()["height"] > 200  # type: ignore[index]
+    rings = kimi.locator("circle.flag-day-over-day:not(.legend)")
+    assert rings.count() == 2  # Luckin and Starbucks, day 2
+    assert all(t.endswith("2026-11-02: change vs the previous day flagged")
+               for t in rings.locator("title").all_text_contents())  # fmt: skip
+    deepseek = page.locator('#trend-chart [data-channel="deepseek__web"] svg')
+    assert deepseek.locator(".flag-day-over-day:not(.legend)").count() == 0
+    assert rings.first.is_visible()
+    assert "change vs the previous day" in kimi.text_content()  # type: ignore[operator]
+    assert page.inner_text("#trend-q") == "q = 0.05"
+    assert not [m for m in console if "Content Security Policy" in m or m.startswith("error")], (
+        console
+    )

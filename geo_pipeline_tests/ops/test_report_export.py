@@ -5,8 +5,11 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 import subprocess
 import sys
+import xml.etree.ElementTree as ET
+from datetime import date
 
 from geo_pipeline.ops import export, report
 from geo_pipeline.store import status
@@ -118,3 +121,109 @@ def test_cli_export_writes_each_format_and_refuses_unknown_runs(db, db_url, tmp_
     )
     assert proc.returncode != 0 and "no run with id 'nope'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+# --------------------------------------------------------------------------- the trend over days
+SVG = "{http://www.w3.org/2000/svg}"
+TREND_QUESTIONS = ["哪个咖啡品牌最好？", "上班族早上买咖啡推荐哪个品牌？", "性价比最高的咖啡？"]
+
+
+def monitored_days(db, answers_by_day):
+    """A monitor's runs, one a day, on kimi and deepseek (3 questions x 4 repeats), analysed;
+    ``answers_by_day``: day -> channel -> question index -> the answer. Returns the run ids."""
+    from geo_pipeline.analysis import analyse_run
+    from geo_pipeline_tests.integration.analysis.helpers import make_run as make_monitor_run
+    from geo_pipeline_tests.integration.analysis.helpers import store_answer
+
+    db.execute("INSERT INTO geo.tenants (tenant_id, name) VALUES ('acme', 'acme') "
+               "ON CONFLICT DO NOTHING")  # fmt: skip
+    run_ids = []
+    for day, by_channel in answers_by_day.items():
+        run_id = f"r-trend-{day:%Y%m%d}"
+        samples = make_monitor_run(
+            db, run_id, questions=TREND_QUESTIONS, repeats=4, monitor="m-trend",
+            scheduled_for=day,
+            channels=[{"platform": "kimi", "device": "web"},
+                      {"platform": "deepseek", "device": "web"}],
+        )  # fmt: skip
+        for s in samples:
+            store_answer(db, s["sample_id"], by_channel[s["channel"]](s["question_index"]))
+        analyse_run(db, run_id)
+        db.commit()
+        run_ids.append(run_id)
+    return run_ids
+
+
+def trend_svgs(html: str) -> dict[str, ET.Element]:
+    """The trend charts of an HTML report by channel, parsed (well-formed SVG or it raises)."""
+    figure = html.split('<figure id="trend-chart">', 1)[1].split("</figure>", 1)[0]
+    return {
+        channel: ET.fromstring(svg)
+        for channel, svg in re.findall(
+            r'<div class="trend-channel" data-channel="([^"]+)">(<svg.*?</svg>)</div>', figure, re.S
+        )
+    }
+
+
+def test_html_report_marks_the_flagged_change_of_a_monitors_trend(db):
+    """Two days of a monitor; on kimi every answer switches from Starbucks to Luckin on day 2,
+    on deepseek nothing changes. The report of day 2 draws one chart per channel and marks
+    exactly the (channel, brand, day) analytics.brand_changes flagged; the caption says the q."""
+    day1, day2 = date(2026, 11, 1), date(2026, 11, 2)
+    steady = lambda q: "推荐瑞幸。" if q == 0 else "推荐星巴克。"  # noqa: E731
+    monitored_days(db, {
+        day1: {"kimi__web": lambda q: "推荐星巴克。", "deepseek__web": steady},
+        day2: {"kimi__web": lambda q: "推荐瑞幸。", "deepseek__web": steady},
+    })  # fmt: skip
+    flagged = {
+        (r["channel"], r["brand"], r["scheduled_for"].isoformat())
+        for r in db.execute(
+            "SELECT channel, brand, scheduled_for FROM analytics.brand_changes"
+            " WHERE monitor_id = 'm-trend' AND flagged"
+        ).fetchall()
+    }
+    # The planted change is what the view flags (BH across the day's brand x channel family).
+    assert flagged == {
+        ("kimi__web", "瑞幸咖啡", "2026-11-02"),
+        ("kimi__web", "星巴克", "2026-11-02"),
+    }
+
+    rep = report.build_report(db, "r-trend-20261102")
+    assert rep.trend_fdr_q == 0.05
+    assert {r["scheduled_for"] for r in rep.trends} == {day1, day2}
+    html = export.to_html(rep)
+    charts = trend_svgs(html)
+    assert set(charts) == {"kimi__web", "deepseek__web"}
+    marked = set()
+    for channel, root in charts.items():
+        assert root.find(f"{SVG}title") is not None and root.find(f"{SVG}desc") is not None
+        for el in root.iter():
+            if "flag-day-over-day" in (el.get("class") or "") and "legend" not in el.get("class"):
+                brand_day = el.find(f"{SVG}title").text.split(": ")[0]  # type: ignore[union-attr]
+                brand, day = brand_day.rsplit(", ", 1)
+                marked.add((channel, brand, day))
+    assert marked == flagged
+    assert len([el for el in charts["deepseek__web"].iter() if el.get("class") == "point"]) == 6
+    caption = html.split('id="trend-caption">', 1)[1].split("</figcaption>", 1)[0]
+    assert "q = 0.05" in caption and "2026-11-01 to 2026-11-02, 2 days" in caption
+    # The data table says the same: flagged exactly on the flagged rows.
+    table = html.split('<table id="trend-table">', 1)[1].split("</table>", 1)[0]
+    rows = re.findall(r"<tr><td>([^<]*)</td><td>([^<]*)</td><td>([^<]*)</td>(.*?)</tr>", table)
+    assert len(rows) == 2 * 3 * 2  # channels x brands x days
+    assert {(c, b, d) for c, b, d, rest in rows if '"flag-dod">flagged<' in rest} == flagged
+    # JSON carries the same rows; a run outside a monitor has no trend section.
+    assert len(json.loads(export.to_json(rep))["trends"]) == 12
+
+
+def test_one_day_of_a_monitor_is_said_not_drawn(db):
+    monitored_days(db, {date(2026, 11, 1): {"kimi__web": lambda q: "推荐瑞幸。",
+                                            "deepseek__web": lambda q: "推荐星巴克。"}})  # fmt: skip
+    html = export.to_html(report.build_report(db, "r-trend-20261101"))
+    charts = trend_svgs(html)
+    assert set(charts) == {"kimi__web", "deepseek__web"}
+    for root in charts.values():
+        assert "Only one day of data (2026-11-01)" in "".join(root.itertext())
+        assert not [el for el in root.iter() if el.get("class") == "point"]
+    assert "one day only, no trend yet" in html
+    plain = export.to_html(report.build_report(db, make_run(db)[0]["run_id"]))
+    assert 'id="trend-chart"' not in plain

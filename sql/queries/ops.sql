@@ -235,3 +235,27 @@ SELECT currency, coalesce(sum(difference_minor), 0)::bigint AS difference_minor
 FROM geo.reconciliation_lines
 WHERE classification NOT IN ('pending', 'price_change')  -- explained differences
 GROUP BY currency;
+
+-- name: report_brand_trends
+-- The trend of a monitor's run: every brand's mention rate per channel and day of the run's
+-- monitor over the %(days)s days up to the run's day (analytics.brand_trends: the question-
+-- clustered 95 percent interval, and whether analytics.brand_changes flagged the day's change
+-- day over day or over rolling 7 days), with the false discovery rate q of those flags.
+-- Empty for a run outside a monitor.
+WITH this AS (
+  SELECT monitor_id, scheduled_for
+  FROM geo.runs
+  WHERE run_id = %(run_id)s AND monitor_id IS NOT NULL AND scheduled_for IS NOT NULL
+), fdr AS (
+  SELECT max(c.fdr_q) AS fdr_q
+  FROM analytics.brand_changes c
+  JOIN this ON c.monitor_id = this.monitor_id
+)
+SELECT t.channel, t.brand, t.is_target, t.scheduled_for, t.n, t.mentions, t.questions,
+       t.mention_rate, t.mention_rate_lower, t.mention_rate_upper, t.n_effective,
+       t.flagged_day_over_day, t.flagged_rolling_7d, fdr.fdr_q
+FROM analytics.brand_trends t
+JOIN this ON t.monitor_id = this.monitor_id
+ AND t.scheduled_for BETWEEN this.scheduled_for - (%(days)s - 1) AND this.scheduled_for
+CROSS JOIN fdr
+ORDER BY t.channel, t.is_target DESC NULLS LAST, t.brand, t.scheduled_for;

@@ -46,10 +46,11 @@ def test_trend_marks_flagged_days():
         for i in range(6)
     ] + [{"series": "Manner", "day": start, "rate": None, "flagged": False}]
     root = assert_inert(trend_svg(rows))
-    rings = [c for c in root.iter(f"{SVG}circle") if c.get("stroke") == "#d62728"]
-    assert len(rings) == 1
-    assert len(list(root.iter(f"{SVG}polyline"))) == 1 and len(list(root.iter(f"{SVG}polygon"))) == 1
-    assert "(change flagged)" in "".join(root.itertext())
+    rings = [c for c in root.iter(f"{SVG}circle") if c.get("class") == "flag-day-over-day"]
+    assert len(rings) == 1  # the legend's ring has class "legend flag-day-over-day"
+    assert len(list(root.iter(f"{SVG}polyline"))) == 1
+    assert len([p for p in root.iter(f"{SVG}path") if p.get("class") == "interval"]) == 6
+    assert "change flagged" in "".join(root.itertext())
 
 
 def test_empty_inputs_still_render():

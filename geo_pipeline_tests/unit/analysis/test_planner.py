@@ -1,4 +1,5 @@
-"""The repeats planner against a seeded simulation of the intervals the tables publish."""
+"""The repeats planner's arithmetic (its agreement with a seeded simulation of the published
+intervals is test_planner_agreement.py)."""
 
 from __future__ import annotations
 
@@ -13,34 +14,7 @@ from geo_pipeline.domain.planner import (
     expected_half_width,
     plan_repeats,
 )
-from geo_pipeline.domain.stats import clustered_rate, wilson_interval
-
-# The planner's half-width is the interval at the prior's rate and ICC; the simulated mean
-# half-width (estimated rate and deff, run to run) agrees with it within this relative error.
-TOLERANCE = 0.12
-
-
-def simulated_half_width(q: int, r: int, prior: Prior, runs: int = 1000, seed: int = 11):
-    rng = np.random.default_rng(seed)
-    s = (1 - prior.icc) / prior.icc
-    total = 0.0
-    for _ in range(runs):
-        x = rng.binomial(r, rng.beta(prior.rate * s, (1 - prior.rate) * s, q))
-        c = clustered_rate([(int(v), r) for v in x])
-        assert c.lower is not None and c.upper is not None
-        total += (c.upper - c.lower) / 2
-    return total / runs
-
-
-@pytest.mark.parametrize(
-    "q, r, rate, icc",
-    [(10, 5, 0.3, 0.2), (20, 3, 0.5, 0.1), (30, 4, 0.4, 0.15), (15, 8, 0.5, 0.3)],
-)
-def test_planner_half_width_agrees_with_simulation(q, r, rate, icc):
-    prior = Prior(rate, icc, "test")
-    planned = expected_half_width(q, r, prior)
-    simulated = simulated_half_width(q, r, prior)
-    assert planned == pytest.approx(simulated, rel=TOLERANCE)
+from geo_pipeline.domain.stats import wilson_interval
 
 
 def test_one_question_is_wilson_and_repeats_help_less_than_questions():
