@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0021_honest_numbers, 17 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0022_attempt_usage, 18 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1646,8 +1646,22 @@ CREATE TABLE geo.attempts (
     retry_after_ms integer,
     deep_thinking_used boolean,
     screenshot_used boolean,
+    usage_input_tokens bigint,
+    usage_output_tokens bigint,
+    usage_total_tokens bigint,
+    usage_cached_input_tokens bigint,
+    usage_reasoning_tokens bigint,
+    usage_web_search_requests integer,
+    usage_search_context text,
+    usage_source text,
     CONSTRAINT attempts_attempt_no_check CHECK ((attempt_no >= 1)),
-    CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['running'::text, 'accepted'::text, 'completed'::text, 'failed'::text, 'uncertain'::text, 'not_accepted'::text, 'abandoned'::text, 'cancelled'::text])))
+    CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['running'::text, 'accepted'::text, 'completed'::text, 'failed'::text, 'uncertain'::text, 'not_accepted'::text, 'abandoned'::text, 'cancelled'::text]))),
+    CONSTRAINT attempts_usage_cached_input_tokens_check CHECK ((usage_cached_input_tokens >= 0)),
+    CONSTRAINT attempts_usage_input_tokens_check CHECK ((usage_input_tokens >= 0)),
+    CONSTRAINT attempts_usage_output_tokens_check CHECK ((usage_output_tokens >= 0)),
+    CONSTRAINT attempts_usage_reasoning_tokens_check CHECK ((usage_reasoning_tokens >= 0)),
+    CONSTRAINT attempts_usage_total_tokens_check CHECK ((usage_total_tokens >= 0)),
+    CONSTRAINT attempts_usage_web_search_requests_check CHECK ((usage_web_search_requests >= 0))
 );
 
 ALTER TABLE geo.attempts OWNER TO geo_owner;
@@ -1953,7 +1967,7 @@ CREATE TABLE geo.reconciliation_lines (
     reconciled_at timestamp with time zone DEFAULT now() NOT NULL,
     fee_class text DEFAULT 'to_verify'::text NOT NULL,
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text]))),
+    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text]))),
     CONSTRAINT reconciliation_lines_fee_class_check CHECK ((fee_class = ANY (ARRAY['completed'::text, 'failed'::text, 'to_verify'::text])))
 );
 

@@ -53,6 +53,7 @@ from geo_pipeline.domain.catalogue import (
 )
 from geo_pipeline.domain.config import TENANT_RE
 from geo_pipeline.domain.money import Money, MoneyError
+from geo_pipeline.domain.usage import Usage
 from geo_pipeline.store.queries import Q
 
 if TYPE_CHECKING:
@@ -79,6 +80,9 @@ class ChargeRequest:
     deep_thinking_used: bool = False
     web_search_used: bool = False
     screenshot_used: bool = False
+    # Request-level usage the engine reported with the response (None: none reported). Not
+    # part of the charge: recorded on the attempt by the completion write, for reconciliation.
+    usage: Usage | None = None
 
     @property
     def idempotency_key(self) -> str:

@@ -14,6 +14,7 @@ to-be-verified fees and gives the unexplained difference in minor units; the Dag
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 from collections import defaultdict
@@ -24,17 +25,24 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from geo_pipeline.billing.prices import find_price_list
-from geo_pipeline.connectors.protocols import DAY_TOTAL_PREFIX
+from geo_pipeline.connectors.protocols import DAY_TOTAL_PREFIX, USAGE_FIELDS, statement_source
+from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain import billing as rules
-from geo_pipeline.domain.billing import ReconciliationSummary, ReconLine
+from geo_pipeline.domain.billing import USAGE_COST, USAGE_MISSING, ReconciliationSummary, ReconLine
+from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.platforms import PriceList
+from geo_pipeline.domain.usage import TokenPrices, Usage, usage_cost
 from geo_pipeline.observability.metrics import RECONCILIATION_DIFF
 from geo_pipeline.store.queries import Q
+from geo_pipeline.store.usage import run_attempt_usage
 
 if TYPE_CHECKING:
     from geo_pipeline.connectors.base import Connector, FeeStatement
     from geo_pipeline.store.db import Conn
+
+# A vendor without a usage/cost API: its cost per call is computed from the usage recorded with
+# the attempt x the token prices of the price version frozen in the run's quote.
 
 
 @dataclass(frozen=True)
@@ -155,14 +163,65 @@ def statement_days_needed(conn: Conn, run_id: str) -> dict[str, list[str]]:
     return {p: sorted(d) for p, d in sorted(days.items())}
 
 
-def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
+def _entries(registry: Registry | None) -> dict[str, PlatformEntry]:
+    if registry is None:
+        try:
+            registry = load_registry()
+        except RegistryError:
+            return {}
+    return registry.every_entry()
+
+
+def statement_sources(conn: Conn, run_id: str, registry: Registry | None = None) -> dict[str, str]:
+    """Per platform of the run: where its vendor cost is reconciled from, in words (a cost
+    API's day totals, the simulator's statements, or request-level usage x price version V)."""
+    entries = _entries(registry)
+    with conn.cursor() as cur:
+        cur.execute(Q("usage.run_quote_versions"), {"run_id": run_id})
+        versions: dict[str, list[str]] = defaultdict(list)
+        for r in cur.fetchall():
+            versions[str(r["platform"])].append(str(r["price_version"]))
+    out: dict[str, str] = {}
+    for platform in sorted(versions):
+        entry = entries.get(platform)
+        if entry is None:
+            out[platform] = "not in the registry: statements as imported"
+            continue
+        source = statement_source(entry)
+        if source == USAGE_FIELDS:
+            out[platform] = (
+                "no cost API: reconciled against request-level usage x price version "
+                + ", ".join(versions[platform])
+            )
+        elif source == "simulator":
+            out[platform] = "the simulator's statement API (per task)"
+        else:
+            out[platform] = f"vendor cost API {source} (day totals)"
+    return out
+
+
+def reconcile_run(
+    conn: Conn, run_id: str, registry: Registry | None = None
+) -> ReconciliationSummary:
     """Match the run's charges to the imported statements and rewrite its reconciliation lines.
+
+    A platform whose ``statement_source`` is ``usage_fields`` (``registry``: the deployment's
+    when None) has no statement: each of its tasks is compared with the vendor cost computed
+    from the usage recorded with the attempt x the token prices of the frozen price version
+    (``usage_cost`` when it differs from our charge, ``usage_missing`` when an answered attempt
+    has no usage or no token price to compute it with).
 
     The run's upstream tasks are those it charged plus those its upstream requests know (an
     accepted task we never charged may still be on their statement: missing_ours). A statement
     line for a task of no run cannot be attributed here; it stays in geo.fee_statement_lines.
     """
     currency = _run_currency(conn, run_id)
+    by_usage = {p: e for p, e in _entries(registry).items() if statement_source(e) == USAGE_FIELDS}
+    usage_rows = {
+        (str(r["platform"]), str(r["upstream_id"])): r
+        for r in (run_attempt_usage(conn, run_id) if by_usage else [])
+        if r["platform"] in by_usage
+    }
     with conn.transaction(), conn.cursor() as cur:
         # key: (platform, upstream_id)
         ours: dict[tuple[str, str], dict[str, int]] = {}
@@ -248,6 +307,8 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
             for r in cur.fetchall()
         }
         price_cache: dict[tuple[str, str], PriceList | None] = {}
+        cur.execute(Q("usage.run_quote_versions"), {"run_id": run_id})
+        quoted = {str(r["platform"]): str(r["price_version"]) for r in cur.fetchall()}
 
         lines: list[ReconLine] = []
         for k in sorted(info, key=lambda k: (k[0], k[1])):
@@ -255,6 +316,20 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
             meta = info[k]
             mine = ours.get(k)
             theirs_items = theirs.get(k)
+            if platform in by_usage and theirs_items is None:
+                version = (charged_with.get(upstream_id) or (quoted.get(platform, ""), ""))[0]
+                lines.append(
+                    _usage_line(
+                        upstream_id,
+                        meta,
+                        mine,
+                        currency,
+                        usage_rows.get(k),
+                        version,
+                        by_usage[platform],
+                    )
+                )
+                continue
             if (platform, meta["day"]) in day_totals and theirs_items is None:
                 lines.append(_in_day_total(run_id, platform, upstream_id, meta, mine, currency))
                 continue
@@ -334,6 +409,113 @@ def reconcile_run(conn: Conn, run_id: str) -> ReconciliationSummary:
     # R26: the difference of the run reconciled last, per currency (the asset keeps each run's).
     RECONCILIATION_DIFF.labels(currency).set(summary.unexplained_difference_minor)
     return summary
+
+
+def token_prices(entry: PlatformEntry, version: str) -> TokenPrices | None:
+    """The token prices the registry states for ``version`` of the platform's prices
+    (``options.token_prices.<version>``); None when it states none."""
+    spec = (entry.options.get("token_prices") or {}).get(version)
+    if spec is None:
+        return None
+    return TokenPrices.from_mapping(
+        version, spec, f"platforms.{entry.platform}.options.token_prices.{version}"
+    )
+
+
+_USAGE_FIELDS = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "web_search_requests",
+)
+
+
+def _usage_line(
+    upstream_id: str,
+    meta: dict[str, Any],
+    mine: dict[str, int] | None,
+    currency: str,
+    row: dict[str, Any] | None,
+    version: str,
+    entry: PlatformEntry,
+) -> ReconLine:
+    """One task of a platform without a cost API: our charge against the vendor cost computed
+    from the attempt's recorded usage x the token prices of the frozen version ``version``."""
+    ours = sum((mine or {}).values())
+    outcome = meta.get("outcome") or (row or {}).get("outcome")
+    detail: dict[str, Any] = {
+        "source": f"no cost API: reconciled against request-level usage x price version {version}",
+        "statement_source": USAGE_FIELDS,
+        "price_version": version,
+        "ours_items": mine,
+        "our_day": meta["day"].isoformat(),
+    }
+    for extra in ("free_reason", "request_state", "refunded_minor"):
+        if meta.get(extra):
+            detail[extra] = meta[extra]
+
+    def line(cls: str, theirs: int) -> ReconLine:
+        return ReconLine(
+            upstream_id=upstream_id,
+            platform=entry.platform,
+            classification=cls,
+            fee_class=rules.fee_class(cls, outcome),
+            ours_minor=ours,
+            theirs_minor=theirs,
+            currency=currency,
+            sample_id=meta.get("sample_id"),
+            attempt_no=meta.get("attempt_no"),
+            detail=detail,
+        )
+
+    if row is None or row.get("source") is None:
+        if outcome not in ("completed", "failed"):
+            # Never answered (uncertain, not accepted): nothing to price, as with a statement.
+            return line(rules.classify(mine, None, statement_imported=True), 0)
+        detail["missing"] = (
+            "the attempt was answered but recorded no usage: the vendor's cost of this call is "
+            "unknown (not zero); check it in the vendor's billing console"
+        )
+        return line(USAGE_MISSING, 0)
+    usage = Usage(
+        **{f: row[f] for f in _USAGE_FIELDS},
+        search_context_size=row.get("search_context"),
+        source=str(row["source"]),
+    )
+    detail["usage"] = usage.as_dict()
+    try:
+        prices = token_prices(entry, version)
+    except ValueError as exc:
+        detail["missing"] = f"token prices unreadable: {exc}"
+        return line(USAGE_MISSING, 0)
+    if prices is None:
+        detail["missing"] = (
+            f"no token prices for price version {version!r}: state them in the registry as "
+            f"platforms.{entry.platform}.options.token_prices.{version}"
+        )
+        return line(USAGE_MISSING, 0)
+    if prices.currency != currency:
+        detail["missing"] = f"token prices are in {prices.currency}, the run in {currency}"
+        return line(USAGE_MISSING, 0)
+    try:
+        cost = usage_cost(usage, prices)
+    except ValueError as exc:
+        detail["missing"] = str(exc)
+        return line(USAGE_MISSING, 0)
+    detail["token_prices"] = {
+        k: v for k, v in dataclasses.asdict(prices).items() if v is not None and k != "version"
+    }
+    detail["cost_exact_minor"] = cost.exact
+    detail["cost_parts_micro_minor"] = dict(cost.parts)
+    detail["rounding"] = "exact sum, rounded once half up to a whole minor unit"
+    if cost.amount_minor != ours:
+        detail["explained_by"] = (
+            f"we charge a per-answer price; the vendor bills tokens: {usage.input_tokens} in, "
+            f"{usage.output_tokens} out x version {version} = {cost.exact} minor units"
+        )
+    return line("matched" if cost.amount_minor == ours else USAGE_COST, cost.amount_minor)
 
 
 def _in_day_total(

@@ -264,10 +264,14 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
         try:
             # Closing stays its own command (`billing close`, with --force): reconcile only.
             settled = settle_run(
-                conn, run_id, registry=load_registry() if statements_from_simulator else None,
+                conn,
+                run_id,
+                registry=load_registry() if statements_from_simulator else None,
                 close=False,
             )
             lines = reconcile.reconciliation_lines(conn, run_id)
+            # Per platform: a cost API's statements, or request-level usage x price version.
+            sources = reconcile.statement_sources(conn, run_id)
         except (LookupError, ledger.BillingError, MoneyError, ValueError) as exc:
             raise _fail(exc) from None
     summary = settled.summary
@@ -277,12 +281,17 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
             {
                 "imports": imports,
                 "unavailable": list(settled.unavailable),
+                "sources": sources,
                 "summary": summary.as_dict(),
                 "lines": lines,
             }
         )
         return
+    for platform, source in sources.items():
+        click.echo(f"{platform}: {source}")
     for missing in settled.unavailable:
+        if "(statement_source usage_fields)" in missing:
+            continue  # said above, per platform: reconciled from usage, nothing pending
         click.echo(f"statement not available (its lines stay pending): {missing}")
     for imp in imports:
         click.echo(

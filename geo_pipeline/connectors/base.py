@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
 
 from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.domain.usage import Usage
 
 # --------------------------------------------------------------------------- errors (R13)
 ErrorClass = Literal[
@@ -168,6 +169,8 @@ class Evidence:
     deep_thinking_used: bool = False
     web_search_used: bool = False
     screenshot_used: bool = False
+    # Request-level usage the engine reported with this response (None: it reported none).
+    usage: Usage | None = None
 
 
 @dataclass(frozen=True)

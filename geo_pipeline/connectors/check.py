@@ -52,6 +52,9 @@ class CheckResult:
     retrieved: int | None = None  # fetched by the engine, not cited
     latency_ms: int | None = None
     detail: str = ""
+    # The request-level usage the answer reported ("input/output tokens"; None: none reported),
+    # what reconciliation prices for a platform whose vendor has no cost API.
+    usage_tokens: str | None = None
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -195,6 +198,11 @@ async def check_platform(
         retrieved=len(evidence.citations) - cited,
         latency_ms=latency_ms,
         detail="answered" if ok else "; ".join(evidence.warnings) or "the answer failed",
+        usage_tokens=(
+            f"{evidence.usage.input_tokens}/{evidence.usage.output_tokens}"
+            if evidence.usage is not None
+            else None
+        ),
     )
 
 

@@ -51,6 +51,7 @@ from geo_pipeline.connectors.base import (
     UpstreamFailed,
 )
 from geo_pipeline.domain.urls import normalise_url, registrable_domain, site_url
+from geo_pipeline.domain.usage import Usage
 
 
 @dataclass(frozen=True)
@@ -63,6 +64,8 @@ class ParsedAnswer:
     deep_thinking_used: bool = False
     search_queries: tuple[str, ...] = ()
     warnings: tuple[str, ...] = field(default=())
+    # Request-level usage as the engine reported it (None: the body carries none).
+    usage: Usage | None = None
 
 
 def load_json(raw: bytes, protocol: str) -> dict[str, Any]:
@@ -216,7 +219,10 @@ def parse_openai_chat(raw: bytes) -> ParsedAnswer:
                     )
                 )
     reasoning = message.get("reasoning_content")  # DeepSeek reasoner / Qwen thinking mode
+    usage, usage_warnings = _usage_of("openai_chat", body)
     return ParsedAnswer(
+        usage=usage,
+        warnings=usage_warnings,
         answer_text=content,
         citations=_sources(citations, []),
         truncated=finish == "length",
@@ -250,6 +256,8 @@ def parse_perplexity(raw: bytes) -> ParsedAnswer:
         if isinstance(r, dict) and r.get("url")
     ]
     return ParsedAnswer(
+        usage=parsed.usage,
+        warnings=parsed.warnings,
         answer_text=parsed.answer_text,
         citations=_sources(citations, retrieved),
         truncated=parsed.truncated,
@@ -323,7 +331,10 @@ def parse_openai_responses(raw: bytes) -> ParsedAnswer:
                                 span_end=None if end is None else offset + int(end),
                             )
                         )
+    usage, usage_warnings = _usage_of("openai_responses", body)
     return ParsedAnswer(
+        usage=usage,
+        warnings=usage_warnings,
         answer_text=joined.text,
         citations=_sources(cited, retrieved),
         truncated=status == "incomplete",
@@ -452,7 +463,10 @@ def parse_gemini(raw: bytes) -> ParsedAnswer:
         if idx not in referenced and (web := chunk.get("web") or {}).get("uri")
     ]
     queries = tuple(str(q) for q in meta.get("webSearchQueries") or [])
+    usage, usage_warnings = _usage_of("gemini", body)
     return ParsedAnswer(
+        usage=usage,
+        warnings=usage_warnings,
         answer_text=text,
         citations=_sources(citations, retrieved),
         truncated=finish == "MAX_TOKENS",
@@ -524,15 +538,154 @@ def parse_anthropic(raw: bytes) -> ParsedAnswer:
                             cited_text=c.get("cited_text"),
                         )
                     )
+    usage, usage_warnings = _usage_of("anthropic", body)
     return ParsedAnswer(
+        usage=usage,
         answer_text=joined.text,
         citations=_sources(cited, retrieved),
         truncated=stop == "max_tokens",
         response_id=body.get("id"),
         web_search_used=searched,
         deep_thinking_used=thinking,
-        warnings=tuple(warnings),
+        warnings=(*warnings, *usage_warnings),
     )
+
+
+# --------------------------------------------------------------------------- usage
+def _count(m: Any, *path: str) -> int | None:
+    """A non-negative integer at ``path`` inside ``m``; None when absent; ValueError when the
+    field is there but is not a count."""
+    for key in path:
+        if not isinstance(m, dict) or m.get(key) is None:
+            return None
+        m = m[key]
+    if isinstance(m, bool) or not isinstance(m, int) or m < 0:
+        raise ValueError(f"{'.'.join(path)} is {m!r}, not a token count")
+    return m
+
+
+def _sum(*values: int | None) -> int | None:
+    got = [v for v in values if v is not None]
+    return sum(got) if got else None
+
+
+def _usage_chat(body: dict[str, Any]) -> Usage | None:
+    """OpenAI-compatible ``usage`` (DeepSeek's cache hit/miss split, OpenAI/Qwen/Ark
+    ``prompt_tokens_details.cached_tokens``, Kimi's ``cached_tokens``; Perplexity adds
+    ``search_context_size`` and ``num_search_queries``)."""
+    u = body.get("usage")
+    if not isinstance(u, dict):
+        return None
+    inp, out = _count(u, "prompt_tokens"), _count(u, "completion_tokens")
+    cached = _count(u, "prompt_cache_hit_tokens")
+    if cached is None:
+        cached = _count(u, "prompt_tokens_details", "cached_tokens")
+    if cached is None:
+        cached = _count(u, "cached_tokens")
+    context = u.get("search_context_size")
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=_count(u, "total_tokens") or _sum(inp, out),
+        cached_input_tokens=cached,
+        reasoning_tokens=_count(u, "completion_tokens_details", "reasoning_tokens"),
+        web_search_requests=_count(u, "num_search_queries"),
+        search_context_size=str(context) if isinstance(context, str) else None,
+        source="usage",
+    )
+
+
+def _usage_responses(body: dict[str, Any]) -> Usage | None:
+    """Responses ``usage`` (input/output tokens with their details); web searches are the
+    ``web_search_call`` items of ``output`` (each billed as one tool call)."""
+    u = body.get("usage")
+    if not isinstance(u, dict):
+        return None
+    inp, out = _count(u, "input_tokens"), _count(u, "output_tokens")
+    output: Any = body.get("output")
+    items: list[Any] = output if isinstance(output, list) else []
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=_count(u, "total_tokens") or _sum(inp, out),
+        cached_input_tokens=_count(u, "input_tokens_details", "cached_tokens"),
+        reasoning_tokens=_count(u, "output_tokens_details", "reasoning_tokens"),
+        web_search_requests=len(
+            [i for i in items if isinstance(i, dict) and i.get("type") == "web_search_call"]
+        ),
+        source="usage",
+    )
+
+
+def _usage_anthropic(body: dict[str, Any]) -> Usage | None:
+    """Anthropic ``usage``: ``input_tokens`` excludes cache writes and reads, so the billed input
+    is their sum; ``server_tool_use.web_search_requests`` counts the searches billed."""
+    u = body.get("usage")
+    if not isinstance(u, dict):
+        return None
+    read = _count(u, "cache_read_input_tokens")
+    inp = _sum(_count(u, "input_tokens"), _count(u, "cache_creation_input_tokens"), read)
+    out = _count(u, "output_tokens")
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=_sum(inp, out),
+        cached_input_tokens=read,
+        web_search_requests=_count(u, "server_tool_use", "web_search_requests"),
+        source="usage",
+    )
+
+
+def _usage_gemini(body: dict[str, Any]) -> Usage | None:
+    """Gemini ``usageMetadata``: the prompt plus the search tool's prompt is input; candidates
+    plus thoughts are output (both billed at the output price)."""
+    u = body.get("usageMetadata")
+    if not isinstance(u, dict):
+        return None
+    prompt = _count(u, "promptTokenCount")
+    inp = _sum(prompt, _count(u, "toolUsePromptTokenCount"))
+    thoughts = _count(u, "thoughtsTokenCount")
+    out = _sum(_count(u, "candidatesTokenCount"), thoughts)
+    if out is None and prompt is not None:
+        out = 0  # a blocked prompt: Gemini reports no candidates, so none were generated
+    return Usage(
+        input_tokens=inp,
+        output_tokens=out,
+        total_tokens=_count(u, "totalTokenCount") or _sum(inp, out),
+        cached_input_tokens=_count(u, "cachedContentTokenCount"),
+        reasoning_tokens=thoughts,
+        source="usageMetadata",
+    )
+
+
+_USAGE: dict[str, Callable[[dict[str, Any]], Usage | None]] = {
+    "openai_chat": _usage_chat,
+    "perplexity": _usage_chat,
+    "openai_responses": _usage_responses,
+    "gemini": _usage_gemini,
+    "anthropic": _usage_anthropic,
+}
+
+
+def _usage_of(protocol: str, body: dict[str, Any]) -> tuple[Usage | None, tuple[str, ...]]:
+    """The body's usage, and a warning when it is there but unreadable (the answer stands)."""
+    try:
+        return _USAGE[protocol](body), ()
+    except (ValueError, TypeError) as exc:
+        return None, (f"USAGE_UNREADABLE: {exc}"[:200],)
+
+
+def parse_usage(protocol: str, raw: bytes) -> Usage | None:
+    """The request-level usage of a response body of ``protocol``, whatever its outcome (a
+    refusal or filter inside HTTP 200 is billed too); None when the body is no JSON object,
+    carries an error object, or reports no (readable) usage."""
+    try:
+        body = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        return None
+    if not isinstance(body, dict) or error_in_body(body, raw, protocol) is not None:
+        return None
+    return _usage_of(protocol, body)[0]
 
 
 PARSERS: dict[str, Callable[[bytes], ParsedAnswer]] = {

@@ -37,7 +37,13 @@ from geo_pipeline.connectors.base import (
     check_request,
 )
 from geo_pipeline.connectors.http import new_client, status_error, timeout_from, transport_error
-from geo_pipeline.connectors.parsers import PARSERS, ParsedAnswer, error_in_body, load_json
+from geo_pipeline.connectors.parsers import (
+    PARSERS,
+    ParsedAnswer,
+    error_in_body,
+    load_json,
+    parse_usage,
+)
 from geo_pipeline.connectors.registry import api_key
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
@@ -251,6 +257,8 @@ class SyncProtocolConnector:
                 raw_mime_type=mime.split(";")[0] or "application/json",
                 captured_at=datetime.now(UTC),
                 warnings=(f"UPSTREAM_FAILED: {exc}"[:300],),
+                # A refusal or filter is billed by the vendor all the same: keep its usage.
+                usage=parse_usage(self.protocol, raw),
             )
         return Evidence(
             sample_id=request.sample_id,
@@ -270,6 +278,7 @@ class SyncProtocolConnector:
             provider_truncated=parsed.truncated,
             deep_thinking_used=parsed.deep_thinking_used,
             web_search_used=parsed.web_search_used,
+            usage=parsed.usage,
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:
@@ -284,12 +293,16 @@ class SyncProtocolConnector:
         """One UTC day's costs from the vendor's organization cost API, as day-total lines
         (upstream id ``day-total:<platform>:<day>``): OpenAI ``/organization/costs`` and
         Anthropic ``/organizations/cost_report`` bill per day and line item, never per request,
-        so reconciliation compares day totals. Other protocols publish none (NoStatementApi)."""
-        fetch = COST_APIS.get(self.protocol)
-        if fetch is None:
+        so reconciliation compares day totals. A platform whose ``statement_source`` is
+        ``usage_fields`` (its vendor has no cost API, e.g. DeepSeek behind the OpenAI-compatible
+        protocol) publishes none (NoStatementApi): it reconciles from recorded usage x price."""
+        source = statement_source(self.entry)
+        fetch = COST_APIS.get(self.protocol) if source in COST_API_SOURCES else None
+        if fetch is None or COST_API_SOURCES[source] is not fetch:
             raise NoStatementApi(
-                f"{self.platform}: {self.protocol} offers no cost API; reconcile from the "
-                "vendor's billing export or the usage recorded with each answer"
+                f"{self.platform}: {self.protocol} offers no cost API (statement_source "
+                f"{source}); reconciled against the request-level usage recorded with each "
+                "answer x the frozen price version"
             )
         day = date.fromisoformat(statement_date)
         path, params = fetch(day)
@@ -352,6 +365,36 @@ COST_APIS: dict[str, Callable[[date], tuple[str, dict[str, Any]]]] = {
     "openai_responses": _openai_costs,
     "anthropic": _anthropic_costs,
 }
+# ``options.statement_source`` of a registry entry: where its vendor's bill comes from.
+COST_API_SOURCES: dict[str, Callable[[date], tuple[str, dict[str, Any]]]] = {
+    "openai_costs": _openai_costs,
+    "anthropic_cost_report": _anthropic_costs,
+}
+USAGE_FIELDS = "usage_fields"
+STATEMENT_SOURCES = (*COST_API_SOURCES, USAGE_FIELDS, "simulator")
+_DEFAULT_SOURCE = {
+    "openai_chat": "openai_costs",  # only OpenAI itself; other vendors must say usage_fields
+    "openai_responses": "openai_costs",
+    "anthropic": "anthropic_cost_report",
+    "perplexity": USAGE_FIELDS,
+    "gemini": USAGE_FIELDS,
+    "simulator": "simulator",
+}
+
+
+def statement_source(entry: PlatformEntry) -> str:
+    """Where the platform's vendor bill comes from: a cost API (``openai_costs``,
+    ``anthropic_cost_report``), the simulator's statement API, or ``usage_fields`` (no cost
+    API: request-level usage recorded with each attempt x the frozen price version). Stated
+    per platform as ``options.statement_source``; the protocol's default otherwise."""
+    declared = entry.options.get("statement_source")
+    source = str(declared or _DEFAULT_SOURCE.get(entry.protocol, USAGE_FIELDS))
+    if source not in STATEMENT_SOURCES:
+        raise ValueError(
+            f"platforms.{entry.platform}.options.statement_source: {source!r} is not one of "
+            f"{list(STATEMENT_SOURCES)}"
+        )
+    return source
 
 
 def _to_minor(amount: Decimal, what: str, raw: bytes) -> int:
@@ -399,9 +442,13 @@ def parse_cost_report(
 __all__ = [
     "BUILDERS",
     "COST_APIS",
+    "COST_API_SOURCES",
     "DAY_TOTAL_PREFIX",
+    "STATEMENT_SOURCES",
+    "USAGE_FIELDS",
     "AcceptanceUnknown",
     "SyncProtocolConnector",
     "auth_headers",
     "parse_cost_report",
+    "statement_source",
 ]

@@ -34,6 +34,7 @@ from geo_pipeline.connectors.http import new_client, status_error, timeout_from,
 from geo_pipeline.connectors.registry import api_key
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.domain.usage import Usage
 
 _POLL_STATES = ("pending", "running", "completed", "failed")
 
@@ -201,6 +202,17 @@ class SimulatorConnector:
                 for c in data.get("search_results") or []
             ]
             usage = data.get("usage") or {}
+            tokens_used = (
+                Usage(
+                    input_tokens=usage["input_tokens"],
+                    output_tokens=usage["output_tokens"],
+                    total_tokens=usage["input_tokens"] + usage["output_tokens"],
+                    web_search_requests=usage.get("web_search_requests"),
+                    source="usage",
+                )
+                if "input_tokens" in usage
+                else None
+            )
             shot = data.get("screenshot") or {"status": "unavailable", "reason": "not_reported"}
         except (ValueError, KeyError, TypeError) as exc:
             raise Unparseable(f"{what}: {exc}", status=200, raw=raw) from exc
@@ -231,6 +243,7 @@ class SimulatorConnector:
             deep_thinking_used=bool(usage.get("deep_thinking")),
             web_search_used=bool(usage.get("web_search")),
             screenshot_used=attachment is not None and attachment.status != "unavailable",
+            usage=tokens_used,
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:

@@ -35,7 +35,20 @@ PRICE_CHANGE = "price_change"
 # A task of a day whose statement is a vendor's day total (a cost API bills no single request):
 # its money is compared on the day's own line, so the task line carries none.
 IN_DAY_TOTAL = "in_day_total"
-ALL_CLASSIFICATIONS: tuple[str, ...] = (*CLASSIFICATIONS, PRICE_CHANGE, IN_DAY_TOTAL)
+# A vendor without a cost API (statement_source usage_fields): their amount is the attempt's
+# recorded token usage x the token prices of the frozen price version. Differing from our
+# per-answer charge is explained by that arithmetic, which the line's detail shows (its own
+# difference, like a price change); an answered attempt with no usage (or no token prices to
+# price it) has an unknown cost, never zero: its difference stays unexplained.
+USAGE_COST = "usage_cost"
+USAGE_MISSING = "usage_missing"
+ALL_CLASSIFICATIONS: tuple[str, ...] = (
+    *CLASSIFICATIONS,
+    PRICE_CHANGE,
+    IN_DAY_TOTAL,
+    USAGE_COST,
+    USAGE_MISSING,
+)
 FeeClass = Literal["completed", "failed", "to_verify"]
 FEE_CLASSES: tuple[str, ...] = ("completed", "failed", "to_verify")
 
@@ -251,10 +264,11 @@ class ReconLine:
 class ReconciliationSummary:
     """Per-run result of reconciliation (R23, R24, R26), in minor units of ``currency``.
 
-    ``unexplained_difference_minor`` sums theirs - ours over every line that is not pending or
-    a price change: pending lines are explained by timing (the statement is not in yet), price
-    changes by the platform's newer price list (``price_change_difference_minor``); everything
-    else that differs needs a person (or a refund / adjustment) to explain it."""
+    ``unexplained_difference_minor`` sums theirs - ours over every line that is not pending, a
+    price change or a usage cost: pending lines are explained by timing (the statement is not in
+    yet), price changes by the platform's newer price list (``price_change_difference_minor``),
+    usage costs by the recorded tokens x the frozen token prices (``usage_cost_difference_minor``);
+    everything else that differs needs a person (or a refund / adjustment) to explain it."""
 
     run_id: str
     currency: str
@@ -268,6 +282,7 @@ class ReconciliationSummary:
     pending_ours_minor: int
     unexplained_difference_minor: int
     price_change_difference_minor: int = 0
+    usage_cost_difference_minor: int = 0
 
     @property
     def clean(self) -> bool:
@@ -302,7 +317,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         counts[extra] = diffs[extra] = 0
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
-    n = ours_total = theirs_total = pending = unexplained = price_change = 0
+    n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -315,6 +330,8 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             pending += line.ours_minor
         elif line.classification == PRICE_CHANGE:
             price_change += line.difference_minor
+        elif line.classification == USAGE_COST:
+            usage_cost += line.difference_minor
         elif line.classification == IN_DAY_TOTAL:
             pass  # no money of its own: the day's line compares it
         else:
@@ -332,4 +349,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         pending_ours_minor=pending,
         unexplained_difference_minor=unexplained,
         price_change_difference_minor=price_change,
+        usage_cost_difference_minor=usage_cost,
     )

@@ -18,6 +18,7 @@ from geo_pipeline.evidence.recording import record_evidence_batch
 from geo_pipeline.observability.metrics import DB_WRITE_LATENCY, STALE_WRITES
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
+from geo_pipeline.store.usage import record_attempt_usage
 
 
 @dataclass
@@ -95,6 +96,9 @@ def finish_batch(conn: Conn, *, owner: str, items: Sequence[Finish]) -> FinishRe
                     f"finish wrote {len(done)} of {len(live)} locked samples "
                     f"(first missing: {missing[:3]})"
                 )
+            # Request-level usage of the batch's answered attempts: one statement (issue 19).
+            used = [(c.sample_id, c.attempt_no, c.usage) for c in charges if c.usage is not None]
+            record_attempt_usage(conn, used)
     DB_WRITE_LATENCY.labels("finish").observe(time.perf_counter() - t0)
     stale = [i.sample_id for i in items if i.sample_id not in done]
     if stale:

@@ -155,9 +155,22 @@ def success_body(
     return _BUILDERS[protocol](ans, model, key, question, failure)
 
 
-def _usage(question: str, text: str) -> dict[str, int]:
-    p, c = max(1, len(question) // 2), len(text) // 2
-    return {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+def tokens(question: str, text: str) -> tuple[int, int]:
+    """Deterministic token counts: a system prompt's worth plus the question in, the text out."""
+    return 24 + max(1, len(question) // 2), len(text) // 2
+
+
+def _usage(question: str, text: str, model: str = "") -> dict[str, Any]:
+    """OpenAI-compatible ``usage``; DeepSeek models add their cache hit/miss split, others
+    ``prompt_tokens_details.cached_tokens`` (the system prompt is a cache hit)."""
+    p, c = tokens(question, text)
+    usage: dict[str, Any] = {"prompt_tokens": p, "completion_tokens": c, "total_tokens": p + c}
+    if model.startswith("deepseek"):
+        usage["prompt_cache_hit_tokens"] = 24
+        usage["prompt_cache_miss_tokens"] = p - 24
+    else:
+        usage["prompt_tokens_details"] = {"cached_tokens": 24}
+    return usage
 
 
 def _openai_chat(
@@ -182,7 +195,7 @@ def _openai_chat(
         "created": int(time.time()),
         "model": model,
         "choices": [{"index": 0, "message": message, "finish_reason": finish, "logprobs": None}],
-        "usage": _usage(question, content),
+        "usage": _usage(question, content, model),
     }
 
 
@@ -197,6 +210,15 @@ def _perplexity(
             {"title": c.title, "url": c.url, "date": "2026-11-01"}
             for c in (*ans.citations, *ans.search_results)
         ]
+    # Sonar's usage: tokens plus the search context size its request fee depends on.
+    body["usage"].pop("prompt_tokens_details", None)
+    body["usage"].update(
+        {
+            "search_context_size": "low",
+            "citation_tokens": 0,
+            "num_search_queries": 0 if failure else 1,
+        }
+    )
     return body
 
 
@@ -224,6 +246,14 @@ def _openai_responses(
         "status": "completed",
         "error": None,
         "incomplete_details": None,
+    }
+    p, c = tokens(question, "" if failure else ans.answer)
+    base["usage"] = {
+        "input_tokens": p,
+        "input_tokens_details": {"cached_tokens": 0},
+        "output_tokens": c,
+        "output_tokens_details": {"reasoning_tokens": 0},
+        "total_tokens": p + c,
     }
     if failure:
         return {
@@ -257,7 +287,10 @@ def _gemini(
     if failure:
         return {
             "promptFeedback": {"blockReason": "SAFETY", "safetyRatings": []},
-            "usageMetadata": {"promptTokenCount": max(1, len(question) // 2)},
+            "usageMetadata": {
+                "promptTokenCount": tokens(question, "")[0],
+                "totalTokenCount": tokens(question, "")[0],
+            },
             "modelVersion": model,
         }
     text = ans.answer
@@ -291,9 +324,9 @@ def _gemini(
             }
         ],
         "usageMetadata": {
-            "promptTokenCount": max(1, len(question) // 2),
-            "candidatesTokenCount": len(text) // 2,
-            "totalTokenCount": max(1, len(question) // 2) + len(text) // 2,
+            "promptTokenCount": tokens(question, text)[0],
+            "candidatesTokenCount": tokens(question, text)[1],
+            "totalTokenCount": sum(tokens(question, text)),
         },
         "modelVersion": model,
         "responseId": _rid("", key),
@@ -358,8 +391,10 @@ def _anthropic(
         "stop_reason": stop,
         "stop_sequence": None,
         "usage": {
-            "input_tokens": max(1, len(question) // 2),
-            "output_tokens": len(text) // 2,
+            "input_tokens": tokens(question, text)[0],
+            "cache_creation_input_tokens": 0,
+            "cache_read_input_tokens": 0,
+            "output_tokens": tokens(question, text)[1],
             "server_tool_use": {"web_search_requests": 1},
         },
     }

@@ -31,6 +31,7 @@ from geo_pipeline.simulator.protocols import (
     question_of,
     response_id,
     success_body,
+    tokens,
 )
 from geo_pipeline.simulator.screenshots import render_png
 from geo_pipeline.simulator.state import SimState, Task, TokenBucket
@@ -328,6 +329,7 @@ class Simulator:
         # Regenerated on each fetch (deterministic, ~50 us) rather than held: a long benchmark
         # keeps hundreds of thousands of tasks in memory.
         ans = generate_answer(self.seed, task.key, task.question, prof)
+        tokens_in, tokens_out = tokens(task.question, ans.answer)
         return {
             "task_id": task.task_id,
             "status": "completed",
@@ -338,6 +340,10 @@ class Simulator:
             "usage": {
                 "deep_thinking": task.mode == "deep_thinking",
                 "web_search": task.mode == "web_search",
+                # Request-level usage, as real engines report it (recorded with the attempt).
+                "input_tokens": tokens_in,
+                "output_tokens": tokens_out,
+                "web_search_requests": 1 if task.mode == "web_search" else 0,
             },
             "completed_at": _iso(task.finished_wallclock()),
         }

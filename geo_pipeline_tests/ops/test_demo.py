@@ -243,6 +243,17 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, emb
         (run_id,),
     ).fetchone()
     assert money["reconciliation_difference_minor"] == diff["d"] and diff["n"] > 0
+    # The worker carried each answer's request-level usage into its attempt row (issue 19): the
+    # simulator reports usage with every answer, so no answered attempt lacks it.
+    usage = conn.execute(
+        "SELECT count(*) FILTER (WHERE a.usage_input_tokens > 0 AND a.usage_output_tokens > 0)"
+        " AS with_usage, count(*) AS answered FROM geo.attempts a"
+        " JOIN geo.samples s USING (sample_id)"
+        " WHERE s.run_id = %s AND a.outcome = 'completed'"
+        " AND EXISTS (SELECT 1 FROM geo.answers x WHERE x.sample_id = a.sample_id)",
+        (run_id,),
+    ).fetchone()
+    assert usage["answered"] > 0 and usage["with_usage"] == usage["answered"], usage
 
     rates = result["mention_rates"]
     assert {r["channel"] for r in rates} == set(result["channels"])

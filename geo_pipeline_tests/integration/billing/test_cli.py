@@ -118,8 +118,11 @@ def test_reconcile_with_statements_from_the_simulator(cli, db, simulator_env):
     got = {line["upstream_id"]: line["classification"] for line in out["lines"]}
     assert got == {tasks[0]: "matched", tasks[1]: "missing_ours"}
     assert out["summary"]["unexplained_difference_minor"] == 6
+    # Per platform, which source its vendor cost was reconciled from (issue 19).
+    assert out["sources"] == {"doubao": "the simulator's statement API (per task)"}
     text = cli("reconcile", "rs1").output
     assert "missing_ours" in text and "unexplained difference: 6" in text
+    assert "doubao: the simulator's statement API (per task)" in text
 
 
 def test_refund_and_review_commands(cli, db):

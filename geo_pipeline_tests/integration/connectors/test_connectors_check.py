@@ -64,6 +64,10 @@ def test_every_protocol_answers_with_search_and_citations(
         assert r.key_variable == KEY_VAR
     for name in ("responses_sim", "perplexity_sim", "gemini_sim", "anthropic_sim"):
         assert by_name[name].web_search_used is True
+        # The usage the answer reported ("in/out" tokens): what a no-cost-API vendor is
+        # reconciled from.
+        usage = by_name[name].usage_tokens
+        assert usage is not None and all(int(n) > 0 for n in usage.split("/")), usage
     assert by_name["deepseek"].mode == "web_search"  # the simulator's deepseek offers it
     assert not check.failed(results)
 

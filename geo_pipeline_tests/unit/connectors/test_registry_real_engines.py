@@ -144,3 +144,34 @@ def test_requires_key_needs_a_variable() -> None:
     assert set(reg.every_entry()) == {"x"}
     caps = reg.capabilities()
     assert isinstance(caps, OfferedCapabilities) and dict(caps) == {}
+
+
+def test_every_real_engine_states_its_statement_source_and_usage_prices(no_keys: None) -> None:
+    """Issue 19: each engine says where its bill comes from; one without a cost API states
+    token prices (integer minor units per 1M tokens, with source and date) for the price
+    version it quotes with, so reconciliation can price the recorded usage."""
+    from geo_pipeline.billing.reconcile import token_prices
+    from geo_pipeline.connectors.protocols import USAGE_FIELDS, statement_source
+
+    reg = load_registry()
+    expected = {
+        "deepseek_api": USAGE_FIELDS,
+        "doubao_api": USAGE_FIELDS,
+        "qwen_api": USAGE_FIELDS,
+        "kimi_api": USAGE_FIELDS,
+        "openai_responses_api": "openai_costs",
+        "perplexity_sonar_api": USAGE_FIELDS,
+        "gemini_grounded_api": USAGE_FIELDS,
+        "anthropic_web_search_api": "anthropic_cost_report",
+    }
+    for name, entry in reg.disabled.items():
+        source = statement_source(entry)
+        assert source == expected[name], name
+        if source != USAGE_FIELDS:
+            continue
+        version = entry.capabilities.prices.version
+        prices = token_prices(entry, version)
+        assert prices is not None, f"{name}: no token prices for {version}"
+        assert prices.currency == entry.capabilities.prices.currency == REAL[name][2]
+        assert prices.output_per_1m > 0 and prices.source and prices.as_of == "2026-12-02"
+    assert {statement_source(e) for e in reg.entries.values()} == {"simulator", "openai_costs"}
