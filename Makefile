@@ -18,7 +18,7 @@ PY := $(VENV_ABS)/bin/python
 export PATH := $(VENV_ABS)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV_ABS)
 
-.PHONY: install install-main demo test lint bench schema lock lock-check
+.PHONY: install install-main demo test lint check-defs bench schema lock lock-check
 
 $(UV): requirements/uv.txt requirements/bootstrap_uv.py
 	$(PYTHON) -I -S requirements/bootstrap_uv.py $(UV)
@@ -41,16 +41,26 @@ install-main: $(UV) | $(PY)
 demo: install-main
 	geo-pipeline demo
 
+# `dg check defs` loads the code location as the code server does ([tool.dg] in pyproject.toml)
+# and must need no deployment variable (no GEO_*, no DAGSTER_PG_*). Without DAGSTER_HOME Dagster's
+# CLI reads the root's dagster.yaml, the deployed configuration (deploy/dagster/) without storage.
+DG_CHECK_DEFS = env -u DAGSTER_HOME $(VENV_ABS)/bin/dg check defs
+
 test: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV_ABS)/bin/lint-imports
+	$(DG_CHECK_DEFS)
 	$(PY) -m pytest -n 2 -m "not slow" $(PYTEST_ARGS)
 
 lint: install
 	$(PY) -m ruff check .
 	$(PY) -m mypy
 	$(VENV_ABS)/bin/lint-imports
+	$(DG_CHECK_DEFS)
+
+check-defs: install
+	$(DG_CHECK_DEFS)
 
 bench: install
 	for b in bench/*.py; do $(PY) $$b || exit 1; done

@@ -40,8 +40,8 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 from _machine import print_table  # noqa: E402
 
 from geo_pipeline.billing import ledger  # noqa: E402
-from geo_pipeline.defs import names  # noqa: E402
 from geo_pipeline.defs.jobs import plan_from_config  # noqa: E402
+from geo_pipeline.defs.partitions import register_run_partitions  # noqa: E402
 from geo_pipeline.defs.resources import (  # noqa: E402
     ConnectorRegistryResource,
     PipelineSettingsResource,
@@ -144,7 +144,8 @@ def main() -> None:
         }
         rows = []
         with dg.instance_for_test() as instance:
-            instance.add_dynamic_partitions(names.RUNS_PARTITIONS, run_ids)
+            for rid in run_ids:
+                register_run_partitions(instance, rid, [f"{p}__{d}" for p, d in CHANNELS])
             now = time.time()
             # Cursor at the stream's start ("0-0"), sweep done a moment ago: the normal path.
             fresh = json.dumps({"id": "0-0", "swept": now})

@@ -1,44 +1,34 @@
-"""The one Dagster entry point (workspace.yaml loads this module).
+"""The one Dagster entry point: workspace.yaml, the Helm chart's code server and `dg` ([tool.dg] in
+pyproject.toml) load this module's ``defs``.
+
+Everything but the resources comes from the defs folder (``dg.load_from_defs_folder``): each
+module of ``geo_pipeline.defs`` contributes the assets (with their checks), jobs, sensors and
+schedules it holds at module level, so a new job or sensor there is deployed without being listed
+here. An object imported into a second module (a job a sensor targets) is the same object and
+counts once; two different objects under one name fail the load.
 
 Resources are built from environment variables here and nowhere else (D2): GEO_DATABASE_URL,
 GEO_REDIS_URL, GEO_REDIS_PREFIX, GEO_EVIDENCE_URL, GEO_CONNECTORS_FILE. Optional tuning:
 GEO_PARTITION_RETENTION_DAYS, GEO_RESAMPLE_AT, GEO_RESAMPLE_TZ, GEO_RETENTION_AT,
-GEO_RETENTION_DRY_RUN, GEO_RETENTION_DATABASE_URL (see geo_pipeline.defs).
+GEO_RETENTION_DRY_RUN, GEO_RETENTION_DATABASE_URL (see geo_pipeline.defs). Secrets and URLs are
+``EnvVar``s, so loading the definitions (`dg check defs`) needs none of them.
 """
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import dagster as dg
 from dagster_aws.s3 import S3Resource
 
-from geo_pipeline.defs.alerts import operations_alerts
-from geo_pipeline.defs.assets import (
-    billing_reconciliation,
-    brand_analysis,
-    brand_visibility,
-    collection_results,
-    sampling_plan,
-    validated_evidence,
-)
-from geo_pipeline.defs.jobs import (
-    billing_job,
-    create_collection_run,
-    partition_downstream_job,
-    sampling_plan_job,
-)
+import geo_pipeline.defs
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
     EvidenceStorageResource,
     PipelineSettingsResource,
     PostgresResource,
     RedisResource,
-)
-from geo_pipeline.defs.retention import daily_retention, retention_job, retention_pass
-from geo_pipeline.defs.schedules import daily_resampling
-from geo_pipeline.defs.sensors import (
-    completion_sensor,
-    partition_retention_sensor,
-    sampling_plan_sensor,
 )
 from geo_pipeline.settings import configure_domain, settings
 
@@ -63,14 +53,10 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         # Retention expires history, which the service role may not: an owner login when set.
         "retention_db": PostgresResource(
             url=dg.EnvVar(
-                "GEO_RETENTION_DATABASE_URL"
-                if env.retention_database_url
-                else "GEO_DATABASE_URL"
+                "GEO_RETENTION_DATABASE_URL" if env.retention_database_url else "GEO_DATABASE_URL"
             )
         ),
-        "redis": RedisResource(
-            url=dg.EnvVar("GEO_REDIS_URL"), prefix=env.redis_prefix or "geo"
-        ),
+        "redis": RedisResource(url=dg.EnvVar("GEO_REDIS_URL"), prefix=env.redis_prefix or "geo"),
         "evidence": evidence_from_env(),
         "registry": ConnectorRegistryResource(path=env.connectors_file or ""),
         "settings": PipelineSettingsResource(
@@ -82,31 +68,40 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
 
 configure_domain()  # the code server's process: hand the domain its deployment settings
 
-ASSETS = [
-    sampling_plan,
-    collection_results,
-    validated_evidence,
-    brand_analysis,
-    brand_visibility,
-    billing_reconciliation,
-    retention_pass,
-]
+# The defs folder, found from the package itself (pyproject.toml's [tool.dg] names the module).
+DEFS_FOLDER = Path(geo_pipeline.defs.__file__).parent
 
-defs = dg.Definitions(
-    assets=ASSETS,
-    jobs=[
-        create_collection_run,
-        sampling_plan_job,
-        partition_downstream_job,
-        billing_job,
-        retention_job,
-    ],
-    sensors=[
-        completion_sensor,
-        sampling_plan_sensor,
-        partition_retention_sensor,
-        operations_alerts,
-    ],
-    schedules=[daily_resampling, daily_retention],
-    resources=resources_from_env(),
-)
+
+def dg_project_file(start: Path = DEFS_FOLDER) -> Path | None:
+    """The nearest dg.toml, or pyproject.toml with a [tool.dg] table, at or above ``start``."""
+    for folder in (start, *start.parents):
+        if (folder / "dg.toml").is_file():
+            return folder / "dg.toml"
+        pyproject = folder / "pyproject.toml"
+        if pyproject.is_file():
+            with pyproject.open("rb") as fh:
+                if "dg" in tomllib.load(fh).get("tool", {}):
+                    return pyproject
+    return None
+
+
+def load_definitions() -> dg.Definitions:
+    """The defs folder as `dg` loads it, through the project's [tool.dg] (a checkout, the
+    image), with the resources. An installed wheel carries no pyproject.toml, so there the same
+    package's module-level definitions are collected by ``load_definitions_from_package_module``
+    (what the folder loader does for plain modules, without a project file)."""
+    resources = resources_from_env()
+    if dg_project_file() is None:
+        return dg.load_definitions_from_package_module(geo_pipeline.defs, resources=resources)
+    return dg.Definitions.merge(
+        dg.load_from_defs_folder(path_within_project=DEFS_FOLDER),
+        dg.Definitions(resources=resources),
+    )
+
+
+defs = load_definitions()
+
+# The assets (with their checks) as objects, for tests that build Definitions of their own.
+ASSETS: list[dg.AssetsDefinition] = [
+    a for a in defs.assets or () if isinstance(a, dg.AssetsDefinition)
+]

@@ -31,6 +31,7 @@ COMMAND_MODULES = (
     "ops",
     "prices",
     "connectors_check",
+    "dagster_instance",
 )
 
 

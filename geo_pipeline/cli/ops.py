@@ -195,8 +195,8 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
                 f"GEO_EVIDENCE_URL='{stack.evidence_url}' "
                 f"GEO_REDIS_PREFIX='{stack.env['GEO_REDIS_PREFIX']}' "
                 f"GEO_SIMULATOR_URL='{stack.simulator_url}' "
-                f"DAGSTER_HOME='{stack.env['DAGSTER_HOME']}' "
-                f"GEO_DAGSTER_PG_URL='{dbmod.redact(stack.env['GEO_DAGSTER_PG_URL'])}'"
+                # The instance's own variables (the repo's dagster.yaml reads DAGSTER_PG_*).
+                + " ".join(f"{k}='{v}'" for k, v in dev.export_env(stack.env).items())
             )
             sys.stdout.flush()
             while True:

@@ -5,22 +5,20 @@ functions the brand_analysis and billing_reconciliation assets call."""
 from __future__ import annotations
 
 import time
-from collections import Counter
 from pathlib import Path
 from typing import Any
 
 import click
 
 from geo_pipeline.analysis import analyse_run
-from geo_pipeline.analysis.planning import planning_priors
+from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
 from geo_pipeline.billing import ledger, prices
 from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
-from geo_pipeline.domain.planner import ChannelPlan, Prior, plan_repeats
-from geo_pipeline.domain.platforms import channel_key
+from geo_pipeline.domain.planner import ChannelPlan, Prior
 from geo_pipeline.flows.create_run import (
     PlanChecksFailed,
     create_run,
@@ -76,52 +74,22 @@ def plan_cmd(
     precision = precision_plans(plan, target_half_width, monitor)
     summary = plan.summary()
     if as_json:
-        emit_json({**summary, "precision": [_precision_row(p) for p in precision]})
+        emit_json({**summary, "precision": [precision_row(p) for p in precision]})
         return
     _print_plan(summary)
     emit_table(
-        [_precision_row(p) for p in precision],
+        [precision_row(p) for p in precision],
         title=f"precision of a brand's mention rate (repeats planner, target ±{target_half_width})",
     )
 
 
 def precision_plans(plan: Plan, target: float, monitor: str | None) -> list[ChannelPlan]:
-    """The repeats planner over this plan: per channel its questions, the samples per question
-    (repeats x regions x modes) and the quote's price per sample of its platform."""
+    """The repeats planner over this plan, with the monitor's earlier runs as priors if given."""
     priors: dict[str, Prior] = {}
     if monitor:
         with dbmod.connect() as conn:
             priors = planning_priors(conn, monitor)
-    questions = max(1, len(plan.config.questions))
-    per_channel = Counter(channel_key(s.platform, s.device) for s in plan.samples)
-    per_platform = Counter(s.platform for s in plan.samples)
-    amount: Counter[str] = Counter()
-    for line in plan.quote.lines:
-        amount[line.platform] += line.amount_minor
-    out: list[ChannelPlan] = []
-    for channel, n in sorted(per_channel.items()):
-        platform = channel.split("__", 1)[0]
-        price = Money(round(amount[platform] / max(1, per_platform[platform])), plan.quote.currency)
-        out += plan_repeats(
-            questions=questions,
-            repeats=max(1, n // questions),
-            channels={channel: priors.get(channel)},
-            price_per_sample={channel: price},
-            target_half_width=target,
-        )
-    return out
-
-
-def _precision_row(p: ChannelPlan) -> dict[str, Any]:
-    return {
-        "channel": p.channel,
-        "prior": f"rate {p.prior.rate:.2f}, ICC {p.prior.icc:.2f} ({p.prior.source})",
-        "questions x repeats": f"{p.questions} x {p.repeats}",
-        "expected ±95%": round(p.half_width, 3),
-        "repeats needed": p.repeats_needed,
-        "cost needed (minor)": None if p.cost_needed is None else p.cost_needed.amount_minor,
-        "advice": p.advice,
-    }
+    return channel_precision(plan, target, priors)
 
 
 def _print_plan(summary: dict) -> None:
@@ -226,8 +194,10 @@ def list_cmd(tenant: str | None, limit: int, as_json: bool) -> None:
         emit_json(rows)
     else:
         emit_table(
-            [{**r, "status": f"{r['status']} (cancelled)" if r["cancelled"] else r["status"]}
-             for r in rows],
+            [
+                {**r, "status": f"{r['status']} (cancelled)" if r["cancelled"] else r["status"]}
+                for r in rows
+            ],
             [
                 "run_id",
                 "tenant_id",
@@ -276,7 +246,8 @@ def show_cmd(run_id: str, as_json: bool) -> None:
     if any(analysis.values()):
         # Every analysis state, in the text too: review and failed need a person.
         click.echo(
-            "analysis: " + ", ".join(f"{k} {v}" for k, v in sorted(analysis.items()) if v)
+            "analysis: "
+            + ", ".join(f"{k} {v}" for k, v in sorted(analysis.items()) if v)
             + ("  (answers for review: geo-pipeline review list)" if analysis.get("review") else "")
         )
     rows = [
@@ -319,7 +290,11 @@ def _progress(st: Any) -> str:
 @runs_group.command("wait")
 @click.argument("run_id")
 @click.option(
-    "--timeout", "timeout_s", type=POSITIVE_SECONDS, default=600.0, show_default=True,
+    "--timeout",
+    "timeout_s",
+    type=POSITIVE_SECONDS,
+    default=600.0,
+    show_default=True,
     help="Give up (exit 1) after this many seconds.",
 )
 @click.option("--every", "every_s", type=POSITIVE_SECONDS, default=2.0, show_default=True)

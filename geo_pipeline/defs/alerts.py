@@ -123,27 +123,60 @@ def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
     return out
 
 
+def _failed_partitions(
+    instance: dg.DagsterInstance, check: dg.AssetCheckKey, spec: dg.AssetCheckSpec, history: int
+) -> list[tuple[str | None, str]]:
+    """(partition, Dagster run id) of each partition whose latest evaluation of ``check`` failed.
+
+    A partitioned check (defs/checks.py) is read from the status the UI shows per partition
+    (Dagster's asset check state), so a partition that failed stays an incident however many
+    other partitions pass after it. An unpartitioned check is read from its recent history."""
+    from dagster._core.definitions.partitions.subset import PartitionsSubset
+    from dagster._core.event_api import PartitionKeyFilter
+    from dagster._core.storage.asset_check_execution_record import (
+        AssetCheckExecutionRecordStatus,
+        AssetCheckExecutionResolvedStatus,
+    )
+
+    storage = instance.event_log_storage
+    if spec.partitions_def is not None:
+        with dg.partition_loading_context(dynamic_partitions_store=instance):
+            state = storage.get_asset_check_state([(check, spec.partitions_def)])[check]
+            failed = state.subsets.get(AssetCheckExecutionResolvedStatus.FAILED)
+            subset = failed.subset_value if failed is not None else None
+            keys = (
+                sorted(subset.get_partition_keys()) if isinstance(subset, PartitionsSubset) else []
+            )
+        out: list[tuple[str | None, str]] = []
+        for key in keys:
+            latest = storage.get_latest_asset_check_execution_by_key(
+                [check], partition_filter=PartitionKeyFilter(key=key)
+            ).get(check)
+            out.append((key, latest.run_id if latest else ""))
+        return out
+    seen: set[str | None] = set()
+    out = []
+    for rec in storage.get_asset_check_execution_history(check, history):
+        if rec.partition in seen or rec.status == AssetCheckExecutionRecordStatus.PLANNED:
+            continue
+        seen.add(rec.partition)
+        if rec.status == AssetCheckExecutionRecordStatus.FAILED:
+            out.append((rec.partition, rec.run_id))
+    return out
+
+
 def blocking_check_incidents(
     instance: dg.DagsterInstance, repository: dg.RepositoryDefinition, history: int = 200
 ) -> dict[str, Alert]:
     """Blocking checks whose latest evaluation, per partition, failed."""
-    from dagster._core.storage.asset_check_execution_record import (
-        AssetCheckExecutionRecordStatus,
-    )
-
     graph = repository.asset_graph
     out: dict[str, Alert] = {}
     for check in sorted(graph.asset_check_keys, key=lambda k: k.to_user_string()):
-        if not graph.get_check_spec(check).blocking:
+        spec = graph.get_check_spec(check)
+        if not spec.blocking:
             continue
-        seen: set[str | None] = set()
-        for rec in instance.event_log_storage.get_asset_check_execution_history(check, history):
-            if rec.partition in seen or rec.status == AssetCheckExecutionRecordStatus.PLANNED:
-                continue
-            seen.add(rec.partition)
-            if rec.status != AssetCheckExecutionRecordStatus.FAILED:
-                continue
-            where = rec.partition or "(unpartitioned)"
+        for partition, run_id in _failed_partitions(instance, check, spec, history):
+            where = partition or "(unpartitioned)"
             key = f"blocking_check:{check.to_user_string()}:{where}"
             out[key] = Alert(
                 key,
@@ -154,7 +187,7 @@ def blocking_check_incidents(
                     "asset": check.asset_key.to_user_string(),
                     "check": check.name,
                     "partition": where,
-                    "dagster run": rec.run_id,
+                    "dagster run": run_id,
                 },
             )
     return out

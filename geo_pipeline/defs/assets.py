@@ -3,6 +3,10 @@ Dagster run covers a partition, workers execute its samples. Every number about 
 the metadata comes from the one aggregation service (store/status.py, R7).
 """
 
+import hashlib
+import re
+from collections import Counter
+from collections.abc import Iterable
 from typing import Any
 
 import dagster as dg
@@ -87,8 +91,30 @@ def _load_run(conn: Conn, run_id: str, channel: str) -> tuple[dict[str, Any], No
     return run, config
 
 
-def _checks(asset: dg.AssetKey, *spec_args: tuple[str, str, bool]) -> list[dg.AssetCheckSpec]:
-    return [checks.spec(asset, name, desc, blocking) for name, desc, blocking in spec_args]
+def _checks(
+    asset: dg.AssetKey,
+    partitions_def: dg.PartitionsDefinition,
+    *spec_args: tuple[str, str, bool],
+) -> list[dg.AssetCheckSpec]:
+    return [
+        checks.spec(asset, name, desc, blocking, partitions_def)
+        for name, desc, blocking in spec_args
+    ]
+
+
+# Tags that find every Dagster run of a collection run (`dagster run list`, the UI's run
+# filter). Sensors and schedules set them on their requests; a run launched any other way —
+# "Materialize" in the UI runs the implicit asset job, which has no geo tags — gets them here.
+RUN_ID_TAG = "geo/run_id"
+CHANNEL_TAG = "geo/channel"
+
+
+def _tag_run(context: dg.AssetExecutionContext, run_id: str, channel: str | None = None) -> None:
+    """Add the geo tags the Dagster run lacks; a tag its launcher set is kept as it is."""
+    wanted = {RUN_ID_TAG: run_id, **({CHANNEL_TAG: channel} if channel else {})}
+    missing = {k: v for k, v in wanted.items() if k not in context.run.tags}
+    if missing:
+        context.instance.add_run_tags(context.run.run_id, missing)
 
 
 # --------------------------------------------------------------------------- sampling_plan
@@ -97,9 +123,11 @@ def _checks(asset: dg.AssetKey, *spec_args: tuple[str, str, bool]) -> list[dg.As
     partitions_def=run_channel_partitions,
     group_name=GROUP,
     retry_policy=SERVICE_RETRY,
+    pool=names.POOL_PLAN,
     kinds={"postgres"},
     check_specs=_checks(
         names.SAMPLING_PLAN,
+        run_channel_partitions,
         (names.CHECK_PLAN_VOLUME, "Q x T x R samples of the snapshot for this channel (R3)", True),
         (names.CHECK_PLAN_IDENTITIES, "identities unique, ids derived from them (R5)", True),
         (names.CHECK_PLAN_BATCHES, "batches within the submit and platform caps (R3)", True),
@@ -115,6 +143,7 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     work. A plan that fails a check is not dispatched: no engine is asked, nothing is charged.
     """
     run_id, channel = split_key(context)
+    _tag_run(context, run_id, channel)
     with db.connect() as conn:
         run, config = _load_run(conn, run_id, channel)
         rows = checks.partition_samples(conn, run_id, channel)  # one read for three checks
@@ -164,9 +193,11 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     deps=[names.SAMPLING_PLAN],
     group_name=GROUP,
     retry_policy=SERVICE_RETRY,
+    pool=names.POOL_DOWNSTREAM,
     kinds={"postgres"},
     check_specs=_checks(
         names.COLLECTION_RESULTS,
+        run_channel_partitions,
         (
             names.CHECK_NO_NON_TERMINAL,
             "every sample terminal, or excluded with its reason past the deadline (R7)",
@@ -200,6 +231,7 @@ def collection_results(
     still collecting fails with the counts rather than publishing a number that will change.
     """
     run_id, channel = split_key(context)
+    _tag_run(context, run_id, channel)
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
         status = statusmod.partition_status(conn, run_id, channel)
@@ -251,9 +283,11 @@ def collection_results(
     deps=[names.COLLECTION_RESULTS],
     group_name=GROUP,
     retry_policy=SERVICE_RETRY,
+    pool=names.POOL_DOWNSTREAM,
     kinds={"postgres", "s3"},
     check_specs=_checks(
         names.VALIDATED_EVIDENCE,
+        run_channel_partitions,
         (names.CHECK_FIELD_COMPLETENESS, "answers complete for archived evidence (R22)", True),
         (names.CHECK_SAMPLE_UNIQUENESS, "no identity or upstream answer counted twice (R5)", True),
         (names.CHECK_VALIDITY_RATE, "share of valid answers above the minimum (R22)", False),
@@ -281,6 +315,7 @@ def validated_evidence(
     of the brand analysis.
     """
     run_id, channel = split_key(context)
+    _tag_run(context, run_id, channel)
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
         status = statusmod.partition_status(conn, run_id, channel)
@@ -326,9 +361,11 @@ def validated_evidence(
     deps=[names.VALIDATED_EVIDENCE],
     group_name=GROUP,
     retry_policy=SERVICE_RETRY,
+    pool=names.POOL_DOWNSTREAM,
     kinds={"postgres"},
     check_specs=_checks(
         names.BRAND_ANALYSIS,
+        run_channel_partitions,
         (names.CHECK_VALID_ANSWERS_ANALYSED, "every valid answer analysed (R6)", True),
         (
             names.CHECK_NO_PENDING_AS_NOT_MENTIONED,
@@ -344,6 +381,7 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
     (R6); ambiguous detections go to review rather than being guessed.
     """
     run_id, channel = split_key(context)
+    _tag_run(context, run_id, channel)
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
         # The analyst tables are refreshed by brand_visibility, once per partition run.
@@ -384,9 +422,11 @@ def _jsonable(value: Any) -> Any:
     deps=[dg.AssetDep(names.COLLECTION_RESULTS, partition_mapping=ALL_CHANNELS_OF_RUN)],
     group_name=GROUP,
     retry_policy=SERVICE_RETRY,
+    pool=names.POOL_BILLING,
     kinds={"postgres"},
     check_specs=_checks(
         names.BILLING_RECONCILIATION,
+        runs_partitions,
         (
             names.CHECK_ZERO_UNEXPLAINED,
             "ledger and fee statements agree or are pending (R23)",
@@ -412,6 +452,7 @@ def billing_reconciliation(
     the run's reconciliation lines (one transaction), so later statements are picked up then.
     """
     run_id = context.partition_key
+    _tag_run(context, run_id)
     with db.connect() as conn:
         try:
             runstore.get_run(conn, run_id)
@@ -481,9 +522,11 @@ def billing_reconciliation(
     deps=[names.BRAND_ANALYSIS],
     group_name=GROUP,
     retry_policy=SERVICE_RETRY,
+    pool=names.POOL_DOWNSTREAM,
     kinds={"postgres"},
     check_specs=_checks(
         names.BRAND_VISIBILITY,
+        run_channel_partitions,
         (names.CHECK_VISIBILITY_MATCHES, "analyst table agrees with the sample facts (R7)", True),
     ),
 )
@@ -499,6 +542,7 @@ def brand_visibility(
     reader sees the old or the new figures, never a mix, and a re-run changes nothing.
     """
     run_id, channel = split_key(context)
+    _tag_run(context, run_id, channel)
     with db.connect() as conn:
         _load_run(conn, run_id, channel)
         refreshed = refresh_analytics(conn, run_id)
@@ -527,6 +571,7 @@ def brand_visibility(
             "analysed_answers": int(target["n"]) if target else 0,
             "visibility": dg.MetadataValue.md(_markdown(table)),
             "visibility_table": _table(table),
+            **_rate_plots(table),
             **_status_metadata(status),
             **publication.as_metadata(),
         },
@@ -537,6 +582,36 @@ def brand_visibility(
 def _rate(row: dict[str, Any] | None, col: str) -> float | None:
     value = row.get(col) if row else None
     return None if value is None else round(float(value), 4)
+
+
+def brand_metadata_keys(brands: Iterable[str]) -> dict[str, str]:
+    """A metadata key part per brand, stable from one materialisation to the next (the UI plots
+    a key across materialisations): lower case, letters and digits kept (CJK included), any
+    other run of characters one ``_``. Brands that would share a part all get a digest suffix,
+    so no two brands plot as one and the keys do not depend on the brands' order."""
+    base = {b: "_".join(re.findall(r"[^\W_]+", b.casefold())) or "brand" for b in set(brands)}
+    clashes = Counter(base.values())
+    return {
+        b: k if clashes[k] == 1 else f"{k}_{hashlib.sha256(b.encode()).hexdigest()[:8]}"
+        for b, k in base.items()
+    }
+
+
+# The per-brand figures the UI's "Plots" tab draws over a partition's materialisations.
+PLOTTED_RATES = ("mention_rate", "mention_rate_lower", "mention_rate_upper")
+
+
+def _rate_plots(table: list[dict[str, Any]]) -> dict[str, dg.FloatMetadataValue]:
+    """``mention_rate/<brand>`` with its 95 % Wilson bounds, as floats; a brand without an
+    analysed answer has no rate and no point (never a 0 that would read as "not mentioned")."""
+    keys = brand_metadata_keys(str(r["brand"]) for r in table)
+    out: dict[str, dg.FloatMetadataValue] = {}
+    for r in table:
+        for prefix in PLOTTED_RATES:
+            value = _rate(r, prefix)
+            if value is not None:
+                out[f"{prefix}/{keys[str(r['brand'])]}"] = dg.MetadataValue.float(value)
+    return out
 
 
 VISIBILITY_COLUMNS = (

@@ -3,11 +3,13 @@ and tested on its own. Every check names the rule it enforces; a failing check l
 (at most 20 ids) so an operator can look at the rows.
 
 Blocking checks (``blocking=True`` on the spec) stop the downstream assets of the same Dagster
-run: numbers that cannot be trusted must not reach analysts.
+run: numbers that cannot be trusted must not reach analysts. Every check is partitioned like its
+asset; a result names no partition itself, Dagster records it for the step's partition.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections import Counter
 from typing import Any
 
@@ -43,8 +45,27 @@ def _result(
     )
 
 
-def spec(asset: dg.AssetKey, name: str, description: str, blocking: bool) -> dg.AssetCheckSpec:
-    return dg.AssetCheckSpec(name, asset=asset, description=description, blocking=blocking)
+def spec(
+    asset: dg.AssetKey,
+    name: str,
+    description: str,
+    blocking: bool,
+    partitions_def: dg.PartitionsDefinition | None = None,
+) -> dg.AssetCheckSpec:
+    """A check partitioned like its asset: each evaluation is recorded for the partition being
+    materialised, so a partition whose check failed stays failed (in the UI and for the
+    alerts) after another partition passes."""
+    with warnings.catch_warnings():
+        # Partitioned checks are a preview feature in Dagster 1.13, used deliberately (issue
+        # #23); the warning would repeat for every spec each time the definitions load.
+        warnings.simplefilter("ignore", dg.PreviewWarning)
+        return dg.AssetCheckSpec(
+            name,
+            asset=asset,
+            description=description,
+            blocking=blocking,
+            partitions_def=partitions_def,
+        )
 
 
 # --------------------------------------------------------------------------- sampling_plan

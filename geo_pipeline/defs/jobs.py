@@ -7,6 +7,12 @@ not launch anything itself: the ``sampling_plan_sensor`` asks PostgreSQL which p
 recent runs were never dispatched and requests their ``sampling_plan``, with one run key per
 partition. So a run created by the CLI with ``--no-dispatch`` is picked up the same way, and a
 crash between creating the run and adding its partition is repaired by the sensor.
+
+The launchpad's form is typed (geo_pipeline.defs.launchpad), so Dagster lists a config's
+mistakes with their paths before a run starts, and comes pre-filled with a valid example.
+``plan_collection_run`` takes the same form plus a target precision and shows the repeats
+planner's answer (expected half-width per channel, repeats needed and their cost) without
+creating or reserving anything. Every job runs its steps in the run's own process.
 """
 
 from typing import Any
@@ -14,9 +20,17 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
+from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
 from geo_pipeline.billing import prices
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
+from geo_pipeline.defs.launchpad import (
+    CollectionFields,
+    collection_dict,
+    example_fields,
+    markdown_table,
+    refuse_environment_references,
+)
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.config import (
@@ -37,34 +51,43 @@ QUEUE_TAG = "geo/queue"
 # start timeout, a crashed run worker) are retried — steps have their own retry policy.
 MAX_RETRIES_TAG = "dagster/max_retries"
 RUN_RETRIES = 2
-_RETRIED = {MAX_RETRIES_TAG: str(RUN_RETRIES)}
+RETRIED = {MAX_RETRIES_TAG: str(RUN_RETRIES)}
+
+# Every step of a run in the run's own process: a partition's few assets and checks are short
+# database work, and a process per step (the multiprocess default) costs seconds of imports each
+# (bench/dagster_launch.py).
+ONE_PROCESS = dg.in_process_executor
 
 sampling_plan_job = dg.define_asset_job(
     "sampling_plan_job",
     selection=dg.AssetSelection.assets(names.SAMPLING_PLAN),
     description="Check and dispatch the sampling plan of one (run, channel) partition.",
-    tags={QUEUE_TAG: "plan", **_RETRIED},
+    tags={QUEUE_TAG: "plan", **RETRIED},
+    executor_def=ONE_PROCESS,
 )
 partition_downstream_job = dg.define_asset_job(
     "partition_downstream_job",
     selection=dg.AssetSelection.assets(*names.PARTITION_DOWNSTREAM),
     description="Everything downstream of a finished (run, channel) partition, in one run.",
-    tags={QUEUE_TAG: "downstream", **_RETRIED},
+    tags={QUEUE_TAG: "downstream", **RETRIED},
+    executor_def=ONE_PROCESS,
 )
 billing_job = dg.define_asset_job(
     "billing_job",
     selection=dg.AssetSelection.assets(*names.RUN_DOWNSTREAM),
     description="Reconcile the billing of one finished run.",
-    tags={QUEUE_TAG: "billing", **_RETRIED},
+    tags={QUEUE_TAG: "billing", **RETRIED},
+    executor_def=ONE_PROCESS,
 )
 
 
 class CreateCollectionRunConfig(dg.Config):
-    """Launchpad config: ``collection`` is the collection config, the same model the CLI reads
-    from YAML (geo_pipeline.domain.config.CollectionConfig); it is validated by that model, so
-    problems come back with their field paths."""
+    """Launchpad config: ``collection`` is the collection config, typed field by field
+    (geo_pipeline.defs.launchpad mirrors geo_pipeline.domain.config.CollectionConfig), so the
+    launchpad checks it as it is typed; the op then validates it with the domain model, so the
+    problems Dagster cannot see come back with their field paths too."""
 
-    collection: dict[str, Any] = Field(
+    collection: CollectionFields = Field(
         description="the collection config (tenant, brand, competitors, questions, channels, "
         "repeats, screenshot, priority, submit_cap, max_attempts, publish_deadline_seconds, "
         "monitor)"
@@ -81,9 +104,10 @@ class CreateCollectionRunConfig(dg.Config):
 
     def collection_config(self) -> dict[str, Any]:
         """The collection config with the launchpad's deadline, if one was given."""
+        collection = collection_dict(self.collection)
         if self.publish_deadline_seconds is None:
-            return dict(self.collection)
-        return {**self.collection, "publish_deadline_seconds": self.publish_deadline_seconds}
+            return collection
+        return {**collection, "publish_deadline_seconds": self.publish_deadline_seconds}
 
 
 def plan_from_config(
@@ -100,6 +124,23 @@ def plan_from_config(
     return plan_run(raw, caps, run_id)
 
 
+def checked_plan(
+    collection: dict[str, Any], registry: ConnectorRegistryResource, run_id: str | None, conn: Conn
+) -> Plan:
+    """plan_from_config, its refusals as the run's failure: every problem with its field path
+    (R1), or why the config cannot be quoted."""
+    try:
+        return plan_from_config(collection, registry, run_id, conn)
+    except ConfigError as exc:
+        raise dg.Failure(
+            description=str(exc),
+            metadata={"problems": [str(p) for p in exc.problems]},
+            allow_retries=False,
+        ) from None
+    except QuoteError as exc:
+        raise dg.Failure(description=f"cannot quote this config: {exc}") from None
+
+
 @dg.op(description="Validate the config, create the run and add its partition.")
 def create_run_op(
     context: dg.OpExecutionContext,
@@ -107,19 +148,10 @@ def create_run_op(
     db: PostgresResource,
     registry: ConnectorRegistryResource,
 ) -> str:
+    refuse_environment_references(context.run.run_config, context.op.name)
     collection = config.collection_config()
     with db.connect() as conn:
-        try:
-            plan = plan_from_config(collection, registry, config.run_id, conn)
-        except ConfigError as exc:
-            # Every problem with its field path, in the run's failure message (R1).
-            raise dg.Failure(
-                description=str(exc),
-                metadata={"problems": [str(p) for p in exc.problems]},
-                allow_retries=False,
-            ) from None
-        except QuoteError as exc:
-            raise dg.Failure(description=f"cannot quote this config: {exc}") from None
+        plan = checked_plan(collection, registry, config.run_id, conn)
         try:
             run_id, created = create_run(
                 conn,
@@ -155,11 +187,95 @@ def create_run_op(
 
 
 @dg.job(
-    description="Create a collection run from a collection config (the launchpad's form). The "
-    "sampling_plan_sensor then requests the run's sampling_plan partitions.",
+    description="Create a collection run from a collection config (the launchpad's form, "
+    "pre-filled with an example). The sampling_plan_sensor then requests the run's "
+    "sampling_plan partitions. To see precision and cost first, launch plan_collection_run.",
     # Never re-executed by the daemon: without a run_id in the config a retry would plan under
     # a new id and reserve the quote a second time. A person relaunches it.
     tags={"geo/kind": "create_run", MAX_RETRIES_TAG: "0"},
+    executor_def=ONE_PROCESS,
+    config=dg.RunConfig(
+        ops={"create_run_op": CreateCollectionRunConfig(collection=example_fields())}
+    ),
 )
 def create_collection_run() -> None:
     create_run_op()
+
+
+# --------------------------------------------------------------------------- repeats planner
+class PlanCollectionRunConfig(CreateCollectionRunConfig):
+    """The launchpad's form, plus the repeats planner's goal. Nothing is created or reserved."""
+
+    target_half_width: float = Field(
+        default=0.1,
+        description="the 95 % half-width wanted for a brand's mention rate per channel "
+        "(0.1 = plus or minus 10 points; allowed 0 < x < 0.5)",
+    )
+    priors_from_monitor: str | None = Field(
+        default=None,
+        description="estimate each channel's rate and question-to-question spread from this "
+        "monitor's last runs (reads the database); without it a stated prior is used",
+    )
+
+
+@dg.op(
+    description="Validate and quote the config and show what its sample buys: the expected 95 % "
+    "half-width of the brand's mention rate per channel, and the repeats (and their cost) a "
+    "target needs. Writes nothing: no run, no reservation, no partition."
+)
+def plan_collection_op(
+    context: dg.OpExecutionContext,
+    config: PlanCollectionRunConfig,
+    db: PostgresResource,
+    registry: ConnectorRegistryResource,
+) -> dict[str, Any]:
+    refuse_environment_references(context.run.run_config, context.op.name)
+    if not 0 < config.target_half_width < 0.5:
+        raise dg.Failure(
+            description=f"target_half_width={config.target_half_width}: allowed 0 < x < 0.5",
+            allow_retries=False,
+        )
+    with db.connect() as conn:
+        # Reads only: the price versions in effect, and the monitor's earlier runs.
+        plan = checked_plan(config.collection_config(), registry, config.run_id, conn)
+        priors = (
+            planning_priors(conn, config.priors_from_monitor) if config.priors_from_monitor else {}
+        )
+        conn.rollback()
+    precision = [
+        precision_row(p) for p in channel_precision(plan, config.target_half_width, priors)
+    ]
+    summary = plan.summary()
+    quote = summary["quote"]
+    context.add_output_metadata(
+        {
+            "samples": summary["samples"],
+            "formula": summary["formula"],
+            "estimated_max_minor": quote["estimated_max_minor"],
+            "currency": quote["currency"],
+            "target_half_width": config.target_half_width,
+            "precision": dg.MetadataValue.md(markdown_table(precision)),
+            **{f"{row['channel']} expected ±95%": row["expected ±95%"] for row in precision},
+            "duplicates_removed": [str(d) for d in summary["duplicates_removed"]],
+        }
+    )
+    context.log.info(
+        "planned %s (%s), nothing created; launch create_collection_run to create it",
+        summary["formula"],
+        ", ".join(f"{r['channel']} ±{r['expected ±95%']}" for r in precision),
+    )
+    return {"summary": summary, "precision": precision}
+
+
+@dg.job(
+    description="The repeats planner on the launchpad: the same form as create_collection_run "
+    "plus a target half-width; validates, quotes and reports each channel's expected precision "
+    "and the repeats a target needs, with their cost. Creates nothing and reserves nothing.",
+    tags={"geo/kind": "plan_run", MAX_RETRIES_TAG: "0"},
+    executor_def=ONE_PROCESS,
+    config=dg.RunConfig(
+        ops={"plan_collection_op": PlanCollectionRunConfig(collection=example_fields())}
+    ),
+)
+def plan_collection_run() -> None:
+    plan_collection_op()

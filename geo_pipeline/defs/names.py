@@ -5,6 +5,14 @@ from __future__ import annotations
 import dagster as dg
 
 RUNS_PARTITIONS = "collection_runs"  # the dynamic partitions: one key per collection run
+# One key per (run, channel) of a run: "<run_id>|<platform>__<device>" (defs/partitions.py).
+RUN_CHANNEL_PARTITIONS = "collection_run_channels"
+
+# Concurrency pools (dagster.yaml `concurrency:`; limits in defs/pools.py): they bound the
+# assets' concurrent PostgreSQL work on every launch path, the UI's "Materialize" included.
+POOL_PLAN = "geo_plan"
+POOL_DOWNSTREAM = "geo_downstream"
+POOL_BILLING = "geo_billing"
 
 SAMPLING_PLAN = dg.AssetKey("sampling_plan")
 COLLECTION_RESULTS = dg.AssetKey("collection_results")

@@ -159,6 +159,7 @@ retention_job = dg.define_asset_job(
     "retention_job",
     selection=[names.RETENTION_PASS],
     description="One retention pass; launch with dry_run: true to preview it.",
+    executor_def=dg.in_process_executor,  # one step: a process of its own buys nothing
 )
 
 

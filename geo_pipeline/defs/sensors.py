@@ -24,7 +24,12 @@ import redis as redis_lib
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
-from geo_pipeline.defs.partitions import known_channels, partition_key
+from geo_pipeline.defs.partitions import (
+    add_requests,
+    parse_partition_key,
+    partition_key,
+    run_partition_keys,
+)
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
 from geo_pipeline.domain.states import Publication
 from geo_pipeline.store import status as statusmod
@@ -189,6 +194,23 @@ def _rows(conn: Conn, name: str, **params: Any) -> list[dict[str, Any]]:
     return fetch_all(conn, f"dagster.{name}", params)
 
 
+def _key(pair: Pair) -> str | None:
+    """The partition key of a (run, channel) pair; None for a pair that cannot be one (a stream
+    entry naming a run id with ``|``): no such partition exists, nothing is requested."""
+    try:
+        return partition_key(*pair)
+    except ValueError:
+        return None
+
+
+def run_channels(conn: Conn, run_ids: Iterable[str]) -> dict[str, list[str]]:
+    """The channels of the given runs (from their frozen snapshots); unknown ids are left out."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    return {r["run_id"]: list(r["channels"]) for r in _rows(conn, "run_channels", run_ids=ids)}
+
+
 def recent_unfinished(
     conn: Conn, days: int, done_partitions: set[str], billed_runs: set[str]
 ) -> tuple[set[Pair], set[str]]:
@@ -196,11 +218,11 @@ def recent_unfinished(
     runs whose billing is not."""
     pairs: set[Pair] = set()
     runs: set[str] = set()
-    for r in _rows(conn, "recent_runs", days=days, outside_schedule=False):
+    for r in _rows(conn, "recent_runs", days=days, live_only=False):
         if r["run_id"] not in billed_runs:
             runs.add(r["run_id"])
         for ch in r["channels"]:
-            if str(partition_key(r["run_id"], ch)) not in done_partitions:
+            if _key((r["run_id"], ch)) not in done_partitions:
                 pairs.add((r["run_id"], ch))
     return pairs, runs
 
@@ -235,7 +257,7 @@ def completion_requests(
     conn: Conn,
     candidates: set[Pair],
     existing_runs: set[str],
-    channels: frozenset[str],
+    existing_pairs: set[str],
     instance: dg.DagsterInstance,
     billing_candidates: frozenset[str] | set[str] = frozenset(),
 ) -> tuple[list[dg.RunRequest], list[Pair], list[str]]:
@@ -246,8 +268,9 @@ def completion_requests(
     each real change (a late completion) is requested once and an unchanged partition never
     again — unless its run failed: then it is asked again under a fresh key, boundedly
     (``fresh_run_keys``). Returns the requests, the publishable partitions and the keys whose
-    attempts are exhausted."""
-    candidates = {p for p in candidates if p[0] in existing_runs and p[1] in channels}
+    attempts are exhausted. Only partitions that exist are requested: ``existing_pairs`` holds
+    their run|channel keys, ``existing_runs`` the run keys billing is partitioned by."""
+    candidates = {p for p in candidates if _key(p) in existing_pairs}
     states = statusmod.publication_states(conn, candidates)
     publishable = sorted(p for p, pub in states.items() if pub.publishable)
     # (publication key, partition, job, tags) of each request, before its attempt is known.
@@ -308,7 +331,8 @@ def evaluate_completions(
     sweep_due = now - cursor["swept"] >= settings.sweep_interval_seconds
     # The first tick sweeps too (swept = 0 in a fresh cursor).
     sweep = read.gap is not None or sweep_due
-    existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    existing_runs = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    existing_pairs = set(context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS))
     candidates = set(read.pairs)
     with db.connect() as conn:
         # Deadlines that passed since the last tick: no completion event comes for a partition
@@ -334,13 +358,26 @@ def evaluate_completions(
             # Published with exclusions and changed since: late completions whose stream
             # entries were lost are still re-published.
             candidates |= statusmod.republish_due(conn, settings.recent_run_days)
-        # Runs created by the CLI have no partition yet: adopt the recent ones PostgreSQL knows
-        # (ids it does not know are ignored; old runs stay with the retention sensor).
-        adopted = recent_runs_among(
-            conn, {rid for rid, _ in candidates} - existing, settings.recent_run_days, now
+        # Runs created by the CLI have no partitions yet (and a run registered before the
+        # upgrade to run|channel partitions has only its run key): adopt the recent ones
+        # PostgreSQL knows, with every channel of the run (ids it does not know are ignored;
+        # old runs stay with the retention sensor).
+        unregistered = {
+            rid
+            for rid, ch in candidates
+            if rid not in existing_runs or _key((rid, ch)) not in existing_pairs
+        } | (unbilled - existing_runs)
+        adopted = run_channels(
+            conn, recent_runs_among(conn, unregistered, settings.recent_run_days, now)
         )
+        adopted_runs, adopted_pairs = run_partition_keys(adopted)
         requests, finished, exhausted = completion_requests(
-            conn, candidates, existing | adopted, known_channels(), context.instance, unbilled
+            conn,
+            candidates,
+            existing_runs | set(adopted_runs),
+            existing_pairs | set(adopted_pairs),
+            context.instance,
+            unbilled,
         )
     new_cursor = json.dumps(
         {
@@ -366,9 +403,8 @@ def evaluate_completions(
             MAX_REQUEST_ATTEMPTS,
             ", ".join(exhausted),
         )
-    adds = (
-        [dg.AddDynamicPartitionsRequest(names.RUNS_PARTITIONS, sorted(adopted))] if adopted else []
-    )
+    # Applied by the daemon before the run requests (a sensor never writes to the instance).
+    adds = add_requests(adopted, existing_runs, existing_pairs)
     if not requests:
         return dg.SensorResult(
             skip_reason=f"{read.entries} entries read, no partition publishable",
@@ -405,7 +441,8 @@ def completion_sensor(
     minimum_interval_seconds=15,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Requests sampling_plan for every never-dispatched partition of a recent run "
-    "created by the launchpad job or the CLI (scheduled runs are requested by the schedule).",
+    "(created by the launchpad job, the daily re-sample job or the CLI), adding the run's "
+    "partitions when they are missing.",
 )
 def sampling_plan_sensor(
     context: dg.SensorEvaluationContext, db: PostgresResource, settings: PipelineSettingsResource
@@ -414,16 +451,15 @@ def sampling_plan_sensor(
     # others (a dispatched partition stays dispatched); pruned to the recent window.
     seen: set[str] = set(json.loads(context.cursor)["dispatched"]) if context.cursor else set()
     planned = context.instance.get_materialized_partitions(names.SAMPLING_PLAN)
-    channels = known_channels()
     with db.connect() as conn:
-        recent = _rows(conn, "recent_runs", days=settings.recent_run_days, outside_schedule=True)
+        recent = _rows(conn, "recent_runs", days=settings.recent_run_days, live_only=True)
         pairs = sorted(
             (r["run_id"], ch)
             for r in recent
             for ch in r["channels"]
-            if ch in channels
-            and str(partition_key(r["run_id"], ch)) not in planned
-            and f"{r['run_id']}|{ch}" not in seen
+            if (key := _key((r["run_id"], ch))) is not None
+            and key not in planned
+            and key not in seen
         )
         undispatched = {
             (r["run_id"], r["channel"])
@@ -436,12 +472,26 @@ def sampling_plan_sensor(
         }
     recent_ids = {r["run_id"] for r in recent}
     seen = {k for k in seen if k.split("|", 1)[0] in recent_ids}
-    seen |= {f"{rid}|{ch}" for rid, ch in pairs if (rid, ch) not in undispatched}
+    seen |= {partition_key(rid, ch) for rid, ch in pairs if (rid, ch) not in undispatched}
     cursor = json.dumps({"dispatched": sorted(seen)})
     if not undispatched:
         return dg.SensorResult(skip_reason="no undispatched partitions", cursor=cursor)
-    existing = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
-    missing = sorted({rid for rid, _ in undispatched} - existing)
+    # A run created outside Dagster (CLI) has no partitions yet: add them with the requests,
+    # every channel of the run (the daemon applies them before launching the requests).
+    channels_of = {r["run_id"]: list(r["channels"]) for r in recent}
+    scheduled = {
+        r["run_id"]: {
+            "geo/scheduled_for": str(r["scheduled_for"]),
+            "geo/monitor_id": str(r["monitor_id"]),
+        }
+        for r in recent
+        if r.get("scheduled_for") is not None
+    }
+    adds = add_requests(
+        {rid: channels_of[rid] for rid, _ in undispatched},
+        context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS),
+        context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS),
+    )
     # Still undispatched after its run failed (to launch, or a failed plan check): asked again
     # under a fresh key, boundedly, as the completion sensor does.
     keys = fresh_run_keys(context.instance, [names.plan_run_key(r, c) for r, c in undispatched])
@@ -450,20 +500,18 @@ def sampling_plan_sensor(
             run_key=run_key,
             partition_key=partition_key(rid, ch),
             job_name=sampling_plan_job.name,
-            tags={"geo/run_id": rid, "geo/channel": ch},
+            tags={"geo/run_id": rid, "geo/channel": ch, **scheduled.get(rid, {})},
         )
         for rid, ch in sorted(undispatched)
         if (run_key := keys[names.plan_run_key(rid, ch)]) is not None
     ]
-    # A run created outside Dagster (CLI) has no partition yet: add it with the requests.
-    adds = [dg.AddDynamicPartitionsRequest(names.RUNS_PARTITIONS, missing)] if missing else []
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
 
 
 # --------------------------------------------------------------------------- retention
 def expired_partitions(conn: Conn, keys: list[str], days: int, now_ts: float) -> list[str]:
-    """Run partitions older than the retention age, and partitions of runs PostgreSQL no longer
-    has (their business rows were purged by the business retention policy, D9)."""
+    """Of the given run ids, the runs older than the retention age and the runs PostgreSQL no
+    longer has (their business rows were purged by the business retention policy, D9)."""
     if not keys:
         return []
     created = {r["run_id"]: r["created_at"] for r in _rows(conn, "runs_created", run_ids=keys)}
@@ -475,20 +523,43 @@ def expired_partitions(conn: Conn, keys: list[str], days: int, now_ts: float) ->
     name="partition_retention_sensor",
     minimum_interval_seconds=3600,
     default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Deletes collection_runs partitions older than the retention age; keeps each "
-    "asset well under 100k partitions. Business tables keep history on their own policy.",
+    description="Deletes the partitions (collection_runs and collection_run_channels) of runs "
+    "older than the retention age; keeps each asset well under 100k partitions. Business "
+    "tables keep history on their own policy.",
 )
 def partition_retention_sensor(
     context: dg.SensorEvaluationContext, db: PostgresResource, settings: PipelineSettingsResource
 ) -> dg.SensorResult:
-    keys = list(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    run_keys = list(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
+    pair_keys = list(context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS))
+    run_of: dict[str, str | None] = {}
+    for key in pair_keys:
+        try:
+            run_of[key] = parse_partition_key(key)[0]
+        except ValueError:
+            run_of[key] = None  # not a run|channel key: nothing can materialise it
+    run_ids = sorted(set(run_keys) | {rid for rid in run_of.values() if rid is not None})
     with db.connect() as conn:
-        expired = expired_partitions(conn, keys, settings.partition_retention_days, time.time())
-    if not expired:
-        return dg.SensorResult(skip_reason=f"{len(keys)} run partitions, none expired")
-    context.log.info("deleting %d expired run partitions", len(expired))
-    return dg.SensorResult(
-        dynamic_partitions_requests=[
-            dg.DeleteDynamicPartitionsRequest(names.RUNS_PARTITIONS, expired)
-        ]
+        expired = set(
+            expired_partitions(conn, run_ids, settings.partition_retention_days, time.time())
+        )
+    runs_gone = sorted(k for k in run_keys if k in expired)
+    pairs_gone = sorted(k for k, rid in run_of.items() if rid is None or rid in expired)
+    if not runs_gone and not pairs_gone:
+        return dg.SensorResult(
+            skip_reason=f"{len(run_keys)} runs, {len(pair_keys)} run|channel partitions, "
+            "none expired"
+        )
+    context.log.info(
+        "deleting the partitions of %d expired runs (%d run|channel keys)",
+        len(expired),
+        len(pairs_gone),
     )
+    # Both kinds in one tick. An expired run is never "recent", so no sensor adds its keys back
+    # (the adoption of unregistered runs looks only at recent ones).
+    requests = []
+    if pairs_gone:
+        requests.append(dg.DeleteDynamicPartitionsRequest(names.RUN_CHANNEL_PARTITIONS, pairs_gone))
+    if runs_gone:
+        requests.append(dg.DeleteDynamicPartitionsRequest(names.RUNS_PARTITIONS, runs_gone))
+    return dg.SensorResult(dynamic_partitions_requests=requests)

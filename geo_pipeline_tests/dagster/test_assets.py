@@ -111,9 +111,10 @@ def test_a_channel_outside_the_run_fails_clearly(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
     run_id = create_run(conn, dg_instance)
-    result = materialise(
-        [sampling_plan], partition_key(run_id, "kimi__web"), dg_instance, resources
-    )
+    # Only the run's channels are partitions; a stray key added by hand still fails clearly.
+    stray = partition_key(run_id, "kimi__web")
+    dg_instance.add_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS, [stray])
+    result = materialise([sampling_plan], stray, dg_instance, resources)
     assert not result.success
     failure = next(e for e in result.all_events if e.is_step_failure)
     assert "kimi__web is not part of run" in str(
@@ -289,8 +290,11 @@ def test_duplicate_charge_fails_the_billing_check(
 
 @pytest.mark.parametrize("channel", ["deepseek__web"])
 def test_partition_keys_are_run_and_channel(channel: str) -> None:
+    from geo_pipeline.defs.partitions import parse_partition_key
+
     key = partition_key("r1", channel)
-    assert key.keys_by_dimension == {"run": "r1", "channel": channel}
+    assert key == f"r1|{channel}"
+    assert parse_partition_key(key) == ("r1", channel)
 
 
 # --------------------------------------------------------------------------- analysis

@@ -1,5 +1,6 @@
-"""dagster.yaml: dagster-postgres storage from environment variables (psycopg2 driver) and the
-QueuedRunCoordinator with its concurrency limits, loaded against the real PostgreSQL server."""
+"""dagster.yaml: dagster-postgres storage from environment variables (psycopg2 driver), the
+QueuedRunCoordinator with its run limits and the concurrency pools, loaded against the real
+PostgreSQL server."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 import pytest
+import yaml
 
 from geo_pipeline.defs.jobs import QUEUE_TAG
 from geo_pipeline_tests.fixtures.postgres import create_database, drop_database
@@ -26,7 +28,7 @@ def dagster_home(
     parts = urlsplit(pg_admin_url)
     if not parts.hostname or parts.hostname.startswith("/"):
         pytest.skip("the test server listens on a socket directory; dagster.yaml uses TCP")
-    text = (ROOT / "dagster.yaml").read_text(encoding="utf-8")
+    text = (ROOT / "deploy" / "dagster" / "dagster.yaml").read_text(encoding="utf-8")
     assert "port: 5432" in text
     # The file names the standard port; a test server elsewhere gets it substituted.
     (tmp_path / "dagster.yaml").write_text(
@@ -42,21 +44,30 @@ def dagster_home(
 
 
 def test_instance_uses_postgres_storage_and_a_limited_run_queue(dagster_home: Path) -> None:
+    from dagster._core.instance.config import PoolGranularity
     from dagster._core.run_coordinator import QueuedRunCoordinator
     from dagster_postgres import PostgresEventLogStorage, PostgresRunStorage
+
+    from geo_pipeline.defs.pools import POOL_LIMITS, apply_pool_limits
 
     with dg.DagsterInstance.get() as instance:
         assert isinstance(instance.run_storage, PostgresRunStorage)
         assert isinstance(instance.event_log_storage, PostgresEventLogStorage)
-        coordinator = instance.run_coordinator
-        assert isinstance(coordinator, QueuedRunCoordinator)
-        config = coordinator.inst_data.config_dict  # type: ignore[union-attr]
-        assert config["max_concurrent_runs"] == 8
-        limits = {
-            (lim["key"], lim["value"]): lim["limit"] for lim in config["tag_concurrency_limits"]
-        }
+        assert isinstance(instance.run_coordinator, QueuedRunCoordinator)
+        concurrency = instance.get_concurrency_config()
+        queue = concurrency.run_queue_config
+        assert queue is not None and queue.max_concurrent_runs == 8
+        limits = {(lim["key"], lim["value"]): lim["limit"] for lim in queue.tag_concurrency_limits}
         assert limits == {(QUEUE_TAG, "plan"): 4, (QUEUE_TAG, "downstream"): 6,
-                          (QUEUE_TAG, "billing"): 2}  # fmt: skip
+                          (QUEUE_TAG, "billing"): 2, (QUEUE_TAG, "resample"): 2}  # fmt: skip
+        # Pools hold the same limits on every launch path (the UI's included), per step.
+        pools = concurrency.pool_config
+        assert pools.pool_granularity == PoolGranularity.OP
+        assert pools.default_pool_limit == min(POOL_LIMITS.values())
+        assert apply_pool_limits(instance) == POOL_LIMITS
+        assert {
+            p: instance.event_log_storage.get_concurrency_info(p).slot_count for p in POOL_LIMITS
+        } == POOL_LIMITS
         # The dynamic partitions live in that storage and survive a new instance.
         instance.add_dynamic_partitions("collection_runs", ["r-yaml-1"])
     with dg.DagsterInstance.get() as again:
@@ -95,3 +106,15 @@ def test_failed_runs_are_retried_within_bounds(dagster_home: Path) -> None:
         assert defs.resolve_job_def(name).tags[MAX_RETRIES_TAG] == str(RUN_RETRIES), name
     # A retried create_collection_run would plan under a new run id and reserve twice.
     assert defs.resolve_job_def("create_collection_run").tags[MAX_RETRIES_TAG] == "0"
+
+
+def test_the_roots_instance_file_is_the_deployed_one_without_storage() -> None:
+    """`dg check defs` / `dg dev` from the repository root read ./dagster.yaml (no DAGSTER_HOME):
+    the same queue, pools, retries and monitoring as a deployment, minus the PostgreSQL storage
+    that needs DAGSTER_PG_*."""
+    root = yaml.safe_load((ROOT / "dagster.yaml").read_text(encoding="utf-8"))
+    deployed = yaml.safe_load(
+        (ROOT / "deploy" / "dagster" / "dagster.yaml").read_text(encoding="utf-8")
+    )
+    assert "storage" in deployed and "storage" not in root
+    assert root == {k: v for k, v in deployed.items() if k != "storage"}

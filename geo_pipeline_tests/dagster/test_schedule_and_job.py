@@ -3,7 +3,7 @@ schedule, evaluated with build_schedule_context against real PostgreSQL."""
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
@@ -12,8 +12,15 @@ import pytest
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.jobs import create_collection_run
-from geo_pipeline.defs.schedules import build_daily_resampling, cron_for, daily_resampling
-from geo_pipeline_tests.dagster.conftest import collection_config, create_run, fund
+from geo_pipeline.defs.schedules import (
+    build_daily_resampling,
+    cron_for,
+    daily_resampling,
+    resample_monitor_job,
+    resample_run_key,
+)
+from geo_pipeline.defs.sensors import sampling_plan_sensor
+from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, create_run, fund
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
@@ -55,22 +62,20 @@ def test_job_creates_the_run_and_its_partition_without_dispatching(
     assert conn.execute("SELECT count(*) AS n FROM geo.samples").fetchone()["n"] == 8
 
 
-def test_invalid_config_fails_with_every_field_path(
+def test_what_dagster_config_cannot_see_fails_in_the_op_with_every_field_path(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
+    # Well typed (Dagster's config check passes), wrong for the domain: a tenant pattern, a range,
+    # a mode the platform does not offer. (Unknown fields, wrong types and values outside the
+    # closed sets are refused before the run starts: test_launchpad.py.)
     cfg = collection_config()
     cfg["tenant"] = "Not A Tenant!"
     cfg["repeats"] = 0
-    cfg["channels"][0]["modes"] = ["telepathy"]
-    cfg["colour"] = "blue"
+    cfg["channels"][1]["modes"] = ["web_search"]  # a mode, but not one qwen offers
     result = launch(cfg, dg_instance, resources)
     assert not result.success
     text = failure_text(result)
-    assert "colour: unknown field" in text
-    # Model errors come first (pydantic); fix the unknown field to see the semantic ones.
-    del cfg["colour"]
-    text = failure_text(launch(cfg, dg_instance, resources))
-    for path in ("tenant:", "repeats:", "channels[0].modes"):
+    for path in ("tenant:", "repeats:", "channels[1].modes"):
         assert path in text, text
     assert conn.execute("SELECT count(*) AS n FROM geo.runs").fetchone()["n"] == 0
     assert dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS) == []
@@ -92,15 +97,15 @@ def evaluate(
     resources: dict[str, Any],
     when: datetime,
     schedule: dg.ScheduleDefinition = daily_resampling,
-) -> list[dg.RunRequest]:
-    ctx = dg.build_schedule_context(
+) -> list[dg.RunRequest] | dg.SkipReason:
+    # Closed here, not whenever it is collected: the context enters the instance, and an exit
+    # out of order would leave a closed instance current for later tests.
+    with dg.build_schedule_context(
         instance=instance,
         scheduled_execution_time=when,
         resources={k: resources[k] for k in ("db", "registry")},
-    )
-    result = schedule(ctx)
-    assert isinstance(result, list), result
-    return result
+    ) as ctx:
+        return schedule(ctx)  # type: ignore[no-any-return]
 
 
 def add_monitors(conn: Any) -> None:
@@ -123,44 +128,149 @@ def add_monitors(conn: Any) -> None:
     )
 
 
-def test_schedule_creates_one_run_per_active_monitor_per_day(
+# Every table a run's creation writes to (snapshot, quote, reservation, samples, batches).
+WRITTEN_BY_A_RUN = (
+    "geo.runs",
+    "geo.config_snapshots",
+    "geo.quote_snapshots",
+    "geo.quote_lines",
+    "geo.samples",
+    "geo.batches",
+    "geo.ledger_entries",
+    "geo.outbox",
+    "geo.monitors",
+)
+
+
+def row_counts(conn: Any) -> dict[str, int]:
+    return {
+        t: conn.execute(f"SELECT count(*) AS n FROM {t}").fetchone()["n"] for t in WRITTEN_BY_A_RUN
+    }
+
+
+def test_schedule_evaluation_only_reads_and_asks_for_one_resample_run_per_active_monitor(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
     add_monitors(conn)
-    # 23:30 UTC on the 29th is 07:30 on the 30th in Shanghai: the run stands for the 30th.
+    before = row_counts(conn)
+    # 23:30 UTC on the 29th is 07:30 on the 30th in Shanghai: the runs stand for the 30th. A past
+    # day, as in a test-evaluation from the UI: evaluating writes nothing either way.
     when = datetime(2026, 11, 29, 23, 30, tzinfo=UTC)
     requests = evaluate(dg_instance, resources, when)
-    expected_runs = ["cli-acme-20261130", "daily-acme-20261130"]
-    assert sorted({r.tags["geo/run_id"] for r in requests}) == expected_runs
-    assert sorted(r.run_key for r in requests if r.run_key) == sorted(
-        names.plan_run_key(r, ch) for r in expected_runs for ch in ("deepseek__web", "qwen__app")
-    )
-    assert set(dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS)) == set(expected_runs)
-    rows = conn.execute(
-        "SELECT run_id, monitor_id, scheduled_for FROM geo.runs WHERE scheduled_for IS NOT NULL "
-        "ORDER BY run_id"
-    ).fetchall()
-    assert [(r["run_id"], str(r["scheduled_for"])) for r in rows] == [
-        ("cli-acme-20261130", "2026-11-30"),
-        ("daily-acme-20261130", "2026-11-30"),
+    assert isinstance(requests, list), requests
+    assert row_counts(conn) == before  # no run, snapshot, quote, reservation ...
+    assert dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS) == []  # ... nor partition
+    # The broken monitor is asked for too: its own run fails with the reason (below).
+    monitors = ["broken", "cli-acme", "daily-acme"]
+    assert [r.run_key for r in requests] == [
+        resample_run_key(m, date(2026, 11, 30)) for m in monitors
     ]
-    # A second tick for the same day (daemon retry): same runs, same run keys, nothing new.
-    again = evaluate(dg_instance, resources, when)
-    assert sorted(r.run_key for r in again if r.run_key) == sorted(
-        r.run_key for r in requests if r.run_key
-    )
-    assert (
-        conn.execute(
-            "SELECT count(*) AS n FROM geo.runs WHERE scheduled_for IS NOT NULL"
-        ).fetchone()["n"]
-        == 2
-    )
-    # The next day is a new run id per monitor (R5: a next-day re-sample is a new run).
+    assert [r.run_key for r in requests] == [f"resample:{m}:2026-11-30" for m in monitors]
+    for r, m in zip(requests, monitors, strict=True):
+        assert r.job_name in (None, resample_monitor_job.name)
+        assert r.run_config["ops"]["resample_monitor_op"]["config"] == {
+            "monitor_id": m,
+            "day": "2026-11-30",
+        }
+        assert r.tags["geo/monitor_id"] == m
+        assert r.tags["geo/scheduled_for"] == "2026-11-30"
+        assert r.tags["geo/run_id"] == f"{m}-20261130"
+    # The next day is a new run key per monitor (R5: a next-day re-sample is a new run).
     nxt = evaluate(dg_instance, resources, datetime(2026, 12, 1, 6, 0, tzinfo=SHANGHAI))
-    assert sorted({r.tags["geo/run_id"] for r in nxt}) == [
-        "cli-acme-20261201",
-        "daily-acme-20261201",
-    ]
+    assert isinstance(nxt, list)
+    assert [r.run_key for r in nxt] == [f"resample:{m}:2026-12-01" for m in monitors]
+    assert row_counts(conn) == before
+
+
+def test_schedule_without_active_monitors_skips(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    result = evaluate(dg_instance, resources, datetime.now(UTC))
+    assert isinstance(result, dg.SkipReason)
+    assert "no active monitor" in str(result.skip_message)
+
+
+def resample(
+    instance: dg.DagsterInstance,
+    resources: dict[str, Any],
+    monitor_id: str,
+    day: date | str,
+    **extra: Any,
+) -> dg.ExecuteInProcessResult:
+    day = day.isoformat() if isinstance(day, date) else day
+    return resample_monitor_job.execute_in_process(
+        run_config={
+            "ops": {
+                "resample_monitor_op": {"config": {"monitor_id": monitor_id, "day": day, **extra}}
+            }
+        },
+        instance=instance,
+        resources={k: resources[k] for k in ("db", "registry")},
+        raise_on_error=False,
+    )
+
+
+def test_resample_job_creates_the_days_run_once_and_the_plan_sensor_requests_it(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    add_monitors(conn)
+    today = datetime.now(SHANGHAI).date()
+    expected = f"daily-acme-{today:%Y%m%d}"
+    first = resample(dg_instance, resources, "daily-acme", today)
+    assert first.success
+    assert first.output_for_node("resample_monitor_op") == expected
+    row = conn.execute(
+        "SELECT monitor_id, scheduled_for, confirmed_at FROM geo.runs WHERE run_id = %s",
+        (expected,),
+    ).fetchone()
+    assert row["monitor_id"] == "daily-acme" and row["scheduled_for"] == today
+    assert row["confirmed_at"] is not None  # the quote's maximum is reserved
+    assert expected in dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS)
+    # Again for the same day (a re-executed run): found by (monitor, day), nothing new.
+    before = row_counts(conn)
+    assert resample(dg_instance, resources, "daily-acme", today).success
+    assert row_counts(conn) == before
+    # The plan sensor requests the new run's partitions, as for a launchpad run.
+    with dg.build_sensor_context(instance=dg_instance, resources=resources) as ctx:
+        result = sampling_plan_sensor(ctx)
+    requested = {r.run_key for r in result.run_requests or [] if r.tags["geo/run_id"] == expected}
+    assert requested == {names.plan_run_key(expected, ch) for ch in CHANNELS}
+
+
+def test_a_broken_monitor_fails_its_own_resample_run_with_the_reason(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    add_monitors(conn)
+    today = datetime.now(SHANGHAI).date()
+    broken = resample(dg_instance, resources, "broken", today)
+    assert not broken.success
+    assert "repeats" in failure_text(broken) and "broken" in failure_text(broken)
+    assert resample(dg_instance, resources, "cli-acme", today).success
+    paused = resample(dg_instance, resources, "paused", today)
+    assert not paused.success and "not active" in failure_text(paused)
+    days = conn.execute(
+        "SELECT monitor_id FROM geo.runs WHERE scheduled_for IS NOT NULL ORDER BY 1"
+    ).fetchall()
+    assert [r["monitor_id"] for r in days] == ["cli-acme"]
+
+
+def test_resample_job_refuses_a_past_day_unless_backfill(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    add_monitors(conn)
+    today = datetime.now(SHANGHAI).date()
+    before = row_counts(conn)
+    old = resample(dg_instance, resources, "daily-acme", today - timedelta(days=2))
+    assert not old.success
+    assert "backfill" in failure_text(old)
+    assert row_counts(conn) == before
+    # Yesterday is still on time (a daemon that caught up late, a zone boundary).
+    assert resample(dg_instance, resources, "daily-acme", today - timedelta(days=1)).success
+    # A deliberate backfill is allowed.
+    back = resample(dg_instance, resources, "daily-acme", today - timedelta(days=5), backfill=True)
+    assert back.success, failure_text(back)
+    nonsense = resample(dg_instance, resources, "daily-acme", "30/11/2026")
+    assert not nonsense.success and "YYYY-MM-DD" in failure_text(nonsense)
 
 
 def test_schedule_time_and_zone_are_configurable() -> None:

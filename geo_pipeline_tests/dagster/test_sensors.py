@@ -37,6 +37,15 @@ def keys(result: dg.SensorResult) -> list[str]:
     return sorted(r.run_key for r in result.run_requests or [] if r.run_key)
 
 
+def added(result: dg.SensorResult) -> dict[str, list[str]]:
+    """{partitions name: keys} the result asks the daemon to add (a sensor never adds itself)."""
+    out: dict[str, list[str]] = {}
+    for req in result.dynamic_partitions_requests or []:
+        assert isinstance(req, dg.AddDynamicPartitionsRequest)
+        out[req.partitions_def_name] = list(req.partition_keys)
+    return out
+
+
 def stream(resources: dict[str, Any]) -> str:
     return resources["redis"].completions_stream
 
@@ -169,18 +178,39 @@ def test_runs_created_by_the_cli_are_adopted_and_unknown_ids_ignored(
     conn.execute(
         "UPDATE geo.runs SET created_at = now() - interval '100 days' WHERE run_id = %s", (old,)
     )
-    # The first tick sweeps recent runs: the CLI run gets its partition (not the old one).
+    # The first tick sweeps recent runs: the CLI run gets its partitions, one per channel of
+    # the run and its run key (not the old run's).
     first = tick(completion_sensor, dg_instance, resources, None)
-    assert [list(a.partition_keys) for a in first.dynamic_partitions_requests or []] == [[run_id]]
+    assert added(first) == {
+        names.RUN_CHANNEL_PARTITIONS: [partition_key(run_id, WEB), partition_key(run_id, APP)],
+        names.RUNS_PARTITIONS: [run_id],
+    }
     assert not first.run_requests
     finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
     finish(conn, old, WEB, client=redis_client, stream=stream(resources))
     redis_client.xadd(stream(resources), {"run_id": "no-such-run", "channel": WEB})
     # (build_sensor_context does not apply the add; the daemon would, before the requests.)
     result = tick(completion_sensor, dg_instance, resources, first.cursor)
-    [add] = result.dynamic_partitions_requests or []
-    assert isinstance(add, dg.AddDynamicPartitionsRequest)
-    assert list(add.partition_keys) == [run_id]
+    assert added(result) == added(first)
+    assert keys(result) == [names.downstream_run_key(run_id, WEB)]
+    assert [r.partition_key for r in result.run_requests or []] == [partition_key(run_id, WEB)]
+
+
+def test_a_run_registered_before_the_upgrade_gets_its_channel_partitions(
+    conn: Any,
+    dg_instance: dg.DagsterInstance,
+    resources: dict[str, Any],
+    redis_client: redis_lib.Redis,
+) -> None:
+    """A run whose run key exists from the run x channel days, but no run|channel keys: the
+    sensor adds the missing keys (not the run key again) and requests the finished channel."""
+    run_id = create_run(conn)
+    dg_instance.add_dynamic_partitions(names.RUNS_PARTITIONS, [run_id])
+    finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
+    result = tick(completion_sensor, dg_instance, resources, None)
+    assert added(result) == {
+        names.RUN_CHANNEL_PARTITIONS: [partition_key(run_id, WEB), partition_key(run_id, APP)]
+    }
     assert keys(result) == [names.downstream_run_key(run_id, WEB)]
 
 
@@ -207,24 +237,39 @@ def test_sampling_plan_sensor_requests_undispatched_partitions_and_adds_missing_
     assert keys(result) == sorted(
         names.plan_run_key(r, ch) for r in (with_partition, without_partition) for ch in (WEB, APP)
     )
-    [add] = result.dynamic_partitions_requests or []
-    assert isinstance(add, dg.AddDynamicPartitionsRequest)
-    assert list(add.partition_keys) == [without_partition]
+    assert added(result) == {
+        names.RUN_CHANNEL_PARTITIONS: [
+            partition_key(without_partition, WEB),
+            partition_key(without_partition, APP),
+        ],
+        names.RUNS_PARTITIONS: [without_partition],
+    }
+    assert {r.partition_key for r in result.run_requests or []} == {
+        partition_key(r, ch) for r in (with_partition, without_partition) for ch in (WEB, APP)
+    }
     # Once dispatched, a partition is not requested again, and the cursor remembers it so
     # later ticks do not ask PostgreSQL about it.
     runstore.dispatch(conn, with_partition, WEB)
     again = tick(sampling_plan_sensor, dg_instance, resources, result.cursor)
     assert names.plan_run_key(with_partition, WEB) not in keys(again)
     assert names.plan_run_key(with_partition, APP) in keys(again)
-    assert json.loads(again.cursor or "{}")["dispatched"] == [f"{with_partition}|{WEB}"]
-    # Scheduled runs are the schedule's to request; cancelled runs are not dispatched.
+    assert json.loads(again.cursor or "{}")["dispatched"] == [partition_key(with_partition, WEB)]
+    # A scheduled run (created by the daily re-sample job) is requested the same way, tagged
+    # with its day; cancelled runs are not dispatched.
     scheduled = create_run(conn, dg_instance, run_id="m-20261130", scheduled_for="2026-11-30")
     conn.execute(
         "UPDATE geo.runs SET cancel_requested_at = now() WHERE run_id = %s", (without_partition,)
     )
     third = tick(sampling_plan_sensor, dg_instance, resources, again.cursor)
-    assert keys(third) == [names.plan_run_key(with_partition, APP)]
-    assert scheduled not in {r.tags["geo/run_id"] for r in third.run_requests or []}
+    assert keys(third) == sorted(
+        [names.plan_run_key(with_partition, APP)]
+        + [names.plan_run_key(scheduled, ch) for ch in (WEB, APP)]
+    )
+    assert {
+        r.tags.get("geo/scheduled_for")
+        for r in third.run_requests or []
+        if r.tags["geo/run_id"] == scheduled
+    } == {"2026-11-30"}
 
 
 # --------------------------------------------------------------------------- retention
@@ -237,11 +282,27 @@ def test_retention_sensor_deletes_old_and_orphaned_run_partitions(
         "UPDATE geo.runs SET created_at = now() - interval '100 days' WHERE run_id = %s", (old,)
     )
     dg_instance.add_dynamic_partitions(names.RUNS_PARTITIONS, ["orphan-run"])
+    dg_instance.add_dynamic_partitions(
+        names.RUN_CHANNEL_PARTITIONS, [partition_key("orphan-pair", WEB), "not-a-pair-key"]
+    )
     result = tick(partition_retention_sensor, dg_instance, resources, None)
-    [delete] = result.dynamic_partitions_requests or []
-    assert isinstance(delete, dg.DeleteDynamicPartitionsRequest)
-    assert sorted(delete.partition_keys) == sorted([old, "orphan-run"])
-    assert fresh not in delete.partition_keys
+    deleted: dict[str, list[str]] = {}
+    for req in result.dynamic_partitions_requests or []:
+        assert isinstance(req, dg.DeleteDynamicPartitionsRequest)
+        deleted[req.partitions_def_name] = sorted(req.partition_keys)
+    # The old run's channel partitions go with its run key; the fresh run keeps all of its.
+    assert deleted == {
+        names.RUN_CHANNEL_PARTITIONS: sorted(
+            [
+                partition_key(old, WEB),
+                partition_key(old, APP),
+                partition_key("orphan-pair", WEB),
+                "not-a-pair-key",
+            ]
+        ),
+        names.RUNS_PARTITIONS: sorted([old, "orphan-run"]),
+    }
+    assert fresh not in deleted[names.RUNS_PARTITIONS]
 
 
 def test_trimming_entries_already_read_is_not_a_gap(

@@ -1,5 +1,5 @@
 """``geo-pipeline dev`` and the Dagster UI in a real browser: the asset graph shows every asset of
-geo_pipeline.definitions, and after a run finishes its (run x channel) partitions show as
+geo_pipeline.definitions, and after a run finishes its (run, channel) partitions show as
 materialised — the sensor did it, nobody clicked. Screenshots go to test-artifacts/."""
 
 from __future__ import annotations
@@ -29,8 +29,12 @@ tenant: acme
 brand: {name: 瑞幸咖啡, aliases: [Luckin]}
 competitors: [{name: 星巴克, aliases: [Starbucks]}]
 questions: ["国内最好喝的咖啡品牌？", "Best coffee chain in China?"]
-channels: [{platform: deepseek, device: web}, {platform: kimi, device: web}]
-repeats: 2
+channels:
+  - {platform: deepseek, device: web}
+  - {platform: kimi, device: web}
+  - {platform: qwen, device: web}
+  - {platform: doubao, device: web}
+repeats: 1
 """
 
 
@@ -45,7 +49,8 @@ def _graphql(port: int, query: str) -> dict[str, Any]:
 
 
 def _partition_stats(port: int) -> dict[str, int]:
-    """numMaterialized per asset; empty while the webserver is too busy to answer."""
+    """numMaterialized per asset (numPartitions under "<asset> of"); empty while the webserver
+    is too busy to answer."""
     try:
         return _partition_stats_now(port)
     except (OSError, KeyError, TypeError):
@@ -53,11 +58,16 @@ def _partition_stats(port: int) -> dict[str, int]:
 
 
 def _partition_stats_now(port: int) -> dict[str, int]:
-    data = _graphql(port, "{ assetNodes { assetKey { path } partitionStats { numMaterialized } } }")
-    return {
-        "/".join(n["assetKey"]["path"]): (n["partitionStats"] or {}).get("numMaterialized", 0)
-        for n in data["assetNodes"]
-    }
+    data = _graphql(
+        port,
+        "{ assetNodes { assetKey { path } partitionStats { numMaterialized numPartitions } } }",
+    )
+    stats: dict[str, int] = {}
+    for n in data["assetNodes"]:
+        name = "/".join(n["assetKey"]["path"])
+        stats[name] = (n["partitionStats"] or {}).get("numMaterialized", 0)
+        stats[f"{name} of"] = (n["partitionStats"] or {}).get("numPartitions", 0)
+    return stats
 
 
 def _answers(port: int) -> bool:
@@ -150,14 +160,17 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
             page.get_by_text(name, exact=True).first.wait_for(timeout=180_000)
         page.screenshot(path=str(ARTIFACTS / "dagster-asset-catalogue.png"), full_page=True)
 
-        # A run created the way a data engineer's launchpad job does: its partition first.
+        # A run created the way a data engineer's launchpad job does: its partitions first
+        # (one per channel of the run, then the run's own key).
         run_id = f"ui-{os.getpid()}"
         subprocess.run(
             [
                 sys.executable,
                 "-c",
-                "import sys, dagster as dg; from geo_pipeline.defs import names; "
-                "dg.DagsterInstance.get().add_dynamic_partitions(names.RUNS_PARTITIONS, [sys.argv[1]])",
+                "import sys, dagster as dg; "
+                "from geo_pipeline.defs.partitions import register_run_partitions; "
+                "register_run_partitions(dg.DagsterInstance.get(), sys.argv[1], "
+                "['deepseek__web', 'kimi__web', 'qwen__web', 'doubao__web'])",
                 run_id,
             ],
             env=env,
@@ -180,7 +193,7 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
             capture_output=True,
         )
 
-        channels = 2
+        channels = 4
         stats = _wait_for(
             lambda: (
                 (s := _partition_stats(port))
@@ -193,6 +206,8 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
             proc,
         )
         assert all(stats[a] == channels for a in DOWNSTREAM), stats
+        # Only the run's own channels exist as partitions: 4 of 4 filled, none "missing".
+        assert all(stats[f"{a} of"] == channels for a in DOWNSTREAM), stats
 
         page.goto(
             f"http://127.0.0.1:{port}/assets/brand_visibility?view=partitions",

@@ -192,14 +192,15 @@ ORDER BY upstream_id LIMIT 1000;
 
 -- name: recent_runs
 -- Runs created within the window, with the channels of their frozen snapshot (a partition per
--- channel) -- read from the snapshot, not by scanning samples. ``outside_schedule`` keeps only
--- runs created by the launchpad job or the CLI (the schedule requests its own).
-SELECT r.run_id, r.scheduled_for, r.created_at, r.cancel_requested_at,
+-- channel) -- read from the snapshot, not by scanning samples. ``live_only`` keeps only the
+-- runs still to dispatch: not cancelled. Scheduled runs are included: the re-sample job creates them and the sampling_plan sensor requests their
+-- partitions, as for the launchpad job and the CLI.
+SELECT r.run_id, r.monitor_id, r.scheduled_for, r.created_at, r.cancel_requested_at,
        ARRAY(SELECT DISTINCT (t ->> 'platform') || '__' || (t ->> 'device')
                FROM jsonb_array_elements(c.config -> 'targets') AS t ORDER BY 1) AS channels
 FROM geo.runs r JOIN geo.config_snapshots c USING (snapshot_id)
 WHERE r.created_at >= now() - make_interval(days => %(days)s)
-  AND (NOT %(outside_schedule)s OR (r.scheduled_for IS NULL AND r.cancel_requested_at IS NULL))
+  AND (NOT %(live_only)s OR r.cancel_requested_at IS NULL)
 ORDER BY r.created_at, r.run_id;
 
 -- name: undispatched_pairs

@@ -1,0 +1,249 @@
+"""Launch to brand_visibility: how long from creating a run through the launchpad job until
+brand_visibility of its partitions is materialised, with every step in its own process (the
+multiprocess executor, Dagster's default) vs every step in the run's process (in_process, what
+the jobs now use).
+
+    python bench/dagster_launch.py                      # 2 channels x 2 questions x 2 repeats
+    python bench/dagster_launch.py --rounds 3           # alternate the order, 3 times each
+
+What is measured, per executor, in this one process against a real Dagster instance (SQLite
+storage in a temporary DAGSTER_HOME, so the multiprocess executor can start step processes),
+real PostgreSQL (a fresh database migrated from sql/) and Redis:
+
+1. ``create``: the launchpad job ``create_collection_run`` with its pre-filled example config
+   (2 channels x 2 questions x 2 repeats = 8 samples), run with ``dagster.execute_job`` on a
+   reconstructable job, so the executor is the real one;
+2. ``plan``: one ``sampling_plan_sensor`` tick (``build_sensor_context``, as the daemon would)
+   and the ``sampling_plan_job`` run of each requested partition, one after the other;
+3. ``collect``: the samples completed in SQL as a worker would (claim, acceptance record,
+   answer, archived evidence, charge: ``geo_pipeline_tests.dagster.conftest.finish``) — no
+   engine, so this stage is the same for both executors and small;
+4. ``downstream``: one ``completion_sensor`` tick (a sweep) and the ``partition_downstream_job``
+   run (collection_results, validated_evidence, brand_analysis, brand_visibility and their
+   checks) of each requested partition, one after the other; billing is not waited for.
+
+``total`` is the wall time of 1-4, ending when the instance records brand_visibility for every
+partition of the run. The daemons' polling intervals (sensor ticks every 15-30 s, the run queue's
+dequeue interval) are not included: they add the same to both executors.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import tempfile
+import time
+import uuid
+import warnings
+from pathlib import Path
+from typing import Any
+
+import dagster as dg
+import psycopg
+import redis as redis_lib
+from psycopg.rows import dict_row
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(ROOT))
+warnings.filterwarnings("ignore", category=dg.BetaWarning)
+warnings.filterwarnings("ignore", category=dg.PreviewWarning)
+from _machine import print_table  # noqa: E402
+
+ADMIN_URL = os.environ.get("GEO_BENCH_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
+REDIS_URL = os.environ.get("GEO_REDIS_URL", "redis://127.0.0.1:6379/0")
+EXECUTORS = {"multiprocess": dg.multiprocess_executor, "in_process": dg.in_process_executor}
+
+
+# --------------------------------------------------------------------------- reconstructable jobs
+# The multiprocess executor re-imports the job in each step's process: module-level functions
+# returning the deployment's job (geo_pipeline.definitions, resources from GEO_* variables set by
+# main() before anything is imported) with the executor under test.
+def _job(name: str, executor: str) -> dg.JobDefinition:
+    from geo_pipeline.definitions import defs
+
+    return defs.resolve_job_def(name).with_executor_def(EXECUTORS[executor])
+
+
+def create_multiprocess() -> dg.JobDefinition:
+    return _job("create_collection_run", "multiprocess")
+
+
+def create_in_process() -> dg.JobDefinition:
+    return _job("create_collection_run", "in_process")
+
+
+def plan_multiprocess() -> dg.JobDefinition:
+    return _job("sampling_plan_job", "multiprocess")
+
+
+def plan_in_process() -> dg.JobDefinition:
+    return _job("sampling_plan_job", "in_process")
+
+
+def downstream_multiprocess() -> dg.JobDefinition:
+    return _job("partition_downstream_job", "multiprocess")
+
+
+def downstream_in_process() -> dg.JobDefinition:
+    return _job("partition_downstream_job", "in_process")
+
+
+RECONSTRUCTABLE = {
+    ("create_collection_run", "multiprocess"): create_multiprocess,
+    ("create_collection_run", "in_process"): create_in_process,
+    ("sampling_plan_job", "multiprocess"): plan_multiprocess,
+    ("sampling_plan_job", "in_process"): plan_in_process,
+    ("partition_downstream_job", "multiprocess"): downstream_multiprocess,
+    ("partition_downstream_job", "in_process"): downstream_in_process,
+}
+
+
+def run_job(
+    instance: dg.DagsterInstance,
+    name: str,
+    executor: str,
+    *,
+    run_config: dict[str, Any] | None = None,
+    request: dg.RunRequest | None = None,
+) -> dg.JobExecutionResult:
+    """What the daemon's run worker does with a run: execute the job with its executor."""
+    recon = dg.reconstructable(RECONSTRUCTABLE[(name, executor)])
+    tags: dict[str, str] = {}
+    if request is not None:
+        tags = dict(request.tags)
+        if request.partition_key is not None:
+            job = RECONSTRUCTABLE[(name, executor)]()
+            tags.update(job.get_tags_for_partition_key(request.partition_key, None))
+    with dg.execute_job(recon, instance, run_config=run_config, tags=tags) as result:
+        if not result.success:
+            failures = [
+                e.message for e in result.all_events if e.is_step_failure or e.is_run_failure
+            ]
+            raise RuntimeError(f"{name} ({executor}) failed: {failures}")
+        return result
+
+
+# --------------------------------------------------------------------------- one launch
+def launch_to_visibility(
+    instance: dg.DagsterInstance,
+    executor: str,
+    resources: dict[str, Any],
+    conn: psycopg.Connection[Any],
+    run_id: str,
+) -> dict[str, Any]:
+    from geo_pipeline.defs import names
+    from geo_pipeline.defs.sensors import completion_sensor, sampling_plan_sensor
+    from geo_pipeline_tests.dagster.conftest import finish
+
+    def tick(sensor: Any) -> list[dg.RunRequest]:
+        with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
+            result = sensor(ctx)
+        return [r for r in result.run_requests or [] if r.tags.get("geo/run_id") == run_id]
+
+    t0 = time.perf_counter()
+    run_job(instance, "create_collection_run", executor, run_config=example_config(run_id))
+    t_create = time.perf_counter()
+    plans = tick(sampling_plan_sensor)
+    for req in plans:
+        run_job(instance, "sampling_plan_job", executor, request=req)
+    t_plan = time.perf_counter()
+    channels = sorted(r.tags["geo/channel"] for r in plans)
+    for ch in channels:
+        finish(conn, run_id, ch)
+    t_collect = time.perf_counter()
+    downstream = [r for r in tick(completion_sensor) if r.job_name == "partition_downstream_job"]
+    for req in downstream:
+        run_job(instance, "partition_downstream_job", executor, request=req)
+    done = {
+        k for k in instance.get_materialized_partitions(names.BRAND_VISIBILITY) if run_id in str(k)
+    }
+    t_end = time.perf_counter()
+    if len(done) != len(channels) or len(downstream) != len(channels):
+        raise RuntimeError(f"{executor}: brand_visibility for {sorted(done)} of {channels}")
+    return {
+        "executor": executor,
+        "partitions": len(channels),
+        "dagster runs": 1 + len(plans) + len(downstream),
+        "create s": f"{t_create - t0:.1f}",
+        "plan s": f"{t_plan - t_create:.1f}",
+        "collect s": f"{t_collect - t_plan:.2f}",
+        "downstream s": f"{t_end - t_collect:.1f}",
+        "total s": f"{t_end - t0:.1f}",
+    }
+
+
+def example_config(run_id: str) -> dict[str, Any]:
+    """The launchpad's pre-filled example (the job's default config) with a run id of ours."""
+    from geo_pipeline.defs.launchpad import EXAMPLE
+
+    return {"ops": {"create_run_op": {"config": {"collection": dict(EXAMPLE), "run_id": run_id}}}}
+
+
+def with_db(url: str, name: str) -> str:
+    base, _, _ = url.rpartition("/")
+    return f"{base}/{name}"
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--rounds", type=int, default=1, help="launches per executor (alternating)")
+    args = ap.parse_args()
+    name = f"geo_bench_launch_{uuid.uuid4().hex[:8]}"
+    ns = f"geobench:{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+        admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    db_url = with_db(ADMIN_URL, name)
+    client = redis_lib.Redis.from_url(REDIS_URL, decode_responses=True)
+    tmp = Path(tempfile.mkdtemp(prefix="geo_bench_launch_"))
+    evidence = tmp / "evidence"
+    # The deployment's definitions read these (in this process and in every step process).
+    os.environ.update(
+        {
+            "GEO_DATABASE_URL": db_url,
+            "GEO_REDIS_URL": REDIS_URL,
+            "GEO_REDIS_PREFIX": ns,
+            "GEO_EVIDENCE_URL": evidence.as_uri(),
+        }
+    )
+    try:
+        from geo_pipeline.billing import ledger
+        from geo_pipeline.definitions import defs
+        from geo_pipeline.evidence import LocalArchive
+        from geo_pipeline.store import migrate
+        from geo_pipeline_tests.dagster import conftest as dagster_fixtures
+
+        dagster_fixtures._ARCHIVE["current"] = LocalArchive(evidence)  # where finish() archives
+        repo = defs.get_repository_def()
+        resources = {
+            k: repo.get_top_level_resources()[k] for k in ("db", "redis", "settings", "registry")
+        }
+        rows = []
+        with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
+            migrate.upgrade(conn)  # type: ignore[arg-type]
+            ledger.deposit(conn, "acme", 10**12, "CNY", "bench-deposit")  # type: ignore[arg-type]
+            (tmp / "dagster_home").mkdir()
+            with dg.instance_for_test(temp_dir=str(tmp / "dagster_home")) as instance:
+                order = ["multiprocess", "in_process"]
+                for i in range(args.rounds):
+                    for executor in order if i % 2 == 0 else order[::-1]:
+                        run_id = f"bench-{executor.replace('_', '')}-{i}"
+                        rows.append(
+                            launch_to_visibility(instance, executor, resources, conn, run_id)
+                        )
+        print_table(
+            rows,
+            "launch to brand_visibility: launchpad job, sampling_plan, collection (SQL), "
+            "downstream assets; 2 channels x 2 questions x 2 repeats per run",
+        )
+    finally:
+        for key in client.scan_iter(match=f"{ns}:*"):
+            client.delete(key)
+        client.close()
+        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
+            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,74 @@
+"""``geo-pipeline dagster setup``: what a Dagster instance needs beside dagster.yaml.
+
+Dagster keeps two things of ours in its own storage, where no configuration file reaches:
+the per-pool step limits (defs/pools.py: the database limits that hold for every launch path,
+UI clicks included) and the dynamic partitions of every collection run. ``setup`` writes both,
+idempotently: run it once per instance after deploying (``geo-pipeline dev`` does), and again
+after an upgrade that changes partitions — it adds each run's ``run|channel`` keys and records a
+partition already materialised under the old run x channel key as materialised under its new
+key, so nothing is recomputed and nothing shows as missing (docs/operations.md, "Upgrading
+partitions").
+"""
+
+from __future__ import annotations
+
+import click
+import dagster as dg
+
+from geo_pipeline.cli.output import emit_json
+from geo_pipeline.defs import names
+from geo_pipeline.defs.partitions import migrate_partitions
+from geo_pipeline.defs.pools import POOL_LIMITS, apply_pool_limits
+from geo_pipeline.store import db as dbmod
+from geo_pipeline.store.queries import Q
+
+# The run|channel-partitioned assets whose old materialisations carry over.
+MIGRATED_ASSETS = (names.SAMPLING_PLAN, *names.PARTITION_DOWNSTREAM)
+
+
+def runs_with_channels(conn: dbmod.Conn) -> list[tuple[str, list[str]]]:
+    """Every run PostgreSQL has, with the channels of its frozen snapshot."""
+    with conn.cursor() as cur:
+        cur.execute("SELECT run_id FROM geo.runs ORDER BY run_id")
+        run_ids = [str(r["run_id"]) for r in cur.fetchall()]
+        cur.execute(Q("dagster.run_channels"), {"run_ids": run_ids})
+        return [(str(r["run_id"]), list(r["channels"])) for r in cur.fetchall()]
+
+
+@click.group("dagster")
+def dagster_group() -> None:
+    """The Dagster instance (DAGSTER_HOME): pool limits and run partitions."""
+
+
+@dagster_group.command("setup")
+@click.option("--json", "as_json", is_flag=True)
+def setup(as_json: bool) -> None:
+    """Set the pool limits and make every run's partitions exist (idempotent)."""
+    instance = dg.DagsterInstance.get()
+    try:
+        changed = apply_pool_limits(instance)
+        with dbmod.connect() as conn:
+            runs = runs_with_channels(conn)
+        migration = migrate_partitions(instance, runs, MIGRATED_ASSETS)
+    finally:
+        instance.dispose()
+    result = {
+        "pools": POOL_LIMITS,
+        "pools_changed": changed,
+        "runs": len(runs),
+        "partition_keys_added": migration.keys_added,
+        "materialisations_carried_over": migration.materialisations_recorded,
+    }
+    if as_json:
+        emit_json(result)
+        return
+    limits = ", ".join(f"{p}={n}" for p, n in POOL_LIMITS.items())
+    click.echo(f"pools: {limits} ({len(changed)} changed)")
+    click.echo(
+        f"partitions: {len(runs)} runs, {migration.keys_added} keys added, "
+        f"{migration.materialisations_recorded} materialisations carried over"
+    )
+
+
+def register(root: click.Group) -> None:
+    root.add_command(dagster_group)
