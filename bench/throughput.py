@@ -3,7 +3,8 @@
     python bench/throughput.py                       # every mode, with a goal column
     python bench/throughput.py --mode instant --samples 20000
     python bench/throughput.py --mode http --samples 5000 [--no-evidence]
-    python bench/throughput.py --mode inflight --samples 5000
+    python bench/throughput.py --mode inflight --samples 5000 [--evidence s3]
+    python bench/throughput.py --mode http --evidence s3 --profile /tmp/prof   # cProfile (CPU)
 
 Path measured: plan -> outbox (create_run) -> relay -> stream -> fair claim -> submit -> poll ->
 fetch evidence -> fenced completion (+ ledger charge, completion outbox row) -> XACK, with
@@ -16,7 +17,8 @@ synchronous_commit on. Modes:
   evidence layer's own bench is bench/evidence.py);
 - ``instant``: an in-process connector that answers at once, no HTTP (goal >= 2,000/s);
 - ``inflight``: 5,000 samples in flight in ONE worker process with 10-30 s simulated latency;
-  prints that process's CPU share and peak RSS (goal < 0.5 core, < 500 MB).
+  prints that process's CPU share and peak RSS (goal < 0.5 core, < 500 MB); ``--evidence s3``
+  archives and records every answer as well (issue #14's in-flight goal is with evidence on).
 
 In the same run it measures the database's raw single-row lease-update rate (pgbench, 8
 clients, ``UPDATE ... RETURNING`` on a fresh 10k-row table) and prints the ratio. The worker
@@ -267,7 +269,14 @@ def worker_child(args: argparse.Namespace) -> None:
         await redis.aclose()
         return report
 
-    report = asyncio.run(main())
+    if args.profile:
+        import cProfile
+
+        profiler = cProfile.Profile(time.process_time)  # CPU, not wall: the box is shared
+        report = profiler.runcall(asyncio.run, main())
+        profiler.dump_stats(os.path.join(args.profile, f"worker-{os.getpid()}.prof"))
+    else:
+        report = asyncio.run(main())
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(
         json.dumps(
@@ -308,6 +317,7 @@ def run_mode(
     registry_limits: bool,
     n_workers: int = 1,
     max_in_flight: int = 500,
+    profile: str = "",
 ) -> dict[str, Any]:
     load_before = os.getloadavg()[0]  # the machine is shared: every figure carries its load
     name, url = create_db()
@@ -358,7 +368,7 @@ def run_mode(
                 [sys.executable, __file__, "_worker", "--connector", connector, "--db-url", url,
                  "--ns", ns, "--archive-url", archive_url,
                  "--max-in-flight", str(samples if mode == "inflight" else max_in_flight),
-                 "--claim-batch", "500"],
+                 "--claim-batch", "500", "--profile", profile],
                 env=env, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
             )  # fmt: skip
             procs.append(worker)
@@ -505,6 +515,7 @@ def main() -> None:
     w.add_argument("--archive-url", default="")
     w.add_argument("--max-in-flight", type=int, default=5000)
     w.add_argument("--claim-batch", type=int, default=500)
+    w.add_argument("--profile", default="")
     ap.add_argument("--mode", choices=["http", "instant", "inflight", "all"], default="all")
     ap.add_argument("--samples", type=int, default=0, help="default: 5000 / 10000 / 5000")
     ap.add_argument(
@@ -530,6 +541,20 @@ def main() -> None:
         help="run the http rows this many times (the spread is printed at the end)",
     )
     ap.add_argument(
+        "--evidence",
+        choices=["off", "file", "s3"],
+        default=None,
+        help="http: run only this evidence row (default: s3, file and off); instant/inflight: "
+        "archive every answer there (default off), e.g. --mode inflight --evidence s3",
+    )
+    ap.add_argument(
+        "--profile",
+        metavar="DIR",
+        default="",
+        help="cProfile each worker process; stats written to DIR/worker-<pid>.prof "
+        "(inspect with python -m pstats; profiling slows the worker: not for the figures)",
+    )
+    ap.add_argument(
         "--registry-limits",
         action="store_true",
         help="keep the shipped per-platform rate limits (caps the run at 800 samples/s)",
@@ -547,7 +572,10 @@ def main() -> None:
     runs: list[tuple[str, str]] = {
         "all": [*http, ("instant", "off"), ("inflight", "off")],
         "http": http,
-    }.get(args.mode, [(args.mode, "off")])
+    }.get(args.mode, [(args.mode, args.evidence or "off")])
+    if args.evidence is not None:
+        runs = [(m, args.evidence if m != "http" else e) for m, e in runs]
+        runs = [r for r in runs if r[0] != "http" or r[1] == args.evidence]
     if args.no_evidence:
         runs = [(m, e) for m, e in runs if e == "off"]
     http_runs = [r for r in runs if r[0] == "http"]
@@ -564,6 +592,7 @@ def main() -> None:
                     args.registry_limits,
                     1 if mode == "inflight" else (args.workers or 2),
                     args.max_in_flight,
+                    args.profile,
                 )
             )
         except Exception as exc:  # report the mode that could not run, keep the others

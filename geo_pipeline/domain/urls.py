@@ -86,6 +86,7 @@ CONTENT_PARAMS: frozenset[str] = frozenset(
 )
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
+URL_CACHE_SIZE = 16_384  # distinct citation URLs remembered per process (~5 MB at most)
 _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
 # Characters that may appear literally in a path or query (RFC 3986 pchar / query, plus '%').
 _PATH_SAFE = _UNRESERVED | frozenset("!$&'()*+,;=:@/%")
@@ -181,7 +182,33 @@ class ProviderRules:
 
 @lru_cache(maxsize=8192)  # engines cite the same pages again and again
 def _stripper(rules: ProviderRules, url: str) -> tuple[re.Pattern[str], ...]:
-    return tuple(r for p in rules.providers if p.applies_to(url) for r in p.rules)
+    universal, any_specific, specific = _prefilter(rules)
+    if any_specific is None or any_specific.search(url):
+        candidates = universal + specific
+    else:  # no platform's pattern matches: only the providers that apply everywhere can
+        candidates = universal
+    return tuple(r for p in candidates if p.applies_to(url) for r in p.rules)
+
+
+@cache
+def _prefilter(
+    rules: ProviderRules,
+) -> tuple[tuple[Provider, ...], re.Pattern[str] | None, tuple[Provider, ...]]:
+    """(providers whose pattern matches any URL, one pattern matching where any other provider's
+    does, those other providers). Most cited URLs are on no listed platform, and one search of
+    the alternation answers that for all of them at once; the providers that do match are then
+    checked one by one as before. Without a safe alternation (a back-reference, or a pattern that
+    does not compile inside one) every provider is checked."""
+    universal = tuple(p for p in rules.providers if p.url_pattern.pattern in ("", ".*", "^.*"))
+    specific = tuple(p for p in rules.providers if p not in universal)
+    sources = [p.url_pattern.pattern for p in specific]
+    if any(re.search(r"\\[1-9]|\(\?P=|\(\?[a-zA-Z]+\)", src) for src in sources):
+        return rules.providers, None, ()
+    try:
+        combined = re.compile("|".join(f"(?:{src})" for src in sources), re.IGNORECASE)
+    except re.error:
+        return rules.providers, None, ()
+    return universal, combined, specific
 
 
 def _compile(pattern: str, provider: str) -> re.Pattern[str]:
@@ -306,10 +333,17 @@ def _filter_query(
         name = unquote(piece.split("=", 1)[0].replace("+", " "))
         if rules.is_tracking(name):
             continue
-        if name.lower() not in CONTENT_PARAMS and any(r.fullmatch(name) for r in platform):
+        if platform and name.lower() not in CONTENT_PARAMS and _stripped(platform, name):
             continue
         kept.append(_normalise_escapes(piece, _QUERY_SAFE))
     return "&".join(kept)
+
+
+@lru_cache(maxsize=URL_CACHE_SIZE)
+def _stripped(platform: tuple[re.Pattern[str], ...], name: str) -> bool:
+    """Whether a platform rule removes the parameter ``name`` (remembered per rule set and name:
+    a handful of names recur in every query)."""
+    return any(r.fullmatch(name) for r in platform)
 
 
 @cache
@@ -321,10 +355,11 @@ def _psl() -> object:
     return PublicSuffixList()
 
 
+@lru_cache(maxsize=URL_CACHE_SIZE)
 def registrable_domain(host: str) -> str | None:
     """The registrable domain (public suffix + one label) of an ASCII host, e.g.
     ``news.bbc.co.uk`` → ``bbc.co.uk``, ``foo.github.io`` → ``foo.github.io``. None for IP
-    addresses, single-label hosts and bare public suffixes."""
+    addresses, single-label hosts and bare public suffixes. Pure; remembered per host."""
     host = host.strip(".").lower()
     if not host or "." not in host:
         return None
@@ -361,7 +396,21 @@ def normalise_url(
 
     ``target``: for a redirect, the page (URL) or site (host name) the engine says it leads to.
     When usable, the normalised URL and the registrable domain are the target's, ``raw`` stays
-    the redirect; when not (None, or neither a URL nor a host name) the redirect is normalised."""
+    the redirect; when not (None, or neither a URL nor a host name) the redirect is normalised.
+
+    Pure: the result depends only on the arguments and the rules in force (:func:`configure`),
+    so it is remembered per distinct call in a bounded LRU (``URL_CACHE_SIZE``; engines cite
+    the same pages again and again). The rules in force are part of the cache key."""
+    names = None if tracking_params is None else tuple(tracking_params)
+    return _normalise_cached(raw, names, target, _settings)
+
+
+@lru_cache(maxsize=URL_CACHE_SIZE)
+def _normalise_cached(
+    raw: str, tracking_params: tuple[str, ...] | None, target: str | None, _in_force: UrlSettings
+) -> NormalisedUrl:
+    # ``_in_force`` only keys the cache: configure() replaces the settings object, so a call
+    # after it never sees a result made under other rules.
     if target:
         aim = target.strip() if "://" in target else site_url(target)
         if aim:

@@ -7,6 +7,11 @@ recorded sha256) or hand out a short-lived presigned URL. An answer's text parts
 bundle object (evidence.bundle); a read serves the part asked for, verified against its own
 digest. A sample that does not exist and a sample of another tenant get the same answer, so ids
 cannot be probed across tenants.
+
+``answer_html`` of an answer recorded since issue #14 is derived, not stored (evidence.display):
+it is rendered from the ``answer_raw`` part after that part is verified against its recorded
+digest, with the same renderer and sanitiser, so it equals what used to be stored. Bundles that
+hold an ``answer_html`` part (and the objects before bundles) are served as stored.
 """
 
 from __future__ import annotations
@@ -16,11 +21,20 @@ from datetime import datetime
 from typing import Any
 
 from geo_pipeline.evidence.archive import Archive, ArchiveError, PresignUnsupported, verify
-from geo_pipeline.evidence.bundle import BundleCorrupt, digest_in_key, is_bundle_key, read_part
+from geo_pipeline.evidence.bundle import (
+    BundleCorrupt,
+    digest_in_key,
+    index,
+    is_bundle_key,
+    read_part,
+)
+from geo_pipeline.evidence.sanitise import render_answer
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
 KINDS = ("answer_raw", "answer_html", "citations", "response_raw", "screenshot", "thumbnail")
+DERIVED_KIND, SOURCE_KIND = "answer_html", "answer_raw"  # the display, made from the text
+HTML_MIME = "text/html; charset=utf-8"
 PRESIGN_MAX_S = 3600
 
 
@@ -47,10 +61,14 @@ class EvidenceObject:
     attempt_no: int | None
     captured_at: datetime
     stored_at: datetime
+    # Set when this kind is not stored but made from the named kind's object (``answer_html``
+    # from ``answer_raw``): key, digest and size are the source's, verified before rendering.
+    derived_from: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> EvidenceObject:
-        return cls(**{k: row[k] for k in cls.__dataclass_fields__})
+        values: dict[str, Any] = {k: row.get(k) for k in cls.__dataclass_fields__}
+        return cls(**values)
 
     def as_dict(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -76,6 +94,17 @@ def find_object(
         Q("evidence.object_for"),
         {"sample_id": sample_id, "tenant_id": tenant_id, "kind": kind, "revision": revision},
     ).fetchone()
+    if kind == DERIVED_KIND:
+        # The display goes with its text: revision N of answer_html is made from revision N of
+        # answer_raw. Stored (answers before issue #14) when there is a row, else derived.
+        source = conn.execute(
+            Q("evidence.object_for"),
+            {"sample_id": sample_id, "tenant_id": tenant_id, "kind": SOURCE_KIND,
+             "revision": revision},
+        ).fetchone()  # fmt: skip
+        if source is not None and (row is None or row["revision"] < source["revision"]):
+            row = {**source, "kind": DERIVED_KIND, "mime_type": HTML_MIME,
+                   "derived_from": SOURCE_KIND}  # fmt: skip
     if row is None:
         which = f"revision {revision}" if revision is not None else "any revision"
         raise EvidenceNotFound(f"sample {sample_id} has no archived {kind} ({which})")
@@ -107,15 +136,27 @@ def fetch_evidence_for(
 def read_object(archive: Archive, storage_key: str, kind: str, sha256: str) -> bytes:
     """The bytes of one recorded object, verified: a part of an answer's bundle (the bundle is
     checked against the digest its key names, the part against the part's recorded digest) or
-    a whole object (screenshots, thumbnails, evidence archived before bundles)."""
+    a whole object (screenshots, thumbnails, evidence archived before bundles).
+
+    ``answer_html`` where only the text is stored (``find_object`` says ``derived_from``: the
+    key and ``sha256`` are the ``answer_raw`` object's) is rendered from the verified text."""
     if not is_bundle_key(storage_key):
+        if kind == DERIVED_KIND and storage_key.rsplit("/", 1)[-1] == SOURCE_KIND:
+            return _render(archive.get(storage_key, sha256=sha256))
         return archive.get(storage_key, sha256=sha256)
     bundle = archive.get(storage_key, sha256=digest_in_key(storage_key))
     try:
+        if kind == DERIVED_KIND and DERIVED_KIND not in index(bundle)[0]:
+            source = read_part(bundle, SOURCE_KIND)
+            return _render(verify(f"{storage_key}#{SOURCE_KIND}", source, sha256))
         part = read_part(bundle, kind)
     except BundleCorrupt as exc:
         raise ArchiveError(f"evidence bundle {storage_key!r}: {exc}") from exc
     return verify(f"{storage_key}#{kind}", part, sha256)
+
+
+def _render(text: bytes) -> bytes:
+    return render_answer(text.decode("utf-8")).encode("utf-8")
 
 
 def fetch_by_key(
@@ -128,6 +169,13 @@ def fetch_by_key(
         Q("evidence.object_by_key"),
         {"storage_key": storage_key, "tenant_id": tenant_id, "kind": kind},
     ).fetchone()
+    if row is None and kind == DERIVED_KIND:  # a display made from the text (find_object)
+        row = conn.execute(
+            Q("evidence.object_by_key"),
+            {"storage_key": storage_key, "tenant_id": tenant_id, "kind": SOURCE_KIND},
+        ).fetchone()
+        if row is not None:
+            return read_object(archive, row["storage_key"], DERIVED_KIND, row["sha256"])
     if row is None:
         raise EvidenceAccessDenied(
             f"no evidence object {storage_key!r} is visible to tenant {tenant_id}"

@@ -64,6 +64,7 @@ from geo_pipeline.evidence.archive import (
     sha256_hex,
 )
 from geo_pipeline.evidence.bundle import BUNDLE_KIND, BUNDLE_MIME, Part, PartInfo, pack
+from geo_pipeline.evidence.display import DERIVED
 from geo_pipeline.evidence.sanitise import render_answer
 from geo_pipeline.evidence.thumbnails import (
     THUMBNAIL_MIME,
@@ -207,9 +208,11 @@ def citations_json(citations: tuple[NormalisedCitation, ...]) -> bytes:
     return json.dumps(rows, sort_keys=True, ensure_ascii=False, separators=(",", ":")).encode()
 
 
-def content_digest(text: str, citations_bytes: bytes, provider_truncated: bool) -> str:
+def content_digest(text: str | bytes, citations_bytes: bytes, provider_truncated: bool) -> str:
+    """The answer revision's identity: digest of (text, citations, provider-truncation flag);
+    ``text`` as str or its UTF-8 bytes."""
     parts = {
-        "text": sha256_hex(text.encode("utf-8")),
+        "text": sha256_hex(text.encode("utf-8") if isinstance(text, str) else text),
         "citations": sha256_hex(citations_bytes),
         "provider_truncated": provider_truncated,
     }
@@ -325,18 +328,26 @@ class PreparedEvidence:
 
 
 def prepare_evidence(
-    ref: SampleRef, attempt_no: int, evidence: Evidence, screenshot_policy: str
+    ref: SampleRef,
+    attempt_no: int,
+    evidence: Evidence,
+    screenshot_policy: str,
+    *,
+    render_display: bool = False,
 ) -> PreparedEvidence:
-    """Normalise citations (R18), sanitise the answer (R19), judge validity (R22) and pack the
-    answer's bundle: the raw response exactly as received, the answer text, its sanitised HTML
-    and the normalised citations -- one object (evidence.bundle)."""
+    """Normalise citations (R18), judge validity (R22) and pack the answer's bundle: the raw
+    response exactly as received, the answer text and the normalised citations -- one object
+    (evidence.bundle). The sanitised display (R19) is derived off this hot path
+    (evidence.display: the answer row gets ``DERIVED``); ``render_display`` renders it here
+    instead and adds it to the bundle as an ``answer_html`` part, as before issue #14."""
     if screenshot_policy not in SCREENSHOT_POLICIES:
         raise ValueError(
             f"screenshot policy {screenshot_policy!r} is not one of {SCREENSHOT_POLICIES}"
         )
     citations = normalise_citations(evidence.citations)
     cjson = citations_json(citations)
-    html = render_answer(evidence.answer_text)
+    text_bytes = evidence.answer_text.encode("utf-8")
+    html = render_answer(evidence.answer_text) if render_display else DERIVED
     validity = classify(evidence.answer_text, evidence.provider_truncated)
     common: dict[str, Any] = dict(
         ref=ref,
@@ -349,18 +360,16 @@ def prepare_evidence(
         provider_truncated=evidence.provider_truncated,
         validity=validity,
         citations=citations,
-        content_sha256=content_digest(evidence.answer_text, cjson, evidence.provider_truncated),
+        content_sha256=content_digest(text_bytes, cjson, evidence.provider_truncated),
     )
-    bundle = _bundle(
-        ref,
-        [
-            Part("response_raw", evidence.raw_mime_type, evidence.raw_body),
-            Part("answer_raw", TEXT_MIME, evidence.answer_text.encode("utf-8")),
-            Part("answer_html", HTML_MIME, html.encode("utf-8")),
-            Part("citations", JSON_MIME, cjson),
-        ],
-    )
-    return PreparedEvidence(common, bundle, _dedupe(evidence.warnings))
+    parts = [
+        Part("response_raw", evidence.raw_mime_type, evidence.raw_body),
+        Part("answer_raw", TEXT_MIME, text_bytes),
+        Part("citations", JSON_MIME, cjson),
+    ]
+    if render_display:
+        parts.insert(2, Part("answer_html", HTML_MIME, html.encode("utf-8")))
+    return PreparedEvidence(common, _bundle(ref, parts), _dedupe(evidence.warnings))
 
 
 def _archived(
@@ -398,12 +407,16 @@ def archive_evidence(
     attempt_no: int,
     evidence: Evidence,
     screenshot_policy: str,
+    *,
+    render_display: bool = False,
 ) -> ArchivedEvidence:
     """Upload one attempt's evidence: the text bundle (one object, ``prepare_evidence``) and the
     screenshot with its thumbnail (R21). No database access. Storage failures do not raise: a
     text failure is returned as ``failure`` (→ evidence ``failed``), a screenshot failure as a
     warning (→ ``partial``)."""
-    prepared = prepare_evidence(ref, attempt_no, evidence, screenshot_policy)
+    prepared = prepare_evidence(
+        ref, attempt_no, evidence, screenshot_policy, render_display=render_display
+    )
     try:
         archive.put(prepared.bundle.key, prepared.bundle.data, mime_type=BUNDLE_MIME)
     except ArchiveError as exc:
@@ -419,12 +432,15 @@ async def aarchive_evidence(
     screenshot_policy: str,
     *,
     raise_unavailable: bool = False,
+    render_display: bool = False,
 ) -> ArchivedEvidence:
     """``archive_evidence`` for the worker's event loop: the upload is awaited (the backend's
     own async client, bounded in flight). With ``raise_unavailable`` an unreachable store
     raises ``ArchiveUnavailable`` instead of returning a failure, so the caller can wait and
     try again while it still holds the answer."""
-    prepared = prepare_evidence(ref, attempt_no, evidence, screenshot_policy)
+    prepared = prepare_evidence(
+        ref, attempt_no, evidence, screenshot_policy, render_display=render_display
+    )
     try:
         await aput(archive, prepared.bundle.key, prepared.bundle.data, mime_type=BUNDLE_MIME)
     except ArchiveError as exc:

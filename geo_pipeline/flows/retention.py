@@ -35,6 +35,7 @@ from typing import Any
 import psycopg
 
 from geo_pipeline.evidence.archive import Archive
+from geo_pipeline.evidence.display import materialise_displays
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -199,6 +200,21 @@ def _history_step(conn: Conn, query: str, params: dict[str, Any], refused: list[
         return False
 
 
+def _clear_raw_text(conn: Conn, run_id: str, now: datetime, refused: list[str]) -> bool:
+    """Clear the run's raw answer text past its window, in one savepoint with storing the
+    displays still derived from that text (evidence.display): once the text is gone the stored
+    display is all a report has left. False when the role may not (the owner's step)."""
+    try:
+        with conn.transaction(), conn.cursor() as cur:
+            materialise_displays(conn, run_id)
+            cur.execute(Q("ops.retention_clear_raw_text"), {"run_id": run_id, "now": now})
+        return True
+    except psycopg.errors.InsufficientPrivilege:
+        if REFUSED_HISTORY not in refused:
+            refused.append(REFUSED_HISTORY)
+        return False
+
+
 def _apply_run(
     conn: Conn,
     archive: Archive,
@@ -215,9 +231,7 @@ def _apply_run(
             cur.execute(Q("ops.retention_delete_objects"), {"object_ids": object_ids})
         if plan.attempts:
             cur.execute(Q("ops.retention_delete_attempts"), run)
-        if plan.answers and not _history_step(
-            conn, "ops.retention_clear_raw_text", {**run, "now": now}, refused
-        ):
+        if plan.answers and not _clear_raw_text(conn, plan.run_id, now, refused):
             plan.answers = 0
         if plan.transitions and not _history_step(
             conn, "ops.retention_delete_transitions", run, refused

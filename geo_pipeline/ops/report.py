@@ -26,6 +26,7 @@ from typing import Any
 
 import markupsafe
 
+from geo_pipeline.evidence.display import fill_displays
 from geo_pipeline.ops.charts import trend_charts
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
@@ -236,6 +237,8 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     for m in fetch_all(conn, "ops.report_media", params):
         m["link"] = link_for(m) if link_for else None
         media[(m["sample_id"], m["kind"])] = m
+    rows = fetch_all(conn, "ops.report_samples", params)
+    fill_displays(rows)  # derived displays rendered here; no raw text stays in a row (R19)
     samples = [
         SampleReport(
             row=r,
@@ -243,7 +246,7 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
             screenshot=media.get((r["sample_id"], "screenshot")),
             thumbnail=media.get((r["sample_id"], "thumbnail")),
         )
-        for r in fetch_all(conn, "ops.report_samples", params)
+        for r in rows
     ]
     rates, source = mention_rates(conn, run_id)
     trends, fdr_q = brand_trends(conn, run_id)

@@ -227,3 +227,17 @@ def test_one_day_of_a_monitor_is_said_not_drawn(db):
     assert "one day only, no trend yet" in html
     plain = export.to_html(report.build_report(db, make_run(db)[0]["run_id"]))
     assert 'id="trend-chart"' not in plain
+
+
+def test_a_derived_display_is_rendered_from_the_text_and_the_raw_never_shown(db, tmp_path):
+    """The worker records new answers with their display derived (sanitized_html = ''): the
+    report renders the text with the worker's renderer and sanitiser, never shows it raw."""
+    samples = make_run(db)
+    text = "**瑞幸咖啡** is cheap " + EVIL
+    complete(db, samples[0], html="", raw=text)
+    rep = report.build_report(db, "run-ops")
+    page = export.to_html(rep)
+    assert "<strong>瑞幸咖啡</strong> is cheap" in page
+    assert 'onerror="alert(1)"' not in page and "<img src=x" not in page
+    row = next(s for s in rep.as_dict()["samples"] if s["sample_id"] == samples[0]["sample_id"])
+    assert "display_source" not in row and "**" not in str(row)

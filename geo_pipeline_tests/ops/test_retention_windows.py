@@ -18,7 +18,8 @@ def _n(db, sql, *args):
 def _finished_run(db, run_id="run-ops"):
     samples = make_run(db, run_id)
     for s in samples[:4]:
-        complete(db, s, raw=f"raw answer of {s['sample_id']}")
+        # As the worker records them: the display derived from the text (sanitized_html '').
+        complete(db, s, html="", raw=f"raw answer of *{s['sample_id']}*")
     for s in samples[4:]:
         fail(db, s, "X")
     # Analysis of two answers finished; the other two are still pending and keep their text.
@@ -60,6 +61,9 @@ def test_raw_text_and_log_expire_on_their_windows(db, tmp_path):
     assert cleared == {s["sample_id"] for s in samples[:2]}
     assert all(r["raw_expired_at"] is not None for r in rows if r["raw_text"] is None)
     assert all(r["sanitized_html"] and r["raw_sha256"] for r in rows)  # display + proof kept
+    # The display of a cleared answer was stored from its text before the text went.
+    for r in rows:
+        assert r["sanitized_html"] == f"<p>raw answer of <em>{r['sample_id']}</em></p>\n", r
     assert _n(db, "SELECT count(*) AS n FROM geo.samples WHERE run_id='run-ops'") == 8
     log = db.execute(
         "SELECT answers_cleared, transitions_deleted FROM geo.retention_log ORDER BY retention_id"

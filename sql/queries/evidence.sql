@@ -174,3 +174,19 @@ UPDATE geo.samples
  WHERE sample_id = %(sample_id)s AND collection_state = 'completed'
    AND (evidence_state IS DISTINCT FROM %(state)s
         OR evidence_reason IS DISTINCT FROM %(reason)s);
+
+-- name: displays_to_materialise
+-- Answers of a run whose display is still derived from their text (sanitized_html = ''), in
+-- key order after the last one seen (evidence.display.materialise_displays).
+SELECT a.sample_id, a.revision, a.raw_text
+  FROM geo.answers a JOIN geo.samples s ON s.sample_id = a.sample_id
+ WHERE s.run_id = %(run_id)s AND a.sanitized_html = '' AND a.raw_text IS NOT NULL
+   AND (a.sample_id, a.revision) > (%(after_sample)s, %(after_revision)s)
+ ORDER BY a.sample_id, a.revision
+ LIMIT %(limit)s;
+
+-- name: materialise_displays
+-- Store rendered displays; only rows still without one (a concurrent pass writes the same bytes).
+UPDATE geo.answers a SET sanitized_html = r.html
+  FROM jsonb_to_recordset(%(rows)s) AS r(sample_id text, revision int, html text)
+ WHERE a.sample_id = r.sample_id AND a.revision = r.revision AND a.sanitized_html = '';

@@ -1,17 +1,20 @@
 -- name: report_samples
 -- One row per sample of a run for the report (R7): identity, the four state layers with their
--- reasons, and the latest answer revision's sanitised rendering (R19: never the raw text).
+-- reasons, and the latest answer revision's sanitised rendering (R19: never the raw text). Where
+-- the display is derived (sanitized_html = '': rendered at read time, evidence.display) the text
+-- comes along as display_source, which report.py turns into the sanitised rendering and drops.
 SELECT s.sample_id, s.question_index, s.question_revision, q.text AS question, s.channel,
        s.platform, s.device, s.region, s.mode, s.repeat_index, s.screenshot_policy,
        s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,
        s.submission_reason, s.collection_reason, s.evidence_reason, s.analysis_reason,
        s.attempt_no, s.upstream_id, s.completed_at,
        a.revision AS answer_revision, a.sanitized_html, a.validity, a.validity_reason,
-       a.warnings, a.captured_at
+       a.warnings, a.captured_at, a.display_source
 FROM geo.samples s
 JOIN geo.question_revisions q USING (question_revision)
 LEFT JOIN LATERAL (
-  SELECT revision, sanitized_html, validity, validity_reason, warnings, captured_at
+  SELECT revision, sanitized_html, validity, validity_reason, warnings, captured_at,
+         CASE WHEN sanitized_html = '' THEN raw_text END AS display_source
   FROM geo.answers WHERE sample_id = s.sample_id ORDER BY revision DESC LIMIT 1
 ) a ON true
 WHERE s.run_id = %(run_id)s

@@ -13,6 +13,7 @@ import pytest
 
 from geo_pipeline.evidence import LocalArchive, archive_evidence, record_evidence
 from geo_pipeline.evidence.s3_async import ObjectStoreArchive
+from geo_pipeline.evidence.sanitise import render_answer
 from geo_pipeline_tests.fixtures.s3 import overwrite_behind_our_back
 from geo_pipeline_tests.integration.evidence.helpers import (
     ANSWER,
@@ -75,9 +76,15 @@ def test_cli_get_list_presign_and_refusals(db, archive, cli, tmp_path):
     assert meta["mime_type"] == "image/png" and len(meta["sha256"]) == 64
 
     listing = json.loads(cli("list", ref.sample_id, "--tenant", "tenant-a", "--json").stdout)
+    # The display is derived from answer_raw, not stored (evidence.display).
     assert {r["kind"] for r in listing} == {
-        "answer_raw", "answer_html", "citations", "response_raw", "screenshot", "thumbnail",
+        "answer_raw", "citations", "response_raw", "screenshot", "thumbnail",
     }  # fmt: skip
+    html = cli("get", ref.sample_id, "--tenant", "tenant-a", "--kind", "answer_html", "--json")
+    assert html.returncode == 0, html.stderr
+    meta = json.loads(html.stdout)
+    assert meta["content"] == render_answer(ANSWER) and "<table>" in meta["content"]
+    assert meta["derived_from"] == "answer_raw" and meta["mime_type"].startswith("text/html")
 
     denied = cli("get", ref.sample_id, "--tenant", "tenant-b")
     assert denied.returncode != 0 and denied.stdout == b""

@@ -22,6 +22,7 @@ from geo_pipeline.evidence import (
 )
 from geo_pipeline.evidence.access import read_object
 from geo_pipeline.evidence.archive import Archive, PutResult
+from geo_pipeline.evidence.display import DERIVED, answer_display
 from geo_pipeline_tests.fixtures.s3 import overwrite_behind_our_back, stored_keys
 from geo_pipeline_tests.integration.evidence.helpers import (
     ANSWER,
@@ -59,10 +60,11 @@ def test_complete_evidence_is_stored_with_digests_and_metadata(db, archive):
         " FROM geo.evidence_objects WHERE sample_id = %s ORDER BY kind",
         (ref.sample_id,),
     ).fetchall()
+    # The display is derived, not stored (evidence.display): no answer_html part or row.
     assert sorted(r["kind"] for r in rows) == [
-        "answer_html", "answer_raw", "citations", "response_raw", "screenshot", "thumbnail",
+        "answer_raw", "citations", "response_raw", "screenshot", "thumbnail",
     ]  # fmt: skip
-    text_kinds = {"answer_html", "answer_raw", "citations", "response_raw"}
+    text_kinds = {"answer_raw", "citations", "response_raw"}
     for r in rows:
         data = read_object(archive, r["storage_key"], r["kind"], r["sha256"])
         assert hashlib.sha256(data).hexdigest() == r["sha256"]
@@ -87,7 +89,11 @@ def test_complete_evidence_is_stored_with_digests_and_metadata(db, archive):
         "SELECT * FROM geo.answers WHERE sample_id = %s", (ref.sample_id,)
     ).fetchone()
     assert answer["raw_text"] == ANSWER
-    assert "<table>" in answer["sanitized_html"] and "<script" not in answer["sanitized_html"]
+    assert answer["sanitized_html"] == DERIVED  # made at read time, materialised by retention
+    display = answer_display(answer["sanitized_html"], answer["raw_text"])
+    assert "<table>" in display and "<script" not in display
+    html = fetch_evidence_for(db, archive, ref.tenant_id, ref.sample_id, "answer_html").decode()
+    assert html == display
     assert answer["validity"] == "valid" and answer["validity_rule_version"].startswith("validity-")
     cites = db.execute(
         "SELECT * FROM geo.citations WHERE sample_id = %s ORDER BY ordinal", (ref.sample_id,)
@@ -112,7 +118,7 @@ def test_second_write_of_the_same_evidence_creates_nothing_new(db, archive):
     again = _record(db, archive_evidence(archive, ref, 2, ev, "required"))
 
     assert stored_keys(archive) == keys
-    assert _counts(db, ref.sample_id) == counts == {"answers": 1, "citations": 2, "objects": 6}
+    assert _counts(db, ref.sample_id) == counts == {"answers": 1, "citations": 2, "objects": 5}
     assert (again.state, again.answer_revision, again.new_answer_revision) == ("stored", 1, False)
     assert again.new_objects == () and first.new_answer_revision
 

@@ -216,3 +216,30 @@ def test_a_redirect_keeps_its_raw_url_and_records_the_target_site():
 )
 def test_site_url_accepts_only_host_names(name, url):
     assert site_url(name) == url
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://www.bilibili.com/video/BV1?spm_id_from=1&vd_source=2&p=3",
+        "https://api.bilibili.com/x?spm_id_from=1",
+        "https://www.baidu.com/s?wd=x&rsv_spt=1",
+        "https://baike.baidu.com/item/x?fr=aladdin",
+        "https://API.example.com/v1?utm_source=x",
+        "https://example.com/api/v1?utm_source=x",
+        "https://shop.example.com.cn/p/1?spm=a&id=3",
+        "https://www.google.com.hk/url?q=x&ved=1",
+        "https://docs.google.com/d?usp=sharing",
+        "https://m.jd.com/item?id=1&utm_term=x",
+    ],
+)
+def test_the_prefilter_picks_the_providers_checking_each_would(url):
+    """Issue #14: one alternation search stands in for the platform providers' patterns; the
+    rules chosen must be exactly those of checking every provider."""
+    from geo_pipeline.domain import urls
+
+    rules = urls.load_provider_rules()
+    naive = tuple(r for p in rules.providers if p.applies_to(url) for r in p.rules)
+    urls._stripper.cache_clear()
+    assert set(urls._stripper(rules, url)) == set(naive)
+    assert urls._prefilter(rules)[1] is not None  # the bundled rules do use the alternation

@@ -117,3 +117,24 @@ def test_normalisation_is_idempotent_and_never_drops_content_params(url):
     ]
     query = once.normalized.split("?", 1)[1] if "?" in once.normalized else ""
     assert [p.split("=")[0] for p in query.split("&") if p] == kept
+
+
+def test_normalisation_is_remembered_per_url_and_rules_in_force(url_env):
+    """Issue #14: one LRU entry per distinct (URL, rules in force), bounded; the result is the
+    uncached function's, and changing the rules never serves a result made under the old ones."""
+    from geo_pipeline.domain import urls
+
+    url = "https://Shop.Example.com.cn:443/p/1?ref=x&utm_source=y&spm=a.b&id=3"
+    urls._normalise_cached.cache_clear()
+    first = normalise_url(url)
+    hits = urls._normalise_cached.cache_info().hits
+    assert normalise_url(url) is first  # remembered
+    assert urls._normalise_cached.cache_info().hits == hits + 1
+    assert first == urls._normalise_cached.__wrapped__(url, None, None, urls._settings)
+    assert first.normalized == "https://shop.example.com.cn/p/1?ref=x&id=3"
+    url_env("GEO_URL_TRACKING_PARAMS", "ref")  # new rules in force: not the remembered result
+    assert normalise_url(url).normalized == "https://shop.example.com.cn/p/1?id=3"
+    url_env("GEO_URL_TRACKING_PARAMS", None)
+    assert normalise_url(url) == first
+    info = urls._normalise_cached.cache_info()
+    assert info.maxsize == urls.URL_CACHE_SIZE == urls.registrable_domain.cache_info().maxsize
