@@ -32,7 +32,7 @@ from geo_pipeline.domain.billing import USAGE_COST, USAGE_MISSING, Reconciliatio
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.platforms import PriceList
-from geo_pipeline.domain.usage import TokenPrices, Usage, usage_cost
+from geo_pipeline.domain.usage import COUNT_FIELDS, TokenPrices, Usage, usage_cost
 from geo_pipeline.observability.metrics import RECONCILIATION_DIFF
 from geo_pipeline.store.queries import Q
 from geo_pipeline.store.usage import run_attempt_usage
@@ -422,16 +422,6 @@ def token_prices(entry: PlatformEntry, version: str) -> TokenPrices | None:
     )
 
 
-_USAGE_FIELDS = (
-    "input_tokens",
-    "output_tokens",
-    "total_tokens",
-    "cached_input_tokens",
-    "reasoning_tokens",
-    "web_search_requests",
-)
-
-
 def _usage_line(
     upstream_id: str,
     meta: dict[str, Any],
@@ -480,7 +470,7 @@ def _usage_line(
         )
         return line(USAGE_MISSING, 0)
     usage = Usage(
-        **{f: row[f] for f in _USAGE_FIELDS},
+        **{f: row[f] for f in COUNT_FIELDS},
         search_context_size=row.get("search_context"),
         source=str(row["source"]),
     )

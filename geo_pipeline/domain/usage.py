@@ -21,6 +21,17 @@ PER_TOKENS = 1_000_000  # token prices are per 1M tokens
 PER_CALLS = 1_000  # search and request fees are per 1,000
 
 
+# The integer counts of a Usage (each None or a non-negative integer).
+COUNT_FIELDS: tuple[str, ...] = (
+    "input_tokens",
+    "output_tokens",
+    "total_tokens",
+    "cached_input_tokens",
+    "reasoning_tokens",
+    "web_search_requests",
+)
+
+
 @dataclass(frozen=True)
 class Usage:
     input_tokens: int | None = None
@@ -33,14 +44,7 @@ class Usage:
     source: str = ""  # the body field it came from: 'usage' | 'usageMetadata'
 
     def __post_init__(self) -> None:
-        for name in (
-            "input_tokens",
-            "output_tokens",
-            "total_tokens",
-            "cached_input_tokens",
-            "reasoning_tokens",
-            "web_search_requests",
-        ):
+        for name in COUNT_FIELDS:
             value = getattr(self, name)
             if value is not None and (
                 isinstance(value, bool) or not isinstance(value, int) or value < 0

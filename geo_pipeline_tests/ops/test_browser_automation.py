@@ -13,7 +13,6 @@ Screenshots go to test-artifacts/."""
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 import time
@@ -24,10 +23,9 @@ from typing import Any
 import psycopg
 import pytest
 
-from geo_pipeline.ops.demo import free_port
 from geo_pipeline.ops.dev import dagster_database
 from geo_pipeline_tests.ops.conftest import ARTIFACTS
-from geo_pipeline_tests.ops.test_browser_dagster import _answers, _graphql, _wait_for
+from geo_pipeline_tests.ops.dagster_ui import graphql, running_dev
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -89,43 +87,8 @@ def _counts(db_url: str) -> dict[str, int]:
 @pytest.fixture
 def dev_ui(db_url, redis_url, redis_ns, tmp_path) -> Iterator[tuple[int, dict[str, str]]]:
     """``geo-pipeline dev`` with one worker: (port, the environment its export line names)."""
-    port = free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEO_", "DAGSTER_"))}
-    env.update(
-        GEO_DATABASE_URL=db_url,
-        GEO_REDIS_URL=redis_url,
-        GEO_REDIS_PREFIX=redis_ns,
-        GEO_EVIDENCE_URL=(tmp_path / "evidence").as_uri(),
-    )
-    out = tmp_path / "dev.out"
-    cmd = [sys.executable, "-m", "geo_pipeline.cli.main", "dev"]
-    cmd += ["--state-dir", str(tmp_path / "state"), "--port", str(port), "--workers", "1"]
-    with out.open("wb") as fh:
-        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-    try:
-        export = _wait_for(
-            lambda: next(
-                (ln for ln in out.read_text().splitlines() if ln.startswith("export ")), None
-            ),
-            240,
-            "the Dagster UI",
-            proc,
-        )
-        for part in export.removeprefix("export ").split(" "):
-            key, _, value = part.partition("=")
-            env[key] = value.strip("'")
-        _wait_for(lambda: _answers(port), 120, "the Dagster webserver to listen", proc)
-        yield port, env
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        admin = db_url.rsplit("/", 1)[0] + "/postgres"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            name = dagster_database(db_url)
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+    with running_dev(db_url, redis_url, redis_ns, tmp_path) as ui:
+        yield ui.port, ui.env
 
 
 REPOSITORY = '{repositoryLocationName: "geo_pipeline", repositoryName: "__repository__"}'
@@ -134,20 +97,20 @@ REPOSITORY = '{repositoryLocationName: "geo_pipeline", repositoryName: "__reposi
 def _stop_automation(port: int) -> list[str]:
     """Stop every sensor and schedule of the code location (the daemon's own ticks would
     otherwise create partitions and runs while the previews are judged); returns their names."""
-    sensors = _graphql(
+    sensors = graphql(
         port,
         f"{{ sensorsOrError(repositorySelector: {REPOSITORY}) {{ ... on Sensors "
         "{ results { id name } } } }",
     )["sensorsOrError"]["results"]
-    schedules = _graphql(
+    schedules = graphql(
         port,
         f"{{ schedulesOrError(repositorySelector: {REPOSITORY}) {{ ... on Schedules "
         "{ results { id name } } } }",
     )["schedulesOrError"]["results"]
     for s in sensors:
-        _graphql(port, f'mutation {{ stopSensor(id: "{s["id"]}") {{ __typename }} }}')
+        graphql(port, f'mutation {{ stopSensor(id: "{s["id"]}") {{ __typename }} }}')
     for s in schedules:
-        _graphql(port, f'mutation {{ stopRunningSchedule(id: "{s["id"]}") {{ __typename }} }}')
+        graphql(port, f'mutation {{ stopRunningSchedule(id: "{s["id"]}") {{ __typename }} }}')
     return sorted(s["name"] for s in sensors + schedules)
 
 

@@ -4,21 +4,16 @@ materialised — the sensor did it, nobody clicked. Screenshots go to test-artif
 
 from __future__ import annotations
 
-import json
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 
-import psycopg
 import pytest
 
-from geo_pipeline.ops.demo import free_port
-from geo_pipeline.ops.dev import dagster_database
 from geo_pipeline_tests.ops.conftest import ARTIFACTS
+from geo_pipeline_tests.ops.dagster_ui import graphql, running_dev
 
 # Starting Dagster, a run and the sensor's downstream runs takes 3-4 minutes on 2 loaded cores.
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200)]
@@ -29,23 +24,13 @@ tenant: acme
 brand: {name: 瑞幸咖啡, aliases: [Luckin]}
 competitors: [{name: 星巴克, aliases: [Starbucks]}]
 questions: ["国内最好喝的咖啡品牌？", "Best coffee chain in China?"]
-channels:
+channels:  # the platforms `dev`'s worker serves (the example config's)
   - {platform: deepseek, device: web}
-  - {platform: kimi, device: web}
-  - {platform: qwen, device: web}
+  - {platform: deepseek, device: app}
   - {platform: doubao, device: web}
+  - {platform: kimi, device: web}
 repeats: 1
 """
-
-
-def _graphql(port: int, query: str) -> dict[str, Any]:
-    req = urllib.request.Request(
-        f"http://127.0.0.1:{port}/graphql",
-        data=json.dumps({"query": query}).encode(),
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(req, timeout=30) as resp:
-        return json.loads(resp.read())["data"]
 
 
 def _partition_stats(port: int) -> dict[str, int]:
@@ -58,7 +43,7 @@ def _partition_stats(port: int) -> dict[str, int]:
 
 
 def _partition_stats_now(port: int) -> dict[str, int]:
-    data = _graphql(
+    data = graphql(
         port,
         "{ assetNodes { assetKey { path } partitionStats { numMaterialized numPartitions } } }",
     )
@@ -68,25 +53,6 @@ def _partition_stats_now(port: int) -> dict[str, int]:
         stats[name] = (n["partitionStats"] or {}).get("numMaterialized", 0)
         stats[f"{name} of"] = (n["partitionStats"] or {}).get("numPartitions", 0)
     return stats
-
-
-def _answers(port: int) -> bool:
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
-            return bool(r.status == 200)
-    except OSError:
-        return False
-
-
-def _wait_for(predicate: Any, timeout_s: float, what: str, proc: subprocess.Popen[bytes]) -> Any:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        assert proc.poll() is None, f"geo-pipeline dev exited while waiting for {what}"
-        value = predicate()
-        if value:
-            return value
-        time.sleep(2)
-    pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
 
 
 def _dismiss_welcome(page: Any) -> None:
@@ -105,49 +71,8 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
     from geo_pipeline.definitions import defs
 
     assets = sorted(k.to_user_string() for k in defs.resolve_asset_graph().get_all_asset_keys())
-    port = free_port()
-    state = tmp_path / "state"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEO_", "DAGSTER_"))}
-    env.update(
-        GEO_DATABASE_URL=db_url,
-        GEO_REDIS_URL=redis_url,
-        GEO_REDIS_PREFIX=redis_ns,
-        GEO_EVIDENCE_URL=(tmp_path / "evidence").as_uri(),
-    )
-    out = tmp_path / "dev.out"
-    with out.open("wb") as fh:
-        proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "geo_pipeline.cli.main",
-                "dev",
-                "--state-dir",
-                str(state),
-                "--port",
-                str(port),
-                "--workers",
-                "1",
-            ],
-            stdout=fh,
-            stderr=subprocess.STDOUT,
-            env=env,
-        )
-    try:
-        export = _wait_for(
-            lambda: next(
-                (ln for ln in out.read_text().splitlines() if ln.startswith("export ")), None
-            ),
-            240,
-            "the Dagster UI",
-            proc,
-        )
-        for part in export.removeprefix("export ").split(" "):
-            key, _, value = part.partition("=")
-            env[key] = value.strip("'")
-
-        # The export line can come before the webserver listens on a loaded machine.
-        _wait_for(lambda: _answers(port), 120, "the Dagster webserver to listen", proc)
+    with running_dev(db_url, redis_url, redis_ns, tmp_path) as ui:
+        port, env = ui.port, ui.env
         page = browser_page
         page.goto(f"http://127.0.0.1:{port}/asset-groups", wait_until="networkidle")
         _dismiss_welcome(page)
@@ -170,7 +95,7 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
                 "import sys, dagster as dg; "
                 "from geo_pipeline.defs.partitions import register_run_partitions; "
                 "register_run_partitions(dg.DagsterInstance.get(), sys.argv[1], "
-                "['deepseek__web', 'kimi__web', 'qwen__web', 'doubao__web'])",
+                "['deepseek__web', 'deepseek__app', 'doubao__web', 'kimi__web'])",
                 run_id,
             ],
             env=env,
@@ -194,7 +119,7 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
         )
 
         channels = 4
-        stats = _wait_for(
+        stats = ui.wait_for(
             lambda: (
                 (s := _partition_stats(port))
                 and all(s.get(a, 0) >= channels for a in DOWNSTREAM)
@@ -203,7 +128,6 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
             ),
             420,
             "the sensor to materialise the finished partitions",
-            proc,
         )
         assert all(stats[a] == channels for a in DOWNSTREAM), stats
         # Only the run's own channels exist as partitions: 4 of 4 filled, none "missing".
@@ -217,14 +141,4 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
         page.get_by_text(f"Materialized ({channels})", exact=True).first.wait_for(timeout=180_000)
         page.get_by_text(run_id, exact=False).first.wait_for(timeout=180_000)
         page.screenshot(path=str(ARTIFACTS / "dagster-partitions.png"), full_page=True)
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        admin = db_url.rsplit("/", 1)[0] + "/postgres"
-        with psycopg.connect(admin, autocommit=True) as conn:
-            name = dagster_database(db_url)
-            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
     assert Path(ARTIFACTS / "dagster-asset-graph.png").exists()

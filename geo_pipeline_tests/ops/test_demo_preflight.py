@@ -17,9 +17,7 @@ def _dead_port() -> int:
         return int(s.getsockname()[1])
 
 
-def test_demo_stops_before_any_side_effect_when_redis_is_down(
-    empty_db_url, tmp_path, monkeypatch
-):
+def test_demo_stops_before_any_side_effect_when_redis_is_down(empty_db_url, tmp_path, monkeypatch):
     monkeypatch.setenv("GEO_DATABASE_URL", empty_db_url)
     monkeypatch.setenv("GEO_REDIS_URL", f"redis://127.0.0.1:{_dead_port()}/0")
     monkeypatch.delenv("GEO_FORCE_EMBEDDED", raising=False)

@@ -1,0 +1,101 @@
+"""``geo-pipeline dev`` for the browser tests of the Dagster UI: started with one worker on the
+test's PostgreSQL, Redis and an evidence directory, waited for until the webserver answers, and
+stopped (its Dagster database dropped) afterwards; plus the UI's GraphQL."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+
+from geo_pipeline.ops.demo import free_port
+from geo_pipeline.ops.dev import dagster_database
+
+
+@dataclass
+class DevUi:
+    port: int
+    env: dict[str, str]  # the test's environment plus what the `export` line names
+    proc: subprocess.Popen[bytes]
+
+    def wait_for(self, predicate: Any, timeout_s: float, what: str) -> Any:
+        """Poll ``predicate`` every 2 s until it is truthy; fail if dev exits or time runs out."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            assert self.proc.poll() is None, f"geo-pipeline dev exited while waiting for {what}"
+            value = predicate()
+            if value:
+                return value
+            time.sleep(2)
+        pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+
+
+def graphql(port: int, query: str) -> dict[str, Any]:
+    req = urllib.request.Request(
+        f"http://127.0.0.1:{port}/graphql",
+        data=json.dumps({"query": query}).encode(),
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(req, timeout=30) as resp:
+        return dict(json.loads(resp.read())["data"])
+
+
+def answers(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/server_info", timeout=5) as r:
+            return bool(r.status == 200)
+    except OSError:
+        return False
+
+
+@contextmanager
+def running_dev(db_url: str, redis_url: str, redis_ns: str, tmp_path: Path) -> Iterator[DevUi]:
+    port = free_port()
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("GEO_", "DAGSTER_"))}
+    env.update(
+        GEO_DATABASE_URL=db_url,
+        GEO_REDIS_URL=redis_url,
+        GEO_REDIS_PREFIX=redis_ns,
+        GEO_EVIDENCE_URL=(tmp_path / "evidence").as_uri(),
+    )
+    out = tmp_path / "dev.out"
+    cmd = [sys.executable, "-m", "geo_pipeline.cli.main", "dev"]
+    cmd += ["--state-dir", str(tmp_path / "state"), "--port", str(port), "--workers", "1"]
+    with out.open("wb") as fh:
+        proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
+    ui = DevUi(port, env, proc)
+    try:
+        export = ui.wait_for(
+            lambda: next(
+                (ln for ln in out.read_text().splitlines() if ln.startswith("export ")), None
+            ),
+            240,
+            "the Dagster UI",
+        )
+        for part in export.removeprefix("export ").split(" "):
+            key, _, value = part.partition("=")
+            env[key] = value.strip("'")
+        # The export line can come before the webserver listens on a loaded machine.
+        ui.wait_for(lambda: answers(port), 120, "the Dagster webserver to listen")
+        yield ui
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        admin = db_url.rsplit("/", 1)[0] + "/postgres"
+        with psycopg.connect(admin, autocommit=True) as conn:
+            name = dagster_database(db_url)
+            conn.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
