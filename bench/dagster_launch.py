@@ -31,17 +31,16 @@ from __future__ import annotations
 
 import argparse
 import os
+import shutil
 import sys
 import tempfile
 import time
-import uuid
 import warnings
 from pathlib import Path
 from typing import Any
 
 import dagster as dg
 import psycopg
-import redis as redis_lib
 from psycopg.rows import dict_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -49,10 +48,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(ROOT))
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-from _machine import print_table  # noqa: E402
+from _machine import REDIS_URL, print_table, scratch  # noqa: E402
 
-ADMIN_URL = os.environ.get("GEO_BENCH_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("GEO_REDIS_URL", "redis://127.0.0.1:6379/0")
 EXECUTORS = {"multiprocess": dg.multiprocess_executor, "in_process": dg.in_process_executor}
 
 
@@ -181,21 +178,15 @@ def example_config(run_id: str) -> dict[str, Any]:
     return {"ops": {"create_run_op": {"config": {"collection": dict(EXAMPLE), "run_id": run_id}}}}
 
 
-def with_db(url: str, name: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{name}"
-
-
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--rounds", type=int, default=1, help="launches per executor (alternating)")
     args = ap.parse_args()
-    name = f"geo_bench_launch_{uuid.uuid4().hex[:8]}"
-    ns = f"geobench:{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
-    db_url = with_db(ADMIN_URL, name)
-    client = redis_lib.Redis.from_url(REDIS_URL, decode_responses=True)
+    with scratch("geo_bench_launch") as (db_url, ns):
+        bench(args, db_url, ns)
+
+
+def bench(args: argparse.Namespace, db_url: str, ns: str) -> None:
     tmp = Path(tempfile.mkdtemp(prefix="geo_bench_launch_"))
     evidence = tmp / "evidence"
     # The deployment's definitions read these (in this process and in every step process).
@@ -238,11 +229,7 @@ def main() -> None:
             "downstream assets; 2 channels x 2 questions x 2 repeats per run",
         )
     finally:
-        for key in client.scan_iter(match=f"{ns}:*"):
-            client.delete(key)
-        client.close()
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+        shutil.rmtree(tmp, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 import uuid
@@ -37,7 +36,7 @@ from psycopg.rows import dict_row
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 warnings.filterwarnings("ignore", category=dg.BetaWarning)
 warnings.filterwarnings("ignore", category=dg.PreviewWarning)
-from _machine import print_table  # noqa: E402
+from _machine import REDIS_URL, print_table, scratch  # noqa: E402
 
 from geo_pipeline.billing import ledger  # noqa: E402
 from geo_pipeline.defs.jobs import plan_from_config  # noqa: E402
@@ -52,8 +51,6 @@ from geo_pipeline.defs.sensors import completion_sensor  # noqa: E402
 from geo_pipeline.flows.create_run import create_run  # noqa: E402
 from geo_pipeline.store import migrate  # noqa: E402
 
-ADMIN_URL = os.environ.get("GEO_BENCH_ADMIN_URL", "postgresql://postgres@127.0.0.1:5432/postgres")
-REDIS_URL = os.environ.get("GEO_REDIS_URL", "redis://127.0.0.1:6379/0")
 CHANNELS = [("deepseek", "web"), ("deepseek", "app"), ("doubao", "web"), ("qwen", "web"),
             ("kimi", "web")]  # fmt: skip
 
@@ -72,11 +69,6 @@ def config(samples_per_partition: int) -> dict[str, Any]:
         "repeats": repeats,
         "screenshot": "off",
     }
-
-
-def with_db(url: str, name: str) -> str:
-    base, _, _ = url.rpartition("/")
-    return f"{base}/{name}"
 
 
 def setup(db_url: str, runs: int, per_partition: int) -> tuple[list[str], float]:
@@ -127,61 +119,57 @@ def main() -> None:
     ap.add_argument("--runs", type=int, default=200)
     ap.add_argument("--samples-per-partition", type=int, default=50)
     args = ap.parse_args()
-    name = f"geo_bench_sensor_{uuid.uuid4().hex[:8]}"
-    ns = f"geobench:{uuid.uuid4().hex[:8]}"
-    with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-        admin.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
-    db_url = with_db(ADMIN_URL, name)
-    client = redis_lib.Redis.from_url(REDIS_URL, decode_responses=True)
-    try:
-        run_ids, setup_s = setup(db_url, args.runs, args.samples_per_partition)
-        stream = f"{ns}:completions"
-        entries = publish(client, stream, db_url)
-        resources = {
-            "db": PostgresResource(url=db_url),
-            "redis": RedisResource(url=REDIS_URL, prefix=ns),
-            "settings": PipelineSettingsResource(),
-        }
-        rows = []
-        with dg.instance_for_test() as instance:
-            for rid in run_ids:
-                register_run_partitions(instance, rid, [f"{p}__{d}" for p, d in CHANNELS])
-            now = time.time()
-            # Cursor at the stream's start ("0-0"), sweep done a moment ago: the normal path.
-            fresh = json.dumps({"id": "0-0", "swept": now})
-            for label, cursor in (
-                ("stream", fresh),
-                ("stream+sweep", json.dumps({"id": "0-0", "swept": 0})),
-            ):
-                result, secs = tick(instance, resources, cursor)
-                reqs = result.run_requests or []
-                rows.append({
-                    "tick": label, "entries": entries,
-                    "partitions": args.runs * len(CHANNELS),
-                    "requests": len(reqs),
-                    "billing_requests": sum(1 for r in reqs if r.job_name == "billing_job"),
-                    "seconds": f"{secs:.2f}",
-                    "goal": "< 10 s",
-                })  # fmt: skip
-                last_cursor = result.cursor
-            idle_cursor = json.dumps({"id": json.loads(last_cursor or "{}")["id"], "swept": now})
-            result, secs = tick(instance, resources, idle_cursor)
+    with scratch("geo_bench_sensor") as (db_url, ns):
+        client = redis_lib.Redis.from_url(REDIS_URL, decode_responses=True)
+        try:
+            bench(args, db_url, ns, client)
+        finally:
+            client.close()
+
+
+def bench(args: argparse.Namespace, db_url: str, ns: str, client: redis_lib.Redis) -> None:
+    run_ids, setup_s = setup(db_url, args.runs, args.samples_per_partition)
+    stream = f"{ns}:completions"
+    entries = publish(client, stream, db_url)
+    resources = {
+        "db": PostgresResource(url=db_url),
+        "redis": RedisResource(url=REDIS_URL, prefix=ns),
+        "settings": PipelineSettingsResource(),
+    }
+    rows = []
+    with dg.instance_for_test() as instance:
+        for rid in run_ids:
+            register_run_partitions(instance, rid, [f"{p}__{d}" for p, d in CHANNELS])
+        now = time.time()
+        # Cursor at the stream's start ("0-0"), sweep done a moment ago: the normal path.
+        fresh = json.dumps({"id": "0-0", "swept": now})
+        for label, cursor in (
+            ("stream", fresh),
+            ("stream+sweep", json.dumps({"id": "0-0", "swept": 0})),
+        ):
+            result, secs = tick(instance, resources, cursor)
+            reqs = result.run_requests or []
             rows.append({
-                "tick": "idle", "entries": 0, "partitions": args.runs * len(CHANNELS),
-                "requests": len(result.run_requests or []), "billing_requests": 0,
-                "seconds": f"{secs:.3f}", "goal": "-",
+                "tick": label, "entries": entries,
+                "partitions": args.runs * len(CHANNELS),
+                "requests": len(reqs),
+                "billing_requests": sum(1 for r in reqs if r.job_name == "billing_job"),
+                "seconds": f"{secs:.2f}",
+                "goal": "< 10 s",
             })  # fmt: skip
-        print_table(
-            rows,
-            f"completion sensor tick: {entries} completions, {args.runs} runs x {len(CHANNELS)} "
-            f"channels (setup {setup_s:.1f} s, not timed)",
-        )
-    finally:
-        for key in client.scan_iter(match=f"{ns}:*"):
-            client.delete(key)
-        client.close()
-        with psycopg.connect(ADMIN_URL, autocommit=True) as admin:
-            admin.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+            last_cursor = result.cursor
+        idle_cursor = json.dumps({"id": json.loads(last_cursor or "{}")["id"], "swept": now})
+        result, secs = tick(instance, resources, idle_cursor)
+        rows.append({
+            "tick": "idle", "entries": 0, "partitions": args.runs * len(CHANNELS),
+            "requests": len(result.run_requests or []), "billing_requests": 0,
+            "seconds": f"{secs:.3f}", "goal": "-",
+        })  # fmt: skip
+    print_table(
+        rows,
+        f"completion sensor tick: {entries} completions, {args.runs} runs x {len(CHANNELS)} "
+        f"channels (setup {setup_s:.1f} s, not timed)",
+    )
 
 
 if __name__ == "__main__":

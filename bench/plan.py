@@ -73,9 +73,7 @@ def main() -> None:
             for i in range(3):
                 t0 = time.perf_counter()
                 n = normalise_and_validate(config(), caps)
-                plan = build_plan(
-                    n, quote(n, {p: c.prices for p, c in caps.items()}), f"bench-{i}"
-                )
+                plan = build_plan(n, quote(n, {p: c.prices for p, c in caps.items()}), f"bench-{i}")
                 t1 = time.perf_counter()
                 create_run(conn, plan)
                 t2 = time.perf_counter()

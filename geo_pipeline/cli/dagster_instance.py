@@ -12,6 +12,8 @@ partitions").
 
 from __future__ import annotations
 
+import re
+
 import click
 import dagster as dg
 
@@ -44,7 +46,21 @@ def dagster_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def setup(as_json: bool) -> None:
     """Set the pool limits and make every run's partitions exist (idempotent)."""
-    instance = dg.DagsterInstance.get()
+    try:
+        instance = dg.DagsterInstance.get()
+    except dg.DagsterError as exc:
+        # No DAGSTER_HOME, or its dagster.yaml names variables (DAGSTER_PG_*) that are not set.
+        unset = sorted(set(re.findall(r'variable "?\$?(\w+)"? (?:which )?is not set', str(exc))))
+        first = (
+            f"unset environment variable(s) {', '.join(unset)}"
+            if unset
+            else (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        )
+        raise click.ClickException(
+            f"cannot open the Dagster instance: {first} (set DAGSTER_HOME to the instance's "
+            "directory and the variables its dagster.yaml reads, e.g. the DAGSTER_PG_* from "
+            "`geo-pipeline dev`'s export line)"
+        ) from None
     try:
         changed = apply_pool_limits(instance)
         with dbmod.connect() as conn:

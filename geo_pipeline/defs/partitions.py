@@ -16,11 +16,9 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from functools import cache
 
 import dagster as dg
 
-from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.defs.names import RUN_CHANNEL_PARTITIONS, RUNS_PARTITIONS
 
 SEPARATOR = "|"
@@ -162,9 +160,3 @@ def migrate_partitions(
                 )
                 recorded += 1
     return Migration(len(new_pairs) + len(new_runs), recorded)
-
-
-@cache
-def known_channels() -> frozenset[str]:
-    """The channels of the connector registry (a run's channels are validated against it)."""
-    return frozenset(load_registry().channels())

@@ -48,3 +48,22 @@ def test_setup_writes_pool_limits_and_every_runs_partitions_once(
 
     again = _setup(db_url, home, monkeypatch)
     assert again["pools_changed"] == {} and again["partition_keys_added"] == 0
+
+
+def test_setup_names_what_is_missing_instead_of_a_traceback(
+    db_url: str, tmp_path: Path, monkeypatch: Any
+) -> None:
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    monkeypatch.delenv("DAGSTER_HOME", raising=False)
+    out = CliRunner().invoke(cli, ["dagster", "setup"])
+    assert out.exit_code != 0 and "DAGSTER_HOME" in out.output and "Traceback" not in out.output
+    # The deployed instance file without its variables: each unset one is named.
+    home = tmp_path / "home"
+    home.mkdir()
+    deployed = Path(__file__).resolve().parents[2] / "deploy" / "dagster" / "dagster.yaml"
+    (home / "dagster.yaml").write_text(deployed.read_text(encoding="utf-8"), encoding="utf-8")
+    monkeypatch.setenv("DAGSTER_HOME", str(home))
+    for var in ("DAGSTER_PG_USERNAME", "DAGSTER_PG_PASSWORD", "DAGSTER_PG_HOST", "DAGSTER_PG_DB"):
+        monkeypatch.delenv(var, raising=False)
+    out = CliRunner().invoke(cli, ["dagster", "setup"])
+    assert out.exit_code != 0 and "DAGSTER_PG_HOST" in out.output, out.output
