@@ -63,12 +63,19 @@ class FaultProxy:
             writer.close()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        # Registered as soon as it is accepted, so a down() that lands while the upstream
+        # connection is being opened drops this one too; one accepted after down() is dropped.
+        self.writers.add(writer)
         try:
             up_r, up_w = await asyncio.open_connection("127.0.0.1", self.upstream_port)
         except OSError:
-            writer.close()
+            writer.transport.abort()
             return
-        self.writers |= {writer, up_w}
+        if self.server is None or writer not in self.writers:
+            writer.transport.abort()
+            up_w.transport.abort()
+            return
+        self.writers.add(up_w)
         await asyncio.gather(self._pipe(reader, up_w), self._pipe(up_r, writer))
         self.writers -= {writer, up_w}
 
@@ -151,10 +158,13 @@ def test_store_unavailable_mid_run_samples_wait_and_complete(
         # The store goes away as the second upload starts, with work still in flight: decided by
         # the uploads themselves, not by a poll of the database that a loaded machine can make
         # too late (every upload already done, nothing left to wait for).
+        # down() runs on the proxy's own thread and loop; it is awaited here *synchronously*, so
+        # no other upload on this loop can start (and finish) between the decision and the
+        # store going away (CI saw every one of 60 uploads slip through an awaited to_thread).
         nonlocal uploads
         uploads += 1
         if uploads == 2 and "down" not in outage:
-            await asyncio.to_thread(proxy.down)
+            proxy.down()
             outage["down"] = time.monotonic()
         return await real_aput(key, data, mime_type=mime_type)
 
