@@ -9,12 +9,20 @@ import resource
 from datetime import timedelta
 from typing import Any
 
+import pytest
 import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain import config as cfgmod
+
+# The examples are deliberately huge (250,000-character strings); Hypothesis warns when it makes
+# the repr of one (CI saw 1.8 MB), and the suite turns warnings into errors. The warning is about
+# Hypothesis's own reporting cost, not about the config model.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore:Generating overly large repr:hypothesis.errors.HypothesisWarning"
+)
 
 CAPS = load_registry().capabilities()
 BASELINE_KB = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
