@@ -51,7 +51,11 @@ from pathlib import Path
 from typing import Any
 
 import psycopg
-from _machine import cpu_model  # bench/ is on sys.path when a bench runs
+from _machine import (  # bench/ is on sys.path when a bench runs
+    cpu_breakdown,
+    cpu_model,
+    cpu_snapshot,
+)
 from psycopg.rows import dict_row
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -374,10 +378,18 @@ def run_mode(
             procs.append(worker)
             workers.append(worker)
         time.sleep(1.0)  # let them connect before the clock starts
+        groups = {
+            "workers": [w.pid for w in workers],
+            "relay": [relay.pid],
+            "simulator": [sim.pid] if sim is not None else [],
+            "bench (planner, watcher)": [os.getpid()],
+        }
+        cpu_before = cpu_snapshot(groups)
         t0 = time.perf_counter()
         create_s, total = make_run(url, samples, f"bench-{mode}")
         peak_running = wait_until_done(url, ns, total, mode, t0)
         elapsed = time.perf_counter() - t0
+        cpu_after = cpu_snapshot(groups)
         reports = []
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
@@ -431,6 +443,9 @@ def run_mode(
             "evidence_stored": recorded[3],
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
+            # Where the whole machine's CPU went during the run, ms per sample: the workers are
+            # one part of it; the database, the S3 server and the simulator share the same cores.
+            "cpu_ms_per_sample_by_process": cpu_breakdown(cpu_before, cpu_after, actual),
         }
     finally:
         for p in procs:
@@ -618,6 +633,16 @@ def main() -> None:
             print(f"{r['mode']:>16}  error: {r['error']}")
         else:
             print("  ".join(f"{r.get(c, '')!s:>16}" for c in cols))
+    by_process = [r for r in rows if "cpu_ms_per_sample_by_process" in r]
+    if by_process:
+        parts = list(by_process[0]["cpu_ms_per_sample_by_process"])
+        print("\nwhere the machine's CPU went, ms per sample (machine = all busy CPU on the box;"
+              " other = busy CPU no listed process accounts for)")  # fmt: skip
+        print(f"{'mode':>8} {'evidence':>15}  " + "  ".join(f"{p[:12]:>12}" for p in parts))
+        for r in by_process:
+            cells = r["cpu_ms_per_sample_by_process"]
+            print(f"{r['mode']:>8} {r['evidence']:>15}  "
+                  + "  ".join(f"{cells.get(p, 0.0):>12.2f}" for p in parts))  # fmt: skip
     if args.repeat > 1:
         spread(rows)
 
