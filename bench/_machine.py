@@ -122,9 +122,7 @@ def cpu_snapshot(pids: dict[str, list[int]]) -> dict[str, float]:
     return out
 
 
-def cpu_breakdown(
-    before: dict[str, float], after: dict[str, float], per: int
-) -> dict[str, float]:
+def cpu_breakdown(before: dict[str, float], after: dict[str, float], per: int) -> dict[str, float]:
     """Milliseconds of CPU per unit (e.g. per sample) by group, with 'other' = the machine's
     busy time not accounted for by a group (other processes, the kernel's own threads)."""
     ms = {k: 1000 * (after[k] - before.get(k, 0.0)) / max(1, per) for k in after}
