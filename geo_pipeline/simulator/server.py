@@ -81,6 +81,7 @@ class Simulator:
         self.rng = random.Random(config.seed)
         # Paid synchronous calls for the usage/cost APIs: (protocol, model, finished, minor).
         self.sync_costs: list[tuple[str, str, datetime, int]] = []
+        self.unparseable_served: set[str] = set()
 
     # ------------------------------------------------------------------ helpers
     def _count(self, platform: str, kind: str, status: int) -> None:
@@ -318,7 +319,13 @@ class Simulator:
             self._count(platform, "poll", 503)
             return _error(503, "server_error", "simulated poll failure")
         now = time.monotonic()
-        out: dict[str, Any] = {"task_id": task.task_id, "status": task.status(now)}
+        status = task.status(now)
+        if status == "completed" and request.query.get("include") == "result":
+            # The finished task's status with its result, as task APIs that return the output
+            # with the status do (e.g. DashScope's task query): one request instead of two.
+            self._count(platform, "poll", 200)
+            return self._completed_result(prof, task, now)
+        out: dict[str, Any] = {"task_id": task.task_id, "status": status}
         err = task.error(now)
         if err:
             out["error"] = err
@@ -358,15 +365,21 @@ class Simulator:
         if status != "completed":
             self._count(platform, "result", 409)
             return _error(409, "not_completed", f"task is {status}", status=status)
+        self._count(platform, "result", 200)
+        return self._completed_result(prof, task, now)
+
+    def _completed_result(self, prof: Profile, task: Task, now: float) -> web.Response:
+        """A completed task's result body (the result endpoint's, and a poll's that asks for
+        it), with the unparseable fault applied."""
         if unit(self.seed, task.key, "unparseable") < prof.unparseable_rate:
-            self._fault(platform, "unparseable")
-            self._count(platform, "result", 200)
+            if task.task_id not in self.unparseable_served:  # one fault per task, however read
+                self.unparseable_served.add(task.task_id)
+                self._fault(task.platform, "unparseable")
             # A body cut mid-stream, as a broken gateway returns it: the connector must keep it raw.
             full = _dumps(self._result_core(prof, task))
             return web.Response(body=full[: len(full) // 2], content_type="application/json")
         body = self._result_core(prof, task)
         body["screenshot"] = self._screenshot_state(task, now)
-        self._count(platform, "result", 200)
         return _json(body)
 
     async def screenshot(self, request: web.Request) -> web.Response:
