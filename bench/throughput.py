@@ -643,6 +643,21 @@ def main() -> None:
             cells = r["cpu_ms_per_sample_by_process"]
             print(f"{r['mode']:>8} {r['evidence']:>15}  "
                   + "  ".join(f"{cells.get(p, 0.0):>12.2f}" for p in parts))  # fmt: skip
+        # What these costs allow: the whole box's CPU over every process's per-sample cost (the
+        # ceiling of this machine for this row), and the workers' cost alone (what two cores
+        # given to workers only, with the database, S3 and the engines elsewhere, would carry).
+        cores = os.cpu_count() or 1
+        print(f"\nceilings from those costs ({cores} cores): samples/s")
+        print(f"{'mode':>8} {'evidence':>15}  {'measured':>10}  {'this box':>10}  "
+              f"{'workers only':>12}  {'services only':>13}")  # fmt: skip
+        for r in by_process:
+            cells = r["cpu_ms_per_sample_by_process"]
+            services = cells["machine"] - cells["workers"]
+            print(
+                f"{r['mode']:>8} {r['evidence']:>15}  {r['samples_per_s']:>10.1f}  "
+                f"{1000 * cores / cells['machine']:>10.0f}  "
+                f"{1000 * cores / cells['workers']:>12.0f}  {1000 * cores / services:>13.0f}"
+            )
     if args.repeat > 1:
         spread(rows)
 
