@@ -12,9 +12,11 @@ from typing import Any
 import dagster as dg
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics
+from geo_pipeline.analysis.charts import rate_bars_svg, trend_charts
+from geo_pipeline.analysis.trends import brand_trends
 from geo_pipeline.billing.ledger import run_ledger
 from geo_pipeline.defs import checks, names
-from geo_pipeline.defs.markdown import md_text
+from geo_pipeline.defs.markdown import md_svg_image, md_text
 from geo_pipeline.defs.partitions import (
     ALL_CHANNELS_OF_RUN,
     run_channel_partitions,
@@ -552,6 +554,7 @@ def brand_visibility(
         status = statusmod.partition_status(conn, run_id, channel)
         publication = statusmod.partition_publication(conn, run_id, channel)
         result = checks.visibility_matches(conn, run_id, channel, table)
+        trends, fdr_q = brand_trends(conn, run_id)
     target = next((r for r in table if r["is_target"]), None)
     return dg.MaterializeResult(
         metadata={
@@ -572,6 +575,7 @@ def brand_visibility(
             "visibility": dg.MetadataValue.md(_markdown(table)),
             "visibility_table": _table(table),
             **_rate_plots(table),
+            **_charts(channel, table, [r for r in trends if r["channel"] == channel], fdr_q),
             **_status_metadata(status),
             **publication.as_metadata(),
         },
@@ -611,6 +615,51 @@ def _rate_plots(table: list[dict[str, Any]]) -> dict[str, dg.FloatMetadataValue]
             value = _rate(r, prefix)
             if value is not None:
                 out[f"{prefix}/{keys[str(r['brand'])]}"] = dg.MetadataValue.float(value)
+    return out
+
+
+def _charts(
+    channel: str,
+    table: list[dict[str, Any]],
+    trends: list[dict[str, Any]],
+    fdr_q: float | None,
+) -> dict[str, dg.MarkdownMetadataValue]:
+    """The run report's charts as Markdown images (inline SVG, every text escaped, nothing
+    executable): ``mention_rate_chart``, each brand's mention rate on the channel with its 95 %
+    interval (clustered by question where the table has it, else Wilson); and, for a monitor's
+    run, ``mention_rate_trend_chart``, the channel's rates over days with the flagged changes
+    marked (``trends``: this channel's rows of :func:`brand_trends`)."""
+
+    def bound(r: dict[str, Any], side: str) -> float | None:
+        value = r.get(f"mention_rate_cluster_{side}")
+        if value is None:
+            value = r.get(f"mention_rate_{side}")
+        return None if value is None else float(value)
+
+    bars = rate_bars_svg(
+        (
+            {
+                "channel": channel,
+                "brand": r["brand"],
+                "rate": None if r["mention_rate"] is None else float(r["mention_rate"]),
+                "lower": bound(r, "lower"),
+                "upper": bound(r, "upper"),
+                "n": r["n"],
+            }
+            for r in table
+        ),
+        title=f"Mention rate on {channel}",
+    )
+    out = {
+        "mention_rate_chart": dg.MetadataValue.md(
+            md_svg_image(bars, f"Mention rate per brand on {channel} with 95 % intervals")
+        )
+    }
+    if trends:
+        [(_, svg)] = trend_charts(trends, fdr_q)  # one channel's rows: one chart
+        out["mention_rate_trend_chart"] = dg.MetadataValue.md(
+            md_svg_image(svg, f"Mention rate per brand by day on {channel}, flagged changes marked")
+        )
     return out
 
 

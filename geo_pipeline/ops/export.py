@@ -20,8 +20,8 @@ from typing import Any
 import jinja2
 import markupsafe
 
+from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.jsonable import json_default
-from geo_pipeline.ops.charts import rate_bars_svg
 from geo_pipeline.ops.report import RunReport, trend_section
 
 FORMATS = ("json", "csv", "html")

@@ -26,8 +26,9 @@ from typing import Any
 
 import markupsafe
 
+from geo_pipeline.analysis.charts import trend_charts
+from geo_pipeline.analysis.trends import brand_trends, relation_exists
 from geo_pipeline.evidence.display import fill_displays
-from geo_pipeline.ops.charts import trend_charts
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
@@ -36,10 +37,6 @@ from geo_pipeline.store.queries import fetch_all
 
 # The analyst table of mention rates per run x channel x brand (built by the analysis work).
 MENTION_RATE_TABLE = "analytics.channel_brand_metrics"
-# The monitor's rates per channel x brand x day with the changes flagged after FDR control.
-TREND_VIEW = "analytics.brand_trends"
-# How far back the trend of a monitor's run looks, in days up to the run's own day.
-TREND_DAYS = 30
 
 # A function that turns a stored evidence object into a link a reader may follow (an authorised
 # download URL, a local file URL in the demo). Without one, the report shows the storage key and
@@ -133,11 +130,6 @@ def local_link_for(evidence_url: str | None = None) -> LinkFor | None:
     return link
 
 
-def relation_exists(conn: Conn, name: str) -> bool:
-    rows = fetch_all(conn, "ops.relation_exists", {"name": name})
-    return bool(rows and rows[0]["present"])
-
-
 def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | None]:
     """Mention rates with Wilson intervals per channel and brand from the analyst table, and the
     table's name so a reader knows where the numbers come from. Empty (and None) on a database
@@ -152,29 +144,13 @@ def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | 
     return rows, MENTION_RATE_TABLE
 
 
-def brand_trends(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], float | None]:
-    """The mention rate of every brand per channel and day of the run's monitor, over the
-    ``TREND_DAYS`` days up to the run's day, with the question-clustered 95 % interval and
-    whether a change was flagged that day (day over day, rolling 7 days), and the FDR q of those
-    flags. Empty (and None) for a run outside a monitor, or before the views exist."""
-    if not relation_exists(conn, TREND_VIEW):
-        return [], None
-    rows = fetch_all(conn, "ops.report_brand_trends", {"run_id": run_id, "days": TREND_DAYS})
-    for r in rows:
-        for key, value in r.items():
-            if isinstance(value, Decimal):
-                r[key] = float(value)
-    fdr_q = next((float(r["fdr_q"]) for r in rows if r.get("fdr_q") is not None), None)
-    return [{k: v for k, v in r.items() if k != "fdr_q"} for r in rows], fdr_q
-
-
 def _pct(value: float | None) -> str:
     return "" if value is None else f"{value * 100:.0f} %"
 
 
 def trend_section(report: RunReport) -> dict[str, Any]:
     """The trend part of the HTML page: one chart per channel (inline SVG, every text escaped,
-    nothing executable: ``markupsafe.Markup`` only for what ``ops.charts`` drew), the q the
+    nothing executable: ``markupsafe.Markup`` only for what ``analysis.charts`` drew), the q the
     flags were controlled at, the days covered, and the same numbers as table rows (the
     chart's accessible fallback)."""
     days = sorted({r["scheduled_for"] for r in report.trends})

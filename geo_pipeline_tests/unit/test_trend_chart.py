@@ -1,4 +1,4 @@
-"""The report's trend chart (ops.charts.trend_svg): a rate over days with interval bars, a
+"""The report's trend chart (analysis.charts.trend_svg): a rate over days with interval bars, a
 marker on the days analytics.brand_changes flagged and on no other, the q of the flags in its
 caption, every name escaped, nothing executable, and one day said in words, not drawn."""
 
@@ -8,7 +8,7 @@ import re
 import xml.etree.ElementTree as ET
 from datetime import date, timedelta
 
-from geo_pipeline.ops.charts import trend_charts, trend_svg
+from geo_pipeline.analysis.charts import trend_charts, trend_svg
 
 SVG = "{http://www.w3.org/2000/svg}"
 START = date(2026, 11, 1)
