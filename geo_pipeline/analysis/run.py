@@ -83,11 +83,17 @@ def analyse_run(
         with conn.transaction(), conn.cursor() as cur:
             cur.execute(Q("analysis.set_actor"), {"actor": f"analysis:{detector_version}"})
             cur.execute(Q("analysis.tune"))
-            cur.execute(
-                Q("analysis.candidates"),
-                {"sample_ids": todo[i : i + chunk_size], "detector_version": detector_version},
-            )
-            rows = cur.fetchall()
+            cur.execute(Q("analysis.lock_chunk"), {"sample_ids": todo[i : i + chunk_size]})
+            locked = [r["sample_id"] for r in cur.fetchall()]
+            rows = []
+            if locked:
+                # A statement of its own: its snapshot sees every analysis committed before
+                # the locks were ours (sql/queries/analysis.sql, lock_chunk).
+                cur.execute(
+                    Q("analysis.candidates"),
+                    {"sample_ids": locked, "detector_version": detector_version},
+                )
+                rows = cur.fetchall()
             if rows:
                 _analyse_chunk(conn, rows, brand_set, detector_version, summary)
     with conn.cursor() as cur:

@@ -28,9 +28,22 @@ SELECT s.sample_id
                           AND r.answer_revision = a.revision))
  ORDER BY s.sample_id;
 
--- name: candidates
+-- name: lock_chunk
 -- One chunk of candidate_ids, locked so that two analysers split the work instead of doubling
--- it, and re-checked under the lock (another analyser may have finished some meanwhile).
+-- it. Locking only: the re-check is the next statement (candidates), whose snapshot is taken
+-- after these locks are held. Re-checking here would not do: a row another analyser concluded
+-- and committed while this statement ran is re-checked by PostgreSQL against its new version,
+-- but the NOT EXISTS over analysis_results still reads this statement's older snapshot, so the
+-- finished sample would qualify again (CI saw 23 analyses of 20 samples).
+SELECT s.sample_id
+  FROM geo.samples s
+ WHERE s.sample_id = ANY(%(sample_ids)s::text[])
+ ORDER BY s.sample_id
+ FOR UPDATE OF s SKIP LOCKED;
+
+-- name: candidates
+-- The chunk's locked samples that still need analysis, read after the locks were taken
+-- (lock_chunk): another analyser may have finished some before this one locked them.
 SELECT s.sample_id, s.analysis_state, a.revision AS answer_revision, a.raw_text,
        coalesce(vd.verdict, a.validity) AS validity, a.validity_reason
   FROM geo.samples s
@@ -47,8 +60,7 @@ SELECT s.sample_id, s.analysis_state, a.revision AS answer_revision, a.raw_text,
                         WHERE r.sample_id = s.sample_id
                           AND r.detector_version = %(detector_version)s
                           AND r.answer_revision = a.revision))
- ORDER BY s.sample_id
- FOR UPDATE OF s SKIP LOCKED;
+ ORDER BY s.sample_id;
 
 -- name: citations_for
 -- Citations of the given answer revisions (sample_ids[i] at revisions[i]).
