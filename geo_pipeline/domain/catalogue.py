@@ -30,6 +30,33 @@ class PlatformDisabled(RegistryError):
         super().__init__(disabled_message(platform, variable))
 
 
+# Connector options that are yes/no (the others are numbers, read where they are used).
+FLAG_OPTIONS = ("poll_includes_result",)
+
+
+def _flag(spec: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
+    """A yes/no field: a YAML boolean or absent. Anything else is refused, because Python's
+    truth of a string would read a quoted ``"false"`` as true (a ``lookup_by_key`` taken for
+    granted decides when a request is sent again, R12)."""
+    value = spec.get(key)
+    if value is None:
+        return default
+    if not isinstance(value, bool):
+        raise RegistryError(
+            f"platforms.{where}.{key}: {value!r} is not a boolean; allowed: true or false"
+            " (unquoted)"
+        )
+    return value
+
+
+def _options(options: Mapping[str, Any], where: str) -> Mapping[str, Any]:
+    if not isinstance(options, Mapping):
+        raise RegistryError(f"platforms.{where}.options: {options!r} is not a mapping")
+    for key in FLAG_OPTIONS:
+        _flag(options, key, False, f"{where}.options")
+    return options
+
+
 def disabled_message(platform: str, variable: str) -> str:
     return (
         f"platform {platform!r} is disabled until its API key is set: set the environment "
@@ -132,22 +159,24 @@ def parse_catalogue(
                 devices=tuple(spec["devices"]),
                 regions=tuple(spec["regions"]),
                 modes=tuple(spec["modes"]),
-                screenshot=bool(spec.get("screenshot", False)),
+                screenshot=_flag(spec, "screenshot", False, name),
                 submit_cap=int(spec.get("submit_cap", 100)),
                 prices=prices,
                 rate_limits=RateLimits(**(spec.get("rate_limits") or {})),
                 # A synchronous chat API takes no idempotency key: a re-send is a second paid
                 # call, so the worker never re-sends there after an unknown outcome.
-                idempotency_keys=bool(
-                    spec.get("idempotency_keys", bool(spec.get("asynchronous", True)))
+                idempotency_keys=_flag(
+                    spec, "idempotency_keys", _flag(spec, "asynchronous", True, name), name
                 ),
-                lookup_by_key=bool(spec.get("lookup_by_key", True)),
-                cancellable=bool(spec.get("cancellable", False)),
-                asynchronous=bool(spec.get("asynchronous", True)),
+                lookup_by_key=_flag(spec, "lookup_by_key", True, name),
+                cancellable=_flag(spec, "cancellable", False, name),
+                asynchronous=_flag(spec, "asynchronous", True, name),
             )
+        except RegistryError:
+            raise
         except (KeyError, TypeError, ValueError) as exc:
             raise RegistryError(f"platforms.{name}: {exc!r}") from exc
-        requires_key = bool(spec.get("requires_key", False))
+        requires_key = _flag(spec, "requires_key", False, name)
         key_env = spec.get("api_key_env") or None
         if requires_key and not key_env:
             raise RegistryError(f"platforms.{name}: requires_key needs api_key_env (its variable)")
@@ -157,7 +186,7 @@ def parse_catalogue(
             base_url=str(spec.get("base_url") or defaults.get("base_url", "")),
             capabilities=caps,
             api_key_env=key_env,
-            options=spec.get("options") or {},
+            options=_options(spec.get("options") or {}, name),
             requires_key=requires_key,
         )
         if requires_key and key_is_set is not None and not key_is_set(str(key_env)):
