@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0022_attempt_usage, 18 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0024_bounded_t, 19 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -109,9 +109,10 @@ ALTER FUNCTION analytics.design_effect(k bigint, x double precision, m double pr
 CREATE FUNCTION analytics.normal_two_sided_p(z double precision) RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-  SELECT least(1.0, t * exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
+  SELECT CASE WHEN a.x > 26 THEN 0.0 ELSE
+         least(1.0, t * exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
            0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
-           1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))))
+           1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))) END
     FROM (SELECT abs(z) / sqrt(2.0) AS x) a
     CROSS JOIN LATERAL (SELECT 1.0 / (1.0 + 0.5 * a.x) AS t) b
 $$;
@@ -126,18 +127,62 @@ CREATE FUNCTION analytics.t_critical_95(df integer) RETURNS double precision
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     AS $$
 DECLARE
-  lo double precision := 0.0;
-  hi double precision := 1.0e4;
-  mid double precision;
+  p constant double precision := 0.05;
+  x constant double precision := -1.959963984540054;  -- the normal quantile of p / 2
+  a double precision;
+  b double precision;
+  c double precision;
+  d double precision;
+  y double precision;
+  t double precision;
+  dens double precision;
+  k integer;
 BEGIN
   IF df IS NULL OR df < 1 THEN
     RETURN NULL;
   END IF;
-  FOR i IN 1 .. 100 LOOP
-    mid := (lo + hi) / 2;
-    IF analytics.t_two_sided_p(mid, df) > 0.05 THEN lo := mid; ELSE hi := mid; END IF;
+  IF df = 1 THEN
+    RETURN 1.0 / tan(p * pi() / 2);
+  END IF;
+  IF df = 2 THEN
+    RETURN sqrt(2.0 / (p * (2.0 - p)) - 2.0);
+  END IF;
+  -- Hill (1970), CACM algorithm 396.
+  a := 1.0 / (df - 0.5);
+  b := 48.0 / (a * a);
+  c := ((20700.0 * a / b - 98.0) * a - 16.0) * a + 96.36;
+  d := ((94.5 / (b + c) - 3.0) / b + 1.0) * sqrt(a * pi() / 2) * df;
+  y := (d * p) ^ (2.0 / df);
+  IF y > 0.05 + a THEN
+    y := x * x;
+    IF df < 5 THEN
+      c := c + 0.3 * (df - 4.5) * (x + 0.6);
+    END IF;
+    c := (((0.05 * d * x - 5.0) * x - 7.0) * x - 2.0) * x + b + c;
+    y := (((((0.4 * y + 6.3) * y + 36.0) * y + 94.5) / c - y - 3.0) / b + 1.0) * x;
+    y := a * y * y;
+    y := CASE WHEN y > 0.1 THEN exp(y) - 1.0
+              ELSE ((y + 4.0) * y + 12.0) * y * y / 24.0 + y END;
+  ELSE
+    y := ((1.0 / (((df + 6.0) / (df * y) - 0.089 * d - 0.822) * (df + 2.0) * 3.0)
+          + 0.5 / (df + 4.0)) * y - 1.0) * (df + 1.0) / (df + 2.0) + 1.0 / y;
+  END IF;
+  t := sqrt(df * y);
+  IF df > 100 THEN
+    RETURN t;
+  END IF;
+  -- Two Newton steps on the exact tail; the density's constant
+  -- Gamma((df+1)/2) / (sqrt(df pi) Gamma(df/2)) by c(k + 2) = c(k) (k + 1) / sqrt(k (k + 2)).
+  IF df % 2 = 1 THEN c := 1.0 / pi(); k := 1; ELSE c := 1.0 / sqrt(8.0); k := 2; END IF;
+  WHILE k < df LOOP
+    c := c * (k + 1) / sqrt(k * (k + 2.0));
+    k := k + 2;
   END LOOP;
-  RETURN (lo + hi) / 2;
+  FOR i IN 1 .. 2 LOOP
+    dens := c * (1.0 + t * t / df) ^ (-(df + 1) / 2.0);
+    t := t + (analytics.t_two_sided_p(t, df) - p) / (2.0 * dens);
+  END LOOP;
+  RETURN t;
 END
 $$;
 
@@ -157,12 +202,20 @@ DECLARE
   term double precision;
   total double precision;
   inside double precision;
+  a double precision;
+  b double precision;
+  y double precision;
 BEGIN
   IF t IS NULL OR df IS NULL OR df < 1 THEN
     RETURN NULL;
   END IF;
-  IF df > 100000 THEN
-    RETURN analytics.normal_two_sided_p(t);
+  IF df > 100 THEN
+    a := df - 0.5;
+    b := 48.0 * a * a;
+    y := a * ln(1.0 + least(abs(t), 1.0e100) ^ 2 / df);
+    y := (((((-0.4 * y - 3.3) * y - 24.0) * y - 85.5) / (0.8 * y * y + 100.0 + b) + y + 3.0)
+          / b + 1.0) * sqrt(y);
+    RETURN analytics.normal_two_sided_p(y);
   END IF;
   theta := atan(abs(t) / sqrt(df));
   s := sin(theta);
@@ -171,6 +224,7 @@ BEGIN
     term := cos(theta);
     total := term;
     FOR k IN 3 .. df - 2 BY 2 LOOP
+      EXIT WHEN term < 1.0e-270;
       term := term * c2 * (k - 1) / k;
       total := total + term;
     END LOOP;
@@ -179,6 +233,7 @@ BEGIN
     term := 1.0;
     total := 1.0;
     FOR k IN 2 .. df - 2 BY 2 LOOP
+      EXIT WHEN term < 1.0e-270;
       term := term * c2 * (k - 1) / k;
       total := total + term;
     END LOOP;
