@@ -8,68 +8,14 @@ channels x batches x samples row visits, which made a 100,000-sample run take mi
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import pytest
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.flows.create_run import check_plan, create_run
-from geo_pipeline.store.work import Work, measured
-
-CAPS = load_registry().capabilities()
-PRICES = {p: c.prices for p, c in CAPS.items()}
-# 10x the data may cost at most 10^1.1 (about 12.6x) the work: linear, with room for the
-# logarithms of index descents; a per-batch rescan of the run is 100x.
-MAX_EXPONENT = 1.1
-
-
-def plan_of(questions: int, run_id: str, tenant: str = "growth") -> Any:
-    """bench/plan.py's shape: 20 channel settings (targets) over 6 channels, 10 repeats, cap
-    100: 200 samples per question, one batch per 100 samples."""
-    raw = {
-        "tenant": tenant,
-        "brand": {"name": "瑞幸咖啡", "aliases": ["Luckin"]},
-        "questions": [f"question {i}: which coffee chain is best value?" for i in range(questions)],
-        "channels": [
-            {
-                "platform": "deepseek",
-                "device": d,
-                "regions": ["cn", "global"],
-                "modes": ["standard", "deep_thinking", "web_search"],
-            }
-            for d in ("web", "app")
-        ]
-        + [
-            {"platform": "doubao", "device": d, "modes": ["standard", "deep_thinking"]}
-            for d in ("web", "app")
-        ]
-        + [
-            {"platform": "kimi", "device": "web", "modes": ["standard", "web_search"]},
-            {"platform": "qwen", "device": "web", "modes": ["standard", "deep_thinking"]},
-        ],
-        "repeats": 10,
-        "submit_cap": 100,
-    }
-    n = normalise_and_validate(raw, CAPS)
-    return build_plan(n, quote(n, PRICES), run_id)
-
-
-def exponent(small: int, large: int, size_ratio: float) -> float:
-    return math.log(max(large, 1) / max(small, 1)) / math.log(size_ratio)
-
-
-def assert_linear(what: str, small: Work, large: Work) -> None:
-    for field in ("rows_read", "buffers", "statements"):
-        a, b = getattr(small, field), getattr(large, field)
-        slope = exponent(a, b, 10)
-        assert slope <= MAX_EXPONENT, (
-            f"{what}: {field} grew {b / max(a, 1):.1f}x for 10x the samples "
-            f"({a:,} -> {b:,}, exponent {slope:.2f} > {MAX_EXPONENT})"
-        )
+from geo_pipeline.store.work import measured
+from geo_pipeline_tests.growth import assert_linear, plan_of
 
 
 @pytest.fixture(autouse=True)
