@@ -61,6 +61,7 @@ def exponent(small: int, large: int, size_ratio: float) -> float:
 def assert_linear(what: str, small: Work, large: Work) -> None:
     for field in ("rows_read", "buffers", "statements"):
         a, b = getattr(small, field), getattr(large, field)
+        assert a > 0, f"{what}: the meter counted no {field} (a broken meter passes any bound)"
         slope = exponent(a, b, 10)
         assert slope <= MAX_EXPONENT, (
             f"{what}: {field} grew {b / max(a, 1):.1f}x for 10x the size "

@@ -74,7 +74,9 @@ def _counters(conn: Conn) -> Sequence[int]:
 def measured(conn: Conn) -> Iterator[Work]:
     """Run the block in one transaction on ``conn`` and fill the yielded :class:`Work` with what
     it cost when the block ends. The connection must not be inside a transaction already (the
-    counters would include the work done before the block)."""
+    counters would include the work done before the block). The transaction commits when the
+    block ends normally; an exception rolls ALL of it back (also what the block would have
+    committed itself, e.g. a run kept by a failing plan check): for measuring, not for use."""
     if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
         raise RuntimeError("measured(): the connection is inside a transaction already")
     work = Work()

@@ -49,6 +49,7 @@ def test_plan_checks_alone_grow_linearly(db: Any) -> None:
         with measured(db) as w:
             checks = check_plan(db, plan.config, plan.run_id)
         assert checks and all(c.passed for c in checks)
+        assert w.rows_read >= len(plan.samples)  # each sample is read (at least) once
         work[questions] = w
     assert_linear("check_plan", work[5], work[50])
 
