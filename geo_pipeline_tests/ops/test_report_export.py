@@ -14,6 +14,7 @@ from datetime import date
 from geo_pipeline.ops import export, report
 from geo_pipeline.store import status
 from geo_pipeline_tests.ops.helpers import add_evidence, complete, fail, make_run
+from geo_pipeline_tests.processes import outcome
 
 EVIL = '<img src=x onerror="alert(1)">'
 
@@ -110,7 +111,7 @@ def test_cli_export_writes_each_format_and_refuses_unknown_runs(db, db_url, tmp_
             env=env,
             check=False,
         )
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, outcome(proc)
         assert json.loads(proc.stdout)["samples"] == 8 and out.stat().st_size > 100
     proc = subprocess.run(
         [sys.executable, "-m", "geo_pipeline.cli.main", "runs", "export", "nope"],
@@ -119,8 +120,8 @@ def test_cli_export_writes_each_format_and_refuses_unknown_runs(db, db_url, tmp_
         env=env,
         check=False,
     )
-    assert proc.returncode != 0 and "no run with id 'nope'" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode != 0 and "no run with id 'nope'" in proc.stderr, outcome(proc)
+    assert "Traceback" not in proc.stderr, outcome(proc)
 
 
 # --------------------------------------------------------------------------- the trend over days
