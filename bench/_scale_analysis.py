@@ -2,24 +2,32 @@
 (name, sizes, measure) with ``measure(size) -> {"seconds", "buffers", "rows", ...}``.
 
 - analysis of a run: analyse_run (detection, results, mentions, guarded transitions) and then
-  refresh_analytics, at 1k -> 10k -> 100k answers; a fresh run per call in one scratch database,
+  refresh_analytics, at 1k -> 10k (-> 100k with --big) answers; a fresh run per call in one
+  scratch database,
   created the way the product creates one and filled with COPY (setup not timed). ``buffers``
-  and ``rows``: blocks and rows touched one by one in the project's tables, from PostgreSQL's
-  statistics (geo_pipeline_tests/scale_data.py).
-- the analyst views over a monitor's history of 100k -> 1M samples (10M with GEO_SCALE_10M=1):
+  and ``rows`` as geo_pipeline.store.work counts them (buffer requests; rows and index entries
+  read), from the database's cumulative statistics since analyse_run commits each chunk
+  (geo_pipeline_tests/scale_data.counted); statements are not counted.
+- the analyst views over a monitor's history of 25k -> 100k samples (-> 1M with --big, and
+  10M with --big and GEO_SCALE_10M=1):
   daily runs of 50 questions x 10 channels x 5 repeats x 10 brands written with COPY into the
   analyst tables (a scratch database per size); each query run under EXPLAIN (ANALYZE, BUFFERS,
   TIMING OFF): ``seconds`` = planning + execution, ``buffers`` = shared hits + reads, ``rows``
-  returned. Queried as the database owner (analysts' row-level security not included).
+  returned. Queried as the database owner (analysts' row-level security not included). A query
+  still running after GEO_SCALE_STATEMENT_TIMEOUT seconds (default 60) is stopped and reported
+  as ``seconds = inf`` with ``timed_out``: the trend and change views read the monitor's whole
+  history on every query (measured on 2 cores: the day's changes 11 s at 100k samples, 78 s at
+  1M; the report's trend over 30 days 311 s at 100k).
 
-Scratch databases are created on GEO_BENCH_DATABASE_URL / GEO_DATABASE_URL or
-postgresql://postgres@127.0.0.1:5432/postgres, and dropped at exit.
+Scratch databases are created on the bench's admin URL (bench/_machine.py: GEO_BENCH_ADMIN_URL)
+and dropped at exit. Run through bench/scale.py (``--only analys`` for these paths).
 """
 
 from __future__ import annotations
 
 import atexit
 import itertools
+import math
 import os
 import sys
 import time
@@ -29,22 +37,19 @@ from pathlib import Path
 from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import psycopg
+from _machine import ADMIN_URL
 from psycopg.rows import dict_row
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics
 from geo_pipeline.store import migrate
-from geo_pipeline.store.db import to_psycopg_url
 from geo_pipeline_tests.scale_data import History, analyst_history, completed_run, counted
 
 Measure = Callable[[int], dict[str, float]]
 
-_admin = to_psycopg_url(
-    os.environ.get("GEO_BENCH_DATABASE_URL")
-    or os.environ.get("GEO_DATABASE_URL")
-    or "postgresql://postgres@127.0.0.1:5432/postgres"
-)
+_admin = ADMIN_URL
 _databases: dict[str, Any] = {}  # key -> open connection to a scratch database
 _histories: dict[int, History] = {}
 _run_no = itertools.count()
@@ -90,8 +95,7 @@ def measure_analysis(size: int) -> dict[str, float]:
         summary = analyse_run(conn, run_id, refresh=False)
     seconds = time.perf_counter() - t0
     assert summary.analysed == size, summary
-    return {"seconds": seconds, "buffers": work.blocks, "rows": work.rows,
-            "seq_rows": work.scanned}  # fmt: skip
+    return {"seconds": seconds, "buffers": work.buffers, "rows": work.rows_read}
 
 
 def measure_refresh(size: int) -> dict[str, float]:
@@ -102,8 +106,7 @@ def measure_refresh(size: int) -> dict[str, float]:
     with counted(conn) as work:
         refresh_analytics(conn, run_id)
     seconds = time.perf_counter() - t0
-    return {"seconds": seconds, "buffers": work.blocks, "rows": work.rows,
-            "seq_rows": work.scanned}  # fmt: skip
+    return {"seconds": seconds, "buffers": work.buffers, "rows": work.rows_read}
 
 
 # ------------------------------------------------------------------ analyst views
@@ -141,7 +144,8 @@ ANALYST_QUERIES = {
          WHERE monitor_id = %(monitor)s AND scheduled_for = %(day)s::date
          ORDER BY q_value NULLS LAST""",
 }
-HISTORY_SIZES = [100_000, 1_000_000] + ([10_000_000] if os.environ.get("GEO_SCALE_10M") else [])
+HISTORY_SIZES = [25_000, 100_000]
+HISTORY_BIG = [1_000_000] + ([10_000_000] if os.environ.get("GEO_SCALE_10M") else [])
 
 
 def _history(size: int) -> tuple[Any, History]:
@@ -153,7 +157,7 @@ def _history(size: int) -> tuple[Any, History]:
 
 # A query still running after this many seconds is stopped and reported as timed out (its
 # seconds are then a lower bound): the trend and change views grow with the square of the days.
-STATEMENT_TIMEOUT_S = float(os.environ.get("GEO_SCALE_STATEMENT_TIMEOUT", "300"))
+STATEMENT_TIMEOUT_S = float(os.environ.get("GEO_SCALE_STATEMENT_TIMEOUT", "60"))
 
 
 def explain(conn: Any, sql: str, params: dict[str, Any]) -> dict[str, float]:
@@ -168,7 +172,7 @@ def explain(conn: Any, sql: str, params: dict[str, Any]) -> dict[str, float]:
         ).fetchone()
     except psycopg.errors.QueryCanceled:
         conn.rollback()
-        return {"seconds": STATEMENT_TIMEOUT_S, "timed_out": 1.0}
+        return {"seconds": math.inf, "timed_out": STATEMENT_TIMEOUT_S}
     conn.rollback()
     doc = next(iter(row.values()))[0]
     plan = doc["Plan"]
@@ -191,10 +195,11 @@ def _analyst_measure(query: str) -> Measure:
     return measure
 
 
-PATHS: list[tuple[str, list[int], Measure]] = [
-    ("analysis: analyse_run of a run (answers)", [1_000, 10_000, 100_000], measure_analysis),
-    ("analysis: refresh_analytics of a run (answers)", [1_000, 10_000, 100_000],
-     measure_refresh),
-    *((f"analyst: {q} (history samples)", HISTORY_SIZES, _analyst_measure(q))
+# (name, sizes, measure, sizes only with --big)
+PATHS: list[tuple[str, list[int], Measure, list[int]]] = [
+    ("analysis: analyse_run of a run (answers)", [1_000, 10_000], measure_analysis, [100_000]),
+    ("analysis: refresh_analytics of a run (answers)", [1_000, 10_000], measure_refresh,
+     [100_000]),
+    *((f"analyst: {q} (history samples)", HISTORY_SIZES, _analyst_measure(q), HISTORY_BIG)
       for q in ANALYST_QUERIES),
 ]  # fmt: skip

@@ -1,6 +1,6 @@
 """Data at scale for the growth tests and bench/_scale_analysis.py, and a count of the work
-PostgreSQL did (blocks and rows touched), which unlike wall-clock time does not depend on the
-machine: a run of N completed samples with stored answers and citations (created the way the
+PostgreSQL did (buffers and rows read, as geo_pipeline.store.work counts them), which unlike
+wall-clock time does not depend on the machine: a run of N completed samples with stored answers and citations (created the way the
 product creates one, then moved through the allowed transitions and filled with COPY, as
 bench/analysis.py does), and a monitor's analyst history of N samples written with COPY straight
 into the analyst tables that analysis would have filled (one day = one run).
@@ -20,6 +20,8 @@ from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.store.queries import Q
+from geo_pipeline.store.work import Work
 
 COMPETITORS = [("星巴克", "Starbucks"), ("库迪咖啡", "Cotti Coffee"), ("Manner Coffee", "Manner"),
                ("Tims咖啡", "Tim Hortons"), ("Costa咖啡", "Costa Coffee"), ("幸运咖", "Lucky Cup"),
@@ -188,44 +190,16 @@ def analyst_history(
     return History(tenant, monitor, first_day, days, days * per_day, bm_rows)
 
 
-@dataclass
-class Work:
-    """What this connection's statements touched in the project's tables, from PostgreSQL's
-    cumulative statistics: blocks (shared hits + reads: heap, index and TOAST), rows one by one
-    (fetched by an index, inserted, updated, deleted) and rows read by sequential scans. The
-    last is reported, not held to linearity: the planner rightly scans a table of a few
-    thousand rows instead of probing an index 2,000 times, and switches as the table grows."""
-
-    blocks: int = 0
-    rows: int = 0
-    scanned: int = 0
-
-
-_STATIO = """
-SELECT coalesce(sum(coalesce(io.heap_blks_hit, 0) + coalesce(io.heap_blks_read, 0)
-                  + coalesce(io.idx_blks_hit, 0) + coalesce(io.idx_blks_read, 0)
-                  + coalesce(io.toast_blks_hit, 0) + coalesce(io.toast_blks_read, 0)
-                  + coalesce(io.tidx_blks_hit, 0) + coalesce(io.tidx_blks_read, 0)), 0)::bigint
-         AS blocks,
-       coalesce(sum(coalesce(t.idx_tup_fetch, 0) + t.n_tup_ins + t.n_tup_upd + t.n_tup_del), 0)
-         ::bigint AS rows,
-       coalesce(sum(coalesce(t.seq_tup_read, 0)), 0)::bigint AS scanned
-  FROM pg_statio_user_tables io
-  JOIN pg_stat_user_tables t USING (relid)
- WHERE io.schemaname IN ('geo', 'analytics')
-"""
-
-
-def _counters(conn: Any) -> tuple[int, int, int]:
+def _counters(conn: Any) -> Work:
     # A backend sends its counts when it goes idle outside a transaction, at most once a second
     # unless told to: force it, let it go idle, then read in a fresh transaction.
     conn.commit()
     conn.execute("SELECT pg_stat_force_next_flush()")
     conn.commit()
-    row = conn.execute(_STATIO).fetchone()
+    row = conn.execute(Q("work.cumulative_counters")).fetchone()
     conn.commit()
-    values = list(row.values()) if isinstance(row, dict) else list(row)
-    return int(values[0]), int(values[1]), int(values[2])
+    rows_read, buffers, scans = row.values() if isinstance(row, dict) else row
+    return Work(rows_read=int(rows_read), buffers=int(buffers), scans=int(scans))
 
 
 def quiet_autovacuum(conn: Any) -> None:
@@ -244,9 +218,14 @@ def quiet_autovacuum(conn: Any) -> None:
 
 @contextmanager
 def counted(conn: Any) -> Iterator[Work]:
-    """The work of the statements this connection runs inside the block (commits around it)."""
+    """What the block cost PostgreSQL, as ``geo_pipeline.store.work.measured`` counts it (rows
+    and index entries read, buffers, scans; statements are not counted), for a block that
+    commits by itself: from the database's cumulative statistics, so only this connection may
+    be working in the database (a scratch database; see quiet_autovacuum). Commits around it."""
     work = Work()
     before = _counters(conn)
     yield work
     after = _counters(conn)
-    work.blocks, work.rows, work.scanned = (b - a for a, b in zip(before, after, strict=True))
+    work.rows_read = after.rows_read - before.rows_read
+    work.buffers = after.buffers - before.buffers
+    work.scans = after.scans - before.scans
