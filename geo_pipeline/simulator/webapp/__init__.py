@@ -203,7 +203,15 @@ class WebApp:
         self.state.sessions[token] = (platform, account)
         self.state.counts[(platform, account, "logins")] += 1
         resp = web.HTTPFound(f"/ui/{platform}/")
-        resp.set_cookie(COOKIE, token, path=f"/ui/{platform}/", httponly=True, samesite="Lax")
+        # A persistent cookie (30 days), as the real apps set: a browser profile keeps it.
+        resp.set_cookie(
+            COOKIE,
+            token,
+            path=f"/ui/{platform}/",
+            httponly=True,
+            samesite="Lax",
+            max_age=30 * 86400,
+        )
         raise resp
 
     async def conversations(self, request: web.Request) -> web.Response:

@@ -63,22 +63,23 @@ _CSS = """
 body { margin: 0; font-family: "Noto Sans CJK SC", sans-serif; display: flex; min-height: 100vh; }
 aside.sidebar { width: 240px; background: #f4f5f7; padding: 12px; border-right: 1px solid #ddd; }
 aside.sidebar a { display: block; padding: 6px; color: #333; text-decoration: none; }
-main { flex: 1; padding: 16px; max-width: 900px; }
+main { flex: 1; padding: 16px; max-width: 900px; min-width: 0; }
 .menu { display: none; }
 .msg.user { background: #e8f0ff; padding: 8px; border-radius: 8px; margin: 8px 0; }
-.answer { white-space: pre-wrap; line-height: 1.6; }
+.answer { white-space: pre-wrap; line-height: 1.6; overflow-wrap: anywhere; }
 .citation-card { display: inline-block; border: 1px solid #ccd; border-radius: 6px; padding: 6px;
                  margin: 4px; width: 200px; font-size: 12px; }
 .composer { display: flex; gap: 8px; align-items: flex-end; margin-top: 16px; }
 .composer textarea, .composer [contenteditable] { flex: 1; min-height: 48px; border: 1px solid #aaa;
-                 padding: 8px; }
+                 padding: 8px; min-width: 0; }
 .toggle[aria-pressed="true"] { background: #2b6cff; color: white; }
 @media (max-width: 700px) {
   aside.sidebar { display: none; position: fixed; inset: 0 30% 0 0; z-index: 2; }
   aside.sidebar.open { display: block; }
   .menu { display: inline-block; }
   main { padding: 8px; }
-  .citation-card { width: 100%; }
+  .citation-card { width: 100%; overflow-wrap: anywhere; }
+  .composer { flex-wrap: wrap; }
 }
 """
 
@@ -135,6 +136,10 @@ function inputText() {
   const el = document.querySelector('.composer textarea, .composer [contenteditable]');
   return el ? (el.value !== undefined ? el.value : el.innerText) : '';
 }
+function clearInput() {
+  const el = document.querySelector('.composer textarea, .composer [contenteditable]');
+  if (el && el.value !== undefined) el.value = ''; else if (el) el.innerText = '';
+}
 function card(c) {
   const a = document.createElement('a'); a.className = 'citation-card'; a.href = c.url;
   a.target = '_blank'; a.rel = 'noopener'; a.dataset.index = c.index;
@@ -173,6 +178,7 @@ const parsers = {
 };
 async function send() {
   const q = inputText().trim(); if (!q) return;
+  clearInput();
   const cid = CFG.cid || ('c' + Date.now().toString(36) + Math.random().toString(36).slice(2, 8));
   CFG.cid = cid;
   const u = document.createElement('div'); u.className = 'msg user'; u.textContent = q;
