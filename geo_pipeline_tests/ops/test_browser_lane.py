@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import dataclasses
 import io
+import json
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -236,3 +237,81 @@ def test_a_truncated_stream_is_kept_raw_and_marked(
     assert ev.provider_truncated and "STREAM_INCOMPLETE" in ev.warnings
     assert b"SSE_REPLY_END" not in ev.raw_body and ev.raw_body.startswith(b"data: ")
     assert not ev.search_queries and not ev.web_search_used  # standard mode: the toggle stays off
+
+
+def test_pg_accounts_login_by_cli_and_a_captcha_suspends_only_that_account(
+    own_simulator: Callable[..., SimulatorProcess],
+    tmp_path: Path,
+    db_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Accounts leased from geo.accounts; logins imported with `accounts login
+    --storage-state`; a captcha on one account suspends it in the database and its sends stop,
+    while the other account carries on."""
+    from click.testing import CliRunner
+
+    from geo_pipeline.cli.accounts import accounts_group
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.accounts import PgAccounts
+
+    sim = own_simulator()
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    monkeypatch.setenv("GEO_BROWSER_PROFILES", str(tmp_path / "profiles"))
+    monkeypatch.setenv("GEO_CHROMIUM", chromium_or_skip())
+    runner = CliRunner()
+
+    def cli(*args: str) -> str:
+        result = runner.invoke(accounts_group, list(args))
+        assert result.exit_code == 0, result.output
+        return result.output
+
+    for acct in ("a1", "a2"):
+        cli("add", "doubao", acct, "--min-gap-s", "0", "--jitter-s", "0")
+        token = httpx.post(f"{sim.url}/ui/doubao/login", data={"account": acct}).cookies[
+            "sim_session"
+        ]
+        state = tmp_path / f"{acct}.json"
+        cookie = {
+            "name": "sim_session",
+            "value": token,
+            "domain": "127.0.0.1",
+            "path": "/ui/doubao/",
+            "expires": int(time.time()) + 86400,
+            "httpOnly": True,
+            "secure": False,
+            "sameSite": "Lax",
+        }
+        state.write_text(json.dumps({"cookies": [cookie], "origins": []}))
+        out = cli("login", "doubao", acct, "--storage-state", str(state))
+        assert "ready" in out and token not in out
+
+    entry = browser_entry(sim, "doubao", tmp_path / "profiles", [])
+
+    class Connect:
+        def __call__(self) -> Any:
+            return dbmod.connect(db_url)
+
+    accounts = PgAccounts(Connect(), "w1", tmp_path / "profiles")
+    conn = BrowserConnector(entry, accounts)
+
+    async def run() -> list[str]:
+        used = []
+        try:
+            for n in range(2):
+                used.append((await conn.submit(request(n, "desktop"))).upstream_id.split(":")[1])
+            faults(sim, "doubao", captcha_accounts=["a1"])
+            with pytest.raises(AccountSuspended):
+                await conn.submit(request(2, "desktop"))  # a1, least recently used
+            for n in range(3, 5):
+                used.append((await conn.submit(request(n, "mobile"))).upstream_id.split(":")[1])
+        finally:
+            await conn.aclose()
+        return used
+
+    assert asyncio.run(run()) == ["a1", "a2", "a2", "a2"]
+    with dbmod.connect(db_url) as db:
+        rows = {r["account_id"]: r for r in db.execute("SELECT * FROM geo.accounts").fetchall()}
+    assert rows["a1"]["state"] == "suspended" and rows["a2"]["state"] == "ready"
+    assert (rows["a1"]["sends_today"], rows["a2"]["sends_today"]) == (1, 3)
+    seen = counts(sim)["doubao"]
+    assert seen["a1"]["sends"] == 1 and seen["a2"]["sends"] == 3
