@@ -37,3 +37,12 @@ CREATE TABLE geo.accounts (
 GRANT SELECT, INSERT, UPDATE ON geo.accounts TO geo_service;
 ALTER TABLE geo.accounts OWNER TO geo_owner;
 ALTER TABLE geo.accounts ENABLE ROW LEVEL SECURITY;
+
+-- A browser capture keeps, beside the raw stream (response_raw), the rendered page's HTML
+-- ('page_html', kept, never rendered) and how it was captured ('capture': device emulation,
+-- region, account, the search queries the engine ran) as parts of the answer's bundle.
+ALTER TABLE geo.evidence_objects
+  DROP CONSTRAINT evidence_objects_kind_check,
+  ADD CONSTRAINT evidence_objects_kind_check CHECK (kind IN (
+    'answer_raw', 'answer_html', 'citations', 'response_raw', 'screenshot', 'thumbnail',
+    'page_html', 'capture'));
