@@ -315,3 +315,31 @@ def test_pg_accounts_login_by_cli_and_a_captcha_suspends_only_that_account(
     assert (rows["a1"]["sends_today"], rows["a2"]["sends_today"]) == (1, 3)
     seen = counts(sim)["doubao"]
     assert seen["a1"]["sends"] == 1 and seen["a2"]["sends"] == 3
+
+
+def test_an_unknown_outcome_is_looked_up_in_the_history_sidebar(
+    own_simulator: Callable[..., SimulatorProcess], tmp_path: Path
+) -> None:
+    """R12 for the browser lane: after a send whose outcome is unknown, the account's history
+    says whether the question was sent -- found by its exact text, absent for another one."""
+    sim = own_simulator()
+    conn = build_connector(browser_entry(sim, "kimi", tmp_path, ["a1"]))
+    assert isinstance(conn, BrowserConnector)
+
+    async def run() -> tuple[str | None, str | None]:
+        try:
+            await log_in(sim, conn, "a1")
+            await conn.submit(request(1, "desktop"))
+            lease = await conn.accounts.acquire("kimi")
+            try:
+                found = await conn.find_in_history(lease, f"  {QUESTION} ")
+                absent = await conn.find_in_history(lease, "另一个问题？")
+            finally:
+                await conn.accounts.release(lease, "not_sent")
+            return found, absent
+        finally:
+            await conn.aclose()
+
+    found, absent = asyncio.run(run())
+    assert found is not None and found.startswith(f"{sim.url}/ui/kimi/c/") and absent is None
+    assert counts(sim)["kimi"]["a1"]["sends"] == 1

@@ -518,6 +518,35 @@ class BrowserConnector:
             )
         return tuple(out)
 
+    async def find_in_history(
+        self, lease: AccountLease, question: str, device: str = "desktop", region: str = "cn"
+    ) -> str | None:
+        """After an unknown outcome (a crash after the send click, R12): the address of the
+        account's conversation whose title is exactly ``question`` in the history sidebar, or
+        None when the sidebar has none. The caller holds the account's lease. A page that is
+        not the chat (login wall, captcha) raises its failure class: the look-up cannot decide.
+        """
+        context = await self._context(
+            lease,
+            device_profile(device, self.entry.options),
+            region_profile(region, self.entry.options),
+        )
+        page = context.pages[0] if context.pages else await context.new_page()
+        await page.goto(self.page_url, wait_until="domcontentloaded")
+        await self._classify_page(page, lease)
+        links = page.locator(self.spec.history_links)
+        try:  # the sidebar is filled by the page's script
+            await links.first.wait_for(timeout=self.stable_poll_s * 2000 + 1000)
+        except Exception:
+            return None
+        wanted = " ".join(question.split())
+        for i in range(await links.count()):
+            link = links.nth(i)
+            if " ".join((await link.inner_text()).split()) == wanted:
+                href = await link.get_attribute("href") or ""
+                return href if "://" in href else self.base + href
+        return None
+
     # ------------------------------------------------------------------ the rest of the contract
     async def lookup(self, idempotency_key: str) -> Acceptance | None:
         raise NotImplementedError(
