@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0024_bounded_t, 19 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0029_accounts, 20 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1658,6 +1658,40 @@ CREATE VIEW geo.account_balances WITH (security_invoker='true') AS
 ALTER TABLE geo.account_balances OWNER TO geo_owner;
 
 --
+-- Name: accounts; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.accounts (
+    platform text NOT NULL,
+    account_id text NOT NULL,
+    state text DEFAULT 'needs_login'::text NOT NULL,
+    state_reason text DEFAULT ''::text NOT NULL,
+    state_changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    daily_budget integer DEFAULT 50 NOT NULL,
+    min_gap_s double precision DEFAULT 5 NOT NULL,
+    jitter_s double precision DEFAULT 5 NOT NULL,
+    sends_day date,
+    sends_today integer DEFAULT 0 NOT NULL,
+    last_used_at timestamp with time zone,
+    next_send_at timestamp with time zone,
+    cooling_until timestamp with time zone,
+    lease_owner text,
+    lease_expires_at timestamp with time zone,
+    fencing_token bigint DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT accounts_account_id_check CHECK ((account_id ~ '^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$'::text)),
+    CONSTRAINT accounts_check CHECK (((lease_owner IS NULL) = (lease_expires_at IS NULL))),
+    CONSTRAINT accounts_daily_budget_check CHECK ((daily_budget >= 0)),
+    CONSTRAINT accounts_jitter_s_check CHECK ((jitter_s >= (0)::double precision)),
+    CONSTRAINT accounts_min_gap_s_check CHECK ((min_gap_s >= (0)::double precision)),
+    CONSTRAINT accounts_platform_check CHECK ((platform ~ '^[a-z0-9_]{1,64}$'::text)),
+    CONSTRAINT accounts_sends_today_check CHECK ((sends_today >= 0)),
+    CONSTRAINT accounts_state_check CHECK ((state = ANY (ARRAY['ready'::text, 'needs_login'::text, 'cooling_down'::text, 'suspended'::text])))
+);
+
+ALTER TABLE geo.accounts OWNER TO geo_owner;
+
+--
 -- Name: allowed_transitions; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -1807,7 +1841,7 @@ CREATE TABLE geo.evidence_objects (
     attempt_no integer,
     captured_at timestamp with time zone NOT NULL,
     stored_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT evidence_objects_kind_check CHECK ((kind = ANY (ARRAY['answer_raw'::text, 'answer_html'::text, 'citations'::text, 'response_raw'::text, 'screenshot'::text, 'thumbnail'::text]))),
+    CONSTRAINT evidence_objects_kind_check CHECK ((kind = ANY (ARRAY['answer_raw'::text, 'answer_html'::text, 'citations'::text, 'response_raw'::text, 'screenshot'::text, 'thumbnail'::text, 'page_html'::text, 'capture'::text]))),
     CONSTRAINT evidence_objects_revision_check CHECK ((revision >= 1)),
     CONSTRAINT evidence_objects_size_bytes_check CHECK ((size_bytes >= 0))
 );
@@ -2292,6 +2326,13 @@ ALTER TABLE ONLY analytics.share_of_voice
 
 ALTER TABLE ONLY analytics.source_domains
     ADD CONSTRAINT source_domains_pkey PRIMARY KEY (run_id, platform, registrable_domain, relation);
+
+--
+-- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.accounts
+    ADD CONSTRAINT accounts_pkey PRIMARY KEY (platform, account_id);
 
 --
 -- Name: allowed_transitions allowed_transitions_layer_from_state_to_state_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
@@ -3148,6 +3189,12 @@ ALTER TABLE analytics.share_of_voice ENABLE ROW LEVEL SECURITY;
 ALTER TABLE analytics.source_domains ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: accounts; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.accounts ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: allowed_transitions; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
 --
 
@@ -3846,6 +3893,12 @@ GRANT SELECT ON TABLE geo.ledger_entries TO geo_analyst;
 
 GRANT SELECT ON TABLE geo.account_balances TO geo_service;
 GRANT SELECT ON TABLE geo.account_balances TO geo_analyst;
+
+--
+-- Name: TABLE accounts; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.accounts TO geo_service;
 
 --
 -- Name: TABLE allowed_transitions; Type: ACL; Schema: geo; Owner: geo_owner

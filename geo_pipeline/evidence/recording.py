@@ -219,6 +219,20 @@ def content_digest(text: str | bytes, citations_bytes: bytes, provider_truncated
     return sha256_hex(json.dumps(parts, sort_keys=True).encode())
 
 
+def capture_parts(evidence: Evidence) -> list[Part]:
+    """A browser capture's extra parts (issue #32): the page HTML exactly as captured, and how
+    it was captured (device, region, account) with the search queries the engine ran, as
+    canonical JSON. None for an answer that has neither."""
+    parts = []
+    if evidence.page_html is not None:
+        parts.append(Part("page_html", HTML_MIME, evidence.page_html))
+    if evidence.capture or evidence.search_queries:
+        meta = {**evidence.capture, "search_queries": list(evidence.search_queries)}
+        data = json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        parts.append(Part("capture", JSON_MIME, data.encode()))
+    return parts
+
+
 def _put(archive: Archive, ref: SampleRef, kind: str, data: bytes, mime: str) -> ArchivedObject:
     digest = sha256_hex(data)
     key = object_key(ref.tenant_id, ref.run_id, ref.sample_id, f"sha256-{digest}", kind)
@@ -369,6 +383,7 @@ def prepare_evidence(
     ]
     if render_display:
         parts.insert(2, Part("answer_html", HTML_MIME, html.encode("utf-8")))
+    parts.extend(capture_parts(evidence))
     return PreparedEvidence(common, _bundle(ref, parts), _dedupe(evidence.warnings))
 
 

@@ -36,6 +36,7 @@ from geo_pipeline.simulator.protocols import (
 )
 from geo_pipeline.simulator.screenshots import render_png
 from geo_pipeline.simulator.state import SimState, Task, TokenBucket
+from geo_pipeline.simulator.webapp import mount as mount_web_apps
 
 try:  # orjson roughly halves the cost of a response; the standard library is the fallback.
     import orjson
@@ -802,6 +803,8 @@ def create_app(config: SimulatorConfig) -> web.Application:
             web.get("/_control/health", sim.health),
         ]
     )
+    # The consumer chat web apps of the browser lane (/ui/<platform>/, issue #32).
+    mount_web_apps(app, lambda: sim.profiles, sim.seed)
     return app
 
 
