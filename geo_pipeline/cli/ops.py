@@ -370,7 +370,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                 "charged": m["charged_minor"],
                 "released": m["released_minor"],
                 "refunded": m["refunded_minor"],
-                "reconciliation difference": m["reconciliation_difference_minor"],
+                "unexplained difference": m["reconciliation_unexplained_minor"],
+                "explained difference": m["reconciliation_explained_minor"],
             }
         ],
         title=f"money ({m['currency']} minor units)",

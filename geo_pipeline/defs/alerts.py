@@ -25,6 +25,7 @@ from typing import Any
 import dagster as dg
 
 from geo_pipeline.defs.resources import PostgresResource
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.observability.notify import Alert, Notifier, deliver, notifiers_from_env
 from geo_pipeline.settings import environment
 from geo_pipeline.store.db import Conn
@@ -92,7 +93,7 @@ def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
             f"(threshold {t.uncertain})",
             {"uncertain samples": counts["uncertain"]},
         )
-    for r in _rows(conn, "alerts.reconciliation_differences"):
+    for r in _rows(conn, "alerts.reconciliation_differences", {"explained": list(EXPLAINED)}):
         key = f"reconciliation:{r['run_id']}:{r['currency']}"
         out[key] = Alert(
             key,

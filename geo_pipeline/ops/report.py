@@ -28,6 +28,8 @@ import markupsafe
 
 from geo_pipeline.analysis.charts import trend_charts
 from geo_pipeline.analysis.trends import brand_trends, relation_exists
+from geo_pipeline.billing import reconcile
+from geo_pipeline.domain.billing import is_explained
 from geo_pipeline.evidence.display import fill_displays
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
@@ -184,6 +186,10 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     ledger = fetch_all(conn, "ops.report_ledger", {"run_id": run["run_id"]})
     by_kind = {r["kind"]: int(r["amount_minor"]) for r in ledger}
     recon = fetch_all(conn, "ops.report_reconciliation", {"run_id": run["run_id"]})
+    for r in recon:
+        r["explained"] = is_explained(str(r["classification"]))
+    # The same summary `billing reconcile`, the blocking check, the gauge and the alert agree with.
+    summary = reconcile.stored_summary(conn, run["run_id"]) if recon else None
     return {
         "currency": run["currency"],
         "quoted_max_minor": int(run["estimated_max_minor"]),
@@ -193,7 +199,10 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         "refunded_minor": by_kind.get("refund", 0),
         "ledger": ledger,
         "reconciliation": recon,
-        "reconciliation_difference_minor": sum(int(r["difference_minor"]) for r in recon),
+        # theirs - ours; pending lines (statement not in yet) are in neither figure
+        "reconciliation_unexplained_minor": summary.unexplained_difference_minor if summary else 0,
+        "reconciliation_explained_minor": summary.explained_difference_minor if summary else 0,
+        "reconciliation_pending_ours_minor": summary.pending_ours_minor if summary else 0,
     }
 
 

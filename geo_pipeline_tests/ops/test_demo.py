@@ -23,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import dict_row
 
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.domain.stats import wilson_interval
 
 METRICS = (
@@ -238,11 +239,11 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, emb
     assert money["charged_minor"] <= quoted  # the quote is an upper bound (R4)
     assert money["released_minor"] == ledger.get("release", 0) == quoted - money["charged_minor"]
     diff = conn.execute(
-        "SELECT coalesce(sum(difference_minor), 0) AS d, count(*) AS n "
-        "FROM geo.reconciliation_lines WHERE run_id = %s",
-        (run_id,),
+        "SELECT coalesce(sum(difference_minor) FILTER (WHERE NOT classification = ANY(%s)), 0)"
+        " AS d, count(*) AS n FROM geo.reconciliation_lines WHERE run_id = %s",
+        (list(EXPLAINED), run_id),
     ).fetchone()
-    assert money["reconciliation_difference_minor"] == diff["d"] and diff["n"] > 0
+    assert money["reconciliation_unexplained_minor"] == diff["d"] and diff["n"] > 0
     # The worker carried each answer's request-level usage into its attempt row (issue 19): the
     # simulator reports usage with every answer, so no answered attempt lacks it.
     usage = conn.execute(

@@ -30,10 +30,11 @@ SELECT (SELECT count(*) FROM geo.dead_letters d
        (SELECT count(*) FROM geo.samples WHERE submission_state = 'uncertain') AS uncertain;
 
 -- name: reconciliation_differences
--- Runs whose charges and fee statements disagree (pending lines are explained by timing).
+-- Runs whose charges and fee statements disagree beyond what is explained. %(explained)s is
+-- THE predicate, geo_pipeline.domain.billing.EXPLAINED (summary, check and gauge use it too).
 SELECT run_id, currency, sum(difference_minor)::bigint AS difference_minor, count(*) AS lines
 FROM geo.reconciliation_lines
-WHERE classification NOT IN ('pending', 'price_change')  -- explained differences
+WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY run_id, currency
 HAVING sum(difference_minor) <> 0
 ORDER BY run_id, currency

@@ -181,13 +181,13 @@ HAVING count(*) > 1
 ORDER BY 1 LIMIT 1000;
 
 -- name: unexplained_lines
--- Reconciliation lines whose difference nobody has explained: anything but matched or pending.
+-- Reconciliation lines whose difference nobody has explained. %(explained)s is THE predicate,
+-- geo_pipeline.domain.billing.EXPLAINED (the summary, the gauge and the alert use it too).
 SELECT upstream_id, sample_id, platform, classification, ours_minor, theirs_minor,
        difference_minor, currency
 FROM geo.reconciliation_lines
 WHERE run_id = %(run_id)s
-  -- explained: by timing, by a price change since the quote, by the vendor's day total
-  AND classification NOT IN ('matched', 'pending', 'price_change', 'in_day_total')
+  AND NOT (classification = ANY(%(explained)s::text[]))
 ORDER BY upstream_id LIMIT 1000;
 
 -- name: recent_runs

@@ -232,11 +232,11 @@ WHERE NOT EXISTS (SELECT 1 FROM geo.samples s WHERE s.sample_id = d.sample_id
 GROUP BY 1;
 
 -- name: reconciliation_difference
--- R26: unexplained difference between our charges and the fee statements, per currency
--- (pending lines are explained by timing and left out).
+-- R26: unexplained difference between our charges and the fee statements, per currency, over
+-- every run. %(explained)s is THE predicate, geo_pipeline.domain.billing.EXPLAINED.
 SELECT currency, coalesce(sum(difference_minor), 0)::bigint AS difference_minor
 FROM geo.reconciliation_lines
-WHERE classification NOT IN ('pending', 'price_change')  -- explained differences
+WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY currency;
 
 -- name: report_brand_trends
