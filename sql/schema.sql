@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0022_attempt_usage, 18 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0030_one_truth, 19 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -835,61 +835,6 @@ CREATE TABLE analytics.channel_brand_metrics (
 );
 
 ALTER TABLE analytics.channel_brand_metrics OWNER TO geo_owner;
-
---
--- Name: brand_day_over_day; Type: VIEW; Schema: analytics; Owner: geo_owner
---
-
-CREATE VIEW analytics.brand_day_over_day WITH (security_invoker='true') AS
- SELECT w.monitor_id,
-    w.channel,
-    w.brand,
-    w.is_target,
-    w.scheduled_for,
-    w.run_id,
-    w.n,
-    w.mentions,
-    w.mention_rate,
-    w.prev_scheduled_for,
-    w.prev_run_id,
-    w.prev_n,
-    w.prev_mentions,
-    w.prev_mention_rate,
-    (w.mention_rate - w.prev_mention_rate) AS rate_change,
-    analytics.two_proportion_z((w.prev_mentions)::bigint, (w.prev_n)::bigint, (w.mentions)::bigint, (w.n)::bigint) AS z,
-    COALESCE((abs(analytics.two_proportion_z((w.prev_mentions)::bigint, (w.prev_n)::bigint, (w.mentions)::bigint, (w.n)::bigint)) >= (1.959963984540054)::double precision), false) AS significant
-   FROM ( SELECT m.run_id,
-            m.tenant_id,
-            m.monitor_id,
-            m.scheduled_for,
-            m.channel,
-            m.platform,
-            m.brand,
-            m.is_target,
-            m.samples,
-            m.valid_samples,
-            m.invalid_samples,
-            m.analysing_samples,
-            m.review_samples,
-            m.n,
-            m.mentions,
-            m.mention_rate,
-            m.mention_rate_lower,
-            m.mention_rate_upper,
-            m.avg_rank,
-            m.domain_cited,
-            m.citation_rate,
-            m.refreshed_at,
-            lag(m.scheduled_for) OVER win AS prev_scheduled_for,
-            lag(m.run_id) OVER win AS prev_run_id,
-            lag(m.n) OVER win AS prev_n,
-            lag(m.mentions) OVER win AS prev_mentions,
-            lag(m.mention_rate) OVER win AS prev_mention_rate
-           FROM analytics.channel_brand_metrics m
-          WHERE ((m.monitor_id IS NOT NULL) AND (m.scheduled_for IS NOT NULL))
-          WINDOW win AS (PARTITION BY m.monitor_id, m.channel, m.brand ORDER BY m.scheduled_for)) w;
-
-ALTER TABLE analytics.brand_day_over_day OWNER TO geo_owner;
 
 --
 -- Name: brand_trends; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -3600,13 +3545,6 @@ GRANT UPDATE(citation_rate_lower) ON TABLE analytics.channel_brand_metrics TO ge
 --
 
 GRANT UPDATE(citation_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
-
---
--- Name: TABLE brand_day_over_day; Type: ACL; Schema: analytics; Owner: geo_owner
---
-
-GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_service;
-GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_analyst;
 
 --
 -- Name: TABLE brand_trends; Type: ACL; Schema: analytics; Owner: geo_owner

@@ -95,9 +95,14 @@ def test_channel_metrics_carry_clustered_intervals_and_effective_n(db, monitored
         # The old columns are unchanged: Wilson on the raw n, never wider than the new ones.
         lo, hi = wilson_interval(r["mentions"], r["n"])  # type: ignore[misc]
         assert r["mention_rate_lower"] == pytest.approx(lo, abs=1e-12)
-        assert r["mention_rate_cluster_lower"] <= lo + 1e-12 and r["mention_rate_cluster_upper"] >= hi - 1e-12
+        assert (
+            r["mention_rate_cluster_lower"] <= lo + 1e-12
+            and r["mention_rate_cluster_upper"] >= hi - 1e-12
+        )
         assert r["citation_rate_lower"] == pytest.approx(0.0, abs=1e-12)
-    bm = db.execute("SELECT n, n_effective FROM analytics.brand_metrics WHERE monitor_id = 'm-h'").fetchall()
+    bm = db.execute(
+        "SELECT n, n_effective FROM analytics.brand_metrics WHERE monitor_id = 'm-h'"
+    ).fetchall()
     assert bm and all(r["n_effective"] == r["n"] for r in bm)
     sov = db.execute(
         "SELECT * FROM analytics.share_of_voice WHERE run_id = 'r-h-20261101' AND brand = %s",
@@ -106,7 +111,9 @@ def test_channel_metrics_carry_clustered_intervals_and_effective_n(db, monitored
     # Every answer names exactly one of Luckin / Starbucks: the share's denominator is 4 a question.
     c = clustered_rate([(h, 4) for h in DAYS[date(2026, 11, 1)]])
     assert sov["questions"] == 3 and sov["share_n_effective"] == pytest.approx(c.n_effective)
-    assert (sov["share_of_answers_lower"], sov["share_of_answers_upper"]) == pytest.approx((c.lower, c.upper))
+    assert (sov["share_of_answers_lower"], sov["share_of_answers_upper"]) == pytest.approx(
+        (c.lower, c.upper)
+    )
 
 
 def test_brand_changes_are_clustered_tests_with_bh_across_the_family(db, monitored):
@@ -132,8 +139,16 @@ def test_brand_changes_are_clustered_tests_with_bh_across_the_family(db, monitor
             e = expected[r["brand"]]
             assert e is not None and r["df"] == e.df and r["prev_from"] == prev
             assert r["z"] == pytest.approx(e.z, abs=1e-12) if e.z is not None else r["z"] is None
-            assert r["p_value"] == pytest.approx(e.p_value, abs=1e-12) if e.p_value else r["p_value"] is None
-            assert r["q_value"] == pytest.approx(q, abs=1e-12) if q is not None else r["q_value"] is None
+            assert (
+                r["p_value"] == pytest.approx(e.p_value, abs=1e-12)
+                if e.p_value
+                else r["p_value"] is None
+            )
+            assert (
+                r["q_value"] == pytest.approx(q, abs=1e-12)
+                if q is not None
+                else r["q_value"] is None
+            )
             assert r["family_size"] == sum(1 for v in qvals if v is not None)
             assert r["fdr_q"] == 0.05 and str(day) in r["family"] and "day_over_day" in r["family"]
             assert r["flagged"] == (q is not None and q <= 0.05)
@@ -155,7 +170,9 @@ def test_brand_trends_days_and_rolling_windows(db, monitored):
         c = clustered_rate([(h, 4) for h in DAYS[day]])
         assert (r["n"], r["mentions"], r["questions"]) == (12, c.successes, 3)
         assert r["run_ids"] == [f"r-h-{day:%Y%m%d}"]
-        assert (r["mention_rate_lower"], r["mention_rate_upper"]) == pytest.approx((c.lower, c.upper), abs=1e-12)
+        assert (r["mention_rate_lower"], r["mention_rate_upper"]) == pytest.approx(
+            (c.lower, c.upper), abs=1e-12
+        )
         window = sorted(DAYS)[: i + 1]
         w = clustered_rate([(sum(DAYS[d][q] for d in window), 4 * len(window)) for q in range(3)])
         assert (r["n_7d"], r["mentions_7d"]) == (w.n, w.successes)
