@@ -12,10 +12,10 @@ import click
 
 from geo_pipeline.analysis import analyse_run
 from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
-from geo_pipeline.billing import ledger, prices
+from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.config import load_config_file
+from geo_pipeline.domain.config import load_config_file, normalise_and_validate
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
 from geo_pipeline.domain.planner import ChannelPlan, Prior
@@ -23,7 +23,7 @@ from geo_pipeline.flows.create_run import (
     PlanChecksFailed,
     create_run,
     dispatch_checked,
-    plan_run,
+    quoted_plan,
 )
 from geo_pipeline.flows.settle import describe, settle_run
 from geo_pipeline.store import db as dbmod
@@ -32,13 +32,10 @@ from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
 
 
-def plan_from_file(path: Path, run_id: str | None, conn: Conn | None = None) -> Plan:
-    """The plan and quote of a config file; with a database, quoted at the price versions in
-    effect now (imported with `prices import`), which the quote snapshot then freezes."""
-    caps = load_registry().capabilities()
-    if conn is not None:
-        caps = prices.effective_capabilities(conn, caps)
-    return plan_run(load_config_file(path), caps, run_id)
+def plan_from_file(path: Path, run_id: str | None, conn: Conn) -> Plan:
+    """The plan and quote of a config file, through the one quote path (``quoted_plan``: the
+    price versions in effect now, which `runs create`'s quote snapshot then freezes)."""
+    return quoted_plan(conn, load_config_file(path), load_registry().capabilities(), run_id)
 
 
 @click.group("runs")
@@ -69,10 +66,18 @@ def plan_cmd(
     config: Path, run_id: str | None, target_half_width: float, monitor: str | None, as_json: bool
 ) -> None:
     """Validate CONFIG and show the plan, the quote and what its sample buys: the expected 95 %
-    half-width of each channel's mention rate and the repeats a target needs. Writes nothing."""
-    plan = plan_from_file(config, run_id)
+    half-width of each channel's mention rate and the repeats a target needs. Quoted at the
+    price versions in effect in the database, as `runs create` will freeze them. Writes
+    nothing; without --run-id it names no run id (`runs create` assigns one)."""
+    raw = load_config_file(config)
+    normalise_and_validate(raw, load_registry().capabilities())  # every mistake, before any I/O
+    with dbmod.connect() as conn:
+        plan = quoted_plan(conn, raw, load_registry().capabilities(), run_id)
+        conn.rollback()
     precision = precision_plans(plan, target_half_width, monitor)
     summary = plan.summary()
+    if run_id is None:
+        summary["run_id"] = None  # the placeholder the plan was expanded for is nobody's run
     if as_json:
         emit_json({**summary, "precision": [precision_row(p) for p in precision]})
         return
@@ -93,7 +98,8 @@ def precision_plans(plan: Plan, target: float, monitor: str | None) -> list[Chan
 
 
 def _print_plan(summary: dict) -> None:
-    click.echo(f"run {summary['run_id']} for tenant {summary['tenant']}")
+    rid = summary["run_id"] or "assigned by `geo-pipeline runs create`"
+    click.echo(f"tenant {summary['tenant']}, run id: {rid}")
     click.echo(f"samples: {summary['formula']} (Q x T x R)")
     for dup in summary["duplicates_removed"]:
         click.echo(f"  note: {dup}")
