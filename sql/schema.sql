@@ -816,8 +816,8 @@ CREATE TABLE analytics.channel_brand_metrics (
     n integer NOT NULL,
     mentions integer NOT NULL,
     mention_rate double precision,
-    mention_rate_lower double precision,
-    mention_rate_upper double precision,
+    mention_rate_wilson_lower double precision,
+    mention_rate_wilson_upper double precision,
     avg_rank double precision,
     domain_cited integer NOT NULL,
     citation_rate double precision,
@@ -826,12 +826,18 @@ CREATE TABLE analytics.channel_brand_metrics (
     questions integer,
     design_effect double precision,
     n_effective double precision,
-    mention_rate_cluster_lower double precision,
-    mention_rate_cluster_upper double precision,
+    mention_rate_lower double precision,
+    mention_rate_upper double precision,
     citation_design_effect double precision,
     citation_n_effective double precision,
     citation_rate_lower double precision,
-    citation_rate_upper double precision
+    citation_rate_upper double precision,
+    mention_rate_interval text GENERATED ALWAYS AS (
+CASE
+    WHEN (questions IS NULL) THEN NULL::text
+    WHEN (questions >= 2) THEN (('question-clustered, '::text || questions) || ' questions'::text)
+    ELSE 'Wilson, 1 question'::text
+END) STORED
 );
 
 ALTER TABLE analytics.channel_brand_metrics OWNER TO geo_owner;
@@ -3511,16 +3517,16 @@ GRANT UPDATE(design_effect) ON TABLE analytics.channel_brand_metrics TO geo_serv
 GRANT UPDATE(n_effective) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
--- Name: COLUMN channel_brand_metrics.mention_rate_cluster_lower; Type: ACL; Schema: analytics; Owner: geo_owner
+-- Name: COLUMN channel_brand_metrics.mention_rate_lower; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
-GRANT UPDATE(mention_rate_cluster_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
+GRANT UPDATE(mention_rate_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
--- Name: COLUMN channel_brand_metrics.mention_rate_cluster_upper; Type: ACL; Schema: analytics; Owner: geo_owner
+-- Name: COLUMN channel_brand_metrics.mention_rate_upper; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
-GRANT UPDATE(mention_rate_cluster_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
+GRANT UPDATE(mention_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
 -- Name: COLUMN channel_brand_metrics.citation_design_effect; Type: ACL; Schema: analytics; Owner: geo_owner

@@ -150,8 +150,10 @@ ORDER BY f.sample_id LIMIT 1000;
 -- name: channel_visibility
 -- The analyst table of one (run, channel): one row per tracked brand.
 SELECT brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
-       collecting_samples, review_samples, n, mentions, mention_rate, mention_rate_lower, mention_rate_upper,
-       questions, n_effective, mention_rate_cluster_lower, mention_rate_cluster_upper,
+       collecting_samples, review_samples, n, mentions, mention_rate,
+       -- THE interval (question-clustered where pooled), its method and effective n
+       mention_rate_lower, mention_rate_upper, mention_rate_interval, questions, n_effective,
+       mention_rate_wilson_lower, mention_rate_wilson_upper,
        avg_rank, domain_cited, citation_rate
 FROM analytics.channel_brand_metrics
 WHERE run_id = %(run_id)s AND channel = %(channel)s

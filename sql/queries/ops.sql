@@ -176,16 +176,16 @@ FROM geo.retention_log WHERE run_id = %(run_id)s ORDER BY retention_id;
 SELECT now() AS now;
 
 -- name: report_mention_rates
--- Mention rates per channel and brand from the analyst table (run x channel x brand), with the
--- Wilson 95 percent interval and the sample sizes behind every rate.
+-- Mention rates per channel and brand from the analyst table (run x channel x brand), with THE
+-- 95 percent interval (question-clustered where questions are pooled), its method, effective n
+-- and the sample sizes behind every rate. Every report (terminal, HTML, JSON) reads this.
 SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
        review_samples, n, mentions,
        round(mention_rate::numeric, 3) AS mention_rate,
        round(mention_rate_lower::numeric, 3) AS rate_lower_95,
        round(mention_rate_upper::numeric, 3) AS rate_upper_95,
-       -- Pooled over questions: the interval clustered by question and its effective n.
-       round(mention_rate_cluster_lower::numeric, 3) AS rate_lower_clustered,
-       round(mention_rate_cluster_upper::numeric, 3) AS rate_upper_clustered,
+       mention_rate_interval AS interval_method,
+       questions,
        round(n_effective::numeric, 1) AS n_effective,
        round(avg_rank::numeric, 2) AS avg_rank,
        round(citation_rate::numeric, 3) AS citation_rate

@@ -129,7 +129,9 @@ def test_planted_run_counts_rates_and_wilson_bounds(db, planted):
     ).fetchone()
     assert (ch["samples"], ch["n"], ch["mentions"], ch["invalid_samples"]) == (10, 6, 3, 2)
     lo, hi = wilson_by_hand(3, 6)
-    assert ch["mention_rate_lower"] == pytest.approx(lo, abs=1e-12)
+    assert ch["mention_rate_wilson_lower"] == pytest.approx(lo, abs=1e-12)  # named Wilson
+    assert ch["mention_rate_interval"] == "question-clustered, 2 questions"
+    assert ch["mention_rate_lower"] <= lo + 1e-12  # THE interval: clustered, never narrower
 
 
 def test_share_of_voice_names_its_denominators(db, planted):

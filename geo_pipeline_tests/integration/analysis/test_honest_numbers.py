@@ -90,15 +90,12 @@ def test_channel_metrics_carry_clustered_intervals_and_effective_n(db, monitored
         assert (r["n"], r["questions"]) == (12, 3)
         assert r["design_effect"] == pytest.approx(c.design_effect, abs=1e-12)
         assert r["n_effective"] == pytest.approx(c.n_effective, abs=1e-12)
-        assert r["mention_rate_cluster_lower"] == pytest.approx(c.lower, abs=1e-12)
-        assert r["mention_rate_cluster_upper"] == pytest.approx(c.upper, abs=1e-12)
-        # The old columns are unchanged: Wilson on the raw n, never wider than the new ones.
+        assert r["mention_rate_lower"] == pytest.approx(c.lower, abs=1e-12)
+        assert r["mention_rate_upper"] == pytest.approx(c.upper, abs=1e-12)
+        # Plain Wilson on the raw n, named as such, never wider than the clustered interval.
         lo, hi = wilson_interval(r["mentions"], r["n"])  # type: ignore[misc]
-        assert r["mention_rate_lower"] == pytest.approx(lo, abs=1e-12)
-        assert (
-            r["mention_rate_cluster_lower"] <= lo + 1e-12
-            and r["mention_rate_cluster_upper"] >= hi - 1e-12
-        )
+        assert r["mention_rate_wilson_lower"] == pytest.approx(lo, abs=1e-12)
+        assert r["mention_rate_lower"] <= lo + 1e-12 and r["mention_rate_upper"] >= hi - 1e-12
         assert r["citation_rate_lower"] == pytest.approx(0.0, abs=1e-12)
     bm = db.execute(
         "SELECT n, n_effective FROM analytics.brand_metrics WHERE monitor_id = 'm-h'"
@@ -188,3 +185,50 @@ def test_planning_priors_from_the_monitor_runs(db, monitored):
     assert expected is not None
     assert priors["kimi__web"].rate == pytest.approx(expected.rate)
     assert priors["kimi__web"].icc == pytest.approx(expected.icc)
+
+
+def test_one_mention_rate_interval_under_one_name_everywhere(db, monitored):
+    """Issue #34: ``mention_rate_lower/upper`` means one thing -- the question-clustered 95 %
+    interval wherever questions are pooled (Wilson on one question, where they coincide) -- in
+    analytics.channel_brand_metrics, analytics.brand_trends, the terminal report's query and the
+    Dagster plots; plain Wilson is named as such; each row says its method and effective n."""
+    from geo_pipeline.defs.assets import PLOTTED_RATES, _rate_plots, brand_metadata_keys
+    from geo_pipeline.store.queries import fetch_all
+
+    chan = {
+        (r["scheduled_for"], r["brand"]): r
+        for r in db.execute(
+            "SELECT * FROM analytics.channel_brand_metrics WHERE monitor_id = 'm-h'"
+        ).fetchall()
+    }
+    trends = {
+        (r["scheduled_for"], r["brand"]): r
+        for r in db.execute("SELECT * FROM analytics.brand_trends WHERE monitor_id = 'm-h'")
+    }
+    assert set(chan) == set(trends)
+    for key, c in chan.items():
+        t = trends[key]
+        assert (c["mention_rate_lower"], c["mention_rate_upper"]) == pytest.approx(
+            (t["mention_rate_lower"], t["mention_rate_upper"]), abs=1e-12
+        )
+        assert c["n_effective"] == pytest.approx(t["n_effective"], abs=1e-12)
+        lo, hi = wilson_interval(c["mentions"], c["n"])  # type: ignore[misc]
+        assert (c["mention_rate_wilson_lower"], c["mention_rate_wilson_upper"]) == pytest.approx(
+            (lo, hi), abs=1e-12
+        )
+        assert c["mention_rate_interval"] == "question-clustered, 3 questions"
+    run = "r-h-20261102"
+    report = {r["brand"]: r for r in fetch_all(db, "ops.report_mention_rates", {"run_id": run})}
+    table = fetch_all(db, "dagster.channel_visibility", {"run_id": run, "channel": "kimi__web"})
+    plots = _rate_plots(table)
+    keys = brand_metadata_keys(r["brand"] for r in table)
+    assert "mention_rate_lower" in PLOTTED_RATES
+    for r in table:
+        c = chan[(date(2026, 11, 2), r["brand"])]
+        rep = report[r["brand"]]
+        assert rep["interval_method"] == "question-clustered, 3 questions"
+        assert float(rep["rate_lower_95"]) == round(c["mention_rate_lower"], 3)
+        assert float(rep["rate_upper_95"]) == round(c["mention_rate_upper"], 3)
+        if c["mention_rate"] is not None:
+            got = plots[f"mention_rate_lower/{keys[r['brand']]}"].value
+            assert got == round(c["mention_rate_lower"], 4)
