@@ -258,10 +258,23 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, emb
 
     rates = result["mention_rates"]
     assert {r["channel"] for r in rates} == set(result["channels"])
+    table = {
+        (t["channel"], t["brand"]): t
+        for t in conn.execute(
+            "SELECT channel, brand, mention_rate_lower, mention_rate_upper, mention_rate_interval"
+            " FROM analytics.channel_brand_metrics WHERE run_id = %s",
+            (run_id,),
+        ).fetchall()
+    }
     for r in rates:
         if r["n"]:
+            # One interval (issue #34): the analyst table's, with its method named.
+            t = table[(r["channel"], r["brand"])]
+            assert abs(r["rate_lower_95"] - t["mention_rate_lower"]) < 0.001
+            assert abs(r["rate_upper_95"] - t["mention_rate_upper"]) < 0.001
+            assert r["interval_method"] == t["mention_rate_interval"]
             lo, hi = wilson_interval(r["mentions"], r["n"])
-            assert abs(r["rate_lower_95"] - lo) < 0.001 and abs(r["rate_upper_95"] - hi) < 0.001
+            assert r["rate_lower_95"] <= lo + 0.001 and r["rate_upper_95"] >= hi - 0.001
     html = Path(result["reports"]["html"]).read_text(encoding="utf-8")
     assert run_id in html and "Evidence completeness" in html
     conn.close()
