@@ -932,7 +932,11 @@ CREATE VIEW analytics.brand_trends WITH (security_invoker='true') AS
     analytics.clustered_wilson_lower(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_lower,
     analytics.clustered_wilson_upper(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_upper,
     COALESCE(c.flagged_day_over_day, false) AS flagged_day_over_day,
-    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d
+    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d,
+        CASE
+            WHEN (d.k >= 2) THEN (('question-clustered, '::text || d.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS mention_rate_interval
    FROM (((est d
      JOIN est s ON (((s.monitor_id = d.monitor_id) AND (s.channel = d.channel) AND (s.brand = d.brand) AND (s.scheduled_for = d.scheduled_for) AND (s.window_days = 7))))
      LEFT JOIN runs r ON (((r.monitor_id = d.monitor_id) AND (r.channel = d.channel) AND (r.brand = d.brand) AND (r.scheduled_for = d.scheduled_for))))

@@ -217,6 +217,7 @@ def test_one_mention_rate_interval_under_one_name_everywhere(db, monitored):
             (lo, hi), abs=1e-12
         )
         assert c["mention_rate_interval"] == "question-clustered, 3 questions"
+        assert t["mention_rate_interval"] == c["mention_rate_interval"]  # the same label
     run = "r-h-20261102"
     report = {r["brand"]: r for r in fetch_all(db, "ops.report_mention_rates", {"run_id": run})}
     table = fetch_all(db, "dagster.channel_visibility", {"run_id": run, "channel": "kimi__web"})
