@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0029_accounts, 20 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0030_one_truth, 21 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -871,8 +871,8 @@ CREATE TABLE analytics.channel_brand_metrics (
     n integer NOT NULL,
     mentions integer NOT NULL,
     mention_rate double precision,
-    mention_rate_lower double precision,
-    mention_rate_upper double precision,
+    mention_rate_wilson_lower double precision,
+    mention_rate_wilson_upper double precision,
     avg_rank double precision,
     domain_cited integer NOT NULL,
     citation_rate double precision,
@@ -881,70 +881,21 @@ CREATE TABLE analytics.channel_brand_metrics (
     questions integer,
     design_effect double precision,
     n_effective double precision,
-    mention_rate_cluster_lower double precision,
-    mention_rate_cluster_upper double precision,
+    mention_rate_lower double precision,
+    mention_rate_upper double precision,
     citation_design_effect double precision,
     citation_n_effective double precision,
     citation_rate_lower double precision,
-    citation_rate_upper double precision
+    citation_rate_upper double precision,
+    mention_rate_interval text GENERATED ALWAYS AS (
+CASE
+    WHEN (questions IS NULL) THEN NULL::text
+    WHEN (questions >= 2) THEN (('question-clustered, '::text || questions) || ' questions'::text)
+    ELSE 'Wilson, 1 question'::text
+END) STORED
 );
 
 ALTER TABLE analytics.channel_brand_metrics OWNER TO geo_owner;
-
---
--- Name: brand_day_over_day; Type: VIEW; Schema: analytics; Owner: geo_owner
---
-
-CREATE VIEW analytics.brand_day_over_day WITH (security_invoker='true') AS
- SELECT w.monitor_id,
-    w.channel,
-    w.brand,
-    w.is_target,
-    w.scheduled_for,
-    w.run_id,
-    w.n,
-    w.mentions,
-    w.mention_rate,
-    w.prev_scheduled_for,
-    w.prev_run_id,
-    w.prev_n,
-    w.prev_mentions,
-    w.prev_mention_rate,
-    (w.mention_rate - w.prev_mention_rate) AS rate_change,
-    analytics.two_proportion_z((w.prev_mentions)::bigint, (w.prev_n)::bigint, (w.mentions)::bigint, (w.n)::bigint) AS z,
-    COALESCE((abs(analytics.two_proportion_z((w.prev_mentions)::bigint, (w.prev_n)::bigint, (w.mentions)::bigint, (w.n)::bigint)) >= (1.959963984540054)::double precision), false) AS significant
-   FROM ( SELECT m.run_id,
-            m.tenant_id,
-            m.monitor_id,
-            m.scheduled_for,
-            m.channel,
-            m.platform,
-            m.brand,
-            m.is_target,
-            m.samples,
-            m.valid_samples,
-            m.invalid_samples,
-            m.analysing_samples,
-            m.review_samples,
-            m.n,
-            m.mentions,
-            m.mention_rate,
-            m.mention_rate_lower,
-            m.mention_rate_upper,
-            m.avg_rank,
-            m.domain_cited,
-            m.citation_rate,
-            m.refreshed_at,
-            lag(m.scheduled_for) OVER win AS prev_scheduled_for,
-            lag(m.run_id) OVER win AS prev_run_id,
-            lag(m.n) OVER win AS prev_n,
-            lag(m.mentions) OVER win AS prev_mentions,
-            lag(m.mention_rate) OVER win AS prev_mention_rate
-           FROM analytics.channel_brand_metrics m
-          WHERE ((m.monitor_id IS NOT NULL) AND (m.scheduled_for IS NOT NULL))
-          WINDOW win AS (PARTITION BY m.monitor_id, m.channel, m.brand ORDER BY m.scheduled_for)) w;
-
-ALTER TABLE analytics.brand_day_over_day OWNER TO geo_owner;
 
 --
 -- Name: brand_trends; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -1036,7 +987,11 @@ CREATE VIEW analytics.brand_trends WITH (security_invoker='true') AS
     analytics.clustered_wilson_lower(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_lower,
     analytics.clustered_wilson_upper(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_upper,
     COALESCE(c.flagged_day_over_day, false) AS flagged_day_over_day,
-    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d
+    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d,
+        CASE
+            WHEN (d.k >= 2) THEN (('question-clustered, '::text || d.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS mention_rate_interval
    FROM (((est d
      JOIN est s ON (((s.monitor_id = d.monitor_id) AND (s.channel = d.channel) AND (s.brand = d.brand) AND (s.scheduled_for = d.scheduled_for) AND (s.window_days = 7))))
      LEFT JOIN runs r ON (((r.monitor_id = d.monitor_id) AND (r.channel = d.channel) AND (r.brand = d.brand) AND (r.scheduled_for = d.scheduled_for))))
@@ -3668,16 +3623,16 @@ GRANT UPDATE(design_effect) ON TABLE analytics.channel_brand_metrics TO geo_serv
 GRANT UPDATE(n_effective) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
--- Name: COLUMN channel_brand_metrics.mention_rate_cluster_lower; Type: ACL; Schema: analytics; Owner: geo_owner
+-- Name: COLUMN channel_brand_metrics.mention_rate_lower; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
-GRANT UPDATE(mention_rate_cluster_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
+GRANT UPDATE(mention_rate_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
--- Name: COLUMN channel_brand_metrics.mention_rate_cluster_upper; Type: ACL; Schema: analytics; Owner: geo_owner
+-- Name: COLUMN channel_brand_metrics.mention_rate_upper; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
-GRANT UPDATE(mention_rate_cluster_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
+GRANT UPDATE(mention_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
 -- Name: COLUMN channel_brand_metrics.citation_design_effect; Type: ACL; Schema: analytics; Owner: geo_owner
@@ -3702,13 +3657,6 @@ GRANT UPDATE(citation_rate_lower) ON TABLE analytics.channel_brand_metrics TO ge
 --
 
 GRANT UPDATE(citation_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
-
---
--- Name: TABLE brand_day_over_day; Type: ACL; Schema: analytics; Owner: geo_owner
---
-
-GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_service;
-GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_analyst;
 
 --
 -- Name: TABLE brand_trends; Type: ACL; Schema: analytics; Owner: geo_owner

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any
 
-from geo_pipeline.billing import ledger
+from geo_pipeline.billing import ledger, prices
 from geo_pipeline.domain.config import NormalisedConfig, normalise_and_validate
 from geo_pipeline.domain.plan import Plan, plan_for, sample_id_for
 from geo_pipeline.domain.platforms import Capabilities
@@ -234,6 +234,25 @@ def plan_run(raw: Any, caps: Mapping[str, Capabilities], run_id: str | None = No
     ``run_id`` (default: a new one); raises ConfigError with every problem, or QuoteError."""
     config = normalise_and_validate(raw, caps)
     return plan_for(config, caps, run_id or new_run_id())
+
+
+def quoted_plan(
+    conn: Conn, raw: Any, caps: Mapping[str, Capabilities], run_id: str | None = None
+) -> Plan:
+    """THE quote path (issue #34): validate, quote and expand a config at the price versions in
+    effect now in the database (imported with `prices import`, else the registry's), for
+    ``run_id`` (default: a new one). `runs plan`, `runs create`, the launchpad's planner and
+    create jobs, the monitor schedule and the demo all quote here, so what a plan shows is what
+    the quote snapshot of ``create_run`` freezes. Reads only."""
+    effective = prices.effective_capabilities(conn, caps)
+    return quoted_plan_for(conn, normalise_and_validate(raw, effective), effective, run_id)
+
+
+def quoted_plan_for(
+    conn: Conn, config: NormalisedConfig, caps: Mapping[str, Capabilities], run_id: str | None
+) -> Plan:
+    """``quoted_plan`` of a config already normalised (the monitor schedule's)."""
+    return plan_for(config, prices.effective_capabilities(conn, caps), run_id or new_run_id())
 
 
 def create_run(

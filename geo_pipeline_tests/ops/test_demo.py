@@ -23,6 +23,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import dict_row
 
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.domain.stats import wilson_interval
 from geo_pipeline_tests.processes import streams
 
@@ -237,11 +238,11 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(
     assert money["charged_minor"] <= quoted  # the quote is an upper bound (R4)
     assert money["released_minor"] == ledger.get("release", 0) == quoted - money["charged_minor"]
     diff = conn.execute(
-        "SELECT coalesce(sum(difference_minor), 0) AS d, count(*) AS n "
-        "FROM geo.reconciliation_lines WHERE run_id = %s",
-        (run_id,),
+        "SELECT coalesce(sum(difference_minor) FILTER (WHERE NOT classification = ANY(%s)), 0)"
+        " AS d, count(*) AS n FROM geo.reconciliation_lines WHERE run_id = %s",
+        (list(EXPLAINED), run_id),
     ).fetchone()
-    assert money["reconciliation_difference_minor"] == diff["d"] and diff["n"] > 0
+    assert money["reconciliation_unexplained_minor"] == diff["d"] and diff["n"] > 0
     # The worker carried each answer's request-level usage into its attempt row (issue 19): the
     # simulator reports usage with every answer, so no answered attempt lacks it.
     usage = conn.execute(
@@ -256,10 +257,23 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(
 
     rates = result["mention_rates"]
     assert {r["channel"] for r in rates} == set(result["channels"])
+    table = {
+        (t["channel"], t["brand"]): t
+        for t in conn.execute(
+            "SELECT channel, brand, mention_rate_lower, mention_rate_upper, mention_rate_interval"
+            " FROM analytics.channel_brand_metrics WHERE run_id = %s",
+            (run_id,),
+        ).fetchall()
+    }
     for r in rates:
         if r["n"]:
+            # One interval (issue #34): the analyst table's, with its method named.
+            t = table[(r["channel"], r["brand"])]
+            assert abs(r["rate_lower_95"] - t["mention_rate_lower"]) < 0.001
+            assert abs(r["rate_upper_95"] - t["mention_rate_upper"]) < 0.001
+            assert r["interval_method"] == t["mention_rate_interval"]
             lo, hi = wilson_interval(r["mentions"], r["n"])
-            assert abs(r["rate_lower_95"] - lo) < 0.001 and abs(r["rate_upper_95"] - hi) < 0.001
+            assert r["rate_lower_95"] <= lo + 0.001 and r["rate_upper_95"] >= hi - 0.001
     html = Path(result["reports"]["html"]).read_text(encoding="utf-8")
     assert run_id in html and "Evidence completeness" in html
     conn.close()

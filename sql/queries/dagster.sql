@@ -166,8 +166,10 @@ ORDER BY f.sample_id LIMIT 1000;
 -- name: channel_visibility
 -- The analyst table of one (run, channel): one row per tracked brand.
 SELECT brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
-       collecting_samples, review_samples, n, mentions, mention_rate, mention_rate_lower, mention_rate_upper,
-       questions, n_effective, mention_rate_cluster_lower, mention_rate_cluster_upper,
+       collecting_samples, review_samples, n, mentions, mention_rate,
+       -- THE interval (question-clustered where pooled), its method and effective n
+       mention_rate_lower, mention_rate_upper, mention_rate_interval, questions, n_effective,
+       mention_rate_wilson_lower, mention_rate_wilson_upper,
        avg_rank, domain_cited, citation_rate
 FROM analytics.channel_brand_metrics
 WHERE run_id = %(run_id)s AND channel = %(channel)s
@@ -197,13 +199,13 @@ HAVING count(*) > 1
 ORDER BY 1 LIMIT 1000;
 
 -- name: unexplained_lines
--- Reconciliation lines whose difference nobody has explained: anything but matched or pending.
+-- Reconciliation lines whose difference nobody has explained. %(explained)s is THE predicate,
+-- geo_pipeline.domain.billing.EXPLAINED (the summary, the gauge and the alert use it too).
 SELECT upstream_id, sample_id, platform, classification, ours_minor, theirs_minor,
        difference_minor, currency
 FROM geo.reconciliation_lines
 WHERE run_id = %(run_id)s
-  -- explained: by timing, by a price change since the quote, by the vendor's day total
-  AND classification NOT IN ('matched', 'pending', 'price_change', 'in_day_total')
+  AND NOT (classification = ANY(%(explained)s::text[]))
 ORDER BY upstream_id LIMIT 1000;
 
 -- name: recent_runs
