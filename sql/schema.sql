@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0030_one_truth, 21 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0031_analyst_limits, 22 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file

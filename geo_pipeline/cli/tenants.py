@@ -7,11 +7,13 @@ analyst's own tenant only: the database, not this tool, decides what a login see
 
 from __future__ import annotations
 
+import time
+
 import click
 
 from geo_pipeline.cli.output import emit_json, emit_table
+from geo_pipeline.store import analyst_guard, tenancy
 from geo_pipeline.store import db as dbmod
-from geo_pipeline.store import tenancy
 
 
 @click.group("tenants")
@@ -61,9 +63,14 @@ def list_cmd(as_json: bool) -> None:
 
 @tenants_group.command("grant-analyst")
 @click.argument("tenant")
-@click.option("--login", required=True, help="The new login's name (lower case, digits, '_').")
+@click.option(
+    "--login",
+    default=None,
+    help="The new login's name (lower case, digits, '_'; must not name the tenant). "
+    "Default: an opaque generated name.",
+)
 @click.option("--rotate", is_flag=True, help="Give an existing login of TENANT a new password.")
-def grant_cmd(tenant: str, login: str, rotate: bool) -> None:
+def grant_cmd(tenant: str, login: str | None, rotate: bool) -> None:
     """Create an analyst login that reads TENANT's rows only; prints its connection string once.
 
     The password is generated, shown here and nowhere else; PostgreSQL keeps only its SCRAM
@@ -90,6 +97,36 @@ def revoke_cmd(tenant: str, login: str) -> None:
         except tenancy.TenancyError as exc:
             raise _fail(exc) from exc
     click.echo(f"revoked {login} (tenant {tenant}); open sessions ended: {ended}")
+
+
+@tenants_group.command("guard-analysts")
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0.5, max=3600.0),
+    default=None,
+    help="Run a pass every this many seconds until stopped (default: one pass). A statement "
+    "runs at most the limit plus this interval.",
+)
+def guard_cmd(every: float | None) -> None:
+    """Hold analyst logins to their limits: cancel statements past the limit, end transactions
+    left open past it, undo role defaults a login set for itself, refuse temp tables.
+
+    Run as the administrator (CREATEROLE and pg_signal_backend, or a superuser), next to the
+    service; PostgreSQL lets every login change its own timeout, so this is what enforces it.
+    """
+    with dbmod.connect() as conn:
+        while True:
+            report = analyst_guard.enforce(conn)
+            conn.commit()
+            for login, pid in report.cancelled:
+                click.echo(f"cancelled a statement of {login} (pid {pid}) past the limit")
+            for login, pid in report.terminated:
+                click.echo(f"ended {login}'s session (pid {pid}): transaction open past the limit")
+            for login in report.settings_restored:
+                click.echo(f"restored the operator's role defaults of {login}")
+            if every is None:
+                return
+            time.sleep(every)
 
 
 @tenants_group.command("analysts")

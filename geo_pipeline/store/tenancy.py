@@ -32,8 +32,17 @@ _LOGIN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _RESERVED = {OWNER_ROLE, SERVICE_ROLE, ANALYST_GROUP, "postgres", "public"}
 _TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
 # Sessions of an analyst login: read-only, and a runaway query stops instead of holding the
-# database (analysts share it with the workers).
-ANALYST_SETTINGS = {"default_transaction_read_only": "on", "statement_timeout": "300s"}
+# database (analysts share it with the workers). The first two are only defaults (any role may
+# change them for itself); what holds is the analyst guard (store/analyst_guard.py), which cancels
+# statements past ANALYST_STATEMENT_SECONDS and puts these defaults back. temp_file_limit is a
+# superuser setting: the login can neither raise nor reset it.
+ANALYST_STATEMENT_SECONDS = 300
+ANALYST_SETTINGS = {
+    "default_transaction_read_only": "on",
+    "statement_timeout": f"{ANALYST_STATEMENT_SECONDS}s",
+    "idle_in_transaction_session_timeout": f"{ANALYST_STATEMENT_SECONDS}s",
+    "temp_file_limit": "1GB",
+}
 ANALYST_CONNECTION_LIMIT = 10
 
 
@@ -131,10 +140,38 @@ def _as_admin(conn: Conn) -> Iterator[None]:
         ) from exc
 
 
-def grant_analyst(conn: Conn, tenant_id: str, login: str, *, rotate: bool = False) -> AnalystGrant:
-    """Create the login ``login`` bound to ``tenant_id`` with a new password (or, with
-    ``rotate``, give an existing login of this tenant a new password). Commits."""
+def opaque_login() -> str:
+    """A login name that says nothing of its tenant: every role name of the server is visible to
+    every login (pg_roles, pg_auth_members), so a name like ``ana_acme`` would tell the other
+    tenants' analysts who else is a customer. The binding lives in geo.analyst_logins, whose
+    policy shows a login its own row only."""
+    return "ana_" + secrets.token_hex(6)
+
+
+def check_login_reveals_nothing(login: str, tenant_id: str) -> None:
+    parts = {tenant_id.replace("-", "_"), *re.split(r"[-_]", tenant_id)}
+    named = sorted(p for p in parts if len(p) >= 3 and p in login)
+    if named:
+        raise TenancyError(
+            f"login name {login!r} names the tenant ({', '.join(named)}): every login can list "
+            "every role name of the server, so it would tell other tenants' analysts that "
+            f"{tenant_id!r} is a customer; leave out --login to get an opaque name"
+        )
+
+
+def grant_analyst(
+    conn: Conn, tenant_id: str, login: str | None = None, *, rotate: bool = False
+) -> AnalystGrant:
+    """Create the login ``login`` (default: an opaque generated name) bound to ``tenant_id`` with
+    a new password (or, with ``rotate``, give an existing login of this tenant a new password).
+    Commits."""
+    if login is None:
+        if rotate:
+            raise TenancyError("--rotate needs --login: the login whose password to replace")
+        login = opaque_login()
     check_login_name(login)
+    if not rotate:
+        check_login_reveals_nothing(login, tenant_id)
     with _as_admin(conn), conn.transaction():
         _require_tenant(conn, tenant_id)
         facts = conn.execute(Q("tenancy.role_facts"), {"login": login}).fetchone()
@@ -178,6 +215,8 @@ def grant_analyst(conn: Conn, tenant_id: str, login: str, *, rotate: bool = Fals
                     ),
                 )
             conn.execute(Q("tenancy.bind_login"), {"login": login, "tenant_id": tenant_id})
+            # No temp tables for analysts (a database privilege: PUBLIC has it by default).
+            conn.execute(Q("tenancy.guard_refuse_temp"))
         where = conn.execute(Q("tenancy.connection_facts")).fetchone()
     assert where is not None
     return AnalystGrant(

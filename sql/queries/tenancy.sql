@@ -64,3 +64,43 @@ RETURNING tenant_id;
 SELECT tenant_id, platform, submits_per_second, burst FROM geo.tenant_platform_limits
 WHERE platform = ANY(%(platforms)s::text[])
 ORDER BY tenant_id, platform;
+
+-- name: guard_refuse_temp
+-- Temp tables are disk any session could fill: TEMPORARY is taken from PUBLIC (so from every
+-- analyst) and kept for the pipeline's own roles. A database privilege, so run per database,
+-- whenever the guard runs (a restore or a copy of the database brings PUBLIC's default back).
+DO $$
+BEGIN
+  EXECUTE format('REVOKE TEMPORARY ON DATABASE %I FROM PUBLIC', current_database());
+  EXECUTE format('GRANT TEMPORARY ON DATABASE %I TO geo_owner, geo_service', current_database());
+END $$;
+
+-- name: guard_role_settings
+-- Every analyst login bound here with its role defaults, global and for this database: a login
+-- may ALTER ROLE itself (PostgreSQL allows any role to set its own defaults).
+SELECT l.login,
+       coalesce((SELECT s.setconfig FROM pg_db_role_setting s
+                 WHERE s.setrole = r.oid AND s.setdatabase = 0), '{}') AS global_settings,
+       coalesce((SELECT s.setconfig FROM pg_db_role_setting s JOIN pg_database d ON d.oid = s.setdatabase
+                 WHERE s.setrole = r.oid AND d.datname = current_database()), '{}') AS local_settings
+FROM geo.analyst_logins l JOIN pg_roles r ON r.rolname = l.login
+ORDER BY l.login;
+
+-- name: guard_cancel_overrunning
+-- Analyst statements of this database running longer than the limit: cancelled (the session
+-- stays). The login may have set its own statement_timeout to 0; this does not ask it.
+SELECT a.usename AS login, a.pid, pg_cancel_backend(a.pid) AS signalled
+FROM pg_stat_activity a JOIN geo.analyst_logins l ON l.login = a.usename
+WHERE a.datname = current_database() AND a.state = 'active'
+  AND a.query_start < clock_timestamp() - make_interval(secs => %(limit_seconds)s)
+ORDER BY a.pid;
+
+-- name: guard_end_idle_transactions
+-- Analyst transactions left open (idle) longer than the limit hold locks and a snapshot that
+-- keeps VACUUM from cleaning up: the session is ended.
+SELECT a.usename AS login, a.pid, pg_terminate_backend(a.pid) AS signalled
+FROM pg_stat_activity a JOIN geo.analyst_logins l ON l.login = a.usename
+WHERE a.datname = current_database()
+  AND a.state IN ('idle in transaction', 'idle in transaction (aborted)')
+  AND a.state_change < clock_timestamp() - make_interval(secs => %(limit_seconds)s)
+ORDER BY a.pid;

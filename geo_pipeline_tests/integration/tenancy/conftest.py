@@ -42,7 +42,8 @@ def world(
     url = create_database(pg_admin_url, name, template=pg_template)
     suffix = uuid.uuid4().hex[:8]
     a, b = f"brand-a-{suffix}", f"brand-b-{suffix}"
-    a_login, b_login = f"analyst_a_{suffix}", f"analyst_b_{suffix}"
+    # Login names must not name the tenant (issue 35): their own random part.
+    a_login, b_login = (f"analyst_{k}_{uuid.uuid4().hex[:8]}" for k in "ab")
     ns = f"geo-test-{suffix}"
     archive = tmp_path_factory.mktemp("tenancy-evidence")
     try:
