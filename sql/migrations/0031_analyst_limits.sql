@@ -11,16 +11,40 @@
 REVOKE EXECUTE ON FUNCTION pg_catalog.lo_create(oid), pg_catalog.lo_creat(integer),
   pg_catalog.lo_from_bytea(oid, bytea) FROM PUBLIC;
 
--- REVOKE by a role that does not own the functions only warns; refuse to continue silently.
+-- Other sessions are not an analyst's business (issue 35): every role may read, of every session
+-- of the server, its user name, application name and database (pg_stat_activity hides only the
+-- query and times), and every lock (pg_locks), including the service's per-tenant advisory locks
+-- (hashtext('geo.billing.tenant:' || tenant) -- a key anyone can compute for a guessed tenant).
+-- Taken from PUBLIC here: the views, the functions under them, and the per-database activity
+-- counters. Kept for superusers and pg_read_all_stats (monitoring; the analyst guard's login).
+-- Nothing of the pipeline reads these as geo_service.
+REVOKE SELECT ON pg_catalog.pg_stat_activity, pg_catalog.pg_locks FROM PUBLIC;
+GRANT SELECT ON pg_catalog.pg_stat_activity, pg_catalog.pg_locks TO pg_read_all_stats;
+DO $$
+DECLARE
+  f record;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure AS name FROM pg_proc p
+            WHERE p.pronamespace = 'pg_catalog'::regnamespace
+              AND (p.proname IN ('pg_stat_get_activity', 'pg_lock_status', 'pg_blocking_pids',
+                                 'pg_safe_snapshot_blocking_pids', 'pg_stat_get_progress_info')
+                   OR p.proname LIKE 'pg\_stat\_get\_backend\_%'
+                   OR p.proname LIKE 'pg\_stat\_get\_db\_%') LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO pg_read_all_stats', f.name);
+  END LOOP;
+END $$;
+
+-- REVOKE by a role that does not own the objects (they belong to the bootstrap superuser) only
+-- warns; refuse to continue silently.
 DO $$
 BEGIN
-  IF EXISTS (SELECT 1 FROM pg_proc p, aclexplode(coalesce(p.proacl, acldefault('f', p.proowner))) a
-              WHERE p.oid IN ('pg_catalog.lo_create(oid)'::regprocedure,
-                              'pg_catalog.lo_creat(integer)'::regprocedure,
-                              'pg_catalog.lo_from_bytea(oid, bytea)'::regprocedure)
-                AND a.grantee = 0 AND a.privilege_type = 'EXECUTE') THEN
-    RAISE EXCEPTION 'large-object creation is still granted to PUBLIC; a superuser must run '
-                    'this migration (REVOKE EXECUTE ON FUNCTION lo_create(oid), lo_creat(integer), '
-                    'lo_from_bytea(oid, bytea) FROM PUBLIC)';
+  IF has_function_privilege('public', 'pg_catalog.lo_create(oid)', 'EXECUTE')
+     OR has_function_privilege('public', 'pg_catalog.lo_from_bytea(oid, bytea)', 'EXECUTE')
+     OR has_table_privilege('public', 'pg_catalog.pg_stat_activity', 'SELECT')
+     OR has_function_privilege('public', 'pg_catalog.pg_stat_get_activity(integer)', 'EXECUTE') THEN
+    RAISE EXCEPTION 'migration 0031 needs a superuser: large-object creation and other sessions'' '
+                    'activity are still granted to PUBLIC (run it as postgres, then go on as '
+                    'geo_migrator)';
   END IF;
 END $$;

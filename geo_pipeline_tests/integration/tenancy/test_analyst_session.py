@@ -272,3 +272,60 @@ def test_the_guard_command_restores_a_login_and_says_so(
     assert f"restored the operator's role defaults of {pair.a_login}" in capsys.readouterr().out
     assert main(["tenants", "guard-analysts"]) == 0
     assert capsys.readouterr().out == ""
+
+
+# ------------------------------------------------------------------ side channels
+def _probe(url: str) -> dict[str, Any]:
+    """What tenant B's analyst can learn about the sessions and locks of its own database: each
+    probe's rows, or the class of the error refusing it."""
+    probes = {
+        "sessions": "SELECT usename, application_name FROM pg_stat_activity "
+        "WHERE datname = current_database() AND usename <> current_user ORDER BY 1, 2",
+        "backends": "SELECT pg_stat_get_backend_userid(b)::regrole::text AS who "
+        "FROM pg_stat_get_backend_idset() b WHERE pg_stat_get_backend_userid(b) <> "
+        "current_user::regrole ORDER BY 1",
+        # the service's per-tenant advisory locks (billing: hashtext of the tenant id)
+        "locks": "SELECT locktype, objid FROM pg_locks WHERE database = "
+        "(SELECT oid FROM pg_database WHERE datname = current_database()) "
+        "AND locktype = 'advisory' ORDER BY 2",
+    }
+    seen: dict[str, Any] = {}
+    with _connect(url) as conn:
+        for name, query in probes.items():
+            try:
+                seen[name] = conn.execute(query).fetchall()
+            except psycopg.Error as exc:
+                seen[name] = type(exc).__name__
+    return seen
+
+
+def test_another_tenants_sessions_and_locks_are_not_visible(pair: Pair):
+    without = _probe(pair.b_url)
+    ready = threading.Event()
+    done = threading.Event()
+
+    def tenant_a_busy() -> None:
+        with (
+            _connect(pair.a_url, application_name=f"{pair.a}-dashboard") as analyst,
+            _connect(pair.admin_url) as service,
+        ):
+            service.execute("BEGIN")
+            service.execute("SET LOCAL ROLE geo_service")
+            service.execute(
+                "SELECT pg_advisory_xact_lock(hashtext('geo.billing.tenant:' || %s))", (pair.a,)
+            )
+            analyst.execute("SELECT 1")  # connected and idle, under its application name
+            ready.set()
+            done.wait(timeout=300)
+            service.execute("ROLLBACK")
+
+    t = threading.Thread(target=tenant_a_busy, daemon=True)
+    t.start()
+    try:
+        assert ready.wait(timeout=300)
+        with_a = _probe(pair.b_url)
+    finally:
+        done.set()
+        t.join(timeout=300)
+    assert with_a == without, f"B's analyst sees A: {with_a} (without A: {without})"
+    assert set(with_a.values()) == {"InsufficientPrivilege"}, with_a
