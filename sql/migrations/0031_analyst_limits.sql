@@ -35,6 +35,23 @@ BEGIN
   END LOOP;
 END $$;
 
+-- Advisory locks are how the service serialises work per run, per sample and per tenant's
+-- billing (keys: hashtext of 'geo.run:' / 'geo.evidence:' / 'geo.billing.tenant:' and the id).
+-- Any role may take them, and a session-level lock held by an idle session lasts until it ends:
+-- an analyst could stop another tenant's billing for good with a guessed tenant id. Taken from
+-- PUBLIC, given to the pipeline's roles.
+DO $$
+DECLARE
+  f record;
+BEGIN
+  FOR f IN SELECT p.oid::regprocedure AS name FROM pg_proc p
+            WHERE p.pronamespace = 'pg_catalog'::regnamespace
+              AND p.proname LIKE 'pg\_%advisory%' LOOP
+    EXECUTE format('REVOKE EXECUTE ON FUNCTION %s FROM PUBLIC', f.name);
+    EXECUTE format('GRANT EXECUTE ON FUNCTION %s TO geo_owner, geo_service', f.name);
+  END LOOP;
+END $$;
+
 -- REVOKE by a role that does not own the objects (they belong to the bootstrap superuser) only
 -- warns; refuse to continue silently.
 DO $$
@@ -42,9 +59,10 @@ BEGIN
   IF has_function_privilege('public', 'pg_catalog.lo_create(oid)', 'EXECUTE')
      OR has_function_privilege('public', 'pg_catalog.lo_from_bytea(oid, bytea)', 'EXECUTE')
      OR has_table_privilege('public', 'pg_catalog.pg_stat_activity', 'SELECT')
-     OR has_function_privilege('public', 'pg_catalog.pg_stat_get_activity(integer)', 'EXECUTE') THEN
-    RAISE EXCEPTION 'migration 0031 needs a superuser: large-object creation and other sessions'' '
-                    'activity are still granted to PUBLIC (run it as postgres, then go on as '
+     OR has_function_privilege('public', 'pg_catalog.pg_stat_get_activity(integer)', 'EXECUTE')
+     OR has_function_privilege('public', 'pg_catalog.pg_advisory_lock(bigint)', 'EXECUTE') THEN
+    RAISE EXCEPTION 'migration 0031 needs a superuser: large-object creation, advisory locks or '
+                    'other sessions'' activity are still granted to PUBLIC (run it as postgres, then go on as '
                     'geo_migrator)';
   END IF;
 END $$;

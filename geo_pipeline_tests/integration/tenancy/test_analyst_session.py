@@ -329,3 +329,22 @@ def test_another_tenants_sessions_and_locks_are_not_visible(pair: Pair):
         t.join(timeout=300)
     assert with_a == without, f"B's analyst sees A: {with_a} (without A: {without})"
     assert set(with_a.values()) == {"InsufficientPrivilege"}, with_a
+
+
+def test_an_analyst_cannot_take_the_services_advisory_locks(pair: Pair):
+    """The service serialises billing per tenant with pg_advisory_xact_lock(hashtext(
+    'geo.billing.tenant:' || tenant)); a session-level lock on that key, held by an idle analyst
+    session (which no time limit ends), would stop another tenant's billing for good."""
+    key = f"hashtext('geo.billing.tenant:' || '{pair.a}')"
+    refused: dict[str, str] = {}
+    with _connect(pair.b_url) as conn:
+        for fn in ("pg_advisory_lock", "pg_try_advisory_lock", "pg_advisory_lock_shared"):
+            try:
+                conn.execute(f"SELECT {fn}({key})")
+                refused[fn] = "taken"
+            except psycopg.Error as exc:
+                refused[fn] = type(exc).__name__
+    assert set(refused.values()) == {"InsufficientPrivilege"}, refused
+    with _connect(pair.admin_url) as service:  # the service still can
+        service.execute("SET ROLE geo_service")
+        service.execute(f"SELECT pg_advisory_lock({key}), pg_advisory_unlock({key})")
