@@ -182,10 +182,10 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
         with (
             sigterm_as_keyboard_interrupt(),
             demo.services(opts, ui.say) as stack,
-            Supervisor(stack.state_dir / "logs", stack.env) as sup,
+            Supervisor(stack.state_dir / "logs", stack.env, say=ui.say) as sup,
         ):
-            demo.start_pipeline(sup, stack, opts)
-            url = dev.start_dagster(sup, stack, port)
+            demo.start_pipeline(sup, stack, opts, restart=dev.RESTART)
+            url = dev.start_dagster(sup, stack, port, restart=dev.RESTART)
             ui.say(f"Dagster UI: {url}  (logs in {stack.state_dir / 'logs'}; Ctrl-C stops all)")
             # One unwrapped line a person can paste into another shell (passwords masked, D2:
             # a URL that had one came from the environment, which the person already has).
@@ -199,9 +199,7 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
                 + " ".join(f"{k}='{v}'" for k, v in dev.export_env(stack.env).items())
             )
             sys.stdout.flush()
-            while True:
-                sup.check()
-                time.sleep(1)
+            dev.supervise(sup, stack)
     except KeyboardInterrupt:
         ui.say("stopped")
     except (demo.DemoError, ProcessFailed) as exc:
