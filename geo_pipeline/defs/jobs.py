@@ -22,7 +22,7 @@ from pydantic import Field
 
 from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
 from geo_pipeline.billing import prices
-from geo_pipeline.billing.ledger import InsufficientFunds
+from geo_pipeline.billing.errors import BillingError, InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.launchpad import (
     CollectionFields,
@@ -141,6 +141,25 @@ def checked_plan(
         raise dg.Failure(description=f"cannot quote this config: {exc}") from None
 
 
+def refusal(exc: Exception) -> dg.Failure:
+    """Our refusal as the run's failure: the message as its description and, for a short
+    balance, the numbers and the command that fixes it as metadata (the UI shows both above
+    the stack). Never retried: the same config is refused the same way."""
+    metadata: dict[str, Any] = {"reason": type(exc).__name__}
+    if isinstance(exc, InsufficientFunds):
+        short = exc.needed.amount_minor - exc.available.amount_minor
+        metadata.update(
+            tenant=exc.tenant_id,
+            available_minor=exc.available.amount_minor,
+            needed_minor=exc.needed.amount_minor,
+            shortfall_minor=short,
+            currency=exc.needed.currency,
+            deposit=f"geo-pipeline billing deposit --tenant {exc.tenant_id} --amount {short} "
+            f"--currency {exc.needed.currency}",
+        )
+    return dg.Failure(description=str(exc), metadata=metadata, allow_retries=False)
+
+
 @dg.op(description="Validate the config, create the run and add its partition.")
 def create_run_op(
     context: dg.OpExecutionContext,
@@ -161,8 +180,8 @@ def create_run_op(
                 dispatch=False,
                 monitor_config=collection,
             )
-        except (runstore.RunConflict, InsufficientFunds) as exc:
-            raise dg.Failure(description=str(exc), allow_retries=False) from None
+        except (runstore.RunConflict, BillingError) as exc:
+            raise refusal(exc) from None
     # After the commit: a partition never names a run PostgreSQL does not have.
     register_run_partitions(context.instance, run_id, plan.config.channels)
     summary = plan.summary()
