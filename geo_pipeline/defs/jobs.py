@@ -20,7 +20,12 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
+from geo_pipeline.analysis.planning import (
+    channel_precision,
+    planning_priors,
+    precision_display,
+    precision_row,
+)
 from geo_pipeline.billing import prices
 from geo_pipeline.billing.errors import BillingError, InsufficientFunds
 from geo_pipeline.defs import names
@@ -237,6 +242,16 @@ class PlanCollectionRunConfig(CreateCollectionRunConfig):
     )
 
 
+def precision_table(rows: list[dict[str, Any]]) -> dg.TableMetadataValue:
+    """The planner's rows as Dagster's structured table (every cell as text: a needed quantity
+    is a number or "unreachable")."""
+    columns = list(rows[0]) if rows else ["channel"]
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({c: str(row[c]) for c in columns}) for row in rows],
+        schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in columns]),
+    )
+
+
 @dg.op(
     description="Validate and quote the config and show what its sample buys: the expected 95 % "
     "half-width of the brand's mention rate per channel, and the repeats (and their cost) a "
@@ -264,6 +279,7 @@ def plan_collection_op(
     precision = [
         precision_row(p) for p in channel_precision(plan, config.target_half_width, priors)
     ]
+    shown = [precision_display(row) for row in precision]
     summary = plan.summary()
     quote = summary["quote"]
     context.add_output_metadata(
@@ -273,7 +289,8 @@ def plan_collection_op(
             "estimated_max_minor": quote["estimated_max_minor"],
             "currency": quote["currency"],
             "target_half_width": config.target_half_width,
-            "precision": dg.MetadataValue.md(markdown_table(precision)),
+            "precision": dg.MetadataValue.md(markdown_table(shown)),
+            "precision table": precision_table(shown),
             **{f"{row['channel']} expected ±95%": row["expected ±95%"] for row in precision},
             "duplicates_removed": [str(d) for d in summary["duplicates_removed"]],
         }

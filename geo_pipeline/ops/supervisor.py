@@ -170,7 +170,7 @@ class Supervisor:
                 c.crashes_in_a_row = 1 if ran >= c.restart.stable_s else c.crashes_in_a_row + 1
                 delay = c.restart.delay(c.crashes_in_a_row)
                 c.restart_due = now + delay
-                last = c.log_tail(1).strip()
+                last = c.log_tail(1).strip()[:300]
                 self._event(
                     f"{c.name} (pid {c.pid}) exited with code {code}; restarting in {delay:g}s "
                     f"(restart {c.restarts + 1}, crash {c.crashes_in_a_row} in a row); its log "
