@@ -67,6 +67,17 @@ def channel_precision(
     return out
 
 
+# What a person reads where a needed quantity has no value: the target cannot be reached with
+# repeats alone (the row's advice says what would reach it). JSON keeps null for a machine.
+UNREACHABLE = "unreachable"
+NEEDED_COLUMNS = ("repeats needed", "samples needed", "cost needed (minor)")
+
+
+def precision_display(row: Mapping[str, Any]) -> dict[str, Any]:
+    """A planner row for people: "unreachable" instead of an empty needed quantity."""
+    return {k: UNREACHABLE if k in NEEDED_COLUMNS and v is None else v for k, v in row.items()}
+
+
 def precision_row(p: ChannelPlan) -> dict[str, Any]:
     """One channel's line of the planner's table (the CLI's and the launchpad's)."""
     return {

@@ -182,11 +182,14 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
         with (
             sigterm_as_keyboard_interrupt(),
             demo.services(opts, ui.say) as stack,
-            Supervisor(stack.state_dir / "logs", stack.env) as sup,
+            Supervisor(stack.state_dir / "logs", stack.env, say=ui.say) as sup,
         ):
-            demo.start_pipeline(sup, stack, opts)
-            url = dev.start_dagster(sup, stack, port)
-            ui.say(f"Dagster UI: {url}  (logs in {stack.state_dir / 'logs'}; Ctrl-C stops all)")
+            demo.start_pipeline(sup, stack, opts, restart=dev.RESTART)
+            url = dev.start_dagster(sup, stack, port, restart=dev.RESTART)
+            ui.say(
+                f"Dagster UI: {url}; {_fund_launchpad(stack.database_url)}  (logs in "
+                f"{stack.state_dir / 'logs'}; Ctrl-C stops all)"
+            )
             # One unwrapped line a person can paste into another shell (passwords masked, D2:
             # a URL that had one came from the environment, which the person already has).
             click.echo(
@@ -199,13 +202,25 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
                 + " ".join(f"{k}='{v}'" for k, v in dev.export_env(stack.env).items())
             )
             sys.stdout.flush()
-            while True:
-                sup.check()
-                time.sleep(1)
+            dev.supervise(sup, stack)
     except KeyboardInterrupt:
         ui.say("stopped")
     except (demo.DemoError, ProcessFailed) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def _fund_launchpad(database_url: str) -> str:
+    """dev's deposit for the launchpad's pre-filled example (idempotent), as one phrase of its
+    start-up line; a refusal (e.g. the tenant is billed in another currency) is said, not fatal:
+    the launchpad then shows the same refusal with what to do."""
+    from geo_pipeline.billing.errors import BillingError
+    from geo_pipeline.defs.launchpad import fund_launchpad_example
+
+    try:
+        with dbmod.connect(database_url) as conn:
+            return fund_launchpad_example(conn).line()
+    except BillingError as exc:
+        return f"the launchpad's example tenant was not funded: {exc}"
 
 
 class _Ui:

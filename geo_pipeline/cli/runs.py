@@ -11,7 +11,12 @@ from typing import Any
 import click
 
 from geo_pipeline.analysis import analyse_run
-from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
+from geo_pipeline.analysis.planning import (
+    channel_precision,
+    planning_priors,
+    precision_display,
+    precision_row,
+)
 from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
@@ -89,7 +94,7 @@ def plan_cmd(
         return
     _print_plan(summary)
     emit_table(
-        [precision_row(p) for p in precision],
+        [precision_display(precision_row(p)) for p in precision],
         title=f"precision of a brand's mention rate (repeats planner, target ±{target_half_width})",
     )
 

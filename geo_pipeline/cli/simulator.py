@@ -62,6 +62,13 @@ def _parse_sets(values: tuple[str, ...]) -> dict[str, dict[str, Any]]:
     help="Override one profile key, e.g. --set deepseek.transient_rate=0.05 (repeatable).",
 )
 @click.option("--json", "as_json", is_flag=True, help="Print the ready line as JSON.")
+@click.option(
+    "--state-file",
+    type=click.Path(dir_okay=False, path_type=Path),
+    default=None,
+    help="Journal of tasks and charges, replayed at start: a restarted simulator on the same "
+    "file answers polls, statements and cost reports as before (default: memory only).",
+)
 def simulator(
     host: str,
     port: int,
@@ -69,6 +76,7 @@ def simulator(
     seed: int | None,
     sets: tuple[str, ...],
     as_json: bool,
+    state_file: Path | None,
 ) -> None:
     """Run the AI-platform simulator (task API, OpenAI-compatible endpoint, fee statements)."""
     from geo_pipeline.simulator.profiles import ProfileError, load_profiles
@@ -103,7 +111,7 @@ def simulator(
         logs.flush()
 
     try:
-        sim = run(config, host, port, ready)
+        sim = run(config, host, port, ready, state_file)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
     if sim is None:

@@ -20,8 +20,13 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
-from geo_pipeline.billing.ledger import InsufficientFunds
+from geo_pipeline.analysis.planning import (
+    channel_precision,
+    planning_priors,
+    precision_display,
+    precision_row,
+)
+from geo_pipeline.billing.errors import BillingError, InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.launchpad import (
     CollectionFields,
@@ -137,6 +142,25 @@ def checked_plan(
         raise dg.Failure(description=f"cannot quote this config: {exc}") from None
 
 
+def refusal(exc: Exception) -> dg.Failure:
+    """Our refusal as the run's failure: the message as its description and, for a short
+    balance, the numbers and the command that fixes it as metadata (the UI shows both above
+    the stack). Never retried: the same config is refused the same way."""
+    metadata: dict[str, Any] = {"reason": type(exc).__name__}
+    if isinstance(exc, InsufficientFunds):
+        short = exc.needed.amount_minor - exc.available.amount_minor
+        metadata.update(
+            tenant=exc.tenant_id,
+            available_minor=exc.available.amount_minor,
+            needed_minor=exc.needed.amount_minor,
+            shortfall_minor=short,
+            currency=exc.needed.currency,
+            deposit=f"geo-pipeline billing deposit --tenant {exc.tenant_id} --amount {short} "
+            f"--currency {exc.needed.currency}",
+        )
+    return dg.Failure(description=str(exc), metadata=metadata, allow_retries=False)
+
+
 @dg.op(description="Validate the config, create the run and add its partition.")
 def create_run_op(
     context: dg.OpExecutionContext,
@@ -157,8 +181,8 @@ def create_run_op(
                 dispatch=False,
                 monitor_config=collection,
             )
-        except (runstore.RunConflict, InsufficientFunds) as exc:
-            raise dg.Failure(description=str(exc), allow_retries=False) from None
+        except (runstore.RunConflict, BillingError) as exc:
+            raise refusal(exc) from None
     # After the commit: a partition never names a run PostgreSQL does not have.
     register_run_partitions(context.instance, run_id, plan.config.channels)
     summary = plan.summary()
@@ -214,6 +238,16 @@ class PlanCollectionRunConfig(CreateCollectionRunConfig):
     )
 
 
+def precision_table(rows: list[dict[str, Any]]) -> dg.TableMetadataValue:
+    """The planner's rows as Dagster's structured table (every cell as text: a needed quantity
+    is a number or "unreachable")."""
+    columns = list(rows[0]) if rows else ["channel"]
+    return dg.MetadataValue.table(
+        records=[dg.TableRecord({c: str(row[c]) for c in columns}) for row in rows],
+        schema=dg.TableSchema(columns=[dg.TableColumn(c, "string") for c in columns]),
+    )
+
+
 @dg.op(
     description="Validate and quote the config and show what its sample buys: the expected 95 % "
     "half-width of the brand's mention rate per channel, and the repeats (and their cost) a "
@@ -241,6 +275,7 @@ def plan_collection_op(
     precision = [
         precision_row(p) for p in channel_precision(plan, config.target_half_width, priors)
     ]
+    shown = [precision_display(row) for row in precision]
     summary = plan.summary()
     if config.run_id is None:
         summary["run_id"] = None  # the plan's placeholder id is nobody's run
@@ -252,7 +287,8 @@ def plan_collection_op(
             "estimated_max_minor": quote["estimated_max_minor"],
             "currency": quote["currency"],
             "target_half_width": config.target_half_width,
-            "precision": dg.MetadataValue.md(markdown_table(precision)),
+            "precision": dg.MetadataValue.md(markdown_table(shown)),
+            "precision table": precision_table(shown),
             **{f"{row['channel']} expected ±95%": row["expected ±95%"] for row in precision},
             "duplicates_removed": [str(d) for d in summary["duplicates_removed"]],
         }

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import enum
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, TypeAlias
 
 import dagster as dg
@@ -27,6 +28,7 @@ from geo_pipeline.domain.config import (
     SCREENSHOT_POLICIES,
     CollectionConfig,
 )
+from geo_pipeline.store.db import Conn
 
 
 def _closed_set(name: str, values: Iterable[str]) -> type[enum.Enum]:
@@ -216,3 +218,55 @@ def markdown_table(rows: list[dict[str, Any]]) -> str:
     ]
     lines += ["| " + " | ".join(md_text(r[c]) for c in cols) + " |" for r in rows]
     return "\n".join(lines)
+
+
+# --------------------------------------------------------------------------- dev's deposit
+@dataclass(frozen=True)
+class LaunchpadFunding:
+    """What ``geo-pipeline dev`` did so the pre-filled example launches (issue 36)."""
+
+    tenant: str
+    currency: str
+    run_needs_minor: int  # the example's quote, estimated maximum (what a launch reserves)
+    deposited_minor: int  # deposited now (0: the balance already covered the target)
+    available_minor: int  # after the deposit
+
+    def line(self) -> str:
+        runs = self.available_minor // self.run_needs_minor if self.run_needs_minor else 0
+        did = (
+            f"deposited {self.deposited_minor} {self.currency} minor units now"
+            if self.deposited_minor
+            else "no deposit needed"
+        )
+        return (
+            f"launchpad tenant {self.tenant}: {did}; available {self.available_minor} "
+            f"{self.currency} minor units, {runs} launches of the pre-filled create_collection_run "
+            f"(each reserves up to {self.run_needs_minor})"
+        )
+
+
+def fund_launchpad_example(conn: Conn, runs: int = 5) -> LaunchpadFunding:
+    """Top the example's tenant up to ``runs`` times the example's quote (at the prices in
+    effect), so the launchpad's pre-filled form launches on a fresh ``dev``. Idempotent: the
+    deposit's key is the tenant's deposited total and the amount, so a second start (or two at
+    once) with the money still there deposits nothing, and one after the money was spent tops up
+    again. A person's own deposits count towards the target."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.billing.errors import BillingError
+    from geo_pipeline.flows.create_run import quoted_plan
+
+    # The one quote path (issue #34): what the launch will reserve, at the prices in effect.
+    quote = quoted_plan(conn, dict(EXAMPLE), load_registry().capabilities(), None).quote
+    needs, currency = quote.estimated_max.amount_minor, quote.currency
+    tenant = str(EXAMPLE["tenant"])
+    try:
+        bal = ledger.balances(conn, tenant)
+        available, deposited = bal.available.amount_minor, bal.deposited.amount_minor
+    except BillingError:  # no such tenant yet: it appears with its first deposit
+        available = deposited = 0
+    amount = runs * needs - available
+    if amount > 0:
+        key = f"dev-launchpad:{tenant}:{deposited}:{amount}"
+        ledger.deposit(conn, tenant, amount, currency, key)
+        available += amount
+    return LaunchpadFunding(tenant, currency, needs, max(amount, 0), available)

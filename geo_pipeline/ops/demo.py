@@ -34,7 +34,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import psycopg
 
-from geo_pipeline.ops.supervisor import Supervisor
+from geo_pipeline.ops.supervisor import Restart, Supervisor
 from geo_pipeline.settings import environment, export, settings
 
 STATE_MARKER = ".geo-pipeline-state"
@@ -220,16 +220,22 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "geo_pipeline.cli.main", *args]
 
 
-def start_pipeline(sup: Supervisor, stack: Stack, opts: DemoOptions) -> None:
-    """The simulator first (the others need its URL), then relay, sweeper and workers."""
+def start_pipeline(
+    sup: Supervisor, stack: Stack, opts: DemoOptions, restart: Restart | None = None
+) -> None:
+    """The simulator first (the others need its URL), then relay, sweeper and workers.
+
+    With a ``restart`` policy (``dev``) each is started again when it exits, and the simulator
+    is started so that a restart is the same platform: a fixed port (the URL every process was
+    given) and a state file it reloads, so its tasks and fee statements outlive it."""
     profile = opts.simulator_profile or example_path("simulator.yaml")
-    sim = sup.start(
-        "simulator",
-        _cli(
-            "simulator", "--host", "127.0.0.1", "--port", "0", "--json", "--profiles", str(profile)
-        ),
-        stack.env,
-    )
+    sim_argv = ["simulator", "--host", "127.0.0.1", "--json", "--profiles", str(profile)]
+    if restart is None:
+        sim_argv += ["--port", "0"]
+    else:
+        sim_argv += ["--port", str(free_port())]
+        sim_argv += ["--state-file", str(stack.state_dir / "simulator-state.jsonl")]
+    sim = sup.start("simulator", _cli(*sim_argv), stack.env, restart=restart)
     line = sup.wait_for_line(sim, lambda s: s.startswith("{") and '"url"' in s, 60)
     stack.simulator_url = str(json.loads(line)["url"])
     stack.env["GEO_SIMULATOR_URL"] = stack.simulator_url
@@ -242,7 +248,8 @@ def start_pipeline(sup: Supervisor, stack: Stack, opts: DemoOptions) -> None:
     for name, argv in roles:
         port = free_port()
         stack.metrics_ports[name] = port
-        pids[name] = sup.start(name, _cli(*argv, "--metrics-port", str(port)), stack.env).pid
+        argv = _cli(*argv, "--metrics-port", str(port))
+        pids[name] = sup.start(name, argv, stack.env, restart=restart).pid
     # The demo process itself serves the database-wide gauges (evidence-missing rate,
     # reconciliation difference) that no single worker can see.
     from geo_pipeline.observability.health import start_server

@@ -22,7 +22,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 import yaml
 
 from geo_pipeline.ops.demo import DAGSTER_DATABASE, Stack, _ensure_database, _with_database
-from geo_pipeline.ops.supervisor import Supervisor
+from geo_pipeline.ops.supervisor import Restart, Supervisor
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 INSTANCE_YAML = CHECKOUT / "deploy" / "dagster" / "dagster.yaml"
@@ -148,7 +148,13 @@ def console_script(name: str) -> str:
     return str(beside) if beside.exists() else shutil.which(name) or name
 
 
-def start_dagster(sup: Supervisor, stack: Stack, port: int) -> str:
+# `dev` is a process manager: every process it starts is started again when it exits (a line in
+# <state>/logs/supervisor.log and on the terminal says so), and no exit stops the others — the
+# webserver, the daemon and the runs they launched keep going while a worker comes back.
+RESTART = Restart(initial_s=0.5, factor=2.0, max_s=30.0, stable_s=60.0)
+
+
+def start_dagster(sup: Supervisor, stack: Stack, port: int, restart: Restart | None = None) -> str:
     """Start webserver and daemon; return the UI's URL once the webserver answers."""
     workspace, _ = prepare_instance(stack)
     # Pool limits and run partitions live in Dagster's storage, not dagster.yaml: the same
@@ -163,11 +169,27 @@ def start_dagster(sup: Supervisor, stack: Stack, port: int) -> str:
     if done.returncode != 0:
         raise DevInstanceError(f"geo-pipeline dagster setup failed: {done.stderr.strip()[-2000:]}")
     web, daemon = console_script("dagster-webserver"), console_script("dagster-daemon")
-    sup.start("dagster-daemon", [daemon, "run", "-w", str(workspace)], stack.env)
+    sup.start("dagster-daemon", [daemon, "run", "-w", str(workspace)], stack.env, restart=restart)
     w = sup.start(
         "dagster-webserver",
         [web, "-h", "127.0.0.1", "-p", str(port), "-w", str(workspace)],
         stack.env,
+        restart=restart,
     )
     sup.wait_for_line(w, lambda s: "Serving dagster-webserver on" in s, 180)
     return f"http://127.0.0.1:{port}"
+
+
+def supervise(sup: Supervisor, stack: Stack, interval_s: float = 0.5) -> None:
+    """Until Ctrl-C: restart what exits (the supervisor's back-off) and keep
+    ``<state>/processes.json`` naming the processes that run now."""
+    import os
+    import time
+
+    from geo_pipeline.ops.demo import write_processes
+
+    while True:
+        if sup.poll():
+            pids = {c.name: c.pid for c in sup.children}
+            write_processes(stack, {**pids, "demo": os.getpid()})
+        time.sleep(interval_s)

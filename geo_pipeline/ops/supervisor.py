@@ -5,6 +5,12 @@ subprocess — the same way they run in production, one process per role, so eac
 its own (D1) — writes each one's output to ``<log_dir>/<name>.log``, and stops every process it
 started when the block ends, on an exception or on Ctrl-C: SIGTERM first (workers hand back what
 they hold), SIGKILL after a grace period. It only ever signals the processes it started, by pid.
+
+A child started with a :class:`Restart` policy (what ``geo-pipeline dev`` gives every process)
+is started again when it exits, after an exponential back-off bounded by the policy; the event is
+one line in ``<log_dir>/supervisor.log`` (and the ``say`` callback). A child without one fails
+the supervisor (:meth:`Supervisor.poll` raises :class:`ProcessFailed`), as the demo wants: its
+run cannot finish without it.
 """
 
 from __future__ import annotations
@@ -14,7 +20,7 @@ import os
 import signal
 import subprocess
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -26,6 +32,21 @@ class ProcessFailed(RuntimeError):
     """A supervised process exited while it should be running; the message names its log."""
 
 
+@dataclass(frozen=True)
+class Restart:
+    """Restart a child that exited: after ``initial_s``, then ``factor`` times longer after each
+    crash in a row, never longer than ``max_s``. A child that ran ``stable_s`` before it exited
+    starts the series again."""
+
+    initial_s: float = 0.5
+    factor: float = 2.0
+    max_s: float = 30.0
+    stable_s: float = 60.0
+
+    def delay(self, crashes_in_a_row: int) -> float:
+        return float(min(self.max_s, self.initial_s * self.factor ** max(0, crashes_in_a_row - 1)))
+
+
 @dataclass
 class Managed:
     name: str
@@ -35,6 +56,11 @@ class Managed:
     log_file: IO[bytes]
     log_offset: int = 0  # where this start's output begins in the (appended) log
     started_at: float = field(default_factory=time.monotonic)
+    env: dict[str, str] = field(default_factory=dict)
+    restart: Restart | None = None
+    restarts: int = 0  # how many times this name was started again
+    crashes_in_a_row: int = 0
+    restart_due: float | None = None  # monotonic time of the next start, once it exited
 
     @property
     def pid(self) -> int:
@@ -55,12 +81,20 @@ class Supervisor:
     """Start, watch and stop child processes. Use as a context manager."""
 
     def __init__(
-        self, log_dir: Path, env: Mapping[str, str] | None = None, grace_s: float = 15.0
+        self,
+        log_dir: Path,
+        env: Mapping[str, str] | None = None,
+        grace_s: float = 15.0,
+        say: Callable[[str], None] | None = None,
     ) -> None:
         self.log_dir = Path(log_dir)
         self.env = dict(env if env is not None else environment())
         self.grace_s = grace_s
+        self.say = say
         self.children: list[Managed] = []
+        # Children a restart replaced: helpers they started (in their process group) may still
+        # run, e.g. Dagster run workers, and are stopped with everything else at the end.
+        self.retired: list[Managed] = []
 
     def __enter__(self) -> Supervisor:
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -70,10 +104,28 @@ class Supervisor:
         self.stop_all()
 
     def start(
-        self, name: str, argv: Sequence[str], extra_env: Mapping[str, str] | None = None
+        self,
+        name: str,
+        argv: Sequence[str],
+        extra_env: Mapping[str, str] | None = None,
+        restart: Restart | None = None,
     ) -> Managed:
         env = dict(self.env)
         env.update(extra_env or {})
+        child = self._spawn(name, list(argv), env, restart)
+        self.children.append(child)
+        return child
+
+    def child(self, name: str) -> Managed:
+        """The current process of ``name`` (a restart replaces it)."""
+        for c in self.children:
+            if c.name == name:
+                return c
+        raise KeyError(name)
+
+    def _spawn(
+        self, name: str, argv: list[str], env: dict[str, str], restart: Restart | None
+    ) -> Managed:
         log_path = self.log_dir / f"{name}.log"
         log_file = log_path.open("ab")
         # Logs are appended across invocations (history helps); readiness looks only at what
@@ -89,19 +141,61 @@ class Supervisor:
             env=env,
             start_new_session=True,
         )
-        child = Managed(name, list(argv), proc, log_path, log_file, offset)
-        self.children.append(child)
-        return child
+        return Managed(name, argv, proc, log_path, log_file, offset, env=env, restart=restart)
 
     def check(self) -> None:
-        """Raise ProcessFailed if any child has exited."""
+        """Raise ProcessFailed if a child without a restart policy has exited."""
         for c in self.children:
             code = c.proc.poll()
-            if code is not None:
+            if code is not None and c.restart is None:
                 raise ProcessFailed(
                     f"{c.name} (pid {c.pid}) exited with code {code}; its log {c.log_path} "
                     f"ends with:\n{c.log_tail()}"
                 )
+
+    def poll(self) -> list[Managed]:
+        """One round of supervision: raise ProcessFailed for an exited child without a restart
+        policy; schedule the restart of one with a policy (a log line says when) and start it
+        again once its back-off has passed. Returns the children started again in this round.
+        Nothing else is touched: the other children keep running."""
+        self.check()
+        restarted: list[Managed] = []
+        now = time.monotonic()
+        for i, c in enumerate(self.children):
+            code = c.proc.poll()
+            if code is None or c.restart is None:
+                continue
+            if c.restart_due is None:
+                ran = now - c.started_at
+                c.crashes_in_a_row = 1 if ran >= c.restart.stable_s else c.crashes_in_a_row + 1
+                delay = c.restart.delay(c.crashes_in_a_row)
+                c.restart_due = now + delay
+                last = c.log_tail(1).strip()[:300]
+                self._event(
+                    f"{c.name} (pid {c.pid}) exited with code {code}; restarting in {delay:g}s "
+                    f"(restart {c.restarts + 1}, crash {c.crashes_in_a_row} in a row); its log "
+                    f"{c.log_path}" + (f" ends with: {last}" if last else "")
+                )
+            if now >= c.restart_due:
+                c.log_file.close()
+                new = self._spawn(c.name, c.argv, c.env, c.restart)
+                new.restarts = c.restarts + 1
+                new.crashes_in_a_row = c.crashes_in_a_row
+                self.children[i] = new
+                self.retired.append(c)
+                self._event(f"{c.name} restarted as pid {new.pid} (was pid {c.pid})")
+                restarted.append(new)
+        return restarted
+
+    def _event(self, text: str) -> None:
+        """One line in ``supervisor.log`` (UTC time first) and to ``say``."""
+        from datetime import UTC, datetime
+
+        stamp = datetime.now(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
+        with (self.log_dir / "supervisor.log").open("a", encoding="utf-8") as fh:
+            fh.write(f"{stamp} {text}\n")
+        if self.say is not None:
+            self.say(text)
 
     def wait_for_line(self, child: Managed, predicate: Any, timeout_s: float = 60.0) -> str:
         """Wait until a line of the child's log satisfies ``predicate``; return that line."""
@@ -154,6 +248,9 @@ class Supervisor:
             _signal_group(c, signal.SIGKILL, leader_too=False)
             c.log_file.close()
             codes[c.name] = c.proc.returncode
+        for c in self.retired:
+            _signal_group(c, signal.SIGKILL, leader_too=False)
+        self.retired.clear()
         self.children.clear()
         return codes
 

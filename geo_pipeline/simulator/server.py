@@ -19,11 +19,13 @@ import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 from aiohttp import web
 
 from geo_pipeline.simulator.answers import generate_answer, unit
+from geo_pipeline.simulator.journal import Journal
 from geo_pipeline.simulator.profiles import Profile, ProfileError, SimulatorConfig
 from geo_pipeline.simulator.protocols import (
     STATS_LABEL,
@@ -84,6 +86,7 @@ class Simulator:
         # Paid synchronous calls for the usage/cost APIs: (protocol, model, finished, minor).
         self.sync_costs: list[tuple[str, str, datetime, int]] = []
         self.unparseable_served: set[str] = set()
+        self.journal: Journal | None = None  # --state-file: what a restart replays
 
     # ------------------------------------------------------------------ helpers
     def _count(self, platform: str, kind: str, status: int) -> None:
@@ -170,6 +173,8 @@ class Simulator:
         self.state.by_key[(prof.platform, key)] = task.task_id
         self.state.tasks_created[(prof.platform, key)] += 1
         self.state.created[(prof.platform, key)].append(task.task_id)
+        if self.journal is not None:
+            self.journal.task(task)
         return task
 
     async def _lose_response(self, request: web.Request, prof: Profile) -> web.Response:
@@ -420,6 +425,8 @@ class Simulator:
         if task.status(now) in ("completed", "failed"):
             return _json({"cancelled": False, "reason": "task already finished"})
         task.cancelled_at = now
+        if self.journal is not None:
+            self.journal.cancel(task)
         return _json({"cancelled": True})
 
     async def prices(self, request: web.Request) -> web.Response:
@@ -616,6 +623,10 @@ class Simulator:
             p = prof.prices
             price = p.base.get("standard", next(iter(p.base.values()), 0))
             self.sync_costs.append((protocol, model, datetime.now(UTC), price))
+        if self.journal is not None:
+            rid = self.state.created[(platform, key)][-1]
+            cost = None if errored else self.sync_costs[-1]
+            self.journal.sync(platform, key, rid, not errored, cost)
         lo, hi = prof.completion_s
         delay = lo + (hi - lo) * unit(seed, draw_key, "duration")
         alo, ahi = prof.accept_delay_s
@@ -764,6 +775,8 @@ class Simulator:
         """Forget every task and counter and restore the start-up profiles."""
         self.state.reset()
         self.sync_costs.clear()
+        if self.journal is not None:
+            self.journal.reset()
         self.profiles = dict(self.initial)
         self.rng = random.Random(self.seed)
         return _json({"reset": True})
@@ -775,8 +788,11 @@ class Simulator:
 STATE_KEY: web.AppKey[Simulator] = web.AppKey("sim")
 
 
-def create_app(config: SimulatorConfig) -> web.Application:
+def create_app(config: SimulatorConfig, state_file: Path | None = None) -> web.Application:
     sim = Simulator(config)
+    if state_file is not None:
+        sim.journal = Journal(state_file)
+        sim.journal.replay(sim.state, sim.sync_costs)
     app = web.Application(client_max_size=1024**2)
     app[STATE_KEY] = sim
     app.add_routes(
@@ -814,11 +830,12 @@ async def serve(
     port: int = 8765,
     on_ready: Callable[[str], None] | None = None,
     stop: asyncio.Event | None = None,
+    state_file: Path | None = None,
 ) -> Simulator:
     """Run until cancelled or ``stop`` is set; returns the simulator (its counters, for a stop
     report). ``on_ready`` gets the base URL once the socket listens (port 0 picks a free port,
     which is how the test fixture avoids port races)."""
-    app = create_app(config)
+    app = create_app(config, state_file)
     runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
@@ -836,7 +853,11 @@ async def serve(
 
 
 def run(
-    config: SimulatorConfig, host: str, port: int, on_ready: Callable[[str], None]
+    config: SimulatorConfig,
+    host: str,
+    port: int,
+    on_ready: Callable[[str], None],
+    state_file: Path | None = None,
 ) -> Simulator | None:
     """Blocking entry point for the CLI: uvloop when installed (about 1.5x the throughput).
     SIGTERM or SIGINT stops it; returns the simulator for the stop report."""
@@ -852,7 +873,7 @@ def run(
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
-        return await serve(config, host, port, on_ready, stop)
+        return await serve(config, host, port, on_ready, stop, state_file)
 
     try:
         return runner(until_signalled())

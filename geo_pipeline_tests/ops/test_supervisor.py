@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from geo_pipeline.ops.supervisor import ProcessFailed, Supervisor
+from geo_pipeline.ops.supervisor import ProcessFailed, Restart, Supervisor
 
 PY = sys.executable
 
@@ -71,3 +71,77 @@ def test_helpers_a_child_started_are_stopped_with_it(tmp_path):
         time.sleep(0.1)
     else:
         pytest.fail(f"helper {helper_pid} outlived the supervisor")
+
+
+# --------------------------------------------------------------------------- restart (dev)
+SLEEPER = [PY, "-c", "import time; print('up', flush=True); time.sleep(600)"]
+
+
+def wait_for_restart(sup: Supervisor, name: str, old_pid: int, policy: Restart) -> None:
+    """Drive the supervisor until ``name`` runs under a new pid. The bound is generous and comes
+    from the policy (the longest back-off it may wait, many times over), never from timing."""
+    import time
+
+    deadline = time.monotonic() + 20 * policy.max_s + 30
+    while time.monotonic() < deadline:
+        sup.poll()
+        if sup.child(name).pid != old_pid and sup.child(name).alive():
+            return
+        time.sleep(0.02)
+    pytest.fail(f"{name} was not restarted; supervisor log:\n{supervisor_log(sup)}")
+
+
+def supervisor_log(sup: Supervisor) -> str:
+    path = sup.log_dir / "supervisor.log"
+    return path.read_text(encoding="utf-8") if path.exists() else ""
+
+
+def test_a_killed_child_is_restarted_and_the_others_keep_running(tmp_path):
+    import os
+    import signal
+
+    policy = Restart(initial_s=0.05, max_s=0.4)
+    with Supervisor(tmp_path, grace_s=2) as sup:
+        webserver = sup.start("dagster-webserver", SLEEPER, restart=policy)
+        worker1 = sup.start("worker-1", SLEEPER, restart=policy)
+        worker2 = sup.start("worker-2", SLEEPER, restart=policy)
+        for c in (webserver, worker1, worker2):
+            sup.wait_for_line(c, lambda s: s == "up", 30)
+        os.kill(worker1.pid, signal.SIGKILL)
+        wait_for_restart(sup, "worker-1", worker1.pid, policy)
+        # The others were never touched: same processes, still running.
+        assert sup.child("dagster-webserver").pid == webserver.pid and webserver.alive()
+        assert sup.child("worker-2").pid == worker2.pid and worker2.alive()
+        new = sup.child("worker-1")
+        log = supervisor_log(sup)
+        assert f"worker-1 (pid {worker1.pid}) exited with code -9" in log, log
+        assert f"worker-1 restarted as pid {new.pid}" in log, log
+        # The restarted process is a real start of the same command, with the same log file.
+        sup.wait_for_line(new, lambda s: s == "up", 30)
+        assert new.argv == worker1.argv and new.log_path == worker1.log_path
+
+
+def test_restarts_back_off_exponentially_up_to_the_bound(tmp_path):
+    import re
+
+    policy = Restart(initial_s=0.01, factor=2.0, max_s=0.04)
+    crash = [PY, "-c", "import sys; sys.exit(7)"]
+    with Supervisor(tmp_path, grace_s=2) as sup:
+        sup.start("sweeper", crash, restart=policy)
+        import time
+
+        deadline = time.monotonic() + 20 * policy.max_s * 6 + 60
+        while time.monotonic() < deadline and supervisor_log(sup).count("restarted as") < 5:
+            sup.poll()
+            time.sleep(0.005)
+        log = supervisor_log(sup)
+    delays = [float(d) for d in re.findall(r"exited with code 7; restarting in ([0-9.]+)s", log)]
+    assert delays[:5] == [0.01, 0.02, 0.04, 0.04, 0.04], log
+
+
+def test_a_child_without_a_restart_policy_still_fails_the_supervisor(tmp_path):
+    with Supervisor(tmp_path, grace_s=1) as sup:
+        c = sup.start("crash", [PY, "-c", "import sys; sys.exit(3)"])
+        c.proc.wait(5)
+        with pytest.raises(ProcessFailed, match=r"crash .* exited with code 3"):
+            sup.poll()

@@ -1,0 +1,125 @@
+"""``geo-pipeline dev``'s simulator under the supervisor: killed with SIGKILL, it is started again
+on the same port and state file, and it is the same platform — the tasks it ran, the fee
+statement and the cost report are what they were (issue 36: a new simulator with its statements
+in memory made 40 earlier charges reconcile as ``missing_theirs``)."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from geo_pipeline.ops.demo import free_port
+from geo_pipeline.ops.supervisor import Restart, Supervisor
+
+POLICY = Restart(initial_s=0.05, max_s=0.5)
+
+
+def simulator_argv(port: int, state_file: Path) -> list[str]:
+    # What `dev` starts (demo.start_pipeline with a restart policy): a fixed port and a state
+    # file. Instant tasks, no faults (the default profile), so every call is charged.
+    return [
+        sys.executable, "-m", "geo_pipeline.cli.main", "simulator", "--host", "127.0.0.1",
+        "--port", str(port), "--json", "--state-file", str(state_file),
+    ]  # fmt: skip
+
+
+def wait_until_answers(sup: Supervisor, url: str, old_pid: int | None) -> None:
+    """Drive the supervisor until a simulator other than ``old_pid`` answers ``/_control/health``
+    (bounded by the policy's longest back-off many times over plus a start-up allowance)."""
+    deadline = time.monotonic() + 20 * POLICY.max_s + 60
+    while time.monotonic() < deadline:
+        sup.poll()
+        child = sup.child("simulator")
+        if child.pid != old_pid and child.alive():
+            try:
+                if httpx.get(f"{url}/_control/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                pass
+        time.sleep(0.05)
+    pytest.fail(f"the simulator did not answer at {url}: {sup.child('simulator').log_tail()}")
+
+
+def platform_fields(url: str, platform: str) -> dict[str, Any]:
+    prof = httpx.get(f"{url}/_control/profiles", timeout=10).json()["profiles"][platform]
+    return {"device": prof["devices"][0], "region": prof["regions"][0], "mode": prof["modes"][0]}
+
+
+def test_a_killed_simulator_comes_back_with_its_tasks_statements_and_costs(tmp_path):
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    state_file = tmp_path / "simulator-state.jsonl"
+    today = datetime.now(UTC).date().isoformat()
+    with Supervisor(tmp_path / "logs", grace_s=5) as sup:
+        sup.start("simulator", simulator_argv(port, state_file), restart=POLICY)
+        wait_until_answers(sup, url, None)
+        fields = platform_fields(url, "deepseek")
+        task_ids = []
+        for i in range(6):
+            resp = httpx.post(
+                f"{url}/v1/deepseek/tasks",
+                json={"question": f"best coffee {i}?", **fields},
+                headers={"Idempotency-Key": f"s{i}:1"},
+                timeout=10,
+            )
+            assert resp.status_code == 202, resp.text
+            task_ids.append(resp.json()["task_id"])
+        cancelled = httpx.post(f"{url}/v1/deepseek/tasks/{task_ids[0]}/cancel", timeout=10)
+        assert cancelled.status_code == 200
+        chat = httpx.post(
+            f"{url}/openai/v1/chat/completions",
+            json={"model": "deepseek", "messages": [{"role": "user", "content": "coffee?"}]},
+            headers={"Idempotency-Key": "chat-1"},
+            timeout=30,
+        )
+        assert chat.status_code == 200, chat.text
+
+        def observed() -> dict[str, Any]:
+            return {
+                "statement": httpx.get(f"{url}/v1/deepseek/statements/{today}", timeout=10).json(),
+                "polls": [
+                    httpx.get(f"{url}/v1/deepseek/tasks/{t}", timeout=10).json()["status"]
+                    for t in task_ids
+                ],
+                "tasks": httpx.get(f"{url}/_control/stats?tasks=1", timeout=10).json()["tasks"],
+                "costs": httpx.get(
+                    f"{url}/openai/v1/organization/costs", params={"start_time": 0}, timeout=10
+                ).json()["data"],
+            }
+
+        before = observed()
+        assert before["statement"]["lines"], before  # something was charged today
+        assert before["costs"], before
+
+        old = sup.child("simulator")
+        os.kill(old.pid, signal.SIGKILL)
+        wait_until_answers(sup, url, old.pid)
+
+        after = observed()
+        assert after == before
+        log = (tmp_path / "logs" / "supervisor.log").read_text(encoding="utf-8")
+        assert f"simulator (pid {old.pid}) exited with code -9" in log, log
+        # A new task after the restart gets an id no earlier simulator gave.
+        resp = httpx.post(
+            f"{url}/v1/deepseek/tasks",
+            json={"question": "after the restart?", **fields},
+            headers={"Idempotency-Key": "s-new:1"},
+            timeout=10,
+        )
+        assert resp.status_code == 202 and resp.json()["task_id"] not in task_ids
+        # The same key as before the crash is the same task, as on a real platform.
+        again = httpx.post(
+            f"{url}/v1/deepseek/tasks",
+            json={"question": "best coffee 1?", **fields},
+            headers={"Idempotency-Key": "s1:1"},
+            timeout=10,
+        )
+        assert again.json()["task_id"] == task_ids[1]
