@@ -34,6 +34,7 @@ from geo_pipeline.simulator.protocols import (
     tokens,
 )
 from geo_pipeline.simulator.screenshots import render_png
+from geo_pipeline.simulator.services import mount_services
 from geo_pipeline.simulator.state import SimState, Task, TokenBucket
 
 try:  # orjson roughly halves the cost of a response; the standard library is the fallback.
@@ -777,6 +778,7 @@ def create_app(config: SimulatorConfig) -> web.Application:
     sim = Simulator(config)
     app = web.Application(client_max_size=1024**2)
     app[STATE_KEY] = sim
+    mount_services(app, config.seed, config.services)  # answer-scraping services (cloro, ...)
     app.add_routes(
         [
             web.post("/v1/{platform}/tasks", sim.submit),

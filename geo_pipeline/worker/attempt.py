@@ -129,6 +129,9 @@ class Attempt:
         except ConnectorError as exc:
             if exc.error_class == "acceptance_unknown":
                 return await self.after_unknown()
+            if exc.error_class == "already_accepted":
+                await self.held_upstream()
+                return None
             await self.submit_failed(exc)
             return None
         crashpoint("accepted_not_recorded")
@@ -215,6 +218,9 @@ class Attempt:
             try:
                 acc = await self.send()
             except ConnectorError as exc:
+                if exc.error_class == "already_accepted":
+                    await self.held_upstream()
+                    return None
                 if exc.error_class in DEFINITE_REJECTIONS:
                     if self.lane.caps.lookup_by_key:
                         # A rejection of the RE-send says nothing certain about the first send,
@@ -242,6 +248,12 @@ class Attempt:
         # claim re-sends under the same key again.
         await self.park_uncertain(f"acceptance_unknown:resend_{what}", self.c.s.retry.max_delay_s)
         return None
+
+    async def held_upstream(self) -> None:
+        """The platform says it holds a task under this attempt's key but not which (cloro's
+        409): accepted, id unknown (R12). A new key would pay twice; the sample waits for the
+        id (webhook, operator: `samples resolve`) instead."""
+        await self.park_uncertain("accepted_upstream:id_unknown", UNCERTAIN_PARK_S)
 
     async def recover(self) -> Acceptance | None:
         """A take-over of an attempt whose request may have left (its record says 'sending' or
