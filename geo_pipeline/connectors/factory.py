@@ -13,6 +13,7 @@ import httpx
 
 from geo_pipeline.connectors.base import Connector
 from geo_pipeline.connectors.cloro import CloroConnector
+from geo_pipeline.connectors.dataforseo import DataForSeoConnector
 from geo_pipeline.connectors.http import new_client
 from geo_pipeline.connectors.protocols import BUILDERS, SyncProtocolConnector
 from geo_pipeline.connectors.registry import load_registry
@@ -22,6 +23,7 @@ from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 # Answer-scraping services (access: scraped), one connector class per vendor's contract.
 SERVICE_CONNECTORS: dict[str, Callable[[PlatformEntry, httpx.AsyncClient | None], Connector]] = {
     "cloro": CloroConnector,
+    "dataforseo": DataForSeoConnector,
 }
 PROTOCOLS = ("simulator", *BUILDERS, *SERVICE_CONNECTORS)
 

@@ -194,7 +194,14 @@ class Attempt:
         if caps.idempotency_keys:
             return await self.resend()
         if caps.lookup_by_key:
-            found = await self.lookup()
+            try:
+                found = await self.lookup()
+            except ConnectorError as exc:
+                # A look-up that cannot answer proves nothing: uncertain, never a re-send.
+                await self.park_uncertain(
+                    f"acceptance_unknown:lookup_failed:{exc.error_class}", self.c.s.quiet_s
+                )
+                return None
             if found is not None:
                 await self.accepted(found, "lookup")
                 return found

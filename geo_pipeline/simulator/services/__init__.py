@@ -1,8 +1,9 @@
 """Answer-scraping services imitated by the simulator (docs/research: answer services, §2).
 
-Each service lives in its own module with its own envelope, state, clock and per-key counts, and
-is mounted on the simulator's application under a path prefix (``/cloro``), so a connector
-pointed at ``<simulator>/cloro`` sees the vendor's own paths (``/v1/async/task``...).
+Each service lives in its own module with its own envelope, state, clock and per-key counts,
+and is mounted on the simulator's application under a path prefix (``/cloro``,
+``/dataforseo``), so a connector pointed at ``<simulator>/cloro`` sees the vendor's own
+paths (``/v1/async/task``...).
 Control routes: ``/_control/services/<name>/{profile,advance,stats,reset}``.
 """
 
@@ -14,8 +15,12 @@ from typing import Any
 from aiohttp import web
 
 from geo_pipeline.simulator.services.cloro import CloroService
+from geo_pipeline.simulator.services.dataforseo import DataForSeoService
 
-SERVICES: dict[str, type[CloroService]] = {"cloro": CloroService}
+SERVICES: dict[str, type[CloroService] | type[DataForSeoService]] = {
+    "cloro": CloroService,
+    "dataforseo": DataForSeoService,
+}
 
 
 def mount_services(

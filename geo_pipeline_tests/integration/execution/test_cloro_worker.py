@@ -28,13 +28,16 @@ PLATFORM = "chatgpt_cloro"
 N = 24
 
 
-def make_cloro_run(db_url: str, registry: Registry, run_id: str, questions: int) -> list[str]:
+def make_cloro_run(
+    db_url: str, registry: Registry, run_id: str, questions: int, platform: str = PLATFORM
+) -> list[str]:
+    """A confirmed, dispatched run of ``questions`` on one scraped channel, paid in USD."""
     caps = registry.capabilities()
     raw = {
         "tenant": "acme",
         "brand": {"name": "Luckin", "aliases": ["瑞幸"]},
         "questions": [f"Which coffee chain is best? ({run_id} {i})" for i in range(questions)],
-        "channels": [{"platform": PLATFORM, "device": "web"}],
+        "channels": [{"platform": platform, "device": "web"}],
         "repeats": 1,
         "max_attempts": 3,
         "screenshot": "off",

@@ -39,6 +39,7 @@ REAL = {
 SERVICES = {
     "chatgpt_cloro": ("GEO_CLORO_API_KEY", "cloro", "USD"),
     "aimode_cloro": ("GEO_CLORO_API_KEY", "cloro", "USD"),
+    "chatgpt_dataforseo": ("GEO_DATAFORSEO_CREDENTIALS", "dataforseo", "USD"),
 }
 KEYED = {**REAL, **SERVICES}
 SIMULATED = {"deepseek", "doubao", "kimi", "qwen", "openai_sim"}
