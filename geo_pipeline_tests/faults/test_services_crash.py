@@ -1,7 +1,8 @@
-"""Answer services: a worker SIGKILLed between the service's acceptance and our record of it (crash point
-``accepted_not_recorded``) on a scraped channel: the next worker re-sends under the same key,
-cloro answers 409, and the sample waits for review -- cloro created one task per attempt and
-billed each at most once, judged from the simulator's own per-key counts."""
+"""Answer services: a worker SIGKILLed between the service's acceptance and our record of it
+(crash point ``accepted_not_recorded``) on a scraped channel. cloro: the next worker re-sends
+under the same key, cloro answers 409, and the sample waits for review. DataForSEO: the next
+worker finds the task by our tag. Either way one task per attempt, billed at most once, judged
+from the simulator's own per-key counts."""
 
 from __future__ import annotations
 
