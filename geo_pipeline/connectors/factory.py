@@ -17,6 +17,7 @@ from geo_pipeline.connectors.dataforseo import DataForSeoConnector
 from geo_pipeline.connectors.http import new_client
 from geo_pipeline.connectors.protocols import BUILDERS, SyncProtocolConnector
 from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.connectors.serpapi import SerpApiConnector
 from geo_pipeline.connectors.simulator import SimulatorConnector
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 
@@ -24,6 +25,7 @@ from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 SERVICE_CONNECTORS: dict[str, Callable[[PlatformEntry, httpx.AsyncClient | None], Connector]] = {
     "cloro": CloroConnector,
     "dataforseo": DataForSeoConnector,
+    "serpapi": SerpApiConnector,
 }
 PROTOCOLS = ("simulator", *BUILDERS, *SERVICE_CONNECTORS)
 

@@ -2,8 +2,8 @@
 
 Each service lives in its own module with its own envelope, state, clock and per-key counts,
 and is mounted on the simulator's application under a path prefix (``/cloro``,
-``/dataforseo``), so a connector pointed at ``<simulator>/cloro`` sees the vendor's own
-paths (``/v1/async/task``...).
+``/dataforseo``, ``/serpapi``), so a connector pointed at ``<simulator>/cloro`` sees the
+vendor's own paths (``/v1/async/task``...).
 Control routes: ``/_control/services/<name>/{profile,advance,stats,reset}``.
 """
 
@@ -16,10 +16,12 @@ from aiohttp import web
 
 from geo_pipeline.simulator.services.cloro import CloroService
 from geo_pipeline.simulator.services.dataforseo import DataForSeoService
+from geo_pipeline.simulator.services.serpapi import SerpApiService
 
-SERVICES: dict[str, type[CloroService] | type[DataForSeoService]] = {
+SERVICES: dict[str, type[CloroService] | type[DataForSeoService] | type[SerpApiService]] = {
     "cloro": CloroService,
     "dataforseo": DataForSeoService,
+    "serpapi": SerpApiService,
 }
 
 

@@ -40,6 +40,8 @@ SERVICES = {
     "chatgpt_cloro": ("GEO_CLORO_API_KEY", "cloro", "USD"),
     "aimode_cloro": ("GEO_CLORO_API_KEY", "cloro", "USD"),
     "chatgpt_dataforseo": ("GEO_DATAFORSEO_CREDENTIALS", "dataforseo", "USD"),
+    "aimode_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
+    "aioverview_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
 }
 KEYED = {**REAL, **SERVICES}
 SIMULATED = {"deepseek", "doubao", "kimi", "qwen", "openai_sim"}
