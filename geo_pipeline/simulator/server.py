@@ -83,6 +83,7 @@ class Simulator:
         # Paid synchronous calls for the usage/cost APIs: (protocol, model, finished, minor).
         self.sync_costs: list[tuple[str, str, datetime, int]] = []
         self.unparseable_served: set[str] = set()
+        self.services: list[Any] = []  # answer-scraping services (simulator.services)
 
     # ------------------------------------------------------------------ helpers
     def _count(self, platform: str, kind: str, status: int) -> None:
@@ -765,6 +766,8 @@ class Simulator:
         self.sync_costs.clear()
         self.profiles = dict(self.initial)
         self.rng = random.Random(self.seed)
+        for service in self.services:
+            service.reset()
         return _json({"reset": True})
 
     async def health(self, request: web.Request) -> web.Response:
@@ -778,7 +781,7 @@ def create_app(config: SimulatorConfig) -> web.Application:
     sim = Simulator(config)
     app = web.Application(client_max_size=1024**2)
     app[STATE_KEY] = sim
-    mount_services(app, config.seed, config.services)  # answer-scraping services (cloro, ...)
+    sim.services = mount_services(app, config.seed, config.services)  # cloro, dataforseo, ...
     app.add_routes(
         [
             web.post("/v1/{platform}/tasks", sim.submit),

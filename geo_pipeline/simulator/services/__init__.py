@@ -25,10 +25,14 @@ SERVICES: dict[str, type[CloroService] | type[DataForSeoService] | type[SerpApiS
 }
 
 
+Service = CloroService | DataForSeoService | SerpApiService
+
+
 def mount_services(
     app: web.Application, seed: int, profiles: Mapping[str, Mapping[str, Any]] | None = None
-) -> None:
-    """Mount every service's vendor routes and control routes on ``app``. ``profiles``: the
+) -> list[Service]:
+    """Mount every service's vendor routes and control routes on ``app``; returns the services
+    (``POST /_control/reset`` resets them with everything else). ``profiles``: the
     ``services`` section of a simulator profile file (``{cloro: {fail_rate: 0.1}}``)."""
     profiles = profiles or {}
     unknown = set(profiles) - set(SERVICES)
@@ -36,6 +40,9 @@ def mount_services(
         raise ValueError(
             f"services: unknown service(s) {sorted(unknown)}; known: {sorted(SERVICES)}"
         )
+    mounted: list[Service] = []
     for name, cls in SERVICES.items():
         service = cls(seed, profiles.get(name) or {})
         service.mount(app)
+        mounted.append(service)
+    return mounted

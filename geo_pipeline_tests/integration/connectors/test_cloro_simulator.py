@@ -232,3 +232,12 @@ def test_lost_response_still_creates_the_task(sim: SimulatorProcess) -> None:
     assert stats(sim)["keys"][k]["tasks_created"] == 1
     control(sim, "profile", lost_rate=0.0)
     assert post(sim, body(k)).status_code == 409
+
+
+def test_the_simulators_reset_also_resets_the_services(sim: SimulatorProcess) -> None:
+    control(sim, "profile", fail_rate=1.0)
+    assert post(sim, body(key())).status_code == 200
+    sim.reset()  # POST /_control/reset: every task and counter, start-up profiles
+    assert stats(sim)["tasks"] == 0 and stats(sim)["keys"] == {}
+    tid = post(sim, body(key())).json()["task"]["id"]
+    assert finished(sim, tid)["task"]["status"] == "COMPLETED"  # fail_rate back to 0
