@@ -27,6 +27,7 @@ ErrorClass = Literal[
     "upstream_failed",  # upstream says the task failed
     "unparseable",  # keep raw, send to review, never re-ask
     "not_found",  # lookup found nothing for the key / id
+    "already_accepted",  # the key names a task upstream whose id we cannot read: never re-key
 ]
 
 
@@ -45,6 +46,15 @@ class ConnectorError(Exception):
         self.status = status
         self.retry_after_s = retry_after_s
         self.raw = raw
+
+
+class AlreadyAccepted(ConnectorError):
+    """A re-send was refused because upstream already holds a task under this idempotency key
+    (cloro's 409 RESOURCE_ALREADY_EXISTS), and the refusal does not say which task. The attempt
+    WAS accepted (R12): a new key would pay a second time, so the sample waits for the task's
+    id (a webhook, an operator) instead of being sent again."""
+
+    error_class = "already_accepted"
 
 
 class InvalidParams(ConnectorError):

@@ -12,13 +12,22 @@ from types import TracebackType
 import httpx
 
 from geo_pipeline.connectors.base import Connector
+from geo_pipeline.connectors.cloro import CloroConnector
+from geo_pipeline.connectors.dataforseo import DataForSeoConnector
 from geo_pipeline.connectors.http import new_client
 from geo_pipeline.connectors.protocols import BUILDERS, SyncProtocolConnector
 from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.connectors.serpapi import SerpApiConnector
 from geo_pipeline.connectors.simulator import SimulatorConnector
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 
-PROTOCOLS = ("simulator", "browser", *BUILDERS)
+# Answer-scraping services (access: scraped), one connector class per vendor's contract.
+SERVICE_CONNECTORS: dict[str, Callable[[PlatformEntry, httpx.AsyncClient | None], Connector]] = {
+    "cloro": CloroConnector,
+    "dataforseo": DataForSeoConnector,
+    "serpapi": SerpApiConnector,
+}
+PROTOCOLS = ("simulator", "browser", *BUILDERS, *SERVICE_CONNECTORS)
 
 
 def build_connector(entry: PlatformEntry, client: httpx.AsyncClient | None = None) -> Connector:
@@ -32,6 +41,8 @@ def build_connector(entry: PlatformEntry, client: httpx.AsyncClient | None = Non
         from geo_pipeline.connectors.browser.connector import BrowserConnector
 
         return BrowserConnector(entry)
+    if entry.protocol in SERVICE_CONNECTORS:
+        return SERVICE_CONNECTORS[entry.protocol](entry, client)
     raise RegistryError(
         f"platforms.{entry.platform}: unknown protocol {entry.protocol!r}; "
         f"known: {', '.join(PROTOCOLS)}"

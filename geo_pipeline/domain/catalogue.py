@@ -14,7 +14,13 @@ from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
 from typing import Any, TypeVar, overload
 
-from geo_pipeline.domain.platforms import Capabilities, PriceList, RateLimits
+from geo_pipeline.domain.platforms import (
+    ACCESS_KINDS,
+    CANCEL_SCOPES,
+    Capabilities,
+    PriceList,
+    RateLimits,
+)
 
 
 class RegistryError(ValueError):
@@ -47,6 +53,29 @@ def _flag(spec: Mapping[str, Any], key: str, default: bool, where: str) -> bool:
             " (unquoted)"
         )
     return value
+
+
+def _choice(
+    spec: Mapping[str, Any], key: str, default: str, allowed: tuple[str, ...], where: str
+) -> Any:
+    """A field with a fixed set of values; anything else is refused with its path."""
+    value = spec.get(key, default)
+    if value not in allowed:
+        raise RegistryError(
+            f"platforms.{where}.{key}: {value!r} is not allowed; allowed: {', '.join(allowed)}"
+        )
+    return value
+
+
+def _seconds(spec: Mapping[str, Any], key: str, where: str) -> float | None:
+    value = spec.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise RegistryError(
+            f"platforms.{where}.{key}: {value!r} is not a positive number of seconds"
+        )
+    return float(value)
 
 
 def _options(options: Mapping[str, Any], where: str) -> Mapping[str, Any]:
@@ -171,6 +200,9 @@ def parse_catalogue(
                 lookup_by_key=_flag(spec, "lookup_by_key", True, name),
                 cancellable=_flag(spec, "cancellable", False, name),
                 asynchronous=_flag(spec, "asynchronous", True, name),
+                access=_choice(spec, "access", "api", ACCESS_KINDS, name),
+                cancel_scope=_choice(spec, "cancel_scope", "task", CANCEL_SCOPES, name),
+                result_retention_s=_seconds(spec, "result_retention_s", name),
             )
         except RegistryError:
             raise

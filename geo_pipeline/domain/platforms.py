@@ -10,6 +10,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+Access = Literal["api", "scraped", "browser"]
+ACCESS_KINDS: tuple[str, ...] = ("api", "scraped", "browser")
+CancelScope = Literal["task", "queue", "none"]
+CANCEL_SCOPES: tuple[str, ...] = ("task", "queue", "none")
+
 RetryFeeRule = Literal["charged", "free_after_failure", "free"]
 """Whether the platform charges a retry (R15): 'charged' = every accepted attempt is billed;
 'free_after_failure' = an attempt whose upstream task failed is not billed; 'free' = only the
@@ -78,6 +83,15 @@ class Capabilities:
     lookup_by_key: bool = True  # an accepted task can be found again by that key
     cancellable: bool = False  # upstream can stop an accepted task
     asynchronous: bool = True  # False: a synchronous API adapted to submit/poll
+    # How the answer is collected (docs/design.md section 9): 'api' (a model API), 'scraped'
+    # (an answer-scraping service rendering the consumer product) or 'browser' (our own lane).
+    # Answers of different access are never pooled.
+    access: Access = "api"
+    # What cancel can reach upstream: 'task' (one task), 'queue' (only the whole account's
+    # queue, e.g. cloro: so one task cannot be cancelled) or 'none'.
+    cancel_scope: CancelScope = "task"
+    # How long the upstream keeps a result (seconds; None = not stated): fetch well inside it.
+    result_retention_s: float | None = None
 
     @property
     def recoverable(self) -> bool:

@@ -201,6 +201,8 @@ def profile_from_registry_entry(entry: PlatformEntry) -> Profile:
 class SimulatorConfig:
     seed: int = 0
     profiles: dict[str, Profile] = field(default_factory=dict)
+    # Answer-scraping services' profiles by service name (simulator.services), e.g. ``cloro``.
+    services: dict[str, dict[str, Any]] = field(default_factory=dict)
 
 
 def load_profiles(
@@ -249,6 +251,11 @@ def load_profiles(
         prof = prof.with_overrides(per_platform.get(name) or {})
         prof = prof.with_overrides(extra.get("*") or {})
         profiles[name] = prof.with_overrides(extra.get(name) or {})
+    services = data.get("services") or {}
+    if not isinstance(services, Mapping):
+        raise ProfileError("services: a mapping of service name to its profile keys")
     return SimulatorConfig(
-        seed=int(seed if seed is not None else data.get("seed", 0)), profiles=profiles
+        seed=int(seed if seed is not None else data.get("seed", 0)),
+        profiles=profiles,
+        services={str(k): dict(v or {}) for k, v in services.items()},
     )

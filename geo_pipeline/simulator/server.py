@@ -37,6 +37,7 @@ from geo_pipeline.simulator.protocols import (
     tokens,
 )
 from geo_pipeline.simulator.screenshots import render_png
+from geo_pipeline.simulator.services import mount_services
 from geo_pipeline.simulator.state import SimState, Task, TokenBucket
 from geo_pipeline.simulator.webapp import mount as mount_web_apps
 
@@ -87,6 +88,7 @@ class Simulator:
         self.sync_costs: list[tuple[str, str, datetime, int]] = []
         self.unparseable_served: set[str] = set()
         self.journal: Journal | None = None  # --state-file: what a restart replays
+        self.services: list[Any] = []  # answer-scraping services (simulator.services)
 
     # ------------------------------------------------------------------ helpers
     def _count(self, platform: str, kind: str, status: int) -> None:
@@ -779,6 +781,8 @@ class Simulator:
             self.journal.reset()
         self.profiles = dict(self.initial)
         self.rng = random.Random(self.seed)
+        for service in self.services:
+            service.reset()
         return _json({"reset": True})
 
     async def health(self, request: web.Request) -> web.Response:
@@ -795,6 +799,7 @@ def create_app(config: SimulatorConfig, state_file: Path | None = None) -> web.A
         sim.journal.replay(sim.state, sim.sync_costs)
     app = web.Application(client_max_size=1024**2)
     app[STATE_KEY] = sim
+    sim.services = mount_services(app, config.seed, config.services)  # cloro, dataforseo, ...
     app.add_routes(
         [
             web.post("/v1/{platform}/tasks", sim.submit),

@@ -129,6 +129,9 @@ class Attempt:
         except ConnectorError as exc:
             if exc.error_class == "acceptance_unknown":
                 return await self.after_unknown()
+            if exc.error_class == "already_accepted":
+                await self.held_upstream()
+                return None
             await self.submit_failed(exc)
             return None
         crashpoint("accepted_not_recorded")
@@ -191,7 +194,14 @@ class Attempt:
         if caps.idempotency_keys:
             return await self.resend()
         if caps.lookup_by_key:
-            found = await self.lookup()
+            try:
+                found = await self.lookup()
+            except ConnectorError as exc:
+                # A look-up that cannot answer proves nothing: uncertain, never a re-send.
+                await self.park_uncertain(
+                    f"acceptance_unknown:lookup_failed:{exc.error_class}", self.c.s.quiet_s
+                )
+                return None
             if found is not None:
                 await self.accepted(found, "lookup")
                 return found
@@ -215,6 +225,9 @@ class Attempt:
             try:
                 acc = await self.send()
             except ConnectorError as exc:
+                if exc.error_class == "already_accepted":
+                    await self.held_upstream()
+                    return None
                 if exc.error_class in DEFINITE_REJECTIONS:
                     if self.lane.caps.lookup_by_key:
                         # A rejection of the RE-send says nothing certain about the first send,
@@ -242,6 +255,12 @@ class Attempt:
         # claim re-sends under the same key again.
         await self.park_uncertain(f"acceptance_unknown:resend_{what}", self.c.s.retry.max_delay_s)
         return None
+
+    async def held_upstream(self) -> None:
+        """The platform says it holds a task under this attempt's key but not which (cloro's
+        409): accepted, id unknown (R12). A new key would pay twice; the sample waits for the
+        id (webhook, operator: `samples resolve`) instead."""
+        await self.park_uncertain("accepted_upstream:id_unknown", UNCERTAIN_PARK_S)
 
     async def recover(self) -> Acceptance | None:
         """A take-over of an attempt whose request may have left (its record says 'sending' or

@@ -35,13 +35,22 @@ REAL = {
     "gemini_grounded_api": ("GEO_GEMINI_API_KEY", "gemini", "USD"),
     "anthropic_web_search_api": ("GEO_ANTHROPIC_API_KEY", "anthropic", "USD"),
 }
+# Answer-scraping services (access: scraped), keyed like the real engines.
+SERVICES = {
+    "chatgpt_cloro": ("GEO_CLORO_API_KEY", "cloro", "USD"),
+    "aimode_cloro": ("GEO_CLORO_API_KEY", "cloro", "USD"),
+    "chatgpt_dataforseo": ("GEO_DATAFORSEO_CREDENTIALS", "dataforseo", "USD"),
+    "aimode_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
+    "aioverview_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
+}
+KEYED = {**REAL, **SERVICES}
 SIMULATED = {"deepseek", "doubao", "kimi", "qwen", "openai_sim"}
 
 
 @pytest.fixture
 def no_keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("GEO_CONNECTORS_FILE", raising=False)
-    for var, _, _ in REAL.values():
+    for var, _, _ in KEYED.values():
         monkeypatch.delenv(var, raising=False)
 
 
@@ -53,11 +62,11 @@ def config_naming(platform: str, mode: str) -> dict[str, Any]:
 
 def test_without_keys_every_real_engine_is_registered_but_disabled(no_keys: None) -> None:
     reg = load_registry()
-    assert set(reg.disabled) == set(REAL)
+    assert set(reg.disabled) == set(KEYED)
     assert set(reg.entries) == SIMULATED  # the demo's and the tests' platforms, unchanged
     caps = reg.capabilities()
     assert set(caps) == SIMULATED
-    assert all(not ch.startswith(tuple(REAL)) for ch in reg.channels())
+    assert all(not ch.startswith(tuple(KEYED)) for ch in reg.channels())
     for name in REAL:
         assert name not in caps
         with pytest.raises(PlatformDisabled, match=REAL[name][0]):
@@ -98,7 +107,7 @@ def test_setting_the_key_enables_the_engine(
     plan = plan_run(config_naming(platform, caps.modes[-1]), reg.capabilities())
     assert {t.platform for t in plan.config.targets} == {platform}
     # The other engines stay disabled.
-    assert set(reg.disabled) == set(REAL) - {platform}
+    assert set(reg.disabled) == set(KEYED) - {platform}
 
 
 def test_an_empty_variable_counts_as_unset(no_keys: None, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -165,6 +174,8 @@ def test_every_real_engine_states_its_statement_source_and_usage_prices(no_keys:
         "anthropic_web_search_api": "anthropic_cost_report",
     }
     for name, entry in reg.disabled.items():
+        if name in SERVICES:
+            continue  # billed in credits, not tokens
         source = statement_source(entry)
         assert source == expected[name], name
         if source != USAGE_FIELDS:

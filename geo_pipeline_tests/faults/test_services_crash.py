@@ -1,0 +1,112 @@
+"""Answer services: a worker SIGKILLed between the service's acceptance and our record of it
+(crash point ``accepted_not_recorded``) on a scraped channel. cloro: the next worker re-sends
+under the same key, cloro answers 409, and the sample waits for review. DataForSEO: the next
+worker finds the task by our tag. Either way one task per attempt, billed at most once, judged
+from the simulator's own per-key counts."""
+
+from __future__ import annotations
+
+import signal
+
+import httpx
+
+from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline_tests.faults.harness import LEASE_S, SWEEP_S, Cluster
+from geo_pipeline_tests.integration.execution.helpers import check_invariants, fetch
+from geo_pipeline_tests.integration.execution.test_cloro_worker import (
+    PLATFORM,
+    make_cloro_run,
+    settled,
+)
+
+N = 12
+RECLAIM_S = LEASE_S + SWEEP_S + 6.0
+RECOVERY_S = 60.0
+START_S = 120.0
+
+
+def test_worker_killed_between_send_and_record(cluster: Cluster, db_url, monkeypatch) -> None:
+    for name, value in {
+        "GEO_CLORO_URL": f"{cluster.sim_url}/cloro",
+        "GEO_CLORO_API_KEY": "sim-cloro-key",
+    }.items():
+        monkeypatch.setenv(name, value)
+        cluster.env[name] = value
+    ids = make_cloro_run(db_url, load_registry(), "r-cloro-crash", N)
+    cluster.relay()
+    cluster.sweeper()
+    w1 = cluster.worker(crash_at="accepted_not_recorded", platforms=(PLATFORM,))
+    # The first process of a fresh checkout compiles its imports on a busy 2-core box: wait on
+    # the crash itself, with room for that start-up.
+    assert cluster.wait_dead(w1, timeout_s=START_S) == -signal.SIGKILL
+    w2 = cluster.worker(platforms=(PLATFORM,))
+    cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
+    cluster.wait(settled(db_url, N), RECOVERY_S, "every sample completed or sent to review")
+    cluster.stop(w2)
+    check_invariants(db_url, expected_samples=N)
+
+    rows = fetch(
+        db_url,
+        "SELECT sample_id, attempt_no, collection_state, submission_state, "
+        "coalesce(submission_reason, '') || ' ' || coalesce(collection_reason, '') AS why "
+        "FROM geo.samples",
+    )
+    parked = [r for r in rows if r["submission_state"] == "uncertain"]
+    completed = [r for r in rows if r["collection_state"] == "completed"]
+    assert parked, "the killed worker's accepted-but-unrecorded task must be waiting for review"
+    assert len(parked) + len(completed) == N
+    assert all("accepted_upstream:id_unknown" in r["why"] for r in parked), parked
+    assert all(r["attempt_no"] == 1 for r in rows)
+
+    stats = httpx.get(f"{cluster.sim_url}/_control/services/cloro/stats", timeout=10).json()
+    keys = stats["keys"]
+    assert set(keys) == {f"{sid}:1" for sid in ids}
+    assert max(v["tasks_created"] for v in keys.values()) == 1  # 0 tasks created twice
+    assert max(v["tasks_billed"] for v in keys.values()) <= 1
+    charges = fetch(
+        db_url,
+        "SELECT sample_id, count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge' GROUP BY 1",
+    )
+    assert all(c["n"] == 1 for c in charges)
+    assert {c["sample_id"] for c in charges} == {r["sample_id"] for r in completed}
+    for r in completed:  # every charge is for a task cloro billed
+        assert keys[f"{r['sample_id']}:1"]["tasks_billed"] == 1
+
+
+def test_dataforseo_worker_killed_between_send_and_record(
+    cluster: Cluster, db_url, monkeypatch
+) -> None:
+    """DataForSEO takes no key: the next worker finds the task by our tag (tasks_ready /
+    id_list) and follows it -- one task per tag, never re-sent, every sample completed."""
+    for name, value in {
+        "GEO_DATAFORSEO_URL": f"{cluster.sim_url}/dataforseo",
+        "GEO_DATAFORSEO_CREDENTIALS": "sim-login:sim-password",
+    }.items():
+        monkeypatch.setenv(name, value)
+        cluster.env[name] = value
+    platform = "chatgpt_dataforseo"
+    ids = make_cloro_run(db_url, load_registry(), "r-dfs-crash", N, platform=platform)
+    cluster.relay()
+    cluster.sweeper()
+    w1 = cluster.worker(crash_at="accepted_not_recorded", platforms=(platform,))
+    assert cluster.wait_dead(w1, timeout_s=START_S) == -signal.SIGKILL
+    w2 = cluster.worker(platforms=(platform,))
+    cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
+    cluster.wait(cluster.all_terminal, RECOVERY_S, "every sample terminal")
+    cluster.stop(w2)
+    got = check_invariants(db_url, expected_samples=N)
+    assert got["states"] == {"completed": N}
+    found = fetch(
+        db_url, "SELECT count(*) AS n FROM geo.upstream_requests WHERE resolved_by = 'lookup'"
+    )[0]["n"]
+    assert found >= 1  # the dead worker's acceptance came back through the tag look-up
+    stats = httpx.get(f"{cluster.sim_url}/_control/services/dataforseo/stats", timeout=10).json()
+    keys = stats["keys"]
+    assert {k.rsplit(":", 1)[0] for k in keys} == set(ids)
+    assert max(v["tasks_created"] for v in keys.values()) == 1
+    assert max(v["submit_calls"] for v in keys.values()) == 1
+    charges = fetch(
+        db_url,
+        "SELECT sample_id, count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge' GROUP BY 1",
+    )
+    assert len(charges) == N and all(c["n"] == 1 for c in charges)
