@@ -152,6 +152,22 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class HttpExchange:
+    """The upstream HTTP exchange a result came from, as sent and as received (headers in wire
+    order; the evidence layer redacts secrets before archiving them, D2). ``response_body`` is
+    ``Evidence.raw_body``, so it is not repeated here."""
+
+    method: str
+    url: str
+    request_headers: tuple[tuple[str, str], ...]
+    request_body: bytes
+    status: int
+    reason: str
+    response_headers: tuple[tuple[str, str], ...]
+    http_version: str = "HTTP/1.1"
+
+
+@dataclass(frozen=True)
 class Evidence:
     """The normalised connector result (R17)."""
 
@@ -171,6 +187,8 @@ class Evidence:
     screenshot_used: bool = False
     # Request-level usage the engine reported with this response (None: it reported none).
     usage: Usage | None = None
+    # The exchange the raw body came in, when the connector kept it (WARC request/response).
+    exchange: HttpExchange | None = None
 
 
 @dataclass(frozen=True)
