@@ -37,6 +37,7 @@ from io import BytesIO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 from warcio.archiveiterator import ArchiveIterator
+from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeaders
 from warcio.timeutils import datetime_to_iso_date
 from warcio.warcwriter import WARCWriter
@@ -320,17 +321,19 @@ class ReadRecord:
 def parse_record(member: bytes, where: str) -> ReadRecord:
     """The one record in a gzip member, read with warcio; its block and payload as stored (no
     decoding of the body). ``where`` names the record in messages."""
+    # Damaged bytes make the parser fail in many ways (gzip, header syntax, a short block):
+    # every one of them is "not the record the index names", never a crash of the reader.
     try:
         records = ArchiveIterator(BytesIO(member), no_record_parse=True, ensure_http_headers=False)
         record = next(iter(records), None)
-    except (OSError, EOFError, ValueError, zlib.error) as exc:
-        raise WarcCorrupt(f"{where}: not a readable WARC record ({exc})") from exc
+    except (ArchiveLoadFailed, OSError, EOFError, ValueError, zlib.error) as exc:
+        raise WarcCorrupt(f"{where}: not a readable WARC record ({exc})"[:500]) from exc
     if record is None or record.format != "warc":
         raise WarcCorrupt(f"{where}: no WARC record at this offset")
     try:
         block = record.raw_stream.read()
-    except (OSError, EOFError, zlib.error) as exc:
-        raise WarcCorrupt(f"{where}: WARC record is cut off ({exc})") from exc
+    except (ArchiveLoadFailed, OSError, EOFError, ValueError, zlib.error) as exc:
+        raise WarcCorrupt(f"{where}: WARC record is cut off ({exc})"[:500]) from exc
     declared = int(record.rec_headers.get_header("Content-Length") or -1)
     if declared != len(block):
         raise WarcCorrupt(f"{where}: WARC record holds {len(block)} of {declared} bytes")
@@ -351,3 +354,38 @@ def parse_record(member: bytes, where: str) -> ReadRecord:
         payload=payload,
         headers=headers,
     )
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a written record landed: its batch object and the offset in it."""
+
+    record: WarcRecord
+    object_key: str
+    offset: int
+
+    @property
+    def storage_key(self) -> str:
+        return record_key(self.object_key, self.offset, len(self.record.data))
+
+
+def record_key(object_key: str, offset: int, length: int) -> str:
+    """A record's address as one string, ``<object key>#<offset>-<length>``: what
+    ``geo.evidence_objects.storage_key`` holds for a WARC-stored kind, so readers that take a
+    storage key read a record as they read a whole object."""
+    return f"{object_key}#{offset}-{length}"
+
+
+def split_record_key(key: str) -> tuple[str, int, int] | None:
+    """(object key, offset, length) of a record key; None for a whole-object key."""
+    base, sep, span = key.rpartition("#")
+    if not sep:
+        return None
+    start, dash, size = span.partition("-")
+    if not (dash and start.isdigit() and size.isdigit()) or int(size) <= 0:
+        raise WarcCorrupt(f"{key!r}: not a WARC record address (<object>#<offset>-<length>)")
+    return base, int(start), int(size)
+
+
+def is_record_key(key: str) -> bool:
+    return "#" in key
