@@ -50,9 +50,10 @@ class Settings(BaseSettings):
     # Evidence storage.
     evidence_url: str | None = None  # s3://bucket/prefix or file:///dir; unset: a local dir
     evidence_fsync: str | None = None  # object (default) | none
-    # How the worker writes an answer's evidence: "bundle" (one object per answer) or "warc"
-    # (WARC records, one object per completion batch per tenant and run; issue 33).
-    evidence_format: Literal["bundle", "warc"] = "bundle"
+    # How the worker writes an answer's evidence: "warc" (WARC records, one object per
+    # completion batch per tenant and run; issue 33) or "bundle" (one object per answer, the
+    # format before; bundles already written stay readable either way).
+    evidence_format: Literal["bundle", "warc"] = "warc"
     s3_endpoint_url: str | None = None
     s3_addressing_style: str | None = None
     s3_client: str | None = None  # obstore (default) | boto3

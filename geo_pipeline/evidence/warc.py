@@ -15,8 +15,8 @@ cookies, …) and credential query parameters keep their names and lose their va
 is stored as the client read it (decoded), so ``Content-Encoding``/``Transfer-Encoding`` are kept
 under ``X-Archive-Orig-*`` names (the pywb convention) and ``Content-Length`` is the stored size.
 
-Every record carries ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` as sha256 (base32, the
-WARC form); the database keeps both as hex and a read checks both before serving a byte (R20).
+Every record carries ``WARC-Block-Digest`` and ``WARC-Payload-Digest`` as sha256 (base16, as
+Browsertrix writes it); the database keeps both and a read checks both before serving a byte (R20).
 Record ids are derived from (sample, attempt, kind, payload digest), and dates from the capture
 time, so the same evidence always gives the same bytes.
 
@@ -47,6 +47,7 @@ from geo_pipeline.connectors.base import HttpExchange
 WARC_MIME = "application/warc"
 REDACTED = "[REDACTED]"
 REDACTED_PARAM = "REDACTED"  # in a URL: no characters that need escaping
+GZIP_LEVEL = 6
 RECORD_TYPES = ("request", "response", "resource", "metadata")
 _NAMESPACE = uuid.UUID("6f1c2a53-0a5e-4c55-9a57-2f4f7f0f3c11")  # geo_pipeline evidence records
 
@@ -94,17 +95,23 @@ class WarcRecord:
     payload_size: int
 
 
-def sha256_b32(hex_digest: str) -> str:
-    """A hex sha256 in the WARC header form ``sha256:<base32>``."""
-    return "sha256:" + base64.b32encode(bytes.fromhex(hex_digest)).decode("ascii")
+def warc_digest(hex_digest: str) -> str:
+    """A sha256 as a WARC digest header value: ``sha256:<hex>`` (RFC 3548 base16, as
+    Browsertrix writes sha256; warcio's digest check reads base16 and base32 alike)."""
+    return "sha256:" + hex_digest
 
 
-def hex_of_b32(warc_digest: str) -> str:
-    """The hex form of a WARC ``sha256:<base32>`` digest."""
-    algo, _, value = warc_digest.partition(":")
+def digest_hex(value: str) -> str:
+    """The hex sha256 of a WARC digest header value, ``sha256:`` in base16 or base32."""
+    algo, _, digest = value.partition(":")
     if algo.lower() != "sha256":
-        raise WarcCorrupt(f"digest {warc_digest!r} is not sha256")
-    return base64.b32decode(value).hex()
+        raise WarcCorrupt(f"digest {value!r} is not sha256")
+    if len(digest) == 64:
+        return digest.lower()
+    try:
+        return base64.b32decode(digest).hex()
+    except ValueError as exc:
+        raise WarcCorrupt(f"digest {value!r} is neither base16 nor base32") from exc
 
 
 # --------------------------------------------------------------------------- redaction (D2)
@@ -161,14 +168,14 @@ def _write(
     headers = {
         "WARC-Record-ID": record_id,
         "WARC-Date": date,
-        "WARC-Block-Digest": sha256_b32(block_hex),
-        "WARC-Payload-Digest": sha256_b32(payload_hex),
+        "WARC-Block-Digest": warc_digest(block_hex),
+        "WARC-Payload-Digest": warc_digest(payload_hex),
     }
     if concurrent_to:
         headers["WARC-Concurrent-To"] = concurrent_to
     warc_type = f"application/http; msgtype={record_type}" if http is not None else mime_type
     out = BytesIO()
-    writer = WARCWriter(out, gzip=True)
+    writer = WARCWriter(out, gzip=False)
     record = writer.create_warc_record(
         uri,
         record_type,
@@ -179,8 +186,12 @@ def _write(
         http_headers=http,
     )
     writer.write_record(record)
+    # One gzip member per record, at zlib's default level: warcio's own wrapper uses level 9,
+    # which costs twice the CPU on the hot path for a few per cent on small records.
+    gz = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
+    member = gz.compress(out.getvalue()) + gz.flush()
     return WarcRecord(
-        kind, record_type, record_id, uri, mime_type, out.getvalue(), block_hex, payload_hex,
+        kind, record_type, record_id, uri, mime_type, member, block_hex, payload_hex,
         len(payload),
     )  # fmt: skip
 

@@ -38,7 +38,7 @@ from geo_pipeline.evidence.warc import (
     WARC_MIME,
     Placement,
     WarcCorrupt,
-    hex_of_b32,
+    digest_hex,
     pack,
     parse_record,
     split_record_key,
@@ -144,7 +144,7 @@ def verify_record(
     actual_block = hashlib.sha256(record.block).hexdigest()
     declared = record.headers.get("WARC-Block-Digest")
     try:
-        declared_hex = hex_of_b32(declared) if declared else None
+        declared_hex = digest_hex(declared) if declared else None
     except (WarcCorrupt, ValueError):
         declared_hex = None
     for expected in (block_sha256, declared_hex):

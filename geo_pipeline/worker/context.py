@@ -142,8 +142,8 @@ class Context:
             items[i].archived = archived
         crashpoint("warc_stored_not_recorded")
         if failed:
-            log.warning("WARC object of %d answers not stored: %s", len(failed),
-                        next(iter(failed.values())))  # fmt: skip
+            log.warning("WARC object of %d answers waits for the evidence store: %s",
+                        len(failed), next(iter(failed.values())))  # fmt: skip
         return {todo[j]: exc for j, exc in failed.items()}
 
     async def _finish_batch(

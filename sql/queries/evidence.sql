@@ -222,3 +222,26 @@ SELECT k.object_key, k.record_offset, k.record_length, k.tenant_id, k.run_id, k.
        kind text, mime_type text, block_sha256 text, payload_sha256 text, payload_size bigint,
        attempt_no integer, captured_at timestamptz)
 ON CONFLICT (object_key, record_offset) DO NOTHING;
+
+-- name: run_tenant
+SELECT tenant_id FROM geo.runs WHERE run_id = %(run_id)s;
+
+-- name: run_objects_for_export
+-- Every evidence object row of a run, in a stable order, with the record's block digest when
+-- it is a WARC record (issue 33): what the WACZ export and `evidence verify` read.
+SELECT o.sample_id, o.revision, o.kind, o.storage_key, o.sha256, o.size_bytes, o.mime_type,
+       o.attempt_no, o.captured_at,
+       (SELECT w.block_sha256 FROM geo.warc_records w
+         WHERE w.sample_id = o.sample_id AND w.kind = o.kind AND w.payload_sha256 = o.sha256
+           AND o.storage_key = w.object_key || '#' || w.record_offset || '-' || w.record_length
+         LIMIT 1) AS block_sha256
+  FROM geo.evidence_objects o
+ WHERE o.run_id = %(run_id)s
+ ORDER BY o.sample_id, o.revision, o.kind, o.object_id;
+
+-- name: run_warc_records
+-- The run's WARC records, by object and offset (the index, issue 33).
+SELECT object_key, record_offset, record_length, record_type, kind, sample_id, block_sha256,
+       payload_sha256
+  FROM geo.warc_records WHERE run_id = %(run_id)s
+ ORDER BY object_key, record_offset;

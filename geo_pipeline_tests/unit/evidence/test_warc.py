@@ -63,8 +63,8 @@ def test_records_read_back_with_warcio_in_order_with_sha256_digests() -> None:
         assert r.rec_headers.get_header("WARC-Record-ID") == rec.record_id
         block = r.rec_headers.get_header("WARC-Block-Digest")
         payload = r.rec_headers.get_header("WARC-Payload-Digest")
-        assert block.startswith("sha256:") and warc.hex_of_b32(block) == rec.block_sha256
-        assert warc.hex_of_b32(payload) == rec.payload_sha256
+        assert block.startswith("sha256:") and warc.digest_hex(block) == rec.block_sha256
+        assert warc.digest_hex(payload) == rec.payload_sha256
         if r is not read[0]:
             assert r.rec_headers.get_header("WARC-Concurrent-To") == response_id
     assert read[0].rec_headers.get_header("WARC-Date") == "2026-12-06T07:30:00Z"
@@ -75,6 +75,15 @@ def test_records_read_back_with_warcio_in_order_with_sha256_digests() -> None:
         assert hashlib.sha256(one.block).hexdigest() == rec.block_sha256
         assert hashlib.sha256(one.payload).hexdigest() == rec.payload_sha256
         assert one.record_id == rec.record_id
+
+
+def test_warcio_checks_our_digests_and_finds_no_problem() -> None:
+    data, _ = warc.pack(records())
+    checked = []
+    for record in ArchiveIterator(BytesIO(data), check_digests="raise"):
+        record.content_stream().read()
+        checked.append((record.digest_checker.passed, record.digest_checker.problems))
+    assert checked == [(True, [])] * len(records())
 
 
 def test_payloads_are_the_bytes_as_received() -> None:
@@ -130,3 +139,11 @@ def test_part_record_types_are_checked() -> None:
             sample_id="s", attempt_no=1, captured_at=AT,
             parts=[warc.Part("answer_raw", "response", "text/plain", b"x")],
         )  # fmt: skip
+
+
+def test_a_bad_evidence_format_names_the_variable_and_the_choices(monkeypatch) -> None:
+    from geo_pipeline.settings import SettingsError, settings
+
+    monkeypatch.setenv("GEO_EVIDENCE_FORMAT", "zip")
+    with pytest.raises(SettingsError, match=r"GEO_EVIDENCE_FORMAT='zip'.*'bundle' or 'warc'"):
+        settings()
