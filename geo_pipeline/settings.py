@@ -54,6 +54,9 @@ class Settings(BaseSettings):
     # completion batch per tenant and run; issue 33) or "bundle" (one object per answer, the
     # format before; bundles already written stay readable either way).
     evidence_format: Literal["bundle", "warc"] = "warc"
+    # The largest WARC record (a response, a text, a screenshot) a worker writes; a larger one
+    # is refused with its size and this cap (evidence.recording.prepare_warc_evidence).
+    evidence_record_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     s3_endpoint_url: str | None = None
     s3_addressing_style: str | None = None
     s3_client: str | None = None  # obstore (default) | boto3

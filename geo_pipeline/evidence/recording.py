@@ -394,16 +394,49 @@ def _common(
     return common, text_bytes, cjson
 
 
+RECORD_TOO_LARGE = "RECORD_TOO_LARGE"
+
+
+def _too_large(kind: str, size: int, cap: int) -> str:
+    return (f"{RECORD_TOO_LARGE}: {kind} is {size} bytes, the cap is {cap} "
+            "(GEO_EVIDENCE_RECORD_MAX_BYTES)")  # fmt: skip
+
+
 def prepare_warc_evidence(
-    ref: SampleRef, attempt_no: int, evidence: Evidence, screenshot_policy: str
+    ref: SampleRef,
+    attempt_no: int,
+    evidence: Evidence,
+    screenshot_policy: str,
+    *,
+    max_record_bytes: int | None = None,
 ) -> ArchivedEvidence:
     """The answer's evidence as WARC records, ready for the completion batch to store in one
     object with its neighbours (evidence.warc_store) -- no I/O here. The exchange (or the raw
     body), the answer text (resource), the normalised citations (metadata) and a screenshot
     with its thumbnail (resources), all in the batch's one PUT; a screenshot still to come
-    arrives later through the screenshot lane as before."""
+    arrives later through the screenshot lane as before.
+
+    A record larger than ``max_record_bytes`` is refused with its size and the cap: an
+    oversized screenshot is left out (the screenshot is unavailable, the reason says why); an
+    oversized response or text fails the evidence (``ARCHIVE_FAILED: RECORD_TOO_LARGE: …``), so
+    the sample is not recorded as stored and an operator sees why."""
     common, text_bytes, cjson = _common(ref, attempt_no, evidence, screenshot_policy)
     status, shot_warnings, detail, todo = _screenshot_plan(evidence.screenshot)
+    cap = max_record_bytes
+    if cap is not None:
+        for kind, data in (("response_raw", evidence.raw_body), ("answer_raw", text_bytes),
+                           ("citations", cjson)):  # fmt: skip
+            if len(data) > cap:
+                return ArchivedEvidence(
+                    **common, objects=(), screenshot_status="not_provided",
+                    warnings=_dedupe(evidence.warnings),
+                    failure=f"{ARCHIVE_FAILED}: {_too_large(kind, len(data), cap)}",
+                )  # fmt: skip
+        if todo is not None and max(len(todo[0]), len(todo[2])) > cap:
+            kind, size = ("screenshot", len(todo[0])) if len(todo[0]) > cap else (
+                "thumbnail", len(todo[2]))  # fmt: skip
+            status, shot_warnings, todo = "unavailable", [SCREENSHOT_UNAVAILABLE], None
+            detail = _too_large(kind, size, cap)
     parts = [
         WarcPart("answer_raw", "resource", TEXT_MIME, text_bytes),
         WarcPart("citations", "metadata", JSON_MIME, cjson),

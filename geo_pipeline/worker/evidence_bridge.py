@@ -30,6 +30,7 @@ from geo_pipeline.evidence.recording import (
     prepare_warc_evidence,
     prepare_warc_unparseable,
 )
+from geo_pipeline.settings import settings
 
 log = logging.getLogger(__name__)
 
@@ -123,7 +124,9 @@ async def archive_for_completion(
     ref, attempt_no = sample_ref(row), int(row["attempt_no"])
     policy, ev = str(row["screenshot_policy"]), evidence
     if warc:
-        return prepare_warc_evidence(ref, attempt_no, ev, policy), None, None, want_shot
+        cap = settings().evidence_record_max_bytes
+        pending = prepare_warc_evidence(ref, attempt_no, ev, policy, max_record_bytes=cap)
+        return pending, None, None, want_shot
     archived = await with_store_retry(
         "evidence",
         ref.sample_id,

@@ -7,6 +7,7 @@ import gzip
 import hashlib
 from datetime import UTC, datetime
 from io import BytesIO
+from typing import Any
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
@@ -147,3 +148,51 @@ def test_a_bad_evidence_format_names_the_variable_and_the_choices(monkeypatch) -
     monkeypatch.setenv("GEO_EVIDENCE_FORMAT", "zip")
     with pytest.raises(SettingsError, match=r"GEO_EVIDENCE_FORMAT='zip'.*'bundle' or 'warc'"):
         settings()
+
+
+def _evidence(raw: bytes, screenshot: bytes | None = None) -> Any:
+    from geo_pipeline.connectors.base import Attachment, Evidence
+
+    shot = Attachment("screenshot", "available", screenshot, "image/png") if screenshot else None
+    return Evidence(
+        sample_id="s-1", upstream_id="up-1", collection_state="completed",
+        answer_text="Try Acme.", raw_body=raw, raw_mime_type="application/json",
+        captured_at=AT, screenshot=shot,
+    )  # fmt: skip
+
+
+def test_a_record_over_the_cap_is_refused_with_its_size_and_the_cap() -> None:
+    from geo_pipeline.evidence import SampleRef
+    from geo_pipeline.evidence.recording import prepare_warc_evidence
+
+    ref = SampleRef("s-1", "run-1", "tenant-a")
+    big = prepare_warc_evidence(ref, 1, _evidence(b"x" * 101), "off", max_record_bytes=100)
+    assert big.warc_pending == () and big.failure == (
+        "ARCHIVE_FAILED: RECORD_TOO_LARGE: response_raw is 101 bytes, the cap is 100 "
+        "(GEO_EVIDENCE_RECORD_MAX_BYTES)"
+    )
+    fits = prepare_warc_evidence(ref, 1, _evidence(b"x" * 100), "off", max_record_bytes=100)
+    assert fits.failure is None and fits.warc_pending
+
+
+def test_an_oversized_screenshot_is_left_out_and_says_why() -> None:
+    import io
+
+    from PIL import Image
+
+    from geo_pipeline.evidence import SampleRef
+    from geo_pipeline.evidence.recording import prepare_warc_evidence
+
+    out = io.BytesIO()
+    Image.new("RGB", (400, 800), (10, 200, 30)).save(out, format="PNG")
+    png = out.getvalue()
+    ref = SampleRef("s-1", "run-1", "tenant-a")
+    cap = len(png) - 1
+    got = prepare_warc_evidence(ref, 1, _evidence(b"{}", png), "required", max_record_bytes=cap)
+    assert got.failure is None
+    assert got.screenshot_status == "unavailable" and "SCREENSHOT_UNAVAILABLE" in got.warnings
+    assert got.screenshot_detail == (
+        f"RECORD_TOO_LARGE: screenshot is {len(png)} bytes, the cap is {cap} "
+        "(GEO_EVIDENCE_RECORD_MAX_BYTES)"
+    )
+    assert {r.kind for r in got.warc_pending} == {"response_raw", "answer_raw", "citations"}
