@@ -140,7 +140,7 @@ class Context:
         placed, failed = await astore_batch(self.archive, [items[i].archived for i in todo])
         for i, archived in zip(todo, placed, strict=True):
             items[i].archived = archived
-        crashpoint("warc_stored_not_recorded")
+        crashpoint("stored_not_completed")  # the object is stored, no row names it yet
         if failed:
             log.warning("WARC object of %d answers waits for the evidence store: %s",
                         len(failed), next(iter(failed.values())))  # fmt: skip
