@@ -1752,7 +1752,7 @@ CREATE TABLE geo.evidence_objects (
     attempt_no integer,
     captured_at timestamp with time zone NOT NULL,
     stored_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT evidence_objects_kind_check CHECK ((kind = ANY (ARRAY['answer_raw'::text, 'answer_html'::text, 'citations'::text, 'response_raw'::text, 'request'::text, 'screenshot'::text, 'thumbnail'::text]))),
+    CONSTRAINT evidence_objects_kind_check CHECK ((kind = ANY (ARRAY['answer_raw'::text, 'answer_html'::text, 'citations'::text, 'response_raw'::text, 'screenshot'::text, 'thumbnail'::text]))),
     CONSTRAINT evidence_objects_revision_check CHECK ((revision >= 1)),
     CONSTRAINT evidence_objects_size_bytes_check CHECK ((size_bytes >= 0))
 );

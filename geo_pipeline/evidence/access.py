@@ -34,10 +34,7 @@ from geo_pipeline.evidence.warc_store import read_record
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
-KINDS = (
-    "answer_raw", "answer_html", "citations", "response_raw", "request", "screenshot",
-    "thumbnail",
-)  # fmt: skip
+KINDS = ("answer_raw", "answer_html", "citations", "response_raw", "screenshot", "thumbnail")
 DERIVED_KIND, SOURCE_KIND = "answer_html", "answer_raw"  # the display, made from the text
 HTML_MIME = "text/html; charset=utf-8"
 PRESIGN_MAX_S = 3600

@@ -33,7 +33,13 @@ from typing import Any, BinaryIO
 from urllib.parse import urlsplit
 
 from geo_pipeline.evidence.access import EvidenceAccessDenied, read_object
-from geo_pipeline.evidence.archive import Archive, ArchiveError, read_range, sha256_hex
+from geo_pipeline.evidence.archive import (
+    Archive,
+    ArchiveError,
+    DigestMismatch,
+    read_range,
+    sha256_hex,
+)
 from geo_pipeline.evidence.bundle import digest_in_key, is_bundle_key
 from geo_pipeline.evidence.warc import (
     Part,
@@ -76,16 +82,21 @@ def surt_key(url: str) -> str:
     return key + (f"?{parts.query}" if parts.query else "")
 
 
-def _record_of(archive: Archive, row: dict[str, Any]) -> bytes:
-    """One row's record, verified: a WARC record as stored, else a record of the stored bytes."""
-    key = str(row["storage_key"])
-    address = split_record_key(key)
-    if address is not None:
-        obj, offset, length = address
-        member = read_range(archive, obj, offset, length)
-        verify_record(key, member, row["sha256"], row["block_sha256"])
-        return member
-    data = read_object(archive, key, row["kind"], row["sha256"])
+def _warc_member(archive: Archive, row: dict[str, Any]) -> bytes:
+    """One indexed WARC record, as stored, once verified against the index."""
+    key, offset, length = row["object_key"], int(row["record_offset"]), int(row["record_length"])
+    member = read_range(archive, key, offset, length)
+    where = f"{key}#{offset}-{length}"
+    if len(member) != length:
+        raise DigestMismatch(where, row["payload_sha256"], f"torn: {len(member)} of {length}")
+    verify_record(where, member, row["payload_sha256"], row["block_sha256"])
+    return member
+
+
+def _converted_member(archive: Archive, row: dict[str, Any]) -> bytes:
+    """Evidence stored before WARC (a bundle part, a whole object): a record of its verified
+    bytes."""
+    data = read_object(archive, str(row["storage_key"]), row["kind"], row["sha256"])
     rtype = "metadata" if row["kind"] in _METADATA_KINDS else "resource"
     (record,) = part_records(
         sample_id=row["sample_id"], attempt_no=int(row["attempt_no"] or 0),
@@ -95,19 +106,32 @@ def _record_of(archive: Archive, row: dict[str, Any]) -> bytes:
     return record.data
 
 
+def _members(conn: Conn, archive: Archive, run_id: str) -> list[tuple[dict[str, Any], bytes]]:
+    """Every record of the run, verified: the indexed WARC records (the request included),
+    then the evidence stored before WARC, converted."""
+    out = []
+    for r in conn.execute(Q("evidence.run_warc_records"), {"run_id": run_id}).fetchall():
+        row = dict(r)
+        out.append(({**row, "sha256": row["payload_sha256"]}, _warc_member(archive, row)))
+    for r in conn.execute(Q("evidence.run_objects_for_export"), {"run_id": run_id}).fetchall():
+        row = dict(r)
+        if split_record_key(str(row["storage_key"])) is None:
+            out.append((row, _converted_member(archive, row)))
+    return out
+
+
 def export_wacz(
     conn: Conn, archive: Archive, tenant_id: str, run_id: str, out: BinaryIO
 ) -> WaczSummary:
     """Write the run's evidence as a WACZ to ``out`` (module docstring)."""
     _run_tenant_check(conn, tenant_id, run_id)
-    rows = conn.execute(Q("evidence.run_objects_for_export"), {"run_id": run_id}).fetchall()
+    members = _members(conn, archive, run_id)
     summary = WaczSummary(run_id)
     warc = io.BytesIO()
     cdxj: list[str] = []
     pages: list[dict[str, Any]] = []
-    for row in rows:
-        member = _record_of(archive, dict(row))
-        record = parse_record(member, str(row["storage_key"]))
+    for row, member in members:
+        record = parse_record(member, f"run {run_id} record of {row['sample_id']}")
         offset = warc.tell()
         warc.write(member)
         url = record.target_uri
@@ -131,7 +155,7 @@ def export_wacz(
         cdxj.append(f"{surt_key(url)} {ts} {json.dumps(entry, sort_keys=True)}")
         if row["kind"] == "response_raw":
             pages.append({"id": record.record_id.strip("<>"), "url": url, "ts": date,
-                          "title": f"sample {row['sample_id']} r{row['revision']}"})  # fmt: skip
+                          "title": f"sample {row['sample_id']}"})  # fmt: skip
         summary.records += 1
     warc_bytes = warc.getvalue()
     files = {

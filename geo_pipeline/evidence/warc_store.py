@@ -46,6 +46,7 @@ from geo_pipeline.evidence.warc import (
 
 WARC_DIR = "warc"  # {tenant}/{run}/warc/… : a run's WARC objects, for retention's sweep
 OBJECT_NAME = "batch.warc.gz"
+INDEX_ONLY_KINDS = ("request",)
 
 
 class RecordTooLarge(ArchiveError):
@@ -69,10 +70,13 @@ def digest_of_object_key(key: str) -> str | None:
 
 def _placed(item: ArchivedEvidence, object_key_: str, offsets: dict[int, int]) -> ArchivedEvidence:
     placements = tuple(Placement(r, object_key_, offsets[id(r)]) for r in item.warc_pending)
+    # Every record is indexed (geo.warc_records); the evidence kinds readers ask for get their
+    # geo.evidence_objects row as well. The request (the exchange as sent) is indexed only.
     objects = tuple(
         ArchivedObject(p.record.kind, p.storage_key, p.record.payload_sha256,
                        p.record.payload_size, p.record.mime_type)
         for p in placements
+        if p.record.kind not in INDEX_ONLY_KINDS
     )  # fmt: skip
     return replace(item, objects=objects, warc_pending=(), warc_placed=placements)
 

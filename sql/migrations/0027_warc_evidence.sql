@@ -5,8 +5,9 @@
 -- mismatch is reported, never served, R20). geo.evidence_objects keeps one row per evidence
 -- kind as before; for a WARC-stored kind its storage_key is '<object key>#<offset>-<length>'
 -- and its sha256 the record's payload digest, so every existing reader reads it unchanged.
--- Rows are only inserted (revisions are new records, R21) and deleted by retention, which
--- removes a run's objects whole.
+-- The request record (the exchange as sent) is indexed here only: it is no evidence kind of
+-- geo.evidence_objects. Rows are only inserted (revisions are new records, R21) and deleted by
+-- retention, which removes a run's objects whole.
 CREATE TABLE geo.warc_records (
     object_key text NOT NULL,
     record_offset bigint NOT NULL CHECK (record_offset >= 0),
@@ -29,13 +30,6 @@ CREATE TABLE geo.warc_records (
 );
 CREATE INDEX warc_records_run ON geo.warc_records (run_id);
 CREATE INDEX warc_records_sample ON geo.warc_records (sample_id);
-
--- The exchange as sent is evidence too (the request record).
-ALTER TABLE geo.evidence_objects
-  DROP CONSTRAINT evidence_objects_kind_check,
-  ADD CONSTRAINT evidence_objects_kind_check CHECK (kind IN (
-    'answer_raw', 'answer_html', 'citations', 'response_raw', 'request', 'screenshot',
-    'thumbnail'));
 
 -- Tenancy as for geo.evidence_objects (0017): the service inserts and retention deletes;
 -- analysts read their own tenant's rows only.

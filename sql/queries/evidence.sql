@@ -242,6 +242,6 @@ SELECT o.sample_id, o.revision, o.kind, o.storage_key, o.sha256, o.size_bytes, o
 -- name: run_warc_records
 -- The run's WARC records, by object and offset (the index, issue 33).
 SELECT object_key, record_offset, record_length, record_type, kind, sample_id, block_sha256,
-       payload_sha256
+       payload_sha256, mime_type
   FROM geo.warc_records WHERE run_id = %(run_id)s
  ORDER BY object_key, record_offset;

@@ -43,10 +43,15 @@ EXCHANGE = HttpExchange(
 
 
 def _rows(db: Any, run_id: str) -> list[dict[str, Any]]:
+    """Every record the database says the run has: the WARC index (the request included) and
+    the evidence stored before WARC (bundle parts)."""
     with db.cursor(row_factory=dict_row) as cur:
         return [dict(r) for r in cur.execute(
-            "SELECT kind, sha256, storage_key FROM geo.evidence_objects WHERE run_id = %s",
-            (run_id,)).fetchall()]  # fmt: skip
+            "SELECT kind, payload_sha256 AS sha256, object_key || '#' || record_offset || '-'"
+            " || record_length AS storage_key FROM geo.warc_records WHERE run_id = %s"
+            " UNION ALL SELECT kind, sha256, storage_key FROM geo.evidence_objects"
+            " WHERE run_id = %s AND storage_key NOT LIKE '%%#%%'",
+            (run_id, run_id)).fetchall()]  # fmt: skip
 
 
 def _seed(db: Any, archive: Any) -> Any:
