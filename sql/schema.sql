@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0027_warc_evidence, 19 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0030_one_truth, 22 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -109,9 +109,10 @@ ALTER FUNCTION analytics.design_effect(k bigint, x double precision, m double pr
 CREATE FUNCTION analytics.normal_two_sided_p(z double precision) RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-  SELECT least(1.0, t * exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
+  SELECT CASE WHEN a.x > 26 THEN 0.0 ELSE
+         least(1.0, t * exp(-x * x - 1.26551223 + t * (1.00002368 + t * (0.37409196 + t * (
            0.09678418 + t * (-0.18628806 + t * (0.27886807 + t * (-1.13520398 + t * (
-           1.48851587 + t * (-0.82215223 + t * 0.17087277))))))))))
+           1.48851587 + t * (-0.82215223 + t * 0.17087277)))))))))) END
     FROM (SELECT abs(z) / sqrt(2.0) AS x) a
     CROSS JOIN LATERAL (SELECT 1.0 / (1.0 + 0.5 * a.x) AS t) b
 $$;
@@ -126,18 +127,62 @@ CREATE FUNCTION analytics.t_critical_95(df integer) RETURNS double precision
     LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
     AS $$
 DECLARE
-  lo double precision := 0.0;
-  hi double precision := 1.0e4;
-  mid double precision;
+  p constant double precision := 0.05;
+  x constant double precision := -1.959963984540054;  -- the normal quantile of p / 2
+  a double precision;
+  b double precision;
+  c double precision;
+  d double precision;
+  y double precision;
+  t double precision;
+  dens double precision;
+  k integer;
 BEGIN
   IF df IS NULL OR df < 1 THEN
     RETURN NULL;
   END IF;
-  FOR i IN 1 .. 100 LOOP
-    mid := (lo + hi) / 2;
-    IF analytics.t_two_sided_p(mid, df) > 0.05 THEN lo := mid; ELSE hi := mid; END IF;
+  IF df = 1 THEN
+    RETURN 1.0 / tan(p * pi() / 2);
+  END IF;
+  IF df = 2 THEN
+    RETURN sqrt(2.0 / (p * (2.0 - p)) - 2.0);
+  END IF;
+  -- Hill (1970), CACM algorithm 396.
+  a := 1.0 / (df - 0.5);
+  b := 48.0 / (a * a);
+  c := ((20700.0 * a / b - 98.0) * a - 16.0) * a + 96.36;
+  d := ((94.5 / (b + c) - 3.0) / b + 1.0) * sqrt(a * pi() / 2) * df;
+  y := (d * p) ^ (2.0 / df);
+  IF y > 0.05 + a THEN
+    y := x * x;
+    IF df < 5 THEN
+      c := c + 0.3 * (df - 4.5) * (x + 0.6);
+    END IF;
+    c := (((0.05 * d * x - 5.0) * x - 7.0) * x - 2.0) * x + b + c;
+    y := (((((0.4 * y + 6.3) * y + 36.0) * y + 94.5) / c - y - 3.0) / b + 1.0) * x;
+    y := a * y * y;
+    y := CASE WHEN y > 0.1 THEN exp(y) - 1.0
+              ELSE ((y + 4.0) * y + 12.0) * y * y / 24.0 + y END;
+  ELSE
+    y := ((1.0 / (((df + 6.0) / (df * y) - 0.089 * d - 0.822) * (df + 2.0) * 3.0)
+          + 0.5 / (df + 4.0)) * y - 1.0) * (df + 1.0) / (df + 2.0) + 1.0 / y;
+  END IF;
+  t := sqrt(df * y);
+  IF df > 100 THEN
+    RETURN t;
+  END IF;
+  -- Two Newton steps on the exact tail; the density's constant
+  -- Gamma((df+1)/2) / (sqrt(df pi) Gamma(df/2)) by c(k + 2) = c(k) (k + 1) / sqrt(k (k + 2)).
+  IF df % 2 = 1 THEN c := 1.0 / pi(); k := 1; ELSE c := 1.0 / sqrt(8.0); k := 2; END IF;
+  WHILE k < df LOOP
+    c := c * (k + 1) / sqrt(k * (k + 2.0));
+    k := k + 2;
   END LOOP;
-  RETURN (lo + hi) / 2;
+  FOR i IN 1 .. 2 LOOP
+    dens := c * (1.0 + t * t / df) ^ (-(df + 1) / 2.0);
+    t := t + (analytics.t_two_sided_p(t, df) - p) / (2.0 * dens);
+  END LOOP;
+  RETURN t;
 END
 $$;
 
@@ -157,12 +202,20 @@ DECLARE
   term double precision;
   total double precision;
   inside double precision;
+  a double precision;
+  b double precision;
+  y double precision;
 BEGIN
   IF t IS NULL OR df IS NULL OR df < 1 THEN
     RETURN NULL;
   END IF;
-  IF df > 100000 THEN
-    RETURN analytics.normal_two_sided_p(t);
+  IF df > 100 THEN
+    a := df - 0.5;
+    b := 48.0 * a * a;
+    y := a * ln(1.0 + least(abs(t), 1.0e100) ^ 2 / df);
+    y := (((((-0.4 * y - 3.3) * y - 24.0) * y - 85.5) / (0.8 * y * y + 100.0 + b) + y + 3.0)
+          / b + 1.0) * sqrt(y);
+    RETURN analytics.normal_two_sided_p(y);
   END IF;
   theta := atan(abs(t) / sqrt(df));
   s := sin(theta);
@@ -171,6 +224,7 @@ BEGIN
     term := cos(theta);
     total := term;
     FOR k IN 3 .. df - 2 BY 2 LOOP
+      EXIT WHEN term < 1.0e-270;
       term := term * c2 * (k - 1) / k;
       total := total + term;
     END LOOP;
@@ -179,6 +233,7 @@ BEGIN
     term := 1.0;
     total := 1.0;
     FOR k IN 2 .. df - 2 BY 2 LOOP
+      EXIT WHEN term < 1.0e-270;
       term := term * c2 * (k - 1) / k;
       total := total + term;
     END LOOP;
@@ -816,8 +871,8 @@ CREATE TABLE analytics.channel_brand_metrics (
     n integer NOT NULL,
     mentions integer NOT NULL,
     mention_rate double precision,
-    mention_rate_lower double precision,
-    mention_rate_upper double precision,
+    mention_rate_wilson_lower double precision,
+    mention_rate_wilson_upper double precision,
     avg_rank double precision,
     domain_cited integer NOT NULL,
     citation_rate double precision,
@@ -826,70 +881,21 @@ CREATE TABLE analytics.channel_brand_metrics (
     questions integer,
     design_effect double precision,
     n_effective double precision,
-    mention_rate_cluster_lower double precision,
-    mention_rate_cluster_upper double precision,
+    mention_rate_lower double precision,
+    mention_rate_upper double precision,
     citation_design_effect double precision,
     citation_n_effective double precision,
     citation_rate_lower double precision,
-    citation_rate_upper double precision
+    citation_rate_upper double precision,
+    mention_rate_interval text GENERATED ALWAYS AS (
+CASE
+    WHEN (questions IS NULL) THEN NULL::text
+    WHEN (questions >= 2) THEN (('question-clustered, '::text || questions) || ' questions'::text)
+    ELSE 'Wilson, 1 question'::text
+END) STORED
 );
 
 ALTER TABLE analytics.channel_brand_metrics OWNER TO geo_owner;
-
---
--- Name: brand_day_over_day; Type: VIEW; Schema: analytics; Owner: geo_owner
---
-
-CREATE VIEW analytics.brand_day_over_day WITH (security_invoker='true') AS
- SELECT w.monitor_id,
-    w.channel,
-    w.brand,
-    w.is_target,
-    w.scheduled_for,
-    w.run_id,
-    w.n,
-    w.mentions,
-    w.mention_rate,
-    w.prev_scheduled_for,
-    w.prev_run_id,
-    w.prev_n,
-    w.prev_mentions,
-    w.prev_mention_rate,
-    (w.mention_rate - w.prev_mention_rate) AS rate_change,
-    analytics.two_proportion_z((w.prev_mentions)::bigint, (w.prev_n)::bigint, (w.mentions)::bigint, (w.n)::bigint) AS z,
-    COALESCE((abs(analytics.two_proportion_z((w.prev_mentions)::bigint, (w.prev_n)::bigint, (w.mentions)::bigint, (w.n)::bigint)) >= (1.959963984540054)::double precision), false) AS significant
-   FROM ( SELECT m.run_id,
-            m.tenant_id,
-            m.monitor_id,
-            m.scheduled_for,
-            m.channel,
-            m.platform,
-            m.brand,
-            m.is_target,
-            m.samples,
-            m.valid_samples,
-            m.invalid_samples,
-            m.analysing_samples,
-            m.review_samples,
-            m.n,
-            m.mentions,
-            m.mention_rate,
-            m.mention_rate_lower,
-            m.mention_rate_upper,
-            m.avg_rank,
-            m.domain_cited,
-            m.citation_rate,
-            m.refreshed_at,
-            lag(m.scheduled_for) OVER win AS prev_scheduled_for,
-            lag(m.run_id) OVER win AS prev_run_id,
-            lag(m.n) OVER win AS prev_n,
-            lag(m.mentions) OVER win AS prev_mentions,
-            lag(m.mention_rate) OVER win AS prev_mention_rate
-           FROM analytics.channel_brand_metrics m
-          WHERE ((m.monitor_id IS NOT NULL) AND (m.scheduled_for IS NOT NULL))
-          WINDOW win AS (PARTITION BY m.monitor_id, m.channel, m.brand ORDER BY m.scheduled_for)) w;
-
-ALTER TABLE analytics.brand_day_over_day OWNER TO geo_owner;
 
 --
 -- Name: brand_trends; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -981,7 +987,11 @@ CREATE VIEW analytics.brand_trends WITH (security_invoker='true') AS
     analytics.clustered_wilson_lower(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_lower,
     analytics.clustered_wilson_upper(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_upper,
     COALESCE(c.flagged_day_over_day, false) AS flagged_day_over_day,
-    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d
+    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d,
+        CASE
+            WHEN (d.k >= 2) THEN (('question-clustered, '::text || d.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS mention_rate_interval
    FROM (((est d
      JOIN est s ON (((s.monitor_id = d.monitor_id) AND (s.channel = d.channel) AND (s.brand = d.brand) AND (s.scheduled_for = d.scheduled_for) AND (s.window_days = 7))))
      LEFT JOIN runs r ON (((r.monitor_id = d.monitor_id) AND (r.channel = d.channel) AND (r.brand = d.brand) AND (r.scheduled_for = d.scheduled_for))))
@@ -1603,6 +1613,40 @@ CREATE VIEW geo.account_balances WITH (security_invoker='true') AS
 ALTER TABLE geo.account_balances OWNER TO geo_owner;
 
 --
+-- Name: accounts; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.accounts (
+    platform text NOT NULL,
+    account_id text NOT NULL,
+    state text DEFAULT 'needs_login'::text NOT NULL,
+    state_reason text DEFAULT ''::text NOT NULL,
+    state_changed_at timestamp with time zone DEFAULT now() NOT NULL,
+    daily_budget integer DEFAULT 50 NOT NULL,
+    min_gap_s double precision DEFAULT 5 NOT NULL,
+    jitter_s double precision DEFAULT 5 NOT NULL,
+    sends_day date,
+    sends_today integer DEFAULT 0 NOT NULL,
+    last_used_at timestamp with time zone,
+    next_send_at timestamp with time zone,
+    cooling_until timestamp with time zone,
+    lease_owner text,
+    lease_expires_at timestamp with time zone,
+    fencing_token bigint DEFAULT 0 NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT accounts_account_id_check CHECK ((account_id ~ '^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$'::text)),
+    CONSTRAINT accounts_check CHECK (((lease_owner IS NULL) = (lease_expires_at IS NULL))),
+    CONSTRAINT accounts_daily_budget_check CHECK ((daily_budget >= 0)),
+    CONSTRAINT accounts_jitter_s_check CHECK ((jitter_s >= (0)::double precision)),
+    CONSTRAINT accounts_min_gap_s_check CHECK ((min_gap_s >= (0)::double precision)),
+    CONSTRAINT accounts_platform_check CHECK ((platform ~ '^[a-z0-9_]{1,64}$'::text)),
+    CONSTRAINT accounts_sends_today_check CHECK ((sends_today >= 0)),
+    CONSTRAINT accounts_state_check CHECK ((state = ANY (ARRAY['ready'::text, 'needs_login'::text, 'cooling_down'::text, 'suspended'::text])))
+);
+
+ALTER TABLE geo.accounts OWNER TO geo_owner;
+
+--
 -- Name: allowed_transitions; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -1752,7 +1796,7 @@ CREATE TABLE geo.evidence_objects (
     attempt_no integer,
     captured_at timestamp with time zone NOT NULL,
     stored_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT evidence_objects_kind_check CHECK ((kind = ANY (ARRAY['answer_raw'::text, 'answer_html'::text, 'citations'::text, 'response_raw'::text, 'screenshot'::text, 'thumbnail'::text]))),
+    CONSTRAINT evidence_objects_kind_check CHECK ((kind = ANY (ARRAY['answer_raw'::text, 'answer_html'::text, 'citations'::text, 'response_raw'::text, 'screenshot'::text, 'thumbnail'::text, 'page_html'::text, 'capture'::text]))),
     CONSTRAINT evidence_objects_revision_check CHECK ((revision >= 1)),
     CONSTRAINT evidence_objects_size_bytes_check CHECK ((size_bytes >= 0))
 );
@@ -2267,6 +2311,13 @@ ALTER TABLE ONLY analytics.share_of_voice
 
 ALTER TABLE ONLY analytics.source_domains
     ADD CONSTRAINT source_domains_pkey PRIMARY KEY (run_id, platform, registrable_domain, relation);
+
+--
+-- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.accounts
+    ADD CONSTRAINT accounts_pkey PRIMARY KEY (platform, account_id);
 
 --
 -- Name: allowed_transitions allowed_transitions_layer_from_state_to_state_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
@@ -3142,6 +3193,12 @@ ALTER TABLE analytics.share_of_voice ENABLE ROW LEVEL SECURITY;
 ALTER TABLE analytics.source_domains ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: accounts; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.accounts ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: allowed_transitions; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
 --
 
@@ -3627,16 +3684,16 @@ GRANT UPDATE(design_effect) ON TABLE analytics.channel_brand_metrics TO geo_serv
 GRANT UPDATE(n_effective) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
--- Name: COLUMN channel_brand_metrics.mention_rate_cluster_lower; Type: ACL; Schema: analytics; Owner: geo_owner
+-- Name: COLUMN channel_brand_metrics.mention_rate_lower; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
-GRANT UPDATE(mention_rate_cluster_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
+GRANT UPDATE(mention_rate_lower) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
--- Name: COLUMN channel_brand_metrics.mention_rate_cluster_upper; Type: ACL; Schema: analytics; Owner: geo_owner
+-- Name: COLUMN channel_brand_metrics.mention_rate_upper; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
-GRANT UPDATE(mention_rate_cluster_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
+GRANT UPDATE(mention_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
 
 --
 -- Name: COLUMN channel_brand_metrics.citation_design_effect; Type: ACL; Schema: analytics; Owner: geo_owner
@@ -3661,13 +3718,6 @@ GRANT UPDATE(citation_rate_lower) ON TABLE analytics.channel_brand_metrics TO ge
 --
 
 GRANT UPDATE(citation_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
-
---
--- Name: TABLE brand_day_over_day; Type: ACL; Schema: analytics; Owner: geo_owner
---
-
-GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_service;
-GRANT SELECT ON TABLE analytics.brand_day_over_day TO geo_analyst;
 
 --
 -- Name: TABLE brand_trends; Type: ACL; Schema: analytics; Owner: geo_owner
@@ -3852,6 +3902,12 @@ GRANT SELECT ON TABLE geo.ledger_entries TO geo_analyst;
 
 GRANT SELECT ON TABLE geo.account_balances TO geo_service;
 GRANT SELECT ON TABLE geo.account_balances TO geo_analyst;
+
+--
+-- Name: TABLE accounts; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.accounts TO geo_service;
 
 --
 -- Name: TABLE allowed_transitions; Type: ACL; Schema: geo; Owner: geo_owner

@@ -4,7 +4,7 @@ No JavaScript, no external references, no ``style`` or event attributes: only SV
 presentation attributes, every text escaped, so a chart passes the report's strict Content
 Security Policy (``default-src 'none'``) and is safe whatever a brand or channel is called.
 Two charts: a brand's mention rate per channel with its 95 % interval as a whisker (read the
-question-clustered bounds, ``mention_rate_cluster_lower/upper``, where the table has them), and
+interval analysts read, ``mention_rate_lower/upper``: question-clustered where pooled), and
 a rate over days (``analytics.brand_trends``, read by :mod:`geo_pipeline.analysis.trends`), one
 chart per channel, with the changes ``analytics.brand_changes`` flagged after Benjamini-Hochberg
 control marked. Drawing only, no I/O: the report (geo_pipeline.ops) and the asset metadata

@@ -2,7 +2,7 @@
 
 Per run, in one transaction: delete the run's rows and insert them again (a partition write that
 can be repeated, STYLE.md point 7), so readers see either the old or the new numbers, never a
-mix. The live views (sample_facts, sample_brand_facts, brand_day_over_day, brand_changes,
+mix. The live views (sample_facts, sample_brand_facts, brand_changes,
 brand_trends) need no refresh. Rates pooled over questions get their question-clustered
 intervals and effective n (``honest.*``, sql/migrations/0021_honest_numbers.sql) in the same
 transaction, from the per-question rows just inserted.

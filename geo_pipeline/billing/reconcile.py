@@ -406,9 +406,40 @@ def reconcile_run(
             ],
         )
     summary = rules.summarise(run_id, currency, lines)
-    # R26: the difference of the run reconciled last, per currency (the asset keeps each run's).
-    RECONCILIATION_DIFF.labels(currency).set(summary.unexplained_difference_minor)
+    # R26: one meaning for the gauge, the unexplained difference over every run per currency
+    # (the query business_gauges.refresh sets it from); the asset keeps each run's own.
+    with conn.cursor() as cur:
+        cur.execute(Q("ops.reconciliation_difference"), {"explained": list(rules.EXPLAINED)})
+        for r in cur.fetchall():
+            RECONCILIATION_DIFF.labels(str(r["currency"]).strip()).set(int(r["difference_minor"]))
     return summary
+
+
+def stored_summary(conn: Conn, run_id: str) -> ReconciliationSummary:
+    """The summary of the run's stored reconciliation lines (as ``reconcile_run`` last wrote
+    them), by the same ``summarise``: what `runs show` and the reports read without reconciling
+    again."""
+    rows = reconciliation_lines(conn, run_id)
+    currency = str(rows[0]["currency"]).strip() if rows else _run_currency(conn, run_id)
+    return rules.summarise(
+        run_id,
+        currency,
+        [
+            ReconLine(
+                upstream_id=str(r["upstream_id"]),
+                platform=str(r["platform"]),
+                classification=str(r["classification"]),
+                fee_class=str(r["fee_class"]),
+                ours_minor=int(r["ours_minor"]),
+                theirs_minor=int(r["theirs_minor"]),
+                currency=str(r["currency"]).strip(),
+                sample_id=r.get("sample_id"),
+                attempt_no=r.get("attempt_no"),
+                detail=r.get("detail") or {},
+            )
+            for r in rows
+        ],
+    )
 
 
 def token_prices(entry: PlatformEntry, version: str) -> TokenPrices | None:

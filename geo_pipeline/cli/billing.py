@@ -12,6 +12,7 @@ from geo_pipeline.billing import ledger, reconcile
 from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.money import Money, MoneyError
+from geo_pipeline.domain.words import reconciliation_text
 from geo_pipeline.flows.create_run import PlanChecksFailed, dispatch_checked
 from geo_pipeline.flows.settle import settle_run
 from geo_pipeline.store import db as dbmod
@@ -351,10 +352,15 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
     )
     if summary.pending_ours_minor:
         click.echo(f"pending (statement not in yet): {money(summary.pending_ours_minor)}")
-    click.echo(
-        f"unexplained difference: {money(summary.unexplained_difference_minor)}"
-        + ("" if summary.clean else "  (needs review)")
-    )
+    for line in reconciliation_text(
+        summary.unexplained_difference_minor,
+        summary.explained_difference_minor,
+        0,
+        summary.currency,
+    ):
+        click.echo(line)
+    if not summary.clean:
+        click.echo("needs review: the unexplained lines are listed above")
 
 
 def register(root: click.Group) -> None:

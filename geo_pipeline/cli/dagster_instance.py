@@ -15,17 +15,10 @@ from __future__ import annotations
 import re
 
 import click
-import dagster as dg
 
 from geo_pipeline.cli.output import emit_json
-from geo_pipeline.defs import names
-from geo_pipeline.defs.partitions import migrate_partitions
-from geo_pipeline.defs.pools import POOL_LIMITS, apply_pool_limits
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store.queries import Q
-
-# The run|channel-partitioned assets whose old materialisations carry over.
-MIGRATED_ASSETS = (names.SAMPLING_PLAN, *names.PARTITION_DOWNSTREAM)
 
 
 def runs_with_channels(conn: dbmod.Conn) -> list[tuple[str, list[str]]]:
@@ -46,6 +39,16 @@ def dagster_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def setup(as_json: bool) -> None:
     """Set the pool limits and make every run's partitions exist (idempotent)."""
+    # Dagster (and defs/, built on it) is imported by the command that opens its instance, not
+    # with the CLI: importing it costs about 1 s of CPU, which every other command would pay.
+    import dagster as dg
+
+    from geo_pipeline.defs import names
+    from geo_pipeline.defs.partitions import migrate_partitions
+    from geo_pipeline.defs.pools import POOL_LIMITS, apply_pool_limits
+
+    # The run|channel-partitioned assets whose old materialisations carry over.
+    migrated_assets = (names.SAMPLING_PLAN, *names.PARTITION_DOWNSTREAM)
     try:
         instance = dg.DagsterInstance.get()
     except dg.DagsterError as exc:
@@ -65,7 +68,7 @@ def setup(as_json: bool) -> None:
         changed = apply_pool_limits(instance)
         with dbmod.connect() as conn:
             runs = runs_with_channels(conn)
-        migration = migrate_partitions(instance, runs, MIGRATED_ASSETS)
+        migration = migrate_partitions(instance, runs, migrated_assets)
     finally:
         instance.dispose()
     result = {

@@ -150,6 +150,15 @@ def register(root: click.Group) -> None:
     show_default=True,
     help="Claim no more new submissions than the platform's submit rate admits in this time.",
 )
+@click.option(
+    "--platform-wait-s",
+    type=SECONDS,
+    default=30.0,
+    envvar="GEO_PLATFORM_WAIT_S",
+    show_default=True,
+    help="A platform that does not answer at start-up (e.g. a simulator still starting): its "
+    "lane waits this long before claiming, saying where it waits; 0: claim at once.",
+)
 @click.option("--no-evidence", is_flag=True, help="Do not archive evidence (benchmarks only).")
 @click.option("--metrics-port", type=PORT, default=None)
 @click.option("--json", "as_json", is_flag=True, help="Print the exit report as JSON (default).")
@@ -165,6 +174,7 @@ def worker_cmd(
     idle_claim_s: float,
     accept_defer_s: float,
     submit_horizon_s: float,
+    platform_wait_s: float,
     no_evidence: bool,
     metrics_port: int | None,
     as_json: bool,
@@ -217,6 +227,8 @@ def worker_cmd(
         idle_claim_s=idle_claim_s,
         accept_defer_s=accept_defer_s,
         submit_horizon_s=submit_horizon_s,
+        platform_urls={p: registry.entry(p).base_url for p in chosen},
+        platform_wait_s=platform_wait_s,
     )
 
     _started(

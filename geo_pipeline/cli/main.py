@@ -32,6 +32,7 @@ COMMAND_MODULES = (
     "prices",
     "connectors_check",
     "dagster_instance",
+    "accounts",
 )
 
 

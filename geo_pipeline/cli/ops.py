@@ -307,12 +307,17 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     st = rep.status
     c = ui.console
     c.rule(f"report of run {rep.run['run_id']}")
+    c.print(f"status: {st.get('text') or st['overall']}", markup=False)
     c.print(
-        f"status: [bold]{st['overall']}[/bold]"
-        + ("  (analysing)" if st["analysing"] else "")
-        + f"   samples {st['total']}, completed {st['collection'].get('completed', 0)}, "
+        f"samples {st['total']}, completed {st['collection'].get('completed', 0)}, "
         f"failed {st['collection'].get('failed', 0)}, uncertain {st['uncertain']}"
     )
+    if st.get("invalid_answers"):
+        c.print(
+            f"invalid answers (in no rate): {sum(st['invalid_answers'].values())}: "
+            + ", ".join(f"{k} x{v}" for k, v in st["invalid_answers"].items()),
+            markup=False,
+        )
     ev = st["evidence"]
     emit_table(
         [{k: ev.get(k, 0) for k in ("stored", "partial", "failed", "pending")}],
@@ -351,7 +356,9 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "brand": r["brand"] + (" *" if r["is_target"] else ""),
                     "n": r["n"],
                     "mentions": r["mentions"],
-                    "rate [95% Wilson]": _rate(r),
+                    "rate [95% interval]": _rate(r),
+                    "interval": r.get("interval_method") or "",
+                    "n effective": r.get("n_effective"),
                     "invalid": r["invalid_samples"],
                     "analysing": r["analysing_samples"],
                 }
@@ -362,24 +369,34 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     else:
         c.print("mention rates: not available yet (analysing, not 'not mentioned')")
     m = rep.money
+    d = m["display"]
     emit_table(
         [
             {
-                "quoted max": m["quoted_max_minor"],
-                "reserved": m["reserved_minor"],
-                "charged": m["charged_minor"],
-                "released": m["released_minor"],
-                "refunded": m["refunded_minor"],
-                "reconciliation difference": m["reconciliation_difference_minor"],
+                "quoted max": d["quoted_max"],
+                "reserved": d["reserved"],
+                "charged": d["charged"],
+                "released": d["released"],
+                "refunded": d["refunded"],
             }
         ],
-        title=f"money ({m['currency']} minor units)",
+        title=f"money ({m['currency']})",
     )
+    for line in m["reconciliation_words"]:
+        c.print(f"reconciliation: {line}", markup=False)
     if m["reconciliation"]:
         emit_table(
             m["reconciliation"],
-            ["classification", "lines", "ours_minor", "theirs_minor", "difference_minor"],
-            title="reconciliation against the platforms' fee statements",
+            [
+                "classification",
+                "explained",
+                "lines",
+                "ours_minor",
+                "theirs_minor",
+                "difference_minor",
+            ],
+            title="reconciliation lines by classification (minor units; difference = theirs - "
+            "ours; `geo-pipeline billing reconcile RUN_ID` lists each line)",
         )
     c.print(f"reports: {paths['html']}  {paths['csv']}  {paths['json']}", markup=False)
 

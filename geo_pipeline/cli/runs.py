@@ -12,33 +12,36 @@ import click
 
 from geo_pipeline.analysis import analyse_run
 from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
-from geo_pipeline.billing import ledger, prices
+from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.config import load_config_file
+from geo_pipeline.domain.config import load_config_file, normalise_and_validate
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
 from geo_pipeline.domain.planner import ChannelPlan, Prior
+from geo_pipeline.domain.words import (
+    money_text,
+    money_with_minor,
+    reconciliation_text,
+    status_text,
+)
 from geo_pipeline.flows.create_run import (
     PlanChecksFailed,
     create_run,
     dispatch_checked,
-    plan_run,
+    quoted_plan,
 )
-from geo_pipeline.flows.settle import describe, settle_run
+from geo_pipeline.flows.settle import describe, run_money, settle_run
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
 
 
-def plan_from_file(path: Path, run_id: str | None, conn: Conn | None = None) -> Plan:
-    """The plan and quote of a config file; with a database, quoted at the price versions in
-    effect now (imported with `prices import`), which the quote snapshot then freezes."""
-    caps = load_registry().capabilities()
-    if conn is not None:
-        caps = prices.effective_capabilities(conn, caps)
-    return plan_run(load_config_file(path), caps, run_id)
+def plan_from_file(path: Path, run_id: str | None, conn: Conn) -> Plan:
+    """The plan and quote of a config file, through the one quote path (``quoted_plan``: the
+    price versions in effect now, which `runs create`'s quote snapshot then freezes)."""
+    return quoted_plan(conn, load_config_file(path), load_registry().capabilities(), run_id)
 
 
 @click.group("runs")
@@ -69,10 +72,18 @@ def plan_cmd(
     config: Path, run_id: str | None, target_half_width: float, monitor: str | None, as_json: bool
 ) -> None:
     """Validate CONFIG and show the plan, the quote and what its sample buys: the expected 95 %
-    half-width of each channel's mention rate and the repeats a target needs. Writes nothing."""
-    plan = plan_from_file(config, run_id)
+    half-width of each channel's mention rate and the repeats a target needs. Quoted at the
+    price versions in effect in the database, as `runs create` will freeze them. Writes
+    nothing; without --run-id it names no run id (`runs create` assigns one)."""
+    raw = load_config_file(config)
+    normalise_and_validate(raw, load_registry().capabilities())  # every mistake, before any I/O
+    with dbmod.connect() as conn:
+        plan = quoted_plan(conn, raw, load_registry().capabilities(), run_id)
+        conn.rollback()
     precision = precision_plans(plan, target_half_width, monitor)
     summary = plan.summary()
+    if run_id is None:
+        summary["run_id"] = None  # the placeholder the plan was expanded for is nobody's run
     if as_json:
         emit_json({**summary, "precision": [precision_row(p) for p in precision]})
         return
@@ -93,7 +104,8 @@ def precision_plans(plan: Plan, target: float, monitor: str | None) -> list[Chan
 
 
 def _print_plan(summary: dict) -> None:
-    click.echo(f"run {summary['run_id']} for tenant {summary['tenant']}")
+    rid = summary["run_id"] or "assigned by `geo-pipeline runs create`"
+    click.echo(f"tenant {summary['tenant']}, run id: {rid}")
     click.echo(f"samples: {summary['formula']} (Q x T x R)")
     for dup in summary["duplicates_removed"]:
         click.echo(f"  note: {dup}")
@@ -122,7 +134,7 @@ def _print_plan(summary: dict) -> None:
         ],
         title="quote (minor units)",
     )
-    click.echo(f"estimated max: {q['estimated_max_minor']} {q['currency']} (minor units)")
+    click.echo(f"estimated max: {money_with_minor(q['estimated_max_minor'], q['currency'])}")
 
 
 @runs_group.command("create")
@@ -215,7 +227,8 @@ def list_cmd(tenant: str | None, limit: int, as_json: bool) -> None:
 @click.argument("run_id")
 @click.option("--json", "as_json", is_flag=True)
 def show_cmd(run_id: str, as_json: bool) -> None:
-    """A run's status per layer and per channel, batches and quote."""
+    """A run's status (with its reason) per layer and per channel, batches, quote, money and
+    whether it is settled."""
     with dbmod.connect() as conn:
         try:
             run = runstore.get_run(conn, run_id)
@@ -226,22 +239,24 @@ def show_cmd(run_id: str, as_json: bool) -> None:
             ch: statusmod.partition_status(conn, run_id, ch).as_dict()
             for ch in statusmod.channels_of_run(conn, run_id)
         }
-        detail = {
+        detail: dict[str, Any] = {
             "run": run,
             "status": st.as_dict(),
+            "status_text": status_text(st.as_dict(), channels),
             "channels": channels,
             "batches": runstore.batches(conn, run_id),
             "quote_lines": runstore.quote_lines(conn, run["quote_id"]),
+            "money": run_money(conn, run_id),
         }
     if as_json:
         emit_json(detail)
         return
     click.echo(
-        f"run {run_id}  tenant {run['tenant_id']}  status {st.overall}"
+        f"run {run_id}  tenant {run['tenant_id']}"
         + (f"  (cancelled at {run['cancel_requested_at']})" if st.cancelled else "")
-        + ("  (analysing)" if st.analysing else "")
         + (f"  uncertain {st.uncertain}" if st.uncertain else "")
     )
+    click.echo(f"status {detail['status_text']}")
     analysis = st.counts.analysis
     if any(analysis.values()):
         # Every analysis state, in the text too: review and failed need a person.
@@ -271,6 +286,48 @@ def show_cmd(run_id: str, as_json: bool) -> None:
         click.echo(
             "failures: " + ", ".join(f"{k} x{v}" for k, v in st.counts.failure_reasons.items())
         )
+    emit_table(
+        [
+            {
+                "batch": b.get("batch_no"),
+                "size": b.get("size"),
+                "platforms": b.get("platform_counts"),
+            }
+            for b in detail["batches"]
+        ],
+        title="batches",
+    )
+    m = detail["money"]
+    cur = m["currency"]
+    emit_table(
+        [
+            {
+                "platform": q["platform"],
+                "price version": q["price_version"],
+                "item": q["item"],
+                "mode": q["mode"],
+                "unit price": money_text(int(q["unit_price_minor"]), cur),
+                "quantity": q["quantity"],
+                "amount": money_text(int(q["amount_minor"]), cur),
+            }
+            for q in detail["quote_lines"]
+        ],
+        title=f"quote (frozen at creation, {cur})",
+    )
+    click.echo(f"estimated max {money_with_minor(m['estimated_max_minor'], cur)}")
+    click.echo(
+        "money: "
+        + ", ".join(
+            f"{k} {money_text(m[f'{k}_minor'], cur)}"
+            for k in ("reserved", "charged", "released", "refunded")
+        )
+    )
+    if m["closed_at"] is not None:
+        click.echo(f"settled: yes, closed at {m['closed_at']}")
+        for line in m["reconciliation"]:
+            click.echo(f"  {line}")
+    else:
+        click.echo(f"settled: no (settle with `geo-pipeline runs settle {run_id}`)")
 
 
 # --------------------------------------------------------------------------- follow-up
@@ -413,10 +470,12 @@ def _print_settlement(run_id: str, settled: Any, currency: str | None) -> None:
             f"  pending {money(s.pending_ours_minor)}: no statement for these yet; "
             f"`geo-pipeline runs settle {run_id}` later fetches it"
         )
-    click.echo(
-        f"  unexplained difference {money(s.unexplained_difference_minor)}"
-        + ("" if s.clean else "  (needs review: geo-pipeline billing reconcile " + run_id + ")")
-    )
+    for line in reconciliation_text(
+        s.unexplained_difference_minor, s.explained_difference_minor, 0, cur
+    ):
+        click.echo(f"  {line}")
+    if not s.clean:
+        click.echo(f"  needs review: `geo-pipeline billing reconcile {run_id}` lists the lines")
 
 
 def register(root: click.Group) -> None:

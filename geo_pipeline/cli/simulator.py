@@ -2,12 +2,18 @@
 
 Prints one line when the socket listens — ``simulator listening on URL`` or, with ``--json``,
 ``{"url": ...}`` — so scripts and test fixtures can start it on ``--port 0`` and read the URL.
+Like every other process it logs JSON lines to stderr (``simulator.listening`` at start,
+``simulator.stopped`` at the end), and on SIGTERM prints its stop report on stdout: the tasks,
+requests and faults it served.
 """
 
 from __future__ import annotations
 
 import json
+import logging
+import os
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +21,9 @@ import click
 
 from geo_pipeline.cli.output import PORT
 from geo_pipeline.domain.catalogue import RegistryError
+from geo_pipeline.observability import logs
+
+log = logging.getLogger("geo_pipeline.simulator")
 
 
 def _parse_sets(values: tuple[str, ...]) -> dict[str, dict[str, Any]]:
@@ -65,12 +74,17 @@ def simulator(
     from geo_pipeline.simulator.profiles import ProfileError, load_profiles
     from geo_pipeline.simulator.server import run
 
+    logs.configure()
     try:
         config = load_profiles(profiles_file, seed=seed, overrides=_parse_sets(sets))
     except (ProfileError, RegistryError) as exc:
         raise click.ClickException(str(exc)) from exc
 
+    started = time.monotonic()
+    where: list[str] = []
+
     def ready(url: str) -> None:
+        where.append(url)
         if as_json:
             click.echo(json.dumps({"url": url, "platforms": sorted(config.profiles)}))
         else:
@@ -78,11 +92,36 @@ def simulator(
                 f"simulator listening on {url} (platforms: {', '.join(sorted(config.profiles))})"
             )
         sys.stdout.flush()
+        logs.event(
+            log,
+            "simulator.listening",
+            url=url,
+            platforms=sorted(config.profiles),
+            seed=config.seed,
+            pid=os.getpid(),
+        )
+        logs.flush()
 
     try:
-        run(config, host, port, ready)
+        sim = run(config, host, port, ready)
     except OSError as exc:
         raise click.ClickException(f"cannot listen on {host}:{port}: {exc.strerror}") from exc
+    if sim is None:
+        return
+    served = sim.state.stats(include_keys=False)
+    requests = served["requests"]
+    report = {
+        "simulator": where[0] if where else f"http://{host}:{port}",
+        "seconds": round(time.monotonic() - started, 1),
+        "tasks": served["tasks"],
+        "requests": sum(requests.values()) if isinstance(requests, dict) else 0,
+        "requests_by_kind": served["requests_by_kind"],
+        "faults": served["faults"],
+    }
+    logs.event(log, "simulator.stopped", **report)
+    logs.flush()
+    click.echo(json.dumps(report))
+    sys.stdout.flush()
 
 
 def register(root: click.Group) -> None:

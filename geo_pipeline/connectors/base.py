@@ -9,6 +9,7 @@ intent and says whether upstream could stop. Errors are typed so that the retry 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Literal, Protocol, runtime_checkable
@@ -187,6 +188,12 @@ class Evidence:
     screenshot_used: bool = False
     # Request-level usage the engine reported with this response (None: it reported none).
     usage: Usage | None = None
+    # The search queries the engine said it ran (its fan-out), when the answer names them.
+    search_queries: tuple[str, ...] = ()
+    # The browser lane: the rendered page's HTML as captured, and how it was captured (device
+    # emulation, region, account) -- recorded with the evidence (DESIGN section 9).
+    page_html: bytes | None = None
+    capture: Mapping[str, str] = field(default_factory=dict)
     # The exchange the raw body came in, when the connector kept it (WARC request/response).
     exchange: HttpExchange | None = None
 

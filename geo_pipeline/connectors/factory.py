@@ -18,7 +18,7 @@ from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.connectors.simulator import SimulatorConnector
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 
-PROTOCOLS = ("simulator", *BUILDERS)
+PROTOCOLS = ("simulator", "browser", *BUILDERS)
 
 
 def build_connector(entry: PlatformEntry, client: httpx.AsyncClient | None = None) -> Connector:
@@ -28,6 +28,10 @@ def build_connector(entry: PlatformEntry, client: httpx.AsyncClient | None = Non
         return SimulatorConnector(entry, client)
     if entry.protocol in BUILDERS:
         return SyncProtocolConnector(entry, client)
+    if entry.protocol == "browser":  # the browser lane (issue #32): no HTTP client of ours
+        from geo_pipeline.connectors.browser.connector import BrowserConnector
+
+        return BrowserConnector(entry)
     raise RegistryError(
         f"platforms.{entry.platform}: unknown protocol {entry.protocol!r}; "
         f"known: {', '.join(PROTOCOLS)}"

@@ -9,9 +9,11 @@ connection *after* the request was written means it may have been accepted
 from __future__ import annotations
 
 import email.utils
+import logging
 import time
 from collections.abc import Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 
@@ -30,6 +32,10 @@ from geo_pipeline.settings import settings
 TRANSPORT_ENV = "GEO_HTTP_TRANSPORT"
 DEFAULT_TIMEOUT = httpx.Timeout(connect=3.0, read=30.0, write=10.0, pool=10.0)
 DEFAULT_LIMITS = httpx.Limits(max_connections=256, max_keepalive_connections=128)
+UNREACHABLE_LOG_EVERY_S = 10.0  # one warning per platform origin this often, with a count
+
+log = logging.getLogger("geo_pipeline.connectors")
+_unreachable: dict[str, tuple[float, int]] = {}  # origin -> (last warning, failures since)
 
 
 class LeanAsyncClient(httpx.AsyncClient):
@@ -123,11 +129,49 @@ def parse_retry_after(value: str | None) -> float | None:
     return max(0.0, when.timestamp() - time.time())
 
 
+def origin(url: str) -> tuple[str, str, int] | None:
+    """(``scheme://host:port``, host, port) of a URL; None without a host. Only the origin of a
+    platform's URL is ever logged or recorded: a path or a query could carry a key."""
+    parts = urlsplit(url)
+    if not parts.hostname:
+        return None
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+    except ValueError:
+        return None
+    host = f"[{parts.hostname}]" if ":" in parts.hostname else parts.hostname
+    return f"{parts.scheme}://{host}:{port}", parts.hostname, port
+
+
+def _could_not_connect(exc: httpx.HTTPError, what: str) -> TransientError:
+    """The error says which platform URL did not answer and why (issue 30: a bare 'transient'
+    named neither); a warning says so too, once per origin every UNREACHABLE_LOG_EVERY_S."""
+    try:
+        where = origin(str(exc.request.url))
+    except RuntimeError:  # an exception raised without its request
+        where = None
+    url = where[0] if where else "the platform"
+    cause = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+    if where is not None:
+        now = time.monotonic()
+        last, failures = _unreachable.get(url, (float("-inf"), 0))
+        failures += 1
+        if now - last >= UNREACHABLE_LOG_EVERY_S:
+            log.warning(
+                "platform unreachable",
+                extra={"url": url, "error": cause, "call": what, "failures": failures},
+            )
+            _unreachable[url] = (now, 0)
+        else:
+            _unreachable[url] = (last, failures)
+    return TransientError(f"{what}: could not connect to {url} ({cause})")
+
+
 def transport_error(exc: httpx.HTTPError, *, sent_means_unknown: bool, what: str) -> ConnectorError:
     """Map an httpx transport failure. ``sent_means_unknown`` is True for a submit: after the
     request left, silence is not a 'no' (R12); for reads it is just a transient failure."""
     if isinstance(exc, httpx.ConnectError | httpx.ConnectTimeout | httpx.PoolTimeout):
-        return TransientError(f"{what}: could not connect ({type(exc).__name__})")
+        return _could_not_connect(exc, what)
     if sent_means_unknown and isinstance(
         exc,
         httpx.ReadTimeout

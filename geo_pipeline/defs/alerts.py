@@ -6,8 +6,10 @@ Incidents (docs/operations.md has a runbook section per kind):
 - ``stuck_partition``: a (run, channel) past its publish deadline plus a grace, unpublished;
 - ``dead_letters`` / ``uncertain``: more than a threshold of open dead letters / uncertain samples;
 - ``reconciliation``: a run whose charges and fee statements disagree;
-- ``mention_change``: a day-over-day brand mention-rate change the analytics schema flags as
-  significant (the message carries both rates, their n and today's interval).
+- ``mention_change``: a brand mention-rate change ``analytics.brand_changes`` flags (question-
+  clustered test, Benjamini-Hochberg across the day's brand x channel family; day over day or
+  rolling 7 days); the message carries both rates, their n, the q and the day's question-
+  clustered interval with its effective n (``analytics.brand_trends``).
 
 The open incidents live in the sensor's cursor, keyed by a stable identity: a condition that
 holds on every tick is one alert, not one per minute; when it no longer holds the sensor sends a
@@ -25,6 +27,7 @@ from typing import Any
 import dagster as dg
 
 from geo_pipeline.defs.resources import PostgresResource
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.observability.notify import Alert, Notifier, deliver, notifiers_from_env
 from geo_pipeline.settings import environment
 from geo_pipeline.store.db import Conn
@@ -57,6 +60,10 @@ def _rows(conn: Conn, name: str, params: Mapping[str, Any] | None = None) -> lis
 
 def _pct(v: Any) -> str:
     return "n/a" if v is None else f"{float(v):.1%}"
+
+
+def _num(v: Any, digits: int = 1) -> str:
+    return "n/a" if v is None else f"{float(v):.{digits}f}"
 
 
 def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
@@ -92,7 +99,7 @@ def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
             f"(threshold {t.uncertain})",
             {"uncertain samples": counts["uncertain"]},
         )
-    for r in _rows(conn, "alerts.reconciliation_differences"):
+    for r in _rows(conn, "alerts.reconciliation_differences", {"explained": list(EXPLAINED)}):
         key = f"reconciliation:{r['run_id']}:{r['currency']}"
         out[key] = Alert(
             key,
@@ -101,23 +108,37 @@ def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
             f"{r['difference_minor']} minor units {r['currency']}",
             {"difference (theirs - ours, minor units)": r["difference_minor"], "lines": r["lines"]},
         )
-    for r in _rows(conn, "alerts.significant_mention_changes", {"recent_days": t.recent_days}):
-        key = f"mention_change:{r['monitor_id']}:{r['channel']}:{r['brand']}:{r['scheduled_for']}"
+    for r in _rows(conn, "alerts.flagged_mention_changes", {"recent_days": t.recent_days}):
+        key = (
+            f"mention_change:{r['monitor_id']}:{r['channel']}:{r['brand']}:{r['scheduled_for']}"
+            + ("" if r["comparison"] == "day_over_day" else f":{r['comparison']}")
+        )
         direction = "rose" if (r["rate_change"] or 0) > 0 else "fell"
+        if r["comparison"] == "day_over_day":
+            before = f"{r['prev_from']}"
+            what = "day over day"
+        else:
+            before = f"{r['prev_from']}..{r['prev_to']}"
+            what = "last 7 days against the 7 before"
         out[key] = Alert(
             key,
             "mention_change",
             f"{r['brand']} on {r['channel']}: mention rate {direction} from "
-            f"{_pct(r['prev_mention_rate'])} to {_pct(r['mention_rate'])} (significant)",
+            f"{_pct(r['prev_mention_rate'])} to {_pct(r['mention_rate'])} ({what}; flagged at "
+            f"a false discovery rate of {_pct(r['fdr_q'])})",
             {
                 "monitor": r["monitor_id"],
-                "today": f"{r['scheduled_for']}: {r['mentions']}/{r['n']} = "
-                f"{_pct(r['mention_rate'])}, 95% interval "
-                f"[{_pct(r['mention_rate_lower'])}, {_pct(r['mention_rate_upper'])}]",
-                "before": f"{r['prev_scheduled_for']}: {r['prev_mentions']}/{r['prev_n']} = "
+                "now": f"{r['scheduled_for']}: {r['mentions']}/{r['n']} = "
+                f"{_pct(r['mention_rate'])}",
+                "day's 95% interval (question-clustered, effective n "
+                f"{_num(r['n_effective'])})": f"[{_pct(r['mention_rate_lower'])}, "
+                f"{_pct(r['mention_rate_upper'])}]",
+                "before": f"{before}: {r['prev_mentions']}/{r['prev_n']} = "
                 f"{_pct(r['prev_mention_rate'])}",
-                "z": f"{float(r['z']):.2f}",
-                "run": r["run_id"],
+                "test": f"question-clustered change over {r['questions']} questions, "
+                f"p = {_num(r['p_value'], 4)}, Benjamini-Hochberg q = {_num(r['q_value'], 4)} "
+                f"<= {r['fdr_q']} among {r['family_size']} brand x channel tests of the day",
+                "runs": ", ".join(r["run_ids"] or []),
             },
         )
     return out
@@ -238,8 +259,9 @@ def run_alerts(
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Failed blocking checks, stuck partitions, dead letters and uncertain samples "
-    "above threshold, reconciliation differences, significant mention-rate changes: one alert "
-    "per incident to the webhook / e-mail of the environment, and a resolve message.",
+    "above threshold, reconciliation differences, mention-rate changes flagged after "
+    "false-discovery-rate control: one alert per incident to the webhook / e-mail of the "
+    "environment, and a resolve message.",
 )
 def operations_alerts(context: dg.SensorEvaluationContext, db: PostgresResource) -> dg.SkipReason:
     thresholds = AlertThresholds.from_env()

@@ -563,14 +563,13 @@ def brand_visibility(
             "rows_refreshed": refreshed,
             "target_brand": target["brand"] if target else None,
             "target_mention_rate": _rate(target, "mention_rate"),
+            # THE interval (question-clustered where the run's questions are pooled), its
+            # method and the effective n it stands on (docs/analysts.md, one interval).
             "target_mention_rate_lower": _rate(target, "mention_rate_lower"),
             "target_mention_rate_upper": _rate(target, "mention_rate_upper"),
-            "target_citation_rate": _rate(target, "citation_rate"),
-            # Pooled over the run's questions: the interval clustered by question, and the
-            # effective n it stands on (docs/analysts.md, "question-clustered intervals").
-            "target_mention_rate_cluster_lower": _rate(target, "mention_rate_cluster_lower"),
-            "target_mention_rate_cluster_upper": _rate(target, "mention_rate_cluster_upper"),
+            "target_mention_rate_interval": target.get("mention_rate_interval") if target else None,
             "target_n_effective": _rate(target, "n_effective"),
+            "target_citation_rate": _rate(target, "citation_rate"),
             "analysed_answers": int(target["n"]) if target else 0,
             "visibility": dg.MetadataValue.md(_markdown(table)),
             "visibility_table": _table(table),
@@ -601,13 +600,15 @@ def brand_metadata_keys(brands: Iterable[str]) -> dict[str, str]:
     }
 
 
-# The per-brand figures the UI's "Plots" tab draws over a partition's materialisations.
+# The per-brand figures the UI's "Plots" tab draws over a partition's materialisations: the
+# rate and THE 95 % interval (question-clustered where pooled), as every report shows them.
 PLOTTED_RATES = ("mention_rate", "mention_rate_lower", "mention_rate_upper")
 
 
 def _rate_plots(table: list[dict[str, Any]]) -> dict[str, dg.FloatMetadataValue]:
-    """``mention_rate/<brand>`` with its 95 % Wilson bounds, as floats; a brand without an
-    analysed answer has no rate and no point (never a 0 that would read as "not mentioned")."""
+    """``mention_rate/<brand>`` with its 95 % bounds (question-clustered where pooled), floats;
+    a brand without an analysed answer has no rate and no point (never a 0 that would read as
+    "not mentioned")."""
     keys = brand_metadata_keys(str(r["brand"]) for r in table)
     out: dict[str, dg.FloatMetadataValue] = {}
     for r in table:
@@ -626,14 +627,12 @@ def _charts(
 ) -> dict[str, dg.MarkdownMetadataValue]:
     """The run report's charts as Markdown images (inline SVG, every text escaped, nothing
     executable): ``mention_rate_chart``, each brand's mention rate on the channel with its 95 %
-    interval (clustered by question where the table has it, else Wilson); and, for a monitor's
+    interval (question-clustered where pooled, as the table has it); and, for a monitor's
     run, ``mention_rate_trend_chart``, the channel's rates over days with the flagged changes
     marked (``trends``: this channel's rows of :func:`brand_trends`)."""
 
     def bound(r: dict[str, Any], side: str) -> float | None:
-        value = r.get(f"mention_rate_cluster_{side}")
-        if value is None:
-            value = r.get(f"mention_rate_{side}")
+        value = r.get(f"mention_rate_{side}")
         return None if value is None else float(value)
 
     bars = rate_bars_svg(
@@ -669,11 +668,12 @@ VISIBILITY_COLUMNS = (
     ("n", "int", "analysed valid answers"),
     ("mentions", "int", "answers mentioning the brand"),
     ("mention_rate", "float", "mentions / n"),
-    ("wilson_lower", "float", "Wilson 95 % lower bound (answers as independent)"),
-    ("wilson_upper", "float", "Wilson 95 % upper bound"),
-    ("clustered_lower", "float", "95 % lower bound clustered by question"),
-    ("clustered_upper", "float", "95 % upper bound clustered by question"),
+    ("lower_95", "float", "95 % lower bound: question-clustered where questions are pooled"),
+    ("upper_95", "float", "95 % upper bound: question-clustered where questions are pooled"),
+    ("interval", "string", "the method of lower_95 / upper_95"),
     ("n_effective", "float", "n / design effect"),
+    ("wilson_lower", "float", "Wilson 95 % lower bound (answers as independent)"),
+    ("wilson_upper", "float", "Wilson 95 % upper bound (answers as independent)"),
     ("avg_rank", "float", "average position among tracked brands"),
     ("analysing", "int", "answers still being analysed (never 'not mentioned')"),
 )
@@ -689,11 +689,12 @@ def _table(table: list[dict[str, Any]]) -> dg.TableMetadataValue:
                 "n": int(r["n"]),
                 "mentions": int(r["mentions"]),
                 "mention_rate": _rate(r, "mention_rate"),
-                "wilson_lower": _rate(r, "mention_rate_lower"),
-                "wilson_upper": _rate(r, "mention_rate_upper"),
-                "clustered_lower": _rate(r, "mention_rate_cluster_lower"),
-                "clustered_upper": _rate(r, "mention_rate_cluster_upper"),
+                "lower_95": _rate(r, "mention_rate_lower"),
+                "upper_95": _rate(r, "mention_rate_upper"),
+                "interval": str(r.get("mention_rate_interval") or ""),
                 "n_effective": _rate(r, "n_effective"),
+                "wilson_lower": _rate(r, "mention_rate_wilson_lower"),
+                "wilson_upper": _rate(r, "mention_rate_wilson_upper"),
                 "avg_rank": _rate(r, "avg_rank"),
                 "analysing": int(r["analysing_samples"]),
             }
@@ -711,20 +712,23 @@ def _table(table: list[dict[str, Any]]) -> dg.TableMetadataValue:
 
 def _markdown(table: list[dict[str, Any]]) -> str:
     head = (
-        "| brand | target | n | mentions | mention rate (95% CI) | avg rank | analysing "
-        "| of which collecting |"
+        "| brand | target | n | mentions | mention rate (95% interval) | interval | n effective "
+        "| avg rank | analysing | of which collecting |"
     )
-    lines = [head, "|---|---|---|---|---|---|---|---|"]
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         rate = (
             f"{r['mention_rate']:.2f} ({r['mention_rate_lower']:.2f}-{r['mention_rate_upper']:.2f})"
-            if r["mention_rate"] is not None
+            if r["mention_rate"] is not None and r["mention_rate_lower"] is not None
             else "-"
         )
+        method = md_text(str(r.get("mention_rate_interval") or "-"))
+        n_eff = f"{r['n_effective']:.1f}" if r.get("n_effective") is not None else "-"
         rank = f"{r['avg_rank']:.1f}" if r["avg_rank"] is not None else "-"
         lines.append(
             f"| {md_text(r['brand'])} | {'yes' if r['is_target'] else ''} | {r['n']} "
             f"| {r['mentions']} "
-            f"| {rate} | {rank} | {r['analysing_samples']} | {r['collecting_samples']} |"
+            f"| {rate} | {method} | {n_eff} | {rank} | {r['analysing_samples']} "
+            f"| {r['collecting_samples']} |"
         )
     return "\n".join(lines)

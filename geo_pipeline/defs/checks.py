@@ -16,6 +16,7 @@ from typing import Any
 import dagster as dg
 
 from geo_pipeline.defs import names
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.states import AggregateStatus, Publication
 from geo_pipeline.evidence import Archive, ArchiveError
@@ -342,8 +343,9 @@ def visibility_matches(
 # --------------------------------------------------------------------------- billing
 def zero_unexplained(conn: Conn, run_id: str) -> dg.AssetCheckResult:
     """R23: our ledger and the platform's statement agree, line by line, or the difference is
-    explained (pending statements are not yet a difference)."""
-    rows = _rows(conn, "unexplained_lines", run_id=run_id)
+    explained by THE predicate ``domain.billing.EXPLAINED`` (the summary, the gauge and the alert
+    apply the same one: pending, price change, day total, usage cost)."""
+    rows = _rows(conn, "unexplained_lines", run_id=run_id, explained=list(EXPLAINED))
     diff = sum(int(r["difference_minor"]) for r in rows)
     return _result(
         names.CHECK_ZERO_UNEXPLAINED,

@@ -21,7 +21,6 @@ import dagster as dg
 from pydantic import Field
 
 from geo_pipeline.analysis.planning import channel_precision, planning_priors, precision_row
-from geo_pipeline.billing import prices
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs import names
 from geo_pipeline.defs.launchpad import (
@@ -39,7 +38,7 @@ from geo_pipeline.domain.config import (
     ConfigError,
 )
 from geo_pipeline.domain.plan import Plan, QuoteError
-from geo_pipeline.flows.create_run import create_run, plan_run
+from geo_pipeline.flows.create_run import create_run, quoted_plan
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 
@@ -114,14 +113,11 @@ def plan_from_config(
     raw: dict[str, Any] | CollectionConfig,
     registry: ConnectorRegistryResource,
     run_id: str | None,
-    conn: Conn | None = None,
+    conn: Conn,
 ) -> Plan:
-    """Validate (R1, R16), quote (R4) and expand (R3) a collection config; raises ConfigError.
-    With a database the quote uses the price versions in effect now (frozen in its snapshot)."""
-    caps = registry.load().capabilities()
-    if conn is not None:
-        caps = prices.effective_capabilities(conn, caps)
-    return plan_run(raw, caps, run_id)
+    """Validate (R1, R16), quote (R4) and expand (R3) a collection config through the one quote
+    path (``quoted_plan``: the price versions in effect now); raises ConfigError."""
+    return quoted_plan(conn, raw, registry.load().capabilities(), run_id)
 
 
 def checked_plan(
@@ -246,6 +242,8 @@ def plan_collection_op(
         precision_row(p) for p in channel_precision(plan, config.target_half_width, priors)
     ]
     summary = plan.summary()
+    if config.run_id is None:
+        summary["run_id"] = None  # the plan's placeholder id is nobody's run
     quote = summary["quote"]
     context.add_output_metadata(
         {

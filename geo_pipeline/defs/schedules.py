@@ -17,14 +17,13 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 from pydantic import Field
 
-from geo_pipeline.billing import prices
 from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs.jobs import QUEUE_TAG, RETRIED
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.config import ConfigError, NormalisedConfig, normalise_and_validate
-from geo_pipeline.domain.plan import QuoteError, plan_for
-from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.domain.plan import QuoteError
+from geo_pipeline.flows.create_run import create_run, quoted_plan_for
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
@@ -79,9 +78,10 @@ def ensure_monitor_run(
         run_id = str(row["run_id"])
         return run_id, runstore.run_config(conn, run_id).channels
     config, saved = monitor_config(monitor["config"], registry)
-    # Quoted at the price versions in effect now; the quote snapshot freezes them (R23).
-    caps = prices.effective_capabilities(conn, registry.load().capabilities())
-    plan = plan_for(config, caps, monitor_run_id(monitor["monitor_id"], day))
+    # The one quote path: the price versions in effect now, frozen by the snapshot (R23).
+    plan = quoted_plan_for(
+        conn, config, registry.load().capabilities(), monitor_run_id(monitor["monitor_id"], day)
+    )
     run_id, _ = create_run(
         conn,
         plan,

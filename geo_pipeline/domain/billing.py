@@ -49,6 +49,20 @@ ALL_CLASSIFICATIONS: tuple[str, ...] = (
     USAGE_COST,
     USAGE_MISSING,
 )
+# THE "explained difference" predicate (issue #34): the one rule the reconciliation summary, the
+# blocking check zero_unexplained_difference, the R26 gauge and the reconciliation alert apply
+# (the SQL of the last three receives this tuple as %(explained)s). A difference is explained by
+# agreement (matched), by timing (pending: the statement is not in yet), by a newer price list
+# (price_change), by the vendor's day total that compares it (in_day_total) or by the recorded
+# tokens x the frozen token prices (usage_cost). Anything else needs a person.
+EXPLAINED: tuple[str, ...] = ("matched", "pending", PRICE_CHANGE, IN_DAY_TOTAL, USAGE_COST)
+
+
+def is_explained(classification: str) -> bool:
+    """Whether a reconciliation line of ``classification`` has an explained difference."""
+    return classification in EXPLAINED
+
+
 FeeClass = Literal["completed", "failed", "to_verify"]
 FEE_CLASSES: tuple[str, ...] = ("completed", "failed", "to_verify")
 
@@ -285,6 +299,12 @@ class ReconciliationSummary:
     usage_cost_difference_minor: int = 0
 
     @property
+    def explained_difference_minor(self) -> int:
+        """Theirs - ours over the lines whose difference is explained (price change, usage
+        cost); pending lines are not a difference yet and count in neither."""
+        return self.price_change_difference_minor + self.usage_cost_difference_minor
+
+    @property
     def clean(self) -> bool:
         return self.unexplained_difference_minor == 0 and all(
             self.counts.get(k, 0) == 0
@@ -305,6 +325,8 @@ class ReconciliationSummary:
             "pending_ours_minor": self.pending_ours_minor,
             "unexplained_difference_minor": self.unexplained_difference_minor,
             "price_change_difference_minor": self.price_change_difference_minor,
+            "usage_cost_difference_minor": self.usage_cost_difference_minor,
+            "explained_difference_minor": self.explained_difference_minor,
             "clean": self.clean,
         }
 
@@ -332,10 +354,9 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             price_change += line.difference_minor
         elif line.classification == USAGE_COST:
             usage_cost += line.difference_minor
-        elif line.classification == IN_DAY_TOTAL:
-            pass  # no money of its own: the day's line compares it
-        else:
+        elif not is_explained(line.classification):
             unexplained += line.difference_minor
+        # in_day_total: no money of its own, the day's line compares it
     return ReconciliationSummary(
         run_id=run_id,
         currency=currency,

@@ -34,7 +34,17 @@ from geo_pipeline.evidence.warc_store import read_record
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
-KINDS = ("answer_raw", "answer_html", "citations", "response_raw", "screenshot", "thumbnail")
+KINDS = (
+    "answer_raw",
+    "answer_html",
+    "citations",
+    "response_raw",
+    "screenshot",
+    "thumbnail",
+    # A browser capture's page as rendered (kept, never rendered by us) and how it was captured.
+    "page_html",
+    "capture",
+)
 DERIVED_KIND, SOURCE_KIND = "answer_html", "answer_raw"  # the display, made from the text
 HTML_MIME = "text/html; charset=utf-8"
 PRESIGN_MAX_S = 3600

@@ -225,6 +225,20 @@ def content_digest(text: str | bytes, citations_bytes: bytes, provider_truncated
     return sha256_hex(json.dumps(parts, sort_keys=True).encode())
 
 
+def capture_parts(evidence: Evidence) -> list[Part]:
+    """A browser capture's extra parts (issue #32): the page HTML exactly as captured, and how
+    it was captured (device, region, account) with the search queries the engine ran, as
+    canonical JSON. None for an answer that has neither."""
+    parts = []
+    if evidence.page_html is not None:
+        parts.append(Part("page_html", HTML_MIME, evidence.page_html))
+    if evidence.capture or evidence.search_queries:
+        meta = {**evidence.capture, "search_queries": list(evidence.search_queries)}
+        data = json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+        parts.append(Part("capture", JSON_MIME, data.encode()))
+    return parts
+
+
 def _put(archive: Archive, ref: SampleRef, kind: str, data: bytes, mime: str) -> ArchivedObject:
     digest = sha256_hex(data)
     key = object_key(ref.tenant_id, ref.run_id, ref.sample_id, f"sha256-{digest}", kind)
@@ -356,6 +370,7 @@ def prepare_evidence(
     ]
     if render_display:
         parts.insert(2, Part("answer_html", HTML_MIME, common["sanitized_html"].encode("utf-8")))
+    parts.extend(capture_parts(evidence))
     return PreparedEvidence(common, _bundle(ref, parts), _dedupe(evidence.warnings))
 
 
@@ -440,6 +455,11 @@ def prepare_warc_evidence(
     parts = [
         WarcPart("answer_raw", "resource", TEXT_MIME, text_bytes),
         WarcPart("citations", "metadata", JSON_MIME, cjson),
+    ]
+    # A browser capture's page as rendered (resource) and how it was captured (metadata).
+    parts += [
+        WarcPart(p.kind, "metadata" if p.kind == "capture" else "resource", p.mime_type, p.data)
+        for p in capture_parts(evidence)
     ]
     if todo is not None:
         original, mime, thumb = todo

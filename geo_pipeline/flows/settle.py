@@ -21,6 +21,7 @@ from geo_pipeline.connectors.base import ConnectorError
 from geo_pipeline.connectors.factory import ConnectorSet
 from geo_pipeline.domain.billing import ReconciliationSummary
 from geo_pipeline.domain.catalogue import Registry, RegistryError
+from geo_pipeline.domain.words import reconciliation_text
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
 
@@ -87,4 +88,36 @@ def describe(s: Settlement) -> dict[str, Any]:
         "close_refused": s.close_refused,
         "imports": [i.as_dict() for i in s.imported],
         "unavailable": list(s.unavailable),
+    }
+
+
+def run_money(conn: Conn, run_id: str) -> dict[str, Any]:
+    """A run's money as `runs show` and the reports read it: the frozen estimate, the ledger by
+    entry kind (integer minor units), whether it is closed (settled), and -- once reconciled --
+    the difference split into unexplained and explained with its direction, in words."""
+    led = ledger.run_ledger(conn, run_id)
+    by_kind: dict[str, int] = {}
+    for e in led["entries"]:
+        by_kind[str(e["kind"])] = by_kind.get(str(e["kind"]), 0) + int(e["amount_minor"])
+    currency = led["currency"]
+    summary = reconcile.stored_summary(conn, run_id)
+    return {
+        "currency": currency,
+        "estimated_max_minor": led["estimated_max_minor"],
+        "reserved_minor": by_kind.get("reserve", 0),
+        "charged_minor": by_kind.get("charge", 0),
+        "released_minor": by_kind.get("release", 0),
+        "refunded_minor": by_kind.get("refund", 0),
+        "closed_at": led["closed_at"],
+        "reconciled_lines": summary.lines,
+        "unexplained_difference_minor": summary.unexplained_difference_minor,
+        "explained_difference_minor": summary.explained_difference_minor,
+        "reconciliation": reconciliation_text(
+            summary.unexplained_difference_minor,
+            summary.explained_difference_minor,
+            summary.pending_ours_minor,
+            currency,
+        )
+        if summary.lines
+        else ["not reconciled yet"],
     }

@@ -152,9 +152,7 @@ def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
             check_redis(rd.url)
         except PreflightError as exc:
             raise DemoError(str(exc)) from None
-        prefix = settings().redis_prefix or (
-            DEMO_REDIS_PREFIX if rd.source == "local" else "geo"
-        )
+        prefix = settings().redis_prefix or (DEMO_REDIS_PREFIX if rd.source == "local" else "geo")
         if had_local_reset and rd.source == "local":
             _delete_prefix(rd.url, prefix)
         evidence = settings().evidence_url if not svc.force_embedded() else None
@@ -300,7 +298,7 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
     from geo_pipeline.billing import ledger
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.config import load_config_file
-    from geo_pipeline.flows.create_run import create_run, plan_run
+    from geo_pipeline.flows.create_run import create_run, quoted_plan
     from geo_pipeline.store import db as dbmod
 
     export({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
@@ -310,13 +308,14 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
         data = json.loads(procs.read_text())
         data["run_id"] = run_id
         procs.write_text(json.dumps(data, indent=2))
-    plan = plan_run(
-        load_config_file(opts.config or example_path("collection.yaml")),
-        load_registry().capabilities(),
-        run_id,
-    )
-    q = plan.quote
     with dbmod.connect(stack.database_url) as conn:
+        plan = quoted_plan(  # the one quote path, as `runs plan` and `runs create`
+            conn,
+            load_config_file(opts.config or example_path("collection.yaml")),
+            load_registry().capabilities(),
+            run_id,
+        )
+        q = plan.quote
         ledger.deposit(
             conn,
             plan.config.tenant,
@@ -369,7 +368,11 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
 
             summary = analyse_run(conn, run_id)
             done["analysis"] = summary.as_dict()
-            say(f"analysed {summary.analysed} answers ({summary.review} for review)")
+            say(
+                f"analysed {summary.analysed} answers: {summary.accepted} accepted, "
+                f"{summary.review} for review, {summary.failed} failed (invalid answers and "
+                "their reasons are in the report below)"
+            )
         except Exception as exc:  # the report still shows the run; mentions read "analysing"
             conn.rollback()
             done["analysis_error"] = f"{type(exc).__name__}: {exc}"
@@ -391,10 +394,7 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
 
             done["gauges"] = business.refresh(conn)
             conn.commit()
-            say(
-                f"reconciled against {len(settled.imported)} fee statements; "
-                "reservation released"
-            )
+            say(f"reconciled against {len(settled.imported)} fee statements; reservation released")
         except Exception as exc:
             conn.rollback()
             done["billing_error"] = str(exc)

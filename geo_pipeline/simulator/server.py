@@ -15,6 +15,7 @@ import asyncio
 import hashlib
 import json
 import random
+import signal
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from datetime import UTC, date, datetime, timedelta
@@ -35,6 +36,7 @@ from geo_pipeline.simulator.protocols import (
 )
 from geo_pipeline.simulator.screenshots import render_png
 from geo_pipeline.simulator.state import SimState, Task, TokenBucket
+from geo_pipeline.simulator.webapp import mount as mount_web_apps
 
 try:  # orjson roughly halves the cost of a response; the standard library is the fallback.
     import orjson
@@ -801,6 +803,8 @@ def create_app(config: SimulatorConfig) -> web.Application:
             web.get("/_control/health", sim.health),
         ]
     )
+    # The consumer chat web apps of the browser lane (/ui/<platform>/, issue #32).
+    mount_web_apps(app, lambda: sim.profiles, sim.seed)
     return app
 
 
@@ -809,10 +813,13 @@ async def serve(
     host: str = "127.0.0.1",
     port: int = 8765,
     on_ready: Callable[[str], None] | None = None,
-) -> None:
-    """Run until cancelled. ``on_ready`` gets the base URL once the socket listens (port 0 picks
-    a free port, which is how the test fixture avoids port races)."""
-    runner = web.AppRunner(create_app(config), access_log=None, handle_signals=False)
+    stop: asyncio.Event | None = None,
+) -> Simulator:
+    """Run until cancelled or ``stop`` is set; returns the simulator (its counters, for a stop
+    report). ``on_ready`` gets the base URL once the socket listens (port 0 picks a free port,
+    which is how the test fixture avoids port races)."""
+    app = create_app(config)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False)
     await runner.setup()
     site = web.TCPSite(runner, host, port, backlog=1024)
     await site.start()
@@ -822,20 +829,32 @@ async def serve(
     if on_ready is not None:
         on_ready(f"http://{host}:{bound}")
     try:
-        await asyncio.Event().wait()
+        await (stop or asyncio.Event()).wait()
     finally:
         await runner.cleanup()
+    return app[STATE_KEY]
 
 
-def run(config: SimulatorConfig, host: str, port: int, on_ready: Callable[[str], None]) -> None:
-    """Blocking entry point for the CLI: uvloop when installed (about 1.5x the throughput)."""
+def run(
+    config: SimulatorConfig, host: str, port: int, on_ready: Callable[[str], None]
+) -> Simulator | None:
+    """Blocking entry point for the CLI: uvloop when installed (about 1.5x the throughput).
+    SIGTERM or SIGINT stops it; returns the simulator for the stop report."""
     try:
         import uvloop
 
-        runner: Callable[[Awaitable[None]], None] = uvloop.run  # type: ignore[assignment]
+        runner: Callable[[Awaitable[Simulator]], Simulator] = uvloop.run  # type: ignore[assignment]
     except ImportError:  # pragma: no cover - depends on the machine
         runner = asyncio.run  # type: ignore[assignment]
+
+    async def until_signalled() -> Simulator:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        return await serve(config, host, port, on_ready, stop)
+
     try:
-        runner(serve(config, host, port, on_ready))
+        return runner(until_signalled())
     except KeyboardInterrupt:
-        pass
+        return None

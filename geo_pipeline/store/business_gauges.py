@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.observability.metrics import (
     BACKLOG,
     EVIDENCE_MISSING_RATE,
@@ -23,7 +24,7 @@ def refresh(conn: Conn, window_s: float = 3600.0) -> dict[str, object]:
     with conn.cursor() as cur:
         cur.execute(Q("ops.evidence_missing_rate"), {"window_s": window_s})
         row = dict(cur.fetchone() or {})
-        cur.execute(Q("ops.reconciliation_difference"))
+        cur.execute(Q("ops.reconciliation_difference"), {"explained": list(EXPLAINED)})
         diffs = {str(r["currency"]).strip(): int(r["difference_minor"]) for r in cur.fetchall()}
     completed = int(row.get("completed") or 0)
     rate = (int(row.get("missing") or 0) / completed) if completed else 0.0

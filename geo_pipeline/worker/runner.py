@@ -28,6 +28,7 @@ from geo_pipeline.worker.attempt import Attempt
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.lane import Lane
 from geo_pipeline.worker.leases import Held, renewer
+from geo_pipeline.worker.platform_wait import PlatformGate
 from geo_pipeline.worker.screenshots import screenshots
 from geo_pipeline.worker.settings import UNCERTAIN_PARK_S, WorkerSettings, default_worker_id
 
@@ -106,8 +107,10 @@ class Worker:
                 if lane.caps.screenshot and shots:
                     await sc.ensure_group(ctx.redis, lane.shot_key)
             tasks = []
+            gate = PlatformGate(self.s.platform_urls, self.s.platform_wait_s)
             for lane in self.lanes.values():
-                tasks += [asyncio.create_task(lane.reader()), asyncio.create_task(lane.claimer())]
+                claims = gate.gated(lane.platform, lane.claimer)
+                tasks += [asyncio.create_task(lane.reader()), asyncio.create_task(claims)]
                 tasks.append(asyncio.create_task(lane.reclaimer()))
                 if lane.caps.screenshot and shots:
                     tasks.append(asyncio.create_task(screenshots(ctx, lane)))

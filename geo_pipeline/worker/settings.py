@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import os
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 from geo_pipeline.domain.retry import PollSchedule, RetryPolicy
@@ -65,6 +65,10 @@ class WorkerSettings:
     # a dead letter names it for an operator. Default bound: 5 + 10 + 20 + 40 s, then failed.
     worker_error_delay_s: float = 5.0
     max_worker_errors: int = 5
+    # Each platform's base URL: a lane claims once its platform answers, or after
+    # platform_wait_s (worker/platform_wait.py). Empty (tests, stand-ins): no waiting.
+    platform_urls: Mapping[str, str] = field(default_factory=dict)
+    platform_wait_s: float = 30.0
 
     @property
     def quiet_s(self) -> float:

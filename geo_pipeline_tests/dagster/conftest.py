@@ -111,7 +111,7 @@ def create_run(
     """A funded, confirmed, not yet dispatched run (what the launchpad job creates)."""
     cfg = config or collection_config()
     fund(conn, cfg["tenant"])
-    plan = plan_from_config(cfg, ConnectorRegistryResource(), run_id)
+    plan = plan_from_config(cfg, ConnectorRegistryResource(), run_id, conn)
     rid, _ = flows_create_run(conn, plan, dispatch=False, **kwargs)
     if instance is not None:
         register_run_partitions(instance, rid, plan.config.channels)

@@ -96,6 +96,16 @@ def _metrics_row(conn: Any, run_id: str, day: str, n: int, mentions: int) -> Non
         "analytics.wilson_lower(%s, %s), analytics.wilson_upper(%s, %s), 0)",
         (run_id, day, n, n, n, mentions, rate, mentions, n, mentions, n),
     )
+    # and its one question's row, which analytics.brand_changes tests
+    conn.execute(
+        "INSERT INTO analytics.brand_metrics (run_id, tenant_id, monitor_id, scheduled_for,"
+        " channel, platform, device, region, mode, question_revision, question_index, brand,"
+        " is_target, samples, valid_samples, invalid_samples, analysing_samples, review_samples,"
+        " n, mentions, mention_rate, domain_cited, domain_retrieved) VALUES (%s, 'acme',"
+        " 'daily-acme', %s, 'deepseek__web', 'deepseek', 'web', 'cn', 'standard', 'q1', 0,"
+        " '瑞幸咖啡', true, %s, %s, 0, 0, 0, %s, %s, %s, 0, 0)",
+        (run_id, day, n, n, n, mentions, rate),
+    )
 
 
 def _plant(conn: Any) -> None:
@@ -118,10 +128,11 @@ def _plant(conn: Any) -> None:
     make_run(conn, "run-day2")
     _metrics_row(conn, "run-day1", "2026-11-30", 200, 120)  # 60 %
     _metrics_row(conn, "run-day2", "2026-12-01", 200, 70)  # 35 %: significant
-    conn.execute(
-        "UPDATE analytics.channel_brand_metrics SET scheduled_for = current_date - "
-        "(CASE run_id WHEN 'run-day1' THEN 1 ELSE 0 END)"
-    )
+    for table in ("channel_brand_metrics", "brand_metrics"):
+        conn.execute(
+            f"UPDATE analytics.{table} SET scheduled_for = current_date - "
+            "(CASE run_id WHEN 'run-day1' THEN 1 ELSE 0 END)"
+        )
     conn.commit()
 
 
@@ -150,7 +161,9 @@ def test_one_alert_per_incident_then_a_resolve(conn, db_url, alert_env, webhook,
     assert mail["Subject"].startswith("[geo_pipeline ALERT]") and mail["X-Geo-Incident"]
     change = next(t for t in texts if "mention rate" in t)
     assert "fell from 60.0% to 35.0%" in change
-    assert "70/200 = 35.0%, 95% interval [" in change and "120/200 = 60.0%" in change
+    assert "70/200 = 35.0%" in change and "120/200 = 60.0%" in change
+    assert "interval (question-clustered, effective n 200.0)" in change
+    assert "Benjamini-Hochberg q = " in change
     recon = next(t for t in texts if "fee statements" in t)
     assert "12 minor units CNY" in recon
     stuck = next(t for t in texts if "publish deadline" in t)

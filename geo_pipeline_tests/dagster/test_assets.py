@@ -326,8 +326,16 @@ def test_analysis_and_visibility_materialise_with_passing_checks(
     rows = {r.data["brand"]: r.data for r in vis["visibility_table"].records}
     acme = rows["Acme"]
     assert acme["target"] is True and acme["n"] == 2 and acme["mention_rate"] == 1.0
-    assert acme["clustered_lower"] is not None and acme["n_effective"] is not None
-    assert acme["clustered_lower"] <= acme["wilson_lower"] + 1e-9
+    assert acme["lower_95"] is not None and acme["n_effective"] is not None
+    # the method of the interval shown, as the analyst table names it for this row
+    named = conn.execute(
+        "SELECT mention_rate_interval AS m FROM analytics.channel_brand_metrics"
+        " WHERE run_id = %s AND channel = %s AND brand = 'Acme'",
+        (run_id, WEB),
+    ).fetchone()["m"]
+    assert acme["interval"] == named
+    assert named in ("Wilson, 1 question", "question-clustered, 2 questions")
+    assert acme["lower_95"] <= acme["wilson_lower"] + 1e-9
     assert vis["target_n_effective"] == acme["n_effective"]
     # The other channel's samples are untouched: still queued, still "analysing"-free.
     assert (

@@ -117,7 +117,7 @@ def test_the_prefilled_example_is_valid_and_creates_its_run(
     assert dg.validate_run_config(plan_collection_run) is not None
     # ... the domain accepts it too, and it is a shortened examples/collection.yaml.
     example = collection_dict(example_fields())
-    plan = plan_from_config(example, ConnectorRegistryResource(), "r-example")
+    plan = plan_from_config(example, ConnectorRegistryResource(), "r-example", conn)
     assert plan.summary()["formula"] == "2 x 2 x 2 = 8"
     full = load_config_file(REPO / "examples" / "collection.yaml")
     assert example["brand"] == full["brand"]
@@ -136,15 +136,15 @@ def test_the_prefilled_example_is_valid_and_creates_its_run(
     assert dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS) == [run_id]
 
 
-def test_the_typed_form_reaches_the_domain_as_the_cli_would_read_it() -> None:
+def test_the_typed_form_reaches_the_domain_as_the_cli_would_read_it(conn: Any) -> None:
     cfg = collection_config(monitor="daily-acme")
     typed = CreateCollectionRunConfig(collection=CollectionFields(**copy.deepcopy(cfg)))
     as_read = typed.collection_config()
     # Same config, same frozen snapshot, as the YAML with the same content.
     registry = ConnectorRegistryResource()
     assert (
-        plan_from_config(as_read, registry, "r-1").config.snapshot_id
-        == plan_from_config(cfg, registry, "r-1").config.snapshot_id
+        plan_from_config(as_read, registry, "r-1", conn).config.snapshot_id
+        == plan_from_config(cfg, registry, "r-1", conn).config.snapshot_id
     )
     assert as_read["channels"][1]["screenshot"] == "off"  # an enum value, as plain text
     assert "regions" in as_read["channels"][0] and "monitor" in as_read
@@ -175,7 +175,7 @@ def test_the_planner_job_reports_precision_and_cost_and_writes_nothing(
     rows = {r["channel"]: r for r in out["precision"]}
     assert set(rows) == {"deepseek__web", "qwen__app"}
     # The same numbers as `geo-pipeline runs plan --target-half-width 0.05` (the same planner).
-    plan = plan_from_config(cfg, ConnectorRegistryResource(), "r-plan-1")
+    plan = plan_from_config(cfg, ConnectorRegistryResource(), "r-plan-1", conn)
     for p in precision_plans(plan, 0.05, None):
         row = rows[p.channel]
         assert row["expected ±95%"] == round(p.half_width, 3)

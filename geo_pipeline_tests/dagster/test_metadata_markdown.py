@@ -19,6 +19,8 @@ def _row(brand: str, target: bool = False) -> dict:
         "mention_rate": 0.5,
         "mention_rate_lower": 0.15,
         "mention_rate_upper": 0.85,
+        "mention_rate_interval": "question-clustered, 2 questions",
+        "n_effective": 3.2,
         "avg_rank": 1.5,
         "analysing_samples": 0,
         "collecting_samples": 0,

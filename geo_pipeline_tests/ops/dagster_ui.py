@@ -28,17 +28,24 @@ class DevUi:
     port: int
     env: dict[str, str]  # the test's environment plus what the `export` line names
     proc: subprocess.Popen[bytes]
+    out: Path  # its stdout and stderr, together
 
     def wait_for(self, predicate: Any, timeout_s: float, what: str) -> Any:
         """Poll ``predicate`` every 2 s until it is truthy; fail if dev exits or time runs out."""
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
-            assert self.proc.poll() is None, f"geo-pipeline dev exited while waiting for {what}"
+            assert self.proc.poll() is None, (
+                f"geo-pipeline dev exited ({self.proc.returncode}) while waiting for {what}; "
+                f"its output (stdout and stderr):\n{self.out.read_text(errors='replace')[-3000:]}"
+            )
             value = predicate()
             if value:
                 return value
             time.sleep(2)
-        pytest.fail(f"timed out after {timeout_s:.0f}s waiting for {what}")
+        pytest.fail(
+            f"timed out after {timeout_s:.0f}s waiting for {what}; geo-pipeline dev's output "
+            f"(stdout and stderr):\n{self.out.read_text(errors='replace')[-3000:]}"
+        )
 
 
 def graphql(port: int, query: str) -> dict[str, Any]:
@@ -74,7 +81,7 @@ def running_dev(db_url: str, redis_url: str, redis_ns: str, tmp_path: Path) -> I
     cmd += ["--state-dir", str(tmp_path / "state"), "--port", str(port), "--workers", "1"]
     with out.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
-    ui = DevUi(port, env, proc)
+    ui = DevUi(port, env, proc, out)
     try:
         export = ui.wait_for(
             lambda: next(

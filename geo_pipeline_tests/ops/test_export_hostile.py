@@ -65,7 +65,13 @@ def _report(question: str, citations: list[dict], thumbnail: dict | None = None)
             "charged_minor": 1,
             "released_minor": 0,
             "refunded_minor": 0,
-            "reconciliation_difference_minor": 0,
+            "display": {
+                k: "0.01 CNY" for k in ("quoted_max", "reserved", "charged", "released", "refunded")
+            },
+            "reconciliation_words": ["not reconciled yet"],
+            "reconciliation_unexplained_minor": 0,
+            "reconciliation_explained_minor": 0,
+            "reconciliation_pending_ours_minor": 0,
             "reconciliation": [],
         },
         generated_at=datetime(2026, 12, 1, tzinfo=UTC),

@@ -14,6 +14,7 @@ from datetime import date
 from geo_pipeline.ops import export, report
 from geo_pipeline.store import status
 from geo_pipeline_tests.ops.helpers import add_evidence, complete, fail, make_run
+from geo_pipeline_tests.processes import outcome
 
 EVIL = '<img src=x onerror="alert(1)">'
 
@@ -47,7 +48,13 @@ def _scenario(db, tmp_path):
 def test_report_counts_come_from_the_aggregation_service(db, tmp_path):
     samples, deep, kimi, _ = _scenario(db, tmp_path)
     rep = report.build_report(db, "run-ops")
-    assert rep.status == status.run_status(db, "run-ops").as_dict()
+    words = {"text", "invalid_answers"}  # the status in words, derived from the same counts
+    assert {k: v for k, v in rep.status.items() if k not in words} == status.run_status(
+        db, "run-ops"
+    ).as_dict()
+    # with its reason, per channel (issue #34)
+    assert rep.status["text"].startswith("in progress: ")
+    assert "1 required screenshot missing on deepseek__" in rep.status["text"], rep.status["text"]
     assert rep.status["total"] == len(samples) == 8
     assert rep.status["collection"] == {"completed": 3, "failed": 1, "queued": 4}
     assert rep.status["evidence_reasons"] == {"SCREENSHOT_UNAVAILABLE": 1}
@@ -110,7 +117,7 @@ def test_cli_export_writes_each_format_and_refuses_unknown_runs(db, db_url, tmp_
             env=env,
             check=False,
         )
-        assert proc.returncode == 0, proc.stderr
+        assert proc.returncode == 0, outcome(proc)
         assert json.loads(proc.stdout)["samples"] == 8 and out.stat().st_size > 100
     proc = subprocess.run(
         [sys.executable, "-m", "geo_pipeline.cli.main", "runs", "export", "nope"],
@@ -119,8 +126,8 @@ def test_cli_export_writes_each_format_and_refuses_unknown_runs(db, db_url, tmp_
         env=env,
         check=False,
     )
-    assert proc.returncode != 0 and "no run with id 'nope'" in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode != 0 and "no run with id 'nope'" in proc.stderr, outcome(proc)
+    assert "Traceback" not in proc.stderr, outcome(proc)
 
 
 # --------------------------------------------------------------------------- the trend over days

@@ -7,6 +7,7 @@ from datetime import timedelta
 from geo_pipeline.evidence.archive import LocalArchive
 from geo_pipeline.ops import export, report, retention
 from geo_pipeline_tests.ops.helpers import add_evidence, complete, make_run
+from geo_pipeline_tests.processes import run_ok
 
 
 def _setup(db, tmp_path, run_id="run-ops"):
@@ -110,7 +111,6 @@ def test_a_crash_between_bytes_and_rows_is_finished_by_the_next_pass(db, tmp_pat
 
 def test_cli_dry_run_lists_and_apply_removes(db, db_url, tmp_path):
     import json
-    import subprocess
     import sys
 
     _, _, keys = _setup(db, tmp_path)
@@ -122,8 +122,8 @@ def test_cli_dry_run_lists_and_apply_removes(db, db_url, tmp_path):
         "PATH": "/usr/bin:/bin",
     }
     cmd = [sys.executable, "-m", "geo_pipeline.cli.main", "retention", "--json"]
-    dry = subprocess.run(cmd, capture_output=True, text=True, env=env, check=True)
+    dry = run_ok(cmd, text=True, env=env)
     assert json.loads(dry.stdout)["objects"] == 3 and _counts(db)["objects"] == 3
-    real = subprocess.run([*cmd, "--apply"], capture_output=True, text=True, env=env, check=True)
+    real = run_ok([*cmd, "--apply"], text=True, env=env)
     assert json.loads(real.stdout)["dry_run"] is False and _counts(db)["objects"] == 0
     assert not any((tmp_path / "evidence" / k).exists() for k in keys)

@@ -14,6 +14,7 @@ import urllib.request
 from prometheus_client.parser import text_string_to_metric_families
 
 from geo_pipeline_tests.ops.helpers import complete, make_run
+from geo_pipeline_tests.processes import streams
 
 
 def _free_port() -> int:
@@ -149,5 +150,5 @@ def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_u
     finally:
         proc.send_signal(signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0, err[-2000:]
+    assert proc.returncode == 0, streams(out, err)
     assert '"passes"' in out

@@ -30,26 +30,30 @@ SELECT (SELECT count(*) FROM geo.dead_letters d
        (SELECT count(*) FROM geo.samples WHERE submission_state = 'uncertain') AS uncertain;
 
 -- name: reconciliation_differences
--- Runs whose charges and fee statements disagree (pending lines are explained by timing).
+-- Runs whose charges and fee statements disagree beyond what is explained. %(explained)s is
+-- THE predicate, geo_pipeline.domain.billing.EXPLAINED (summary, check and gauge use it too).
 SELECT run_id, currency, sum(difference_minor)::bigint AS difference_minor, count(*) AS lines
 FROM geo.reconciliation_lines
-WHERE classification NOT IN ('pending', 'price_change')  -- explained differences
+WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY run_id, currency
 HAVING sum(difference_minor) <> 0
 ORDER BY run_id, currency
 LIMIT 50;
 
--- name: significant_mention_changes
--- Day-over-day mention-rate changes the analytics schema flags as significant (two-proportion z
--- test at 95 percent), with the sample sizes and today's Wilson interval for the message.
-SELECT w.monitor_id, w.channel, w.brand, w.is_target, w.scheduled_for, w.run_id, w.n,
-       w.mentions, w.mention_rate, w.prev_scheduled_for, w.prev_n, w.prev_mentions,
-       w.prev_mention_rate, w.rate_change, w.z,
-       m.mention_rate_lower, m.mention_rate_upper
-FROM analytics.brand_day_over_day w
-LEFT JOIN analytics.channel_brand_metrics m
-  ON m.run_id = w.run_id AND m.channel = w.channel AND m.brand = w.brand
-WHERE w.significant
-  AND w.scheduled_for >= current_date - %(recent_days)s
-ORDER BY w.scheduled_for, w.monitor_id, w.channel, w.brand
+-- name: flagged_mention_changes
+-- Mention-rate changes analytics.brand_changes flags (THE change-flag rule: each question one
+-- cluster, Benjamini-Hochberg across the day's brand x channel family at fdr_q), both
+-- comparisons, with the day's question-clustered interval and effective n of
+-- analytics.brand_trends for the message.
+SELECT c.monitor_id, c.channel, c.brand, c.is_target, c.scheduled_for, c.comparison,
+       c.prev_from, c.prev_to, c.n, c.mentions, c.mention_rate, c.prev_n, c.prev_mentions,
+       c.prev_mention_rate, c.rate_change, c.questions, c.p_value, c.q_value, c.fdr_q,
+       c.family_size, t.run_ids, t.n_effective, t.mention_rate_lower, t.mention_rate_upper
+FROM analytics.brand_changes c
+LEFT JOIN analytics.brand_trends t
+  ON t.monitor_id = c.monitor_id AND t.channel = c.channel AND t.brand = c.brand
+ AND t.scheduled_for = c.scheduled_for
+WHERE c.flagged
+  AND c.scheduled_for >= current_date - %(recent_days)s
+ORDER BY c.scheduled_for, c.monitor_id, c.channel, c.brand, c.comparison
 LIMIT 50;

@@ -235,7 +235,9 @@ WITH st AS MATERIALIZED (
   INSERT INTO analytics.channel_brand_metrics
     (run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target, samples,
      valid_samples, invalid_samples, analysing_samples, collecting_samples, review_samples, n,
-     mentions, mention_rate, mention_rate_lower, mention_rate_upper, avg_rank, domain_cited,
+     -- the interval analysts read, mention_rate_lower/upper, is set by honest.refresh_channel
+     mentions, mention_rate, mention_rate_wilson_lower, mention_rate_wilson_upper, avg_rank,
+     domain_cited,
      citation_rate)
   SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target,
          samples, valid_samples, invalid_samples, analysing_samples, collecting_samples,

@@ -8,15 +8,31 @@ SELECT sample_id, question_revision, platform, device, region, mode, repeat_inde
 FROM geo.samples WHERE run_id = %(run_id)s AND channel = %(channel)s
 ORDER BY sample_id;
 
--- name: run_batches
--- The batches of a run with the number of samples that really carry each batch number,
--- per platform (R3: a batch is within the submit cap and each platform's cap).
+-- name: run_samples
+-- The identity (R5), channel and batch of every sample of a run: the plan checks of all its
+-- channels read the run once (partition_samples, per channel, for the run as a whole).
+SELECT sample_id, channel, question_revision, platform, device, region, mode, repeat_index,
+       batch_no
+FROM geo.samples WHERE run_id = %(run_id)s
+ORDER BY sample_id;
+
+-- name: batches_with_counts
+-- The given batches of a run with the number of samples that really carry each batch number,
+-- per platform (R3: a batch is within the submit cap and each platform's cap). One grouped pass
+-- over the run's samples (found by the run_id prefix of the samples_identity index), not a
+-- count per batch: a plan check costs the run's rows, whatever its batches and channels.
 SELECT b.batch_no, b.size, b.platform_counts,
-       coalesce((SELECT jsonb_object_agg(platform, n) FROM (
-          SELECT s.platform, count(*) AS n FROM geo.samples s
-           WHERE s.run_id = b.run_id AND s.batch_no = b.batch_no GROUP BY s.platform) x),
-        '{}'::jsonb) AS actual_counts
-FROM geo.batches b WHERE b.run_id = %(run_id)s ORDER BY b.batch_no;
+       coalesce(a.actual_counts, '{}'::jsonb) AS actual_counts
+FROM geo.batches b
+LEFT JOIN (
+  SELECT x.batch_no, jsonb_object_agg(x.platform, x.n) AS actual_counts
+  FROM (SELECT s.batch_no, s.platform, count(*) AS n FROM geo.samples s
+         WHERE s.run_id = %(run_id)s AND s.batch_no = ANY (%(batch_nos)s::int[])
+         GROUP BY s.batch_no, s.platform) x
+  GROUP BY x.batch_no
+) a USING (batch_no)
+WHERE b.run_id = %(run_id)s AND b.batch_no = ANY (%(batch_nos)s::int[])
+ORDER BY b.batch_no;
 
 -- name: dispatched_count
 -- How many samples of the partition are dispatched: their (batch, channel) has its collect hint
@@ -150,8 +166,10 @@ ORDER BY f.sample_id LIMIT 1000;
 -- name: channel_visibility
 -- The analyst table of one (run, channel): one row per tracked brand.
 SELECT brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
-       collecting_samples, review_samples, n, mentions, mention_rate, mention_rate_lower, mention_rate_upper,
-       questions, n_effective, mention_rate_cluster_lower, mention_rate_cluster_upper,
+       collecting_samples, review_samples, n, mentions, mention_rate,
+       -- THE interval (question-clustered where pooled), its method and effective n
+       mention_rate_lower, mention_rate_upper, mention_rate_interval, questions, n_effective,
+       mention_rate_wilson_lower, mention_rate_wilson_upper,
        avg_rank, domain_cited, citation_rate
 FROM analytics.channel_brand_metrics
 WHERE run_id = %(run_id)s AND channel = %(channel)s
@@ -181,13 +199,13 @@ HAVING count(*) > 1
 ORDER BY 1 LIMIT 1000;
 
 -- name: unexplained_lines
--- Reconciliation lines whose difference nobody has explained: anything but matched or pending.
+-- Reconciliation lines whose difference nobody has explained. %(explained)s is THE predicate,
+-- geo_pipeline.domain.billing.EXPLAINED (the summary, the gauge and the alert use it too).
 SELECT upstream_id, sample_id, platform, classification, ours_minor, theirs_minor,
        difference_minor, currency
 FROM geo.reconciliation_lines
 WHERE run_id = %(run_id)s
-  -- explained: by timing, by a price change since the quote, by the vendor's day total
-  AND classification NOT IN ('matched', 'pending', 'price_change', 'in_day_total')
+  AND NOT (classification = ANY(%(explained)s::text[]))
 ORDER BY upstream_id LIMIT 1000;
 
 -- name: recent_runs

@@ -185,16 +185,16 @@ FROM geo.retention_log WHERE run_id = %(run_id)s ORDER BY retention_id;
 SELECT now() AS now;
 
 -- name: report_mention_rates
--- Mention rates per channel and brand from the analyst table (run x channel x brand), with the
--- Wilson 95 percent interval and the sample sizes behind every rate.
+-- Mention rates per channel and brand from the analyst table (run x channel x brand), with THE
+-- 95 percent interval (question-clustered where questions are pooled), its method, effective n
+-- and the sample sizes behind every rate. Every report (terminal, HTML, JSON) reads this.
 SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
        review_samples, n, mentions,
        round(mention_rate::numeric, 3) AS mention_rate,
        round(mention_rate_lower::numeric, 3) AS rate_lower_95,
        round(mention_rate_upper::numeric, 3) AS rate_upper_95,
-       -- Pooled over questions: the interval clustered by question and its effective n.
-       round(mention_rate_cluster_lower::numeric, 3) AS rate_lower_clustered,
-       round(mention_rate_cluster_upper::numeric, 3) AS rate_upper_clustered,
+       mention_rate_interval AS interval_method,
+       questions,
        round(n_effective::numeric, 1) AS n_effective,
        round(avg_rank::numeric, 2) AS avg_rank,
        round(citation_rate::numeric, 3) AS citation_rate
@@ -241,11 +241,11 @@ WHERE NOT EXISTS (SELECT 1 FROM geo.samples s WHERE s.sample_id = d.sample_id
 GROUP BY 1;
 
 -- name: reconciliation_difference
--- R26: unexplained difference between our charges and the fee statements, per currency
--- (pending lines are explained by timing and left out).
+-- R26: unexplained difference between our charges and the fee statements, per currency, over
+-- every run. %(explained)s is THE predicate, geo_pipeline.domain.billing.EXPLAINED.
 SELECT currency, coalesce(sum(difference_minor), 0)::bigint AS difference_minor
 FROM geo.reconciliation_lines
-WHERE classification NOT IN ('pending', 'price_change')  -- explained differences
+WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY currency;
 
 -- name: report_brand_trends

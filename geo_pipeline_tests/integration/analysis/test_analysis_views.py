@@ -129,7 +129,9 @@ def test_planted_run_counts_rates_and_wilson_bounds(db, planted):
     ).fetchone()
     assert (ch["samples"], ch["n"], ch["mentions"], ch["invalid_samples"]) == (10, 6, 3, 2)
     lo, hi = wilson_by_hand(3, 6)
-    assert ch["mention_rate_lower"] == pytest.approx(lo, abs=1e-12)
+    assert ch["mention_rate_wilson_lower"] == pytest.approx(lo, abs=1e-12)  # named Wilson
+    assert ch["mention_rate_interval"] == "question-clustered, 2 questions"
+    assert ch["mention_rate_lower"] <= lo + 1e-12  # THE interval: clustered, never narrower
 
 
 def test_share_of_voice_names_its_denominators(db, planted):
@@ -287,20 +289,22 @@ def test_day_over_day_flags_only_significant_changes(db):
             store_answer(db, s["sample_id"], "推荐瑞幸。" if i < hits else "推荐星巴克。")
         analyse_run(db, run_id)
     rows = db.execute(
-        "SELECT * FROM analytics.brand_day_over_day WHERE monitor_id = 'm1' AND brand = %s"
-        " ORDER BY scheduled_for",
+        "SELECT * FROM analytics.brand_changes WHERE monitor_id = 'm1' AND brand = %s"
+        " AND comparison = 'day_over_day' ORDER BY scheduled_for",
         (LUCKIN,),
     ).fetchall()
-    assert [r["n"] for r in rows] == [10, 10, 10]
-    assert rows[0]["prev_n"] is None and rows[0]["significant"] is False
+    assert [(r["prev_n"], r["n"]) for r in rows] == [(10, 10), (10, 10)]  # day 1 has no before
+    # One question: the pooled two-proportion z with the normal distribution (df = 0).
     # Day 2 vs 1: pooled 11/20, se = sqrt(.55 * .45 * .2), z = .7 / se = 3.146...
     z2 = 0.7 / math.sqrt(0.55 * 0.45 * 0.2)
-    assert rows[1]["z"] == pytest.approx(z2, abs=1e-12) and rows[1]["significant"] is True
-    assert rows[1]["rate_change"] == pytest.approx(0.7)
+    assert rows[0]["z"] == pytest.approx(z2, abs=1e-12) and rows[0]["df"] == 0
+    assert rows[0]["flagged"] is True and rows[0]["rate_change"] == pytest.approx(0.7)
     # Day 3 vs 2: 9/10 -> 8/10, z = -0.1 / sqrt(.85 * .15 * .2) = -0.626: no trend.
     z3 = -0.1 / math.sqrt(0.85 * 0.15 * 0.2)
-    assert rows[2]["z"] == pytest.approx(z3, abs=1e-12) and rows[2]["significant"] is False
-    assert rows[2]["prev_run_id"] == "r-m1-20261102"
+    assert rows[1]["z"] == pytest.approx(z3, abs=1e-12) and rows[1]["flagged"] is False
+    # The uncorrected view is gone (issue #34): one change-flag rule.
+    gone = db.execute("SELECT to_regclass('analytics.brand_day_over_day') AS v").fetchone()
+    assert gone["v"] is None
 
 
 def test_refresh_of_all_runs_equals_refresh_per_run(db, planted):

@@ -90,14 +90,16 @@ def test_channel_metrics_carry_clustered_intervals_and_effective_n(db, monitored
         assert (r["n"], r["questions"]) == (12, 3)
         assert r["design_effect"] == pytest.approx(c.design_effect, abs=1e-12)
         assert r["n_effective"] == pytest.approx(c.n_effective, abs=1e-12)
-        assert r["mention_rate_cluster_lower"] == pytest.approx(c.lower, abs=1e-12)
-        assert r["mention_rate_cluster_upper"] == pytest.approx(c.upper, abs=1e-12)
-        # The old columns are unchanged: Wilson on the raw n, never wider than the new ones.
+        assert r["mention_rate_lower"] == pytest.approx(c.lower, abs=1e-12)
+        assert r["mention_rate_upper"] == pytest.approx(c.upper, abs=1e-12)
+        # Plain Wilson on the raw n, named as such, never wider than the clustered interval.
         lo, hi = wilson_interval(r["mentions"], r["n"])  # type: ignore[misc]
-        assert r["mention_rate_lower"] == pytest.approx(lo, abs=1e-12)
-        assert r["mention_rate_cluster_lower"] <= lo + 1e-12 and r["mention_rate_cluster_upper"] >= hi - 1e-12
+        assert r["mention_rate_wilson_lower"] == pytest.approx(lo, abs=1e-12)
+        assert r["mention_rate_lower"] <= lo + 1e-12 and r["mention_rate_upper"] >= hi - 1e-12
         assert r["citation_rate_lower"] == pytest.approx(0.0, abs=1e-12)
-    bm = db.execute("SELECT n, n_effective FROM analytics.brand_metrics WHERE monitor_id = 'm-h'").fetchall()
+    bm = db.execute(
+        "SELECT n, n_effective FROM analytics.brand_metrics WHERE monitor_id = 'm-h'"
+    ).fetchall()
     assert bm and all(r["n_effective"] == r["n"] for r in bm)
     sov = db.execute(
         "SELECT * FROM analytics.share_of_voice WHERE run_id = 'r-h-20261101' AND brand = %s",
@@ -106,7 +108,9 @@ def test_channel_metrics_carry_clustered_intervals_and_effective_n(db, monitored
     # Every answer names exactly one of Luckin / Starbucks: the share's denominator is 4 a question.
     c = clustered_rate([(h, 4) for h in DAYS[date(2026, 11, 1)]])
     assert sov["questions"] == 3 and sov["share_n_effective"] == pytest.approx(c.n_effective)
-    assert (sov["share_of_answers_lower"], sov["share_of_answers_upper"]) == pytest.approx((c.lower, c.upper))
+    assert (sov["share_of_answers_lower"], sov["share_of_answers_upper"]) == pytest.approx(
+        (c.lower, c.upper)
+    )
 
 
 def test_brand_changes_are_clustered_tests_with_bh_across_the_family(db, monitored):
@@ -132,8 +136,16 @@ def test_brand_changes_are_clustered_tests_with_bh_across_the_family(db, monitor
             e = expected[r["brand"]]
             assert e is not None and r["df"] == e.df and r["prev_from"] == prev
             assert r["z"] == pytest.approx(e.z, abs=1e-12) if e.z is not None else r["z"] is None
-            assert r["p_value"] == pytest.approx(e.p_value, abs=1e-12) if e.p_value else r["p_value"] is None
-            assert r["q_value"] == pytest.approx(q, abs=1e-12) if q is not None else r["q_value"] is None
+            assert (
+                r["p_value"] == pytest.approx(e.p_value, abs=1e-12)
+                if e.p_value
+                else r["p_value"] is None
+            )
+            assert (
+                r["q_value"] == pytest.approx(q, abs=1e-12)
+                if q is not None
+                else r["q_value"] is None
+            )
             assert r["family_size"] == sum(1 for v in qvals if v is not None)
             assert r["fdr_q"] == 0.05 and str(day) in r["family"] and "day_over_day" in r["family"]
             assert r["flagged"] == (q is not None and q <= 0.05)
@@ -155,7 +167,9 @@ def test_brand_trends_days_and_rolling_windows(db, monitored):
         c = clustered_rate([(h, 4) for h in DAYS[day]])
         assert (r["n"], r["mentions"], r["questions"]) == (12, c.successes, 3)
         assert r["run_ids"] == [f"r-h-{day:%Y%m%d}"]
-        assert (r["mention_rate_lower"], r["mention_rate_upper"]) == pytest.approx((c.lower, c.upper), abs=1e-12)
+        assert (r["mention_rate_lower"], r["mention_rate_upper"]) == pytest.approx(
+            (c.lower, c.upper), abs=1e-12
+        )
         window = sorted(DAYS)[: i + 1]
         w = clustered_rate([(sum(DAYS[d][q] for d in window), 4 * len(window)) for q in range(3)])
         assert (r["n_7d"], r["mentions_7d"]) == (w.n, w.successes)
@@ -171,3 +185,51 @@ def test_planning_priors_from_the_monitor_runs(db, monitored):
     assert expected is not None
     assert priors["kimi__web"].rate == pytest.approx(expected.rate)
     assert priors["kimi__web"].icc == pytest.approx(expected.icc)
+
+
+def test_one_mention_rate_interval_under_one_name_everywhere(db, monitored):
+    """Issue #34: ``mention_rate_lower/upper`` means one thing -- the question-clustered 95 %
+    interval wherever questions are pooled (Wilson on one question, where they coincide) -- in
+    analytics.channel_brand_metrics, analytics.brand_trends, the terminal report's query and the
+    Dagster plots; plain Wilson is named as such; each row says its method and effective n."""
+    from geo_pipeline.defs.assets import PLOTTED_RATES, _rate_plots, brand_metadata_keys
+    from geo_pipeline.store.queries import fetch_all
+
+    chan = {
+        (r["scheduled_for"], r["brand"]): r
+        for r in db.execute(
+            "SELECT * FROM analytics.channel_brand_metrics WHERE monitor_id = 'm-h'"
+        ).fetchall()
+    }
+    trends = {
+        (r["scheduled_for"], r["brand"]): r
+        for r in db.execute("SELECT * FROM analytics.brand_trends WHERE monitor_id = 'm-h'")
+    }
+    assert set(chan) == set(trends)
+    for key, c in chan.items():
+        t = trends[key]
+        assert (c["mention_rate_lower"], c["mention_rate_upper"]) == pytest.approx(
+            (t["mention_rate_lower"], t["mention_rate_upper"]), abs=1e-12
+        )
+        assert c["n_effective"] == pytest.approx(t["n_effective"], abs=1e-12)
+        lo, hi = wilson_interval(c["mentions"], c["n"])  # type: ignore[misc]
+        assert (c["mention_rate_wilson_lower"], c["mention_rate_wilson_upper"]) == pytest.approx(
+            (lo, hi), abs=1e-12
+        )
+        assert c["mention_rate_interval"] == "question-clustered, 3 questions"
+        assert t["mention_rate_interval"] == c["mention_rate_interval"]  # the same label
+    run = "r-h-20261102"
+    report = {r["brand"]: r for r in fetch_all(db, "ops.report_mention_rates", {"run_id": run})}
+    table = fetch_all(db, "dagster.channel_visibility", {"run_id": run, "channel": "kimi__web"})
+    plots = _rate_plots(table)
+    keys = brand_metadata_keys(r["brand"] for r in table)
+    assert "mention_rate_lower" in PLOTTED_RATES
+    for r in table:
+        c = chan[(date(2026, 11, 2), r["brand"])]
+        rep = report[r["brand"]]
+        assert rep["interval_method"] == "question-clustered, 3 questions"
+        assert float(rep["rate_lower_95"]) == round(c["mention_rate_lower"], 3)
+        assert float(rep["rate_upper_95"]) == round(c["mention_rate_upper"], 3)
+        if c["mention_rate"] is not None:
+            got = plots[f"mention_rate_lower/{keys[r['brand']]}"].value
+            assert got == round(c["mention_rate_lower"], 4)

@@ -22,6 +22,7 @@ from psycopg.rows import dict_row
 from geo_pipeline.billing import ledger
 from geo_pipeline.billing.ledger import ChargeRequest
 from geo_pipeline_tests.integration.billing.helpers import create
+from geo_pipeline_tests.processes import outcome
 
 WORKER = textwrap.dedent(
     """
@@ -64,7 +65,7 @@ def run_worker(db_url, mode, req):
         capture_output=True,
         timeout=120,
     )
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()[-2000:]
+    assert proc.returncode == -signal.SIGKILL, outcome(proc)
 
 
 def replay(db_url, req, times, threads=4):

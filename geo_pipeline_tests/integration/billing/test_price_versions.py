@@ -288,10 +288,7 @@ def test_every_path_that_creates_a_run_quotes_the_versions_in_effect(db, cli, tm
     cli("import", str(prices))
     config = tmp_path / "run.yaml"
     config.write_text(json.dumps(raw_config()), encoding="utf-8")
-    assert plan_from_file(config, "r-cli").quote.price_versions == {"doubao": "doubao-2026-10"}
-    assert plan_from_file(config, "r-cli", db).quote.price_versions == {
-        "doubao": "doubao-2026-12"
-    }
+    assert plan_from_file(config, "r-cli", db).quote.price_versions == {"doubao": "doubao-2026-12"}
     launchpad = plan_from_config(raw_config(), ConnectorRegistryResource(path=""), "r-lp", db)
     assert launchpad.quote.price_versions == {"doubao": "doubao-2026-12"}
 

@@ -17,6 +17,7 @@ import pytest
 from geo_pipeline.connectors.base import AcceptanceUnknown, NoPermission, SubmitRequest
 from geo_pipeline.connectors.simulator import SimulatorConnector
 from geo_pipeline_tests.fixtures.simulator import SimulatorProcess, registry_for, start_simulator
+from geo_pipeline_tests.processes import outcome
 
 BODY = {
     "question": "咖啡哪家好？",
@@ -318,9 +319,9 @@ def test_cli_refuses_bad_profiles_with_a_message(args: list[str], message: str) 
         text=True,
         timeout=60,
     )
-    assert proc.returncode != 0
-    assert message in proc.stderr
-    assert "Traceback" not in proc.stderr
+    assert proc.returncode != 0, outcome(proc)
+    assert message in proc.stderr, outcome(proc)
+    assert "Traceback" not in proc.stderr, outcome(proc)
 
 
 @pytest.mark.parametrize("transport", ["aiohttp", "httpcore"])

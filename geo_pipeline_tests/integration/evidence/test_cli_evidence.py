@@ -21,6 +21,7 @@ from geo_pipeline_tests.integration.evidence.helpers import (
     make_evidence,
     seed_sample,
 )
+from geo_pipeline_tests.processes import outcome
 
 
 @pytest.fixture
@@ -56,7 +57,7 @@ def test_cli_get_list_presign_and_refusals(db, archive, cli, tmp_path):
         )
 
     got = cli("get", ref.sample_id, "--tenant", "tenant-a")
-    assert got.returncode == 0, got.stderr
+    assert got.returncode == 0, outcome(got)
     assert got.stdout.decode() == ANSWER
 
     out = tmp_path / "shot.png"
@@ -81,7 +82,7 @@ def test_cli_get_list_presign_and_refusals(db, archive, cli, tmp_path):
         "answer_raw", "citations", "response_raw", "screenshot", "thumbnail",
     }  # fmt: skip
     html = cli("get", ref.sample_id, "--tenant", "tenant-a", "--kind", "answer_html", "--json")
-    assert html.returncode == 0, html.stderr
+    assert html.returncode == 0, outcome(html)
     meta = json.loads(html.stdout)
     assert meta["content"] == render_answer(ANSWER) and "<table>" in meta["content"]
     assert meta["derived_from"] == "answer_raw" and meta["mime_type"].startswith("text/html")
@@ -101,7 +102,7 @@ def test_cli_get_list_presign_and_refusals(db, archive, cli, tmp_path):
     if isinstance(archive, LocalArchive):
         assert presigned.returncode != 0 and b"--out" in presigned.stderr
     else:
-        assert presigned.returncode == 0, presigned.stderr
+        assert presigned.returncode == 0, outcome(presigned)
         assert httpx.get(presigned.stdout.decode().strip()).content == out.read_bytes()
 
     key = db.execute(

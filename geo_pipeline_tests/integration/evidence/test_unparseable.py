@@ -26,6 +26,7 @@ from geo_pipeline.store import db as dbmod
 from geo_pipeline_tests.fixtures.simulator import registry_for, running_simulator
 from geo_pipeline_tests.integration.execution.helpers import fetch, make_run
 from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
+from geo_pipeline_tests.processes import outcome
 
 PROFILE = {"defaults": {"completion_s": [0, 0], "accept_delay_s": [0, 0], "unparseable_rate": 1.0}}
 
@@ -111,7 +112,7 @@ def test_unparseable_answer_is_kept_raw_reviewed_and_reparsed(
              "--raw", "--json"],
             capture_output=True, env=env, timeout=120, text=True,
         )  # fmt: skip
-        assert listed.returncode == 0, listed.stderr
+        assert listed.returncode == 0, outcome(listed)
         rows = json.loads(listed.stdout)
         assert {r["sample_id"] for r in rows} == set(ids)
         assert all(r["raw_preview"].startswith("{") for r in rows)
@@ -122,7 +123,7 @@ def test_unparseable_answer_is_kept_raw_reviewed_and_reparsed(
              "r-bad", "--json"],
             capture_output=True, env=env, timeout=120, text=True,
         )  # fmt: skip
-        assert same.returncode == 1, same.stderr
+        assert same.returncode == 1, outcome(same)
         assert {r["outcome"] for r in json.loads(same.stdout)} == {"unparseable"}
 
         # A fixed parser: new answer revision, validity judged, evidence stored, analysed.

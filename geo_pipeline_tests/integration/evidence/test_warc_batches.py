@@ -10,6 +10,7 @@ removed by retention with its run; nothing unstored is ever recorded."""
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import hashlib
 import json
 import socket
@@ -205,3 +206,20 @@ def test_worker_writes_one_object_per_batch_and_records_every_record(
         for r in rows:
             text = fetch_evidence_for(conn, archive, r["tenant_id"], r["sample_id"], "answer_raw")
             assert hashlib.sha256(text).hexdigest()
+
+
+def test_a_browser_capture_is_warc_records_read_back_verified(db, archive) -> None:
+    ref = seed_sample(db, policy="off")
+    sse = b'data: {"patch_op": []}\n\nevent: SSE_REPLY_END\ndata: {}\n\n'
+    html = b"<html><body><div class='answer'>Acme [1]</div></body></html>"
+    ev = dataclasses.replace(
+        make_evidence(ref, raw=sse), raw_mime_type="text/event-stream", page_html=html,
+        capture={"device": "mobile", "region": "cn"}, search_queries=("coffee?",),
+    )  # fmt: skip
+    _record(db, store_batch(archive, [prepare_warc_evidence(ref, 1, ev, "off")]))
+    read = lambda kind: fetch_evidence_for(db, archive, ref.tenant_id, ref.sample_id, kind)  # noqa: E731
+    assert read("response_raw") == sse and read("page_html") == html
+    assert json.loads(read("capture"))["search_queries"] == ["coffee?"]
+    types = {r["kind"]: r["record_type"] for r in fetch_rows(
+        db, "SELECT kind, record_type FROM geo.warc_records")}  # fmt: skip
+    assert types["page_html"] == "resource" and types["capture"] == "metadata"

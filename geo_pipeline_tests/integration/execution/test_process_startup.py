@@ -158,3 +158,32 @@ def test_the_sweeper_says_so_when_redis_goes_away(db, caplog):
     assert warnings and "unreachable" in warnings[0].message
     assert len(warnings) == 1  # said once, not every pass
     assert totals["passes"] >= 2 and totals["redis_unreachable_passes"] == totals["passes"]
+
+
+def test_a_worker_waits_for_its_platform_and_names_its_url(db_url, redis_url, redis_ns, tmp_path):
+    """Started before the simulator listens (the README's recipe starts both at once), a worker
+    says which URL it waits for and why, and says when the platform answers; it claims only
+    then (issue 30: 24 of 50 first attempts failed as a bare 'transient', no line named the
+    URL)."""
+    from geo_pipeline_tests.fixtures.simulator import start_simulator
+
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = _env(db_url, redis_url, redis_ns, tmp_path)
+    env["GEO_SIMULATOR_URL"] = url
+    proc = Proc(["worker", "--platform", "deepseek"], env)
+    sim = None
+    try:
+        line = proc.wait_line('"worker.platform_waiting"', 60.0)
+        assert line is not None, "".join(proc.seen)
+        body = json.loads(line)
+        assert body["url"] == url and body["platforms"] == ["deepseek"] and body["error"], line
+        sim = start_simulator(extra_args=("--port", str(port)))
+        line = proc.wait_line('"worker.platform_reachable"', 60.0)
+        assert line is not None, "".join(proc.seen)
+        assert json.loads(line)["url"] == url
+    finally:
+        code = proc.stop()
+        if sim is not None:
+            sim.stop()
+    assert code == 0, proc.output()

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import yaml
 
+from geo_pipeline_tests.processes import outcome
+
 ROOT = Path(__file__).resolve().parents[3]
 EXAMPLE = ROOT / "examples" / "collection.yaml"
 
@@ -24,7 +26,7 @@ def run_cli(db_url, *args, check=True):
         timeout=120,
     )
     if check and proc.returncode != 0:
-        raise AssertionError(f"exit {proc.returncode}: {proc.stderr}")
+        raise AssertionError(outcome(proc))
     return proc
 
 
@@ -88,7 +90,7 @@ def test_unknown_run_and_missing_database_are_clear(db_url):
         env=env,
         timeout=60,
     )
-    assert proc.returncode == 3 and "set GEO_DATABASE_URL" in proc.stderr
+    assert proc.returncode == 3 and "set GEO_DATABASE_URL" in proc.stderr, outcome(proc)
 
 
 def test_create_runs_the_plan_checks_and_refuses_to_dispatch_a_failing_plan(db_url, db):

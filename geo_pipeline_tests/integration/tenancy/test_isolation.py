@@ -25,6 +25,7 @@ NOT_FOR_ANALYSTS = {
     "geo.fee_statements": "a platform's statement covers every tenant",
     "geo.fee_statement_lines": "a platform's statement covers every tenant; a tenant's own side "
     "is geo.reconciliation_lines",
+    "geo.accounts": "the operator's browser-lane accounts serve every tenant; no tenant column",
 }
 # Granted, the same rows for every tenant, no tenant data.
 SHARED = {

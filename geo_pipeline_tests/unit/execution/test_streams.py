@@ -10,6 +10,7 @@ import sys
 from geo_pipeline.streams.consumer import parse_autoclaim
 from geo_pipeline.streams.keys import collect_stream, screenshot_stream, stream_key
 from geo_pipeline.streams.relay import message_fields
+from geo_pipeline_tests.processes import outcome
 
 
 def test_autoclaim_reply_of_redis_7_lists_deleted_ids():
@@ -81,7 +82,7 @@ def test_crashpoint_kills_with_sigkill_only_when_named():
     )
     env = {**os.environ, "GEO_CRASH_AT": "after_read_before_claim", "GEO_CRASH_AFTER": "2"}
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert p.returncode == -9 and "alive" not in p.stdout
+    assert p.returncode == -9 and "alive" not in p.stdout, outcome(p)
     env["GEO_CRASH_AFTER"] = "3"
     p = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True)
-    assert p.returncode == 0 and "alive" in p.stdout
+    assert p.returncode == 0 and "alive" in p.stdout, outcome(p)

@@ -1,5 +1,6 @@
 """`runs plan` tells what a sample buys: per channel the expected 95 % half-width of a brand's
-mention rate and the repeats a target needs, from the repeats planner (no database needed)."""
+mention rate and the repeats a target needs, from the repeats planner, quoted at the price
+versions in effect in the database (the one quote path `runs create` freezes)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,8 @@ from geo_pipeline.domain.planner import DEFAULT_PRIOR, expected_half_width
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "collection.yaml"
 
 
-def test_runs_plan_prints_the_precision_each_channel_buys():
+def test_runs_plan_prints_the_precision_each_channel_buys(db_url, monkeypatch):
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
     result = CliRunner().invoke(
         cli, ["runs", "plan", str(EXAMPLE), "--json", "--target-half-width", "0.35"]
     )

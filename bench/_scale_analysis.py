@@ -1,0 +1,205 @@
+"""Scale paths of the analysis layer, collected by bench/scale.py (``PATHS``): each entry is
+(name, sizes, measure) with ``measure(size) -> {"seconds", "buffers", "rows", ...}``.
+
+- analysis of a run: analyse_run (detection, results, mentions, guarded transitions) and then
+  refresh_analytics, at 1k -> 10k (-> 100k with --big) answers; a fresh run per call in one
+  scratch database,
+  created the way the product creates one and filled with COPY (setup not timed). ``buffers``
+  and ``rows`` as geo_pipeline.store.work counts them (buffer requests; rows and index entries
+  read), from the database's cumulative statistics since analyse_run commits each chunk
+  (geo_pipeline_tests/scale_data.counted); statements are not counted.
+- the analyst views over a monitor's history of 25k -> 100k samples (-> 1M with --big, and
+  10M with --big and GEO_SCALE_10M=1):
+  daily runs of 50 questions x 10 channels x 5 repeats x 10 brands written with COPY into the
+  analyst tables (a scratch database per size); each query run under EXPLAIN (ANALYZE, BUFFERS,
+  TIMING OFF): ``seconds`` = planning + execution, ``buffers`` = shared hits + reads, ``rows``
+  returned. Queried as the database owner (analysts' row-level security not included). A query
+  still running after GEO_SCALE_STATEMENT_TIMEOUT seconds (default 60) is stopped and reported
+  as ``seconds = inf`` with ``timed_out``: the trend and change views read the monitor's whole
+  history on every query (measured on 2 cores: the day's changes 11 s at 100k samples, 78 s at
+  1M; the report's trend over 30 days 311 s at 100k).
+
+Scratch databases are created on the bench's admin URL (bench/_machine.py: GEO_BENCH_ADMIN_URL)
+and dropped at exit. Run through bench/scale.py (``--only analys`` for these paths).
+"""
+
+from __future__ import annotations
+
+import atexit
+import itertools
+import math
+import os
+import sys
+import time
+import uuid
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import psycopg
+from _machine import ADMIN_URL
+from psycopg.rows import dict_row
+
+from geo_pipeline.analysis import analyse_run, refresh_analytics
+from geo_pipeline.store import migrate
+from geo_pipeline_tests.scale_data import History, analyst_history, completed_run, counted
+
+Measure = Callable[[int], dict[str, float]]
+
+_admin = ADMIN_URL
+_databases: dict[str, Any] = {}  # key -> open connection to a scratch database
+_histories: dict[int, History] = {}
+_run_no = itertools.count()
+
+
+def _drop_all() -> None:
+    for conn in _databases.values():
+        name = conn.info.dbname
+        conn.close()
+        with psycopg.connect(_admin, autocommit=True) as a:
+            a.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+    _databases.clear()
+
+
+atexit.register(_drop_all)
+
+
+def _database(key: str) -> Any:
+    if key not in _databases:
+        name = f"geo_scale_{key}_{uuid.uuid4().hex[:8]}"
+        with psycopg.connect(_admin, autocommit=True) as a:
+            a.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+        conn = psycopg.connect(_admin.rsplit("/", 1)[0] + "/" + name, row_factory=dict_row)
+        migrate.upgrade(conn)
+        conn.commit()
+        _databases[key] = conn
+    return _databases[key]
+
+
+# ------------------------------------------------------------------ analysis of a run
+def _fresh_run(size: int) -> tuple[Any, str]:
+    conn = _database("analysis")
+    run_id = f"scale-{size}-{next(_run_no)}"
+    completed_run(conn, run_id, size)
+    return conn, run_id
+
+
+def measure_analysis(size: int) -> dict[str, float]:
+    """analyse_run of a run of ``size`` completed answers (refresh not included)."""
+    conn, run_id = _fresh_run(size)
+    t0 = time.perf_counter()
+    with counted(conn) as work:
+        summary = analyse_run(conn, run_id, refresh=False)
+    seconds = time.perf_counter() - t0
+    assert summary.analysed == size, summary
+    return {"seconds": seconds, "buffers": work.buffers, "rows": work.rows_read}
+
+
+def measure_refresh(size: int) -> dict[str, float]:
+    """refresh_analytics of a freshly analysed run of ``size`` answers."""
+    conn, run_id = _fresh_run(size)
+    analyse_run(conn, run_id, refresh=False)
+    t0 = time.perf_counter()
+    with counted(conn) as work:
+        refresh_analytics(conn, run_id)
+    seconds = time.perf_counter() - t0
+    return {"seconds": seconds, "buffers": work.buffers, "rows": work.rows_read}
+
+
+# ------------------------------------------------------------------ analyst views
+# The analyst's questions of a monitor, as the dashboard and the run report ask them: the
+# latest 30 days of mention rates and share of voice, the report's trend (ops.report_brand_trends
+# with its run resolved to the monitor and day), and the day's flagged changes.
+ANALYST_QUERIES = {
+    "mention rate, 30 days": """
+        SELECT scheduled_for, channel, brand, n, mention_rate, mention_rate_cluster_lower,
+               mention_rate_cluster_upper, n_effective
+          FROM analytics.channel_brand_metrics
+         WHERE tenant_id = %(tenant)s AND monitor_id = %(monitor)s
+           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
+         ORDER BY channel, brand, scheduled_for""",
+    "share of voice, 30 days": """
+        SELECT scheduled_for, channel, brand, n, share_of_answers_mentioning_any_brand,
+               share_of_all_tracked_mentions
+          FROM analytics.share_of_voice
+         WHERE monitor_id = %(monitor)s
+           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
+         ORDER BY channel, brand, scheduled_for""",
+    "trends (report, 30 days)": """
+        WITH fdr AS (SELECT max(c.fdr_q) AS fdr_q FROM analytics.brand_changes c
+                      WHERE c.monitor_id = %(monitor)s)
+        SELECT t.channel, t.brand, t.is_target, t.scheduled_for, t.n, t.mentions, t.questions,
+               t.mention_rate, t.mention_rate_lower, t.mention_rate_upper, t.n_effective,
+               t.flagged_day_over_day, t.flagged_rolling_7d, fdr.fdr_q
+          FROM analytics.brand_trends t CROSS JOIN fdr
+         WHERE t.monitor_id = %(monitor)s
+           AND t.scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
+         ORDER BY t.channel, t.is_target DESC NULLS LAST, t.brand, t.scheduled_for""",
+    "changes flagged on the day": """
+        SELECT channel, brand, comparison, rate_change, p_value, q_value, flagged
+          FROM analytics.brand_changes
+         WHERE monitor_id = %(monitor)s AND scheduled_for = %(day)s::date
+         ORDER BY q_value NULLS LAST""",
+}
+HISTORY_SIZES = [25_000, 100_000]
+HISTORY_BIG = [1_000_000] + ([10_000_000] if os.environ.get("GEO_SCALE_10M") else [])
+
+
+def _history(size: int) -> tuple[Any, History]:
+    conn = _database(f"history{size}")
+    if size not in _histories:
+        _histories[size] = analyst_history(conn, size)
+    return conn, _histories[size]
+
+
+# A query still running after this many seconds is stopped and reported as timed out (its
+# seconds are then a lower bound): the trend and change views grow with the square of the days.
+STATEMENT_TIMEOUT_S = float(os.environ.get("GEO_SCALE_STATEMENT_TIMEOUT", "60"))
+
+
+def explain(conn: Any, sql: str, params: dict[str, Any]) -> dict[str, float]:
+    """Run ``sql`` under EXPLAIN (ANALYZE, BUFFERS, TIMING OFF): its server time, the shared
+    buffers its plan touched and the rows it returned."""
+    conn.execute("SELECT set_config('statement_timeout', %s, true)",
+                 (f"{int(STATEMENT_TIMEOUT_S * 1000)}",))  # fmt: skip
+    try:
+        row = conn.execute(
+            "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) " + sql,  # type: ignore[operator]
+            params,
+        ).fetchone()
+    except psycopg.errors.QueryCanceled:
+        conn.rollback()
+        return {"seconds": math.inf, "timed_out": STATEMENT_TIMEOUT_S}
+    conn.rollback()
+    doc = next(iter(row.values()))[0]
+    plan = doc["Plan"]
+    return {
+        "seconds": (doc["Planning Time"] + doc["Execution Time"]) / 1000.0,
+        "buffers": plan.get("Shared Hit Blocks", 0) + plan.get("Shared Read Blocks", 0),
+        "rows": plan["Actual Rows"],
+    }
+
+
+def _analyst_measure(query: str) -> Measure:
+    def measure(size: int) -> dict[str, float]:
+        conn, history = _history(size)
+        last_day = history.first_day.toordinal() + history.days - 1
+        params = {"tenant": history.tenant, "monitor": history.monitor,
+                  "day": type(history.first_day).fromordinal(last_day)}  # fmt: skip
+        return explain(conn, ANALYST_QUERIES[query], params)
+
+    measure.__doc__ = f"analyst query {query!r} over a monitor's history of `size` samples"
+    return measure
+
+
+# (name, sizes, measure, sizes only with --big)
+PATHS: list[tuple[str, list[int], Measure, list[int]]] = [
+    ("analysis: analyse_run of a run (answers)", [1_000, 10_000], measure_analysis, [100_000]),
+    ("analysis: refresh_analytics of a run (answers)", [1_000, 10_000], measure_refresh,
+     [100_000]),
+    *((f"analyst: {q} (history samples)", HISTORY_SIZES, _analyst_measure(q), HISTORY_BIG)
+      for q in ANALYST_QUERIES),
+]  # fmt: skip

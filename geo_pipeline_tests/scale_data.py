@@ -1,0 +1,231 @@
+"""Data at scale for the growth tests and bench/_scale_analysis.py, and a count of the work
+PostgreSQL did (buffers and rows read, as geo_pipeline.store.work counts them), which unlike
+wall-clock time does not depend on the machine: a run of N completed samples with stored answers and citations (created the way the
+product creates one, then moved through the allowed transitions and filled with COPY, as
+bench/analysis.py does), and a monitor's analyst history of N samples written with COPY straight
+into the analyst tables that analysis would have filled (one day = one run).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import random
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import date, timedelta
+from typing import Any
+
+from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.plan import build_plan, quote
+from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.store.queries import Q
+from geo_pipeline.store.work import Work
+
+COMPETITORS = [("星巴克", "Starbucks"), ("库迪咖啡", "Cotti Coffee"), ("Manner Coffee", "Manner"),
+               ("Tims咖啡", "Tim Hortons"), ("Costa咖啡", "Costa Coffee"), ("幸运咖", "Lucky Cup"),
+               ("挪瓦咖啡", "NOWWA"), ("Peet's Coffee", "皮爷咖啡"), ("M Stand", "M Stand Coffee")]  # fmt: skip
+
+
+def run_config(samples: int, tenant: str) -> dict[str, Any]:
+    """A config whose plan has ``samples`` samples (a multiple of 200): 10 channel settings x
+    20 repeats x samples / 200 questions; 10 tracked brands."""
+    if samples < 200 or samples % 200:
+        raise ValueError(f"samples must be a positive multiple of 200, got {samples}")
+    return {
+        "tenant": tenant,
+        "brand": {"name": "瑞幸咖啡", "aliases": ["Luckin Coffee", "luckin", "瑞幸"],
+                  "domains": ["luckincoffee.com"]},
+        "competitors": [{"name": n, "aliases": [a],
+                         "domains": [f"{a.lower().replace(' ', '')}.com"]} for n, a in COMPETITORS],
+        "questions": [f"第{i}个问题：哪个咖啡品牌性价比最高？" for i in range(samples // 200)],
+        "channels": [
+            {"platform": "deepseek", "device": "web", "regions": ["cn", "global"],
+             "modes": ["standard", "deep_thinking", "web_search"]},
+            {"platform": "doubao", "device": "web", "modes": ["standard", "deep_thinking"]},
+            {"platform": "kimi", "device": "web", "modes": ["standard", "web_search"]},
+        ],
+        "repeats": 20,
+    }  # fmt: skip
+
+
+def completed_run(conn: Any, run_id: str, samples: int, *, tenant: str = "scale") -> int:
+    """Create a run of ``samples`` samples, every one completed with stored evidence, one answer
+    (0-4 brands named, 1 in 25 invalid) and two citations; committed. Returns the sample count."""
+    caps = load_registry().capabilities()
+    config = normalise_and_validate(run_config(samples, tenant), caps)
+    plan = build_plan(config, quote(config, {p: c.prices for p, c in caps.items()}), run_id)
+    create_run(conn, plan, confirm=False, dispatch=False)
+    params = {"run_id": run_id}
+    conn.execute(
+        "UPDATE geo.samples SET submission_state = 'submitting' WHERE run_id = %(run_id)s", params
+    )
+    conn.execute(
+        "UPDATE geo.samples SET submission_state = 'accepted', upstream_id = 'u' || sample_id,"
+        " collection_state = 'running', lease_until = now() + interval '1h'"
+        " WHERE run_id = %(run_id)s",
+        params,
+    )
+    conn.execute(
+        "UPDATE geo.samples SET collection_state = 'completed', lease_until = NULL,"
+        " evidence_state = 'stored', completed_at = now() WHERE run_id = %(run_id)s",
+        params,
+    )
+    rng = random.Random(run_id)
+    brands = [config.brand, *config.competitors]
+    filler = "这家咖啡的价格、口味和门店数量都各有特点，适合不同人群。" * 6
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY geo.answers (sample_id, revision, attempt_no, raw_text, sanitized_html,"
+            " raw_sha256, captured_at, validity, validity_reason, validity_rule_version)"
+            " FROM STDIN"
+        ) as copy:
+            for i, s in enumerate(plan.samples):
+                picks = rng.sample(brands, rng.randint(0, 4))
+                text = filler + "".join(f"\n- {rng.choice(b.names)}：推荐。" for b in picks)
+                invalid = i % 25 == 0
+                copy.write_row((
+                    s.sample_id, 1, 1, text, text, hashlib.sha256(text.encode()).hexdigest(),
+                    "2026-11-29T00:00:00Z", "invalid" if invalid else "valid",
+                    "error_page" if invalid else None, "scale",
+                ))  # fmt: skip
+        with cur.copy(
+            "COPY geo.citations (sample_id, revision, ordinal, relation, raw_url,"
+            " normalized_url, registrable_domain) FROM STDIN"
+        ) as copy:
+            for s in plan.samples:
+                for k in range(2):
+                    b = rng.choice(brands)
+                    dom = b.domains[0] if b.domains else "zhihu.com"
+                    u = f"https://{dom}/a"
+                    copy.write_row((s.sample_id, 1, k, "cited" if k == 0 else "retrieved", u, u,
+                                    dom))  # fmt: skip
+    conn.commit()
+    return len(plan.samples)
+
+
+@dataclass(frozen=True)
+class History:
+    """A monitor's analyst history: ``days`` daily runs of questions x channels x repeats."""
+
+    tenant: str
+    monitor: str
+    first_day: date
+    days: int
+    samples: int
+    brand_metrics_rows: int
+
+
+def analyst_history(
+    conn: Any,
+    samples: int,
+    *,
+    tenant: str = "scale",
+    monitor: str = "m-scale",
+    questions: int = 50,
+    channels: int = 10,
+    repeats: int = 5,
+    brands: int = 10,
+    first_day: date = date(2024, 1, 1),
+) -> History:
+    """``samples`` samples of history (days = samples / (questions x channels x repeats)) as
+    the refresh leaves them: analytics.brand_metrics per run x channel x question x brand,
+    channel_brand_metrics and share_of_voice per run x channel x brand, written with COPY and
+    ANALYZEd; committed. Each question has its own rate per brand (the question effect)."""
+    per_day = questions * channels * repeats
+    days = max(1, samples // per_day)
+    rng = random.Random(samples)
+    names = [f"brand {b}" for b in range(brands)]
+    q_rate = [[rng.betavariate(2, 5) for _ in range(brands)] for _ in range(questions)]
+    bm_rows = 0
+    with conn.cursor() as cur:
+        with cur.copy(
+            "COPY analytics.brand_metrics (run_id, tenant_id, monitor_id, scheduled_for, channel,"
+            " platform, device, region, mode, question_revision, question_index, brand,"
+            " is_target, samples, valid_samples, invalid_samples, analysing_samples,"
+            " review_samples, n, mentions, mention_rate, domain_cited, domain_retrieved)"
+            " FROM STDIN"
+        ) as copy:
+            for d in range(days):
+                day = first_day + timedelta(days=d)
+                run_id = f"{monitor}-{day:%Y%m%d}"
+                for c in range(channels):
+                    for q in range(questions):
+                        for b in range(brands):
+                            x = sum(rng.random() < q_rate[q][b] for _ in range(repeats))
+                            copy.write_row((
+                                run_id, tenant, monitor, day, f"p{c}/web/cn/standard", f"p{c}",
+                                "web", "cn", "standard", f"q{q}", q, names[b], b == 0, repeats,
+                                repeats, 0, 0, 0, repeats, x, x / repeats, 0, 0,
+                            ))  # fmt: skip
+                            bm_rows += 1
+        conn.execute(
+            "INSERT INTO analytics.channel_brand_metrics (run_id, tenant_id, monitor_id,"
+            " scheduled_for, channel, platform, brand, is_target, samples, valid_samples,"
+            " invalid_samples, analysing_samples, review_samples, n, mentions, mention_rate,"
+            " domain_cited, questions)"
+            " SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand,"
+            " bool_or(is_target), sum(samples), sum(valid_samples), 0, 0, 0, sum(n),"
+            " sum(mentions), sum(mentions)::float8 / sum(n), 0, count(*)"
+            " FROM analytics.brand_metrics WHERE monitor_id = %(m)s"
+            " GROUP BY run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand",
+            {"m": monitor},
+        )
+        conn.execute(
+            "INSERT INTO analytics.share_of_voice (run_id, monitor_id, scheduled_for, channel,"
+            " region, mode, brand, is_target, n, answers_mentioning_brand,"
+            " answers_mentioning_any_tracked_brand, brand_mentions, all_tracked_mentions,"
+            " questions)"
+            " SELECT run_id, monitor_id, scheduled_for, channel, 'cn', 'standard', brand,"
+            " is_target, n, mentions, n, mentions, n, questions"
+            " FROM analytics.channel_brand_metrics WHERE monitor_id = %(m)s",
+            {"m": monitor},
+        )
+        cur.execute(
+            "ANALYZE analytics.brand_metrics, analytics.channel_brand_metrics,"
+            " analytics.share_of_voice"
+        )
+    conn.commit()
+    return History(tenant, monitor, first_day, days, days * per_day, bm_rows)
+
+
+def _counters(conn: Any) -> Work:
+    # A backend sends its counts when it goes idle outside a transaction, at most once a second
+    # unless told to: force it, let it go idle, then read in a fresh transaction.
+    conn.commit()
+    conn.execute("SELECT pg_stat_force_next_flush()")
+    conn.commit()
+    row = conn.execute(Q("work.cumulative_counters")).fetchone()
+    conn.commit()
+    rows_read, buffers, scans = row.values() if isinstance(row, dict) else row
+    return Work(rows_read=int(rows_read), buffers=int(buffers), scans=int(scans))
+
+
+def quiet_autovacuum(conn: Any) -> None:
+    """Switch autovacuum off for the project's tables of this (scratch) database, so that only
+    this connection's statements are counted."""
+    tables = conn.execute(
+        "SELECT format('%I.%I', n.nspname, c.relname) AS t FROM pg_class c"
+        " JOIN pg_namespace n ON n.oid = c.relnamespace"
+        " WHERE n.nspname IN ('geo', 'analytics') AND c.relkind = 'r'"
+    ).fetchall()
+    for row in tables:
+        name = row["t"] if isinstance(row, dict) else row[0]
+        conn.execute(f"ALTER TABLE {name} SET (autovacuum_enabled = off)")
+    conn.commit()
+
+
+@contextmanager
+def counted(conn: Any) -> Iterator[Work]:
+    """What the block cost PostgreSQL, as ``geo_pipeline.store.work.measured`` counts it (rows
+    and index entries read, buffers, scans; statements are not counted), for a block that
+    commits by itself: from the database's cumulative statistics, so only this connection may
+    be working in the database (a scratch database; see quiet_autovacuum). Commits around it."""
+    work = Work()
+    before = _counters(conn)
+    yield work
+    after = _counters(conn)
+    work.rows_read = after.rows_read - before.rows_read
+    work.buffers = after.buffers - before.buffers
+    work.scans = after.scans - before.scans

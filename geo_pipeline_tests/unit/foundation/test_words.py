@@ -1,0 +1,41 @@
+"""Words a person can act on (issue #34): status with its reason, money in major units with its
+currency, a reconciliation difference with its direction."""
+
+from __future__ import annotations
+
+from geo_pipeline.domain.words import difference_text, money_with_minor, status_text
+
+
+def _st(overall, total, completed, failed=0, evidence_reasons=None, **kw):
+    return {
+        "overall": overall,
+        "total": total,
+        "collection": {"completed": completed, "failed": failed},
+        "evidence_reasons": evidence_reasons or {},
+        "failure_reasons": kw.pop("failure_reasons", {}),
+        "uncertain": 0,
+        "analysing": False,
+        **kw,
+    }
+
+
+def test_status_says_its_reason_per_channel():
+    run = _st("partial", 50, 50, evidence_reasons={"SCREENSHOT_UNAVAILABLE": 3})
+    channels = {
+        "deepseek__web": _st("partial", 25, 25, evidence_reasons={"SCREENSHOT_UNAVAILABLE": 3}),
+        "kimi__web": _st("full_success", 25, 25),
+    }
+    assert status_text(run, channels) == "partial: 3 required screenshots missing on deepseek__web"
+    assert status_text(_st("full_success", 4, 4)) == (
+        "full success: all 4 samples completed with their evidence stored"
+    )
+    failed = _st("partial", 4, 3, 1, failure_reasons={"login_page": 1})
+    assert status_text(failed) == "partial: 1 failed (login_page x1)"
+    assert status_text(_st("in_progress", 4, 1)) == "in progress: 3 of 4 still collecting"
+
+
+def test_money_in_major_units_and_differences_with_direction():
+    assert money_with_minor(870, "CNY") == "8.70 CNY (870 minor units)"
+    assert difference_text(10, "CNY") == "the platforms billed 0.10 CNY more than we charged"
+    assert difference_text(-10, "CNY") == "we charged 0.10 CNY more than the platforms billed"
+    assert difference_text(0, "CNY").startswith("none")
