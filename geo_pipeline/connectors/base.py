@@ -163,6 +163,22 @@ class Attachment:
 
 
 @dataclass(frozen=True)
+class HttpExchange:
+    """The upstream HTTP exchange a result came from, as sent and as received (headers in wire
+    order; the evidence layer redacts secrets before archiving them, D2). ``response_body`` is
+    ``Evidence.raw_body``, so it is not repeated here."""
+
+    method: str
+    url: str
+    request_headers: tuple[tuple[str, str], ...]
+    request_body: bytes
+    status: int
+    reason: str
+    response_headers: tuple[tuple[str, str], ...]
+    http_version: str = "HTTP/1.1"
+
+
+@dataclass(frozen=True)
 class Evidence:
     """The normalised connector result (R17)."""
 
@@ -188,6 +204,8 @@ class Evidence:
     # emulation, region, account) -- recorded with the evidence (DESIGN section 9).
     page_html: bytes | None = None
     capture: Mapping[str, str] = field(default_factory=dict)
+    # The exchange the raw body came in, when the connector kept it (WARC request/response).
+    exchange: HttpExchange | None = None
 
 
 @dataclass(frozen=True)

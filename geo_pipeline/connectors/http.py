@@ -20,6 +20,7 @@ import httpx
 from geo_pipeline.connectors.base import (
     AcceptanceUnknown,
     ConnectorError,
+    HttpExchange,
     InvalidParams,
     NoPermission,
     NotFound,
@@ -83,6 +84,27 @@ def new_client(
 
         transport = AiohttpTransport(max_connections=limits.max_connections or 256)
     return LeanAsyncClient(timeout=timeout or DEFAULT_TIMEOUT, limits=limits, transport=transport)
+
+
+def exchange_of(resp: httpx.Response) -> HttpExchange:
+    """The exchange a response came in, as sent and received (headers in wire order), for the
+    evidence's WARC request/response records; the evidence layer redacts secrets (D2)."""
+    req = resp.request
+    version = resp.extensions.get("http_version", b"HTTP/1.1")
+    return HttpExchange(
+        method=req.method,
+        url=str(req.url),
+        request_headers=_pairs(req.headers.raw),
+        request_body=req.content if req.stream is not None else b"",
+        status=resp.status_code,
+        reason=resp.reason_phrase,
+        response_headers=_pairs(resp.headers.raw),
+        http_version=version.decode("ascii") if isinstance(version, bytes) else str(version),
+    )
+
+
+def _pairs(raw: list[tuple[bytes, bytes]]) -> tuple[tuple[str, str], ...]:
+    return tuple((k.decode("latin-1"), v.decode("latin-1")) for k, v in raw)
 
 
 def timeout_from(options: Mapping[str, Any], name: str, default_read: float) -> httpx.Timeout:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -31,7 +32,13 @@ from geo_pipeline.connectors.base import (
     UpstreamFailed,
     check_request,
 )
-from geo_pipeline.connectors.http import new_client, status_error, timeout_from, transport_error
+from geo_pipeline.connectors.http import (
+    exchange_of,
+    new_client,
+    status_error,
+    timeout_from,
+    transport_error,
+)
 from geo_pipeline.connectors.registry import api_key
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
@@ -200,9 +207,10 @@ class SimulatorConnector:
             raise TransientError(f"{what}: not completed yet ({status})", status=409)
         if resp.status_code != 200:
             raise status_error(resp, what=what, not_found_is_missing=True)
-        return self.parse_result(
+        evidence = self.parse_result(
             upstream_id, request, resp.content, resp.headers.get("content-type", "")
         )
+        return replace(evidence, exchange=exchange_of(resp))  # kept as WARC request/response
 
     def _hold(self, upstream_id: str, resp: httpx.Response) -> None:
         self._held[upstream_id] = (resp.content, resp.headers.get("content-type", ""))

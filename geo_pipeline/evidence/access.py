@@ -29,6 +29,8 @@ from geo_pipeline.evidence.bundle import (
     read_part,
 )
 from geo_pipeline.evidence.sanitise import render_answer
+from geo_pipeline.evidence.warc import is_record_key
+from geo_pipeline.evidence.warc_store import read_record
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -74,6 +76,9 @@ class EvidenceObject:
     # Set when this kind is not stored but made from the named kind's object (``answer_html``
     # from ``answer_raw``): key, digest and size are the source's, verified before rendering.
     derived_from: str | None = None
+    # A WARC-stored kind (issue 33): the record's block digest from geo.warc_records, checked
+    # on every read with the payload's ``sha256``.
+    block_sha256: str | None = None
 
     @classmethod
     def from_row(cls, row: dict[str, Any]) -> EvidenceObject:
@@ -140,16 +145,24 @@ def fetch_evidence_for(
     """The object's bytes for an authorised tenant, verified against the recorded digest
     (raises DigestMismatch when the stored bytes changed)."""
     obj = find_object(conn, tenant_id, sample_id, kind, revision)
-    return read_object(archive, obj.storage_key, obj.kind, obj.sha256)
+    return read_object(archive, obj.storage_key, obj.kind, obj.sha256, obj.block_sha256)
 
 
-def read_object(archive: Archive, storage_key: str, kind: str, sha256: str) -> bytes:
-    """The bytes of one recorded object, verified: a part of an answer's bundle (the bundle is
-    checked against the digest its key names, the part against the part's recorded digest) or
-    a whole object (screenshots, thumbnails, evidence archived before bundles).
+def read_object(
+    archive: Archive, storage_key: str, kind: str, sha256: str, block_sha256: str | None = None
+) -> bytes:
+    """The bytes of one recorded object, verified: a WARC record in a batch object (one ranged
+    GET; block and payload digests checked, evidence.warc_store), a part of an answer's bundle
+    (the bundle is checked against the digest its key names, the part against the part's
+    recorded digest) or a whole object (screenshots, thumbnails, evidence archived before
+    bundles).
 
     ``answer_html`` where only the text is stored (``find_object`` says ``derived_from``: the
     key and ``sha256`` are the ``answer_raw`` object's) is rendered from the verified text."""
+    if is_record_key(storage_key):
+        payload = read_record(archive, storage_key, sha256, block_sha256)
+        # WARC evidence never stores the display: answer_html is made from the answer text.
+        return _render(payload) if kind == DERIVED_KIND else payload
     if not is_bundle_key(storage_key):
         if kind == DERIVED_KIND and storage_key.rsplit("/", 1)[-1] == SOURCE_KIND:
             return _render(archive.get(storage_key, sha256=sha256))
@@ -185,14 +198,16 @@ def fetch_by_key(
             {"storage_key": storage_key, "tenant_id": tenant_id, "kind": SOURCE_KIND},
         ).fetchone()
         if row is not None:
-            return read_object(archive, row["storage_key"], DERIVED_KIND, row["sha256"])
+            return read_object(
+                archive, row["storage_key"], DERIVED_KIND, row["sha256"], row.get("block_sha256")
+            )
     if row is None:
         raise EvidenceAccessDenied(
             f"no evidence object {storage_key!r} is visible to tenant {tenant_id}"
         )
     key = row["storage_key"]
     if kind is not None or not is_bundle_key(key):
-        return read_object(archive, key, row["kind"], row["sha256"])
+        return read_object(archive, key, row["kind"], row["sha256"], row.get("block_sha256"))
     return archive.get(key, sha256=digest_in_key(key))  # the whole bundle, as its key names it
 
 
@@ -209,6 +224,13 @@ def presign(
     """A short-lived download URL (at most an hour) for an authorised tenant. The local directory
     backend raises PresignUnsupported: stream with fetch_evidence_for instead."""
     obj = find_object(conn, tenant_id, sample_id, kind, revision)
+    if is_record_key(obj.storage_key):
+        # A presigned URL cannot carry the byte range (the Range header is the client's), so
+        # it would hand out the whole batch object, other samples' records included.
+        raise PresignUnsupported(
+            f"the {kind} of sample {sample_id} is a record of a WARC batch object; fetch it "
+            "instead (`geo-pipeline evidence get ... --out FILE`)"
+        )
     if is_bundle_key(obj.storage_key):
         # A URL would hand out the whole bundle (every part, the raw response included), and a
         # byte range cannot be signed into a GET URL: text parts are streamed instead.

@@ -71,6 +71,8 @@ from geo_pipeline.evidence.thumbnails import (
     ImageUnreadable,
     screenshot_derivatives,
 )
+from geo_pipeline.evidence.warc import Part as WarcPart
+from geo_pipeline.evidence.warc import Placement, WarcRecord, answer_records
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -148,6 +150,10 @@ class ArchivedEvidence:
     # The response could not be parsed: only its raw bytes are archived (no answer row) and
     # this is the evidence reason, 'UNPARSEABLE: …' (R13).
     unparseable: str | None = None
+    # WARC evidence (issue 33): records prepared but not stored yet (the completion batch
+    # stores them in one object, evidence.warc_store), then where each one landed.
+    warc_pending: tuple[WarcRecord, ...] = ()
+    warc_placed: tuple[Placement, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -354,6 +360,30 @@ def prepare_evidence(
     (evidence.bundle). The sanitised display (R19) is derived off this hot path
     (evidence.display: the answer row gets ``DERIVED``); ``render_display`` renders it here
     instead and adds it to the bundle as an ``answer_html`` part, as before issue #14."""
+    common, text_bytes, cjson = _common(
+        ref, attempt_no, evidence, screenshot_policy, render_display=render_display
+    )
+    parts = [
+        Part("response_raw", evidence.raw_mime_type, evidence.raw_body),
+        Part("answer_raw", TEXT_MIME, text_bytes),
+        Part("citations", JSON_MIME, cjson),
+    ]
+    if render_display:
+        parts.insert(2, Part("answer_html", HTML_MIME, common["sanitized_html"].encode("utf-8")))
+    parts.extend(capture_parts(evidence))
+    return PreparedEvidence(common, _bundle(ref, parts), _dedupe(evidence.warnings))
+
+
+def _common(
+    ref: SampleRef,
+    attempt_no: int,
+    evidence: Evidence,
+    screenshot_policy: str,
+    *,
+    render_display: bool = False,
+) -> tuple[dict[str, Any], bytes, bytes]:
+    """What every evidence format records of an answer: the ``ArchivedEvidence`` fields, the
+    answer text's bytes and the canonical citations JSON."""
     if screenshot_policy not in SCREENSHOT_POLICIES:
         raise ValueError(
             f"screenshot policy {screenshot_policy!r} is not one of {SCREENSHOT_POLICIES}"
@@ -376,15 +406,102 @@ def prepare_evidence(
         citations=citations,
         content_sha256=content_digest(text_bytes, cjson, evidence.provider_truncated),
     )
+    return common, text_bytes, cjson
+
+
+RECORD_TOO_LARGE = "RECORD_TOO_LARGE"
+
+
+def _too_large(kind: str, size: int, cap: int) -> str:
+    return (f"{RECORD_TOO_LARGE}: {kind} is {size} bytes, the cap is {cap} "
+            "(GEO_EVIDENCE_RECORD_MAX_BYTES)")  # fmt: skip
+
+
+def prepare_warc_evidence(
+    ref: SampleRef,
+    attempt_no: int,
+    evidence: Evidence,
+    screenshot_policy: str,
+    *,
+    max_record_bytes: int | None = None,
+) -> ArchivedEvidence:
+    """The answer's evidence as WARC records, ready for the completion batch to store in one
+    object with its neighbours (evidence.warc_store) -- no I/O here. The exchange (or the raw
+    body), the answer text (resource), the normalised citations (metadata) and a screenshot
+    with its thumbnail (resources), all in the batch's one PUT; a screenshot still to come
+    arrives later through the screenshot lane as before.
+
+    A record larger than ``max_record_bytes`` is refused with its size and the cap: an
+    oversized screenshot is left out (the screenshot is unavailable, the reason says why); an
+    oversized response or text fails the evidence (``ARCHIVE_FAILED: RECORD_TOO_LARGE: …``), so
+    the sample is not recorded as stored and an operator sees why."""
+    common, text_bytes, cjson = _common(ref, attempt_no, evidence, screenshot_policy)
+    status, shot_warnings, detail, todo = _screenshot_plan(evidence.screenshot)
+    cap = max_record_bytes
+    if cap is not None:
+        for kind, data in (("response_raw", evidence.raw_body), ("answer_raw", text_bytes),
+                           ("citations", cjson)):  # fmt: skip
+            if len(data) > cap:
+                return ArchivedEvidence(
+                    **common, objects=(), screenshot_status="not_provided",
+                    warnings=_dedupe(evidence.warnings),
+                    failure=f"{ARCHIVE_FAILED}: {_too_large(kind, len(data), cap)}",
+                )  # fmt: skip
+        if todo is not None and max(len(todo[0]), len(todo[2])) > cap:
+            kind, size = ("screenshot", len(todo[0])) if len(todo[0]) > cap else (
+                "thumbnail", len(todo[2]))  # fmt: skip
+            status, shot_warnings, todo = "unavailable", [SCREENSHOT_UNAVAILABLE], None
+            detail = _too_large(kind, size, cap)
     parts = [
-        Part("response_raw", evidence.raw_mime_type, evidence.raw_body),
-        Part("answer_raw", TEXT_MIME, text_bytes),
-        Part("citations", JSON_MIME, cjson),
+        WarcPart("answer_raw", "resource", TEXT_MIME, text_bytes),
+        WarcPart("citations", "metadata", JSON_MIME, cjson),
     ]
-    if render_display:
-        parts.insert(2, Part("answer_html", HTML_MIME, html.encode("utf-8")))
-    parts.extend(capture_parts(evidence))
-    return PreparedEvidence(common, _bundle(ref, parts), _dedupe(evidence.warnings))
+    # A browser capture's page as rendered (resource) and how it was captured (metadata).
+    parts += [
+        WarcPart(p.kind, "metadata" if p.kind == "capture" else "resource", p.mime_type, p.data)
+        for p in capture_parts(evidence)
+    ]
+    if todo is not None:
+        original, mime, thumb = todo
+        parts += [
+            WarcPart("screenshot", "resource", mime, original),
+            WarcPart("thumbnail", "resource", THUMBNAIL_MIME, thumb),
+        ]
+    records = answer_records(
+        sample_id=ref.sample_id, attempt_no=attempt_no, upstream_id=evidence.upstream_id,
+        captured_at=evidence.captured_at, raw_body=evidence.raw_body,
+        raw_mime_type=evidence.raw_mime_type, exchange=evidence.exchange, parts=parts,
+    )  # fmt: skip
+    warnings = list(evidence.warnings) + shot_warnings
+    if status == "not_provided" and screenshot_policy != "off":
+        warnings.append(SCREENSHOT_UNAVAILABLE)
+    return ArchivedEvidence(
+        **common,
+        objects=(),
+        screenshot_status=status,
+        warnings=_dedupe(warnings),
+        screenshot_detail=detail,
+        warc_pending=tuple(records),
+    )
+
+
+def prepare_warc_unparseable(
+    ref: SampleRef,
+    attempt_no: int,
+    upstream_id: str,
+    raw: bytes,
+    mime_type: str,
+    reason: str,
+    exchange: Any = None,
+) -> ArchivedEvidence:
+    """``aarchive_unparseable`` as WARC: the response record alone, stored with the batch."""
+    common = _unparseable_common(ref, attempt_no, upstream_id, reason)
+    records = answer_records(
+        sample_id=ref.sample_id, attempt_no=attempt_no, upstream_id=upstream_id,
+        captured_at=common["captured_at"], raw_body=raw,
+        raw_mime_type=mime_type or "application/octet-stream", exchange=exchange,
+    )  # fmt: skip
+    return ArchivedEvidence(**common, objects=(), warc_pending=tuple(records))
 
 
 def _archived(
@@ -661,9 +778,16 @@ def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOut
     answers: list[dict[str, Any]] = []
     citations: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []
+    warc_rows: list[dict[str, Any]] = []
     pending: list[tuple[dict[str, Any], EvidenceOutcome]] = []
     for archived in items:
         ref = archived.ref
+        if archived.warc_pending:
+            # Recording a record that is not stored would name bytes nobody can read.
+            raise RuntimeError(
+                f"evidence of sample {ref.sample_id} was recorded before its WARC records were "
+                "stored (evidence.warc_store.astore_batch runs before the fenced transaction)"
+            )
         sample = rows.get(ref.sample_id)
         if sample is None:
             raise ValueError(f"sample {ref.sample_id} does not exist")
@@ -678,11 +802,14 @@ def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOut
             objects += _object_rows(
                 ref, archived.objects, archived.attempt_no, archived.captured_at
             )
+            warc_rows += _warc_rows(archived)
         pending.append((sample, outcome))
     if answers:
         conn.execute(Q("evidence.insert_answers"), {"rows": Jsonb(answers)})
     if citations:
         conn.execute(Q("evidence.insert_citations"), {"rows": Jsonb(citations)})
+    if warc_rows:
+        conn.execute(Q("evidence.insert_warc_records"), {"rows": Jsonb(warc_rows)})
     created: dict[str, list[str]] = {}
     if objects:
         for r in conn.execute(Q("evidence.insert_objects"), {"rows": Jsonb(objects)}).fetchall():
@@ -712,6 +839,31 @@ def _object_rows(
             "captured_at": captured_at.isoformat(),
         }
         for obj in objects
+    ]
+
+
+def _warc_rows(item: ArchivedEvidence) -> list[dict[str, Any]]:
+    """The ``geo.warc_records`` index rows of one item's stored records."""
+    return [
+        {
+            "object_key": p.object_key,
+            "record_offset": p.offset,
+            "record_length": len(p.record.data),
+            "tenant_id": item.ref.tenant_id,
+            "run_id": item.ref.run_id,
+            "sample_id": item.ref.sample_id,
+            "record_type": p.record.record_type,
+            "record_id": p.record.record_id,
+            "target_uri": p.record.target_uri,
+            "kind": p.record.kind,
+            "mime_type": p.record.mime_type,
+            "block_sha256": p.record.block_sha256,
+            "payload_sha256": p.record.payload_sha256,
+            "payload_size": p.record.payload_size,
+            "attempt_no": item.attempt_no,
+            "captured_at": item.captured_at.isoformat(),
+        }
+        for p in item.warc_placed
     ]
 
 

@@ -177,6 +177,33 @@ class ObjectStoreArchive:
             raise self._unavailable("read", key, exc) from exc
         return verify(key, data, sha256)
 
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """One ranged GET (a WARC record in a batch object); the caller verifies the bytes."""
+        import obstore
+        from obstore.exceptions import BaseError, NotFoundError
+
+        try:
+            return bytes(obstore.get_range(self.store, self._key(key), start=offset,
+                                           length=length))  # fmt: skip
+        except (NotFoundError, FileNotFoundError):
+            raise ObjectMissing(f"no evidence object {key!r} at {self.location}") from None
+        except (BaseError, OSError) as exc:
+            if "range" in str(exc).lower():
+                return b""  # the object is shorter than the index says: torn
+            raise self._unavailable("read", key, exc) from exc
+
+    def list_keys(self, prefix: str) -> list[str]:
+        import obstore
+        from obstore.exceptions import BaseError
+
+        keys: list[str] = []
+        try:
+            for chunk in obstore.list(self.store, self._key(prefix.rstrip("/")) + "/"):
+                keys += [str(m["path"])[len(self.prefix) :] for m in chunk]
+        except (BaseError, OSError) as exc:
+            raise self._unavailable("list", prefix, exc) from exc
+        return sorted(keys)
+
     def exists(self, key: str) -> bool:
         import obstore
         from obstore.exceptions import BaseError, NotFoundError

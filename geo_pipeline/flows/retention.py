@@ -34,8 +34,10 @@ from typing import Any
 
 import psycopg
 
-from geo_pipeline.evidence.archive import Archive
+from geo_pipeline.evidence.archive import Archive, list_keys
 from geo_pipeline.evidence.display import materialise_displays
+from geo_pipeline.evidence.warc import is_record_key
+from geo_pipeline.evidence.warc_store import run_prefix
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -58,6 +60,9 @@ class RunRetention:
     cutoff: datetime
     log_retention_days: int = 0
     object_keys: list[str] = field(default_factory=list)
+    # The run's WARC batch objects (issue 33): every one under the run's warc/ prefix, those
+    # the index names and any no row names (a worker killed between the PUT and its commit).
+    warc_objects: list[str] = field(default_factory=list)
     bytes: int = 0
     attempts: int = 0
     answers: int = 0  # raw texts cleared
@@ -72,6 +77,7 @@ class RunRetention:
             "cutoff": self.cutoff,
             "objects": len(self.object_keys),
             "object_keys": self.object_keys,
+            "warc_objects": self.warc_objects,
             "bytes": self.bytes,
             "attempts": self.attempts,
             "answers": self.answers,
@@ -159,7 +165,9 @@ def _due_runs(conn: Conn, now: datetime, limit: int) -> list[dict[str, Any]]:
         return [dict(r) for r in cur.fetchall()]
 
 
-def _plan_run(conn: Conn, due: dict[str, Any]) -> tuple[RunRetention, list[int]]:
+def _plan_run(
+    conn: Conn, due: dict[str, Any], archive: Archive | None = None
+) -> tuple[RunRetention, list[int]]:
     run = {"run_id": due["run_id"]}
     objects: list[dict[str, Any]] = []
     plan = RunRetention(
@@ -175,6 +183,13 @@ def _plan_run(conn: Conn, due: dict[str, Any]) -> tuple[RunRetention, list[int]]
             objects = [dict(r) for r in cur.fetchall()]
         plan.object_keys = [o["storage_key"] for o in objects]
         plan.bytes = sum(int(o["size_bytes"]) for o in objects)
+        # A WARC object holds records of one tenant's run only, so the run's window covers all
+        # of them: it goes whole, with any object of the run that no row names.
+        with conn.cursor() as cur:
+            cur.execute(Q("ops.retention_warc_objects"), run)
+            named = [dict(r)["object_key"] for r in cur.fetchall()]
+        found = list_keys(archive, run_prefix(due["tenant_id"], due["run_id"])) if archive else []
+        plan.warc_objects = sorted({*named, *found})
         plan.answers = _count(conn, "ops.retention_raw_text_count", run)
     if due["log_due"]:
         plan.attempts = _count(conn, "ops.retention_attempt_count", run)
@@ -223,12 +238,17 @@ def _apply_run(
     now: datetime,
     refused: list[str],
 ) -> None:
-    for key in plan.object_keys:
+    for key in dict.fromkeys(plan.object_keys):
+        if not is_record_key(key):  # a record goes with its WARC object
+            delete_object(archive, key)
+    for key in plan.warc_objects:
         delete_object(archive, key)
     run = {"run_id": plan.run_id}
     with conn.transaction(), conn.cursor() as cur:
         if object_ids:
             cur.execute(Q("ops.retention_delete_objects"), {"object_ids": object_ids})
+        if plan.warc_objects:
+            cur.execute(Q("ops.retention_delete_warc_records"), run)
         if plan.attempts:
             cur.execute(Q("ops.retention_delete_attempts"), run)
         if plan.answers and not _clear_raw_text(conn, plan.run_id, now, refused):
@@ -297,7 +317,7 @@ def apply_retention(
     runs: list[RunRetention] = []
     refused: list[str] = []
     for due in _due_runs(conn, now, limit):
-        plan, object_ids = _plan_run(conn, due)
+        plan, object_ids = _plan_run(conn, due, archive)
         runs.append(plan)
         if dry_run:
             continue

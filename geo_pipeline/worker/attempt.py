@@ -514,9 +514,10 @@ class Attempt:
         self, upstream_id: str, evidence: Evidence | None, unparseable: ConnectorError | None = None
     ) -> None:
         archived, ev_to, ev_reason, want_shot = await archive_for_completion(
-            self.c.archive, self.h.row, evidence, unparseable
+            self.c.archive, self.h.row, evidence, unparseable, warc=self.c.warc
         )
-        crashpoint("stored_not_completed")
+        if not self.c.warc:  # with WARC the batch stores the evidence (worker.context)
+            crashpoint("stored_not_completed")
         await self.end(
             completion.Finish(
                 self.h.sample_id,

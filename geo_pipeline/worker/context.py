@@ -17,8 +17,11 @@ from typing import Any, TypeVar
 
 from psycopg_pool import ConnectionPool
 
+from geo_pipeline.evidence.warc_store import astore_batch
 from geo_pipeline.flows import complete
 from geo_pipeline.observability.logs import event
+from geo_pipeline.runtime.crash import crashpoint
+from geo_pipeline.settings import settings as app_settings
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import execution as ex
 from geo_pipeline.streams.keys import GROUP
@@ -65,6 +68,8 @@ class Context:
         self.redis = redis
         self.ns = ns
         self.archive = archive
+        # Evidence as WARC, one object per completion batch (issue 33; _finish_batch stores).
+        self.warc = app_settings().evidence_format == "warc"
         self.recoverable_platforms = list(recoverable_platforms)
         self.stopping = asyncio.Event()
         self.pool: ConnectionPool[dbmod.Conn] | None = None
@@ -122,9 +127,35 @@ class Context:
         done = await self.db(ex.mark_sent, owner=self.id, held=items)
         return {i: it[0] in done for i, it in enumerate(items)}
 
+    async def _store_warc(self, items: list[complete.Finish]) -> dict[int, BaseException]:
+        """Store the WARC records of the batch's answers, one object per tenant and run (one
+        PUT each), before the fenced transaction records them (issue 33). An item whose object
+        could not be stored is left out of the transaction with the store's error (its caller
+        retries while its lease holds): nothing is recorded or charged that is not stored. An
+        item keeps its placed records, so a retry after a failed transaction records the same
+        object instead of writing another."""
+        todo = [i for i, it in enumerate(items) if getattr(it.archived, "warc_pending", ())]
+        if not todo or self.archive is None:
+            return {}
+        placed, failed = await astore_batch(self.archive, [items[i].archived for i in todo])
+        for i, archived in zip(todo, placed, strict=True):
+            items[i].archived = archived
+        crashpoint("stored_not_completed")  # the object is stored, no row names it yet
+        if failed:
+            log.warning("WARC object of %d answers waits for the evidence store: %s",
+                        len(failed), next(iter(failed.values())))  # fmt: skip
+        return {todo[j]: exc for j, exc in failed.items()}
+
     async def _finish_batch(
         self, items: list[complete.Finish]
     ) -> Mapping[int, str | BaseException | None]:
+        unstored = await self._store_warc(items)
+        if unstored:
+            rest = [i for i in range(len(items)) if i not in unstored]
+            done = await self._finish_batch([items[i] for i in rest]) if rest else {}
+            merged: dict[int, str | BaseException | None] = dict(unstored)
+            merged.update({rest[j]: r for j, r in done.items()})
+            return merged
         try:
             res = await self.db(complete.finish_batch, owner=self.id, items=items)
         except Exception as exc:

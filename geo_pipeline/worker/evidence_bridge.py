@@ -24,7 +24,13 @@ from typing import Any, TypeVar
 
 from geo_pipeline.connectors.base import Attachment, ConnectorError, Evidence
 from geo_pipeline.evidence import ArchiveUnavailable, SampleRef
-from geo_pipeline.evidence.recording import aarchive_evidence, aarchive_unparseable
+from geo_pipeline.evidence.recording import (
+    aarchive_evidence,
+    aarchive_unparseable,
+    prepare_warc_evidence,
+    prepare_warc_unparseable,
+)
+from geo_pipeline.settings import settings
 
 log = logging.getLogger(__name__)
 
@@ -63,6 +69,8 @@ async def archive_for_completion(
     row: Mapping[str, Any],
     evidence: Evidence | None,
     unparseable: ConnectorError | None = None,
+    *,
+    warc: bool = False,
 ) -> tuple[Any, str | None, str | None, bool]:
     """Returns (archived, evidence_state, evidence_reason, screenshot_still_to_come).
 
@@ -71,13 +79,22 @@ async def archive_for_completion(
     layer stays ``pending``. An unparseable response completes collection; with an archive its
     raw bytes are kept (evidence ``partial``, reason ``UNPARSEABLE: …``), it goes to review and
     is never re-asked (R13); ``geo-pipeline evidence reparse`` makes the answer from the kept
-    bytes after a parser fix. Raises ``ArchiveUnavailable`` after ``EVIDENCE_WAIT_S``."""
+    bytes after a parser fix. Raises ``ArchiveUnavailable`` after ``EVIDENCE_WAIT_S``.
+
+    With ``warc`` (``GEO_EVIDENCE_FORMAT=warc``) nothing is uploaded here: the evidence comes
+    back as WARC records still to store, and the completion batch stores the batch's records
+    in one object per tenant and run before its fenced transaction (worker.context)."""
     if evidence is None:
         if archive is None or unparseable is None or unparseable.raw is None:
             return None, "failed", UNPARSEABLE if unparseable else "NO_EVIDENCE", False
         ref, attempt_no = sample_ref(row), int(row["attempt_no"])
         upstream_id = str(row.get("upstream_id") or "")
         raw, reason = unparseable.raw, str(unparseable)
+        if warc:
+            pending = prepare_warc_unparseable(
+                ref, attempt_no, upstream_id, raw, "application/octet-stream", reason
+            )
+            return pending, None, None, False
         archived = await with_store_retry(
             "raw response",
             ref.sample_id,
@@ -106,6 +123,10 @@ async def archive_for_completion(
         return None, None, None, want_shot
     ref, attempt_no = sample_ref(row), int(row["attempt_no"])
     policy, ev = str(row["screenshot_policy"]), evidence
+    if warc:
+        cap = settings().evidence_record_max_bytes
+        pending = prepare_warc_evidence(ref, attempt_no, ev, policy, max_record_bytes=cap)
+        return pending, None, None, want_shot
     archived = await with_store_retry(
         "evidence",
         ref.sample_id,

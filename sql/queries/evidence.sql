@@ -58,7 +58,12 @@ SELECT tenant_id FROM geo.samples WHERE sample_id = %(sample_id)s;
 -- name: object_for
 -- One object of a sample the caller's tenant owns; the newest revision when none is given.
 SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.storage_key,
-       o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at
+       o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at,
+       -- a WARC-stored kind: its record's block digest (issue 33), checked on read
+       (SELECT w.block_sha256 FROM geo.warc_records w
+         WHERE w.sample_id = o.sample_id AND w.kind = o.kind AND w.payload_sha256 = o.sha256
+           AND o.storage_key = w.object_key || '#' || w.record_offset || '-' || w.record_length
+         LIMIT 1) AS block_sha256
   FROM geo.evidence_objects o
   JOIN geo.samples s ON s.sample_id = o.sample_id
  WHERE o.sample_id = %(sample_id)s AND s.tenant_id = %(tenant_id)s
@@ -70,7 +75,12 @@ SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.st
 -- name: object_by_key
 -- A bundle's key is recorded once per part: ``kind`` picks the part (NULL: any, the whole object).
 SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.storage_key,
-       o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at
+       o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at,
+       -- a WARC-stored kind: its record's block digest (issue 33), checked on read
+       (SELECT w.block_sha256 FROM geo.warc_records w
+         WHERE w.sample_id = o.sample_id AND w.kind = o.kind AND w.payload_sha256 = o.sha256
+           AND o.storage_key = w.object_key || '#' || w.record_offset || '-' || w.record_length
+         LIMIT 1) AS block_sha256
   FROM geo.evidence_objects o
   JOIN geo.samples s ON s.sample_id = o.sample_id
  WHERE o.storage_key = %(storage_key)s AND s.tenant_id = %(tenant_id)s
@@ -80,7 +90,12 @@ SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.st
 
 -- name: objects_of_sample
 SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.storage_key,
-       o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at
+       o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at,
+       -- a WARC-stored kind: its record's block digest (issue 33), checked on read
+       (SELECT w.block_sha256 FROM geo.warc_records w
+         WHERE w.sample_id = o.sample_id AND w.kind = o.kind AND w.payload_sha256 = o.sha256
+           AND o.storage_key = w.object_key || '#' || w.record_offset || '-' || w.record_length
+         LIMIT 1) AS block_sha256
   FROM geo.evidence_objects o
   JOIN geo.samples s ON s.sample_id = o.sample_id
  WHERE o.sample_id = %(sample_id)s AND s.tenant_id = %(tenant_id)s
@@ -190,3 +205,43 @@ SELECT a.sample_id, a.revision, a.raw_text
 UPDATE geo.answers a SET sanitized_html = r.html
   FROM jsonb_to_recordset(%(rows)s) AS r(sample_id text, revision int, html text)
  WHERE a.sample_id = r.sample_id AND a.revision = r.revision AND a.sanitized_html = '';
+
+-- name: insert_warc_records
+-- The index of a batch's WARC records (issue 33), one statement for the batch. A record is
+-- its (object, offset): written once; a retried recording of the same placement adds nothing.
+INSERT INTO geo.warc_records
+  (object_key, record_offset, record_length, tenant_id, run_id, sample_id, record_type,
+   record_id, target_uri, kind, mime_type, block_sha256, payload_sha256, payload_size,
+   attempt_no, captured_at)
+SELECT k.object_key, k.record_offset, k.record_length, k.tenant_id, k.run_id, k.sample_id,
+       k.record_type, k.record_id, k.target_uri, k.kind, k.mime_type, k.block_sha256,
+       k.payload_sha256, k.payload_size, k.attempt_no, k.captured_at
+  FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
+       object_key text, record_offset bigint, record_length bigint, tenant_id text,
+       run_id text, sample_id text, record_type text, record_id text, target_uri text,
+       kind text, mime_type text, block_sha256 text, payload_sha256 text, payload_size bigint,
+       attempt_no integer, captured_at timestamptz)
+ON CONFLICT (object_key, record_offset) DO NOTHING;
+
+-- name: run_tenant
+SELECT tenant_id FROM geo.runs WHERE run_id = %(run_id)s;
+
+-- name: run_objects_for_export
+-- Every evidence object row of a run, in a stable order, with the record's block digest when
+-- it is a WARC record (issue 33): what the WACZ export and `evidence verify` read.
+SELECT o.sample_id, o.revision, o.kind, o.storage_key, o.sha256, o.size_bytes, o.mime_type,
+       o.attempt_no, o.captured_at,
+       (SELECT w.block_sha256 FROM geo.warc_records w
+         WHERE w.sample_id = o.sample_id AND w.kind = o.kind AND w.payload_sha256 = o.sha256
+           AND o.storage_key = w.object_key || '#' || w.record_offset || '-' || w.record_length
+         LIMIT 1) AS block_sha256
+  FROM geo.evidence_objects o
+ WHERE o.run_id = %(run_id)s
+ ORDER BY o.sample_id, o.revision, o.kind, o.object_id;
+
+-- name: run_warc_records
+-- The run's WARC records, by object and offset (the index, issue 33).
+SELECT object_key, record_offset, record_length, record_type, kind, sample_id, block_sha256,
+       payload_sha256, mime_type
+  FROM geo.warc_records WHERE run_id = %(run_id)s
+ ORDER BY object_key, record_offset;

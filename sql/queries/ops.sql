@@ -80,6 +80,7 @@ WHERE w.created_at < greatest(w.cutoff, w.log_cutoff)  -- past at least one wind
                    WHERE s.run_id = w.run_id AND s.collection_state IN ('queued', 'running'))
   AND ((w.created_at < w.cutoff
         AND (EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = w.run_id)
+             OR EXISTS (SELECT 1 FROM geo.warc_records k WHERE k.run_id = w.run_id)
              OR EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
                          WHERE s.run_id = w.run_id AND a.raw_text IS NOT NULL
                            AND s.analysis_state <> 'pending')))
@@ -95,6 +96,14 @@ LIMIT %(limit)s;
 -- The raw evidence objects of one run: what the archive holds for it.
 SELECT object_id, sample_id, kind, storage_key, size_bytes
 FROM geo.evidence_objects WHERE run_id = %(run_id)s ORDER BY object_id;
+
+-- name: retention_warc_objects
+-- The run's WARC batch objects the index names (issue 33).
+SELECT DISTINCT object_key FROM geo.warc_records WHERE run_id = %(run_id)s ORDER BY object_key;
+
+-- name: retention_delete_warc_records
+-- After the run's WARC objects are gone (as retention_delete_objects).
+DELETE FROM geo.warc_records WHERE run_id = %(run_id)s;
 
 -- name: retention_attempt_count
 SELECT count(*) AS n FROM geo.attempts a JOIN geo.samples s USING (sample_id)

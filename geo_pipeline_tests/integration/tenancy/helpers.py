@@ -9,6 +9,7 @@ show what the roles, grants and policies allow, not that a wrong password is ref
 from __future__ import annotations
 
 import asyncio
+import os
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -117,16 +118,24 @@ def plant_tenant(
         tenancy.set_platform_limit(c, tenant, "deepseek", 50.0)
     n = len(plan.samples) + len(before.samples)
     fake = CitingConnector("deepseek")
-    asyncio.run(
-        run_worker_until(
-            service_url,
-            redis_url,
-            ns,
-            {"deepseek": fake},
-            lambda: _terminal(service_url, run_id) + _terminal(service_url, before.run_id) == n,
-            archive=LocalArchive(archive_dir),
+    # Evidence as WARC (issue 33), so geo.warc_records holds this tenant's rows too.
+    before_format = os.environ.get("GEO_EVIDENCE_FORMAT")
+    os.environ["GEO_EVIDENCE_FORMAT"] = "warc"
+    try:
+        asyncio.run(
+            run_worker_until(
+                service_url,
+                redis_url,
+                ns,
+                {"deepseek": fake},
+                lambda: _terminal(service_url, run_id) + _terminal(service_url, before.run_id) == n,
+                archive=LocalArchive(archive_dir),
+            )
         )
-    )
+    finally:
+        os.environ.pop("GEO_EVIDENCE_FORMAT", None)
+        if before_format is not None:
+            os.environ["GEO_EVIDENCE_FORMAT"] = before_format
     done = _terminal(service_url, run_id) + _terminal(service_url, before.run_id)
     assert done == n, "the planting runs did not finish"
     with psycopg.connect(service_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]

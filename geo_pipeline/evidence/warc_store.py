@@ -1,0 +1,176 @@
+"""WARC records in the archive: one object per completion batch, ranged and verified reads
+(issue 33, docs/design.md section 10).
+
+Writing: ``astore_batch`` takes the records a completion batch prepared (evidence.recording
+``prepare_warc_evidence``), packs each tenant's and run's into ONE gzip-per-record WARC object
+under ``{tenant}/{run}/warc/sha256-<digest of the object>/batch.warc.gz`` (content-addressed,
+so nothing is ever overwritten and the key keeps tenant and run in its path, R20), PUTs it
+(one request per run in the batch) and returns the evidence with every record placed. This
+happens *before* the batch's fenced transaction records the rows: a failed PUT fails the batch
+(its callers retry while their leases hold; nothing is recorded or charged), and a worker
+killed between the PUT and the commit leaves an object no row names, which retention removes
+with the run (flows.retention: it sweeps the run's ``warc/`` prefix).
+
+Reading: ``read_record`` fetches a record's bytes with one ranged GET, parses it with warcio,
+and serves its payload only when the block's sha256 matches the index (and the record's own
+``WARC-Block-Digest``) and the payload's matches ``geo.evidence_objects`` (R20: a mismatch is
+reported, never served).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+from collections.abc import Sequence
+from dataclasses import replace
+
+from geo_pipeline.evidence.archive import (
+    Archive,
+    ArchiveError,
+    DigestMismatch,
+    aput,
+    object_key,
+    read_range,
+    sha256_hex,
+)
+from geo_pipeline.evidence.recording import ArchivedEvidence, ArchivedObject
+from geo_pipeline.evidence.warc import (
+    WARC_MIME,
+    Placement,
+    WarcCorrupt,
+    digest_hex,
+    pack,
+    parse_record,
+    split_record_key,
+)
+
+WARC_DIR = "warc"  # {tenant}/{run}/warc/… : a run's WARC objects, for retention's sweep
+OBJECT_NAME = "batch.warc.gz"
+INDEX_ONLY_KINDS = ("request",)
+
+
+class RecordTooLarge(ArchiveError):
+    """A record larger than the configured cap: refused with its size and the cap."""
+
+
+def batch_object_key(tenant_id: str, run_id: str, data: bytes) -> str:
+    return object_key(tenant_id, run_id, WARC_DIR, f"sha256-{sha256_hex(data)}", OBJECT_NAME)
+
+
+def run_prefix(tenant_id: str, run_id: str) -> str:
+    return f"{tenant_id}/{run_id}/{WARC_DIR}/"
+
+
+def digest_of_object_key(key: str) -> str | None:
+    segments = key.split("/")
+    if len(segments) >= 2 and segments[-2].startswith("sha256-"):
+        return segments[-2][len("sha256-") :]
+    return None
+
+
+def _placed(item: ArchivedEvidence, object_key_: str, offsets: dict[int, int]) -> ArchivedEvidence:
+    placements = tuple(Placement(r, object_key_, offsets[id(r)]) for r in item.warc_pending)
+    # Every record is indexed (geo.warc_records); the evidence kinds readers ask for get their
+    # geo.evidence_objects row as well. The request (the exchange as sent) is indexed only.
+    objects = tuple(
+        ArchivedObject(p.record.kind, p.storage_key, p.record.payload_sha256,
+                       p.record.payload_size, p.record.mime_type)
+        for p in placements
+        if p.record.kind not in INDEX_ONLY_KINDS
+    )  # fmt: skip
+    return replace(item, objects=objects, warc_pending=(), warc_placed=placements)
+
+
+def plan_batch(
+    items: Sequence[ArchivedEvidence],
+) -> list[tuple[str, bytes, list[int], dict[int, int]]]:
+    """Per tenant and run: (object key, object bytes, the indexes of its items, offset of each
+    record by id). Pure; ``astore_batch`` PUTs the objects."""
+    groups: dict[tuple[str, str], list[int]] = {}
+    for i, item in enumerate(items):
+        if item.warc_pending:
+            groups.setdefault((item.ref.tenant_id, item.ref.run_id), []).append(i)
+    out = []
+    for (tenant_id, run_id), idx in groups.items():
+        records = [r for i in idx for r in items[i].warc_pending]
+        data, spans = pack(records)
+        offsets = {id(r): off for r, (off, _) in zip(records, spans, strict=True)}
+        out.append((batch_object_key(tenant_id, run_id, data), data, idx, offsets))
+    return out
+
+
+async def astore_batch(
+    archive: Archive, items: Sequence[ArchivedEvidence]
+) -> tuple[list[ArchivedEvidence], dict[int, ArchiveError]]:
+    """PUT the pending records of ``items`` (one object per tenant and run, the PUTs awaited
+    together) and return the items with their records placed, and the indexes of items whose
+    object could not be stored with the error (those must not be recorded; their callers
+    retry). Items without pending records come back as they are."""
+    out = list(items)
+    failed: dict[int, ArchiveError] = {}
+    plans = plan_batch(items)
+    results = await asyncio.gather(
+        *(aput(archive, key, data, mime_type=WARC_MIME) for key, data, _, _ in plans),
+        return_exceptions=True,
+    )
+    for (key, _, idx, offsets), result in zip(plans, results, strict=True):
+        if isinstance(result, ArchiveError):
+            failed.update(dict.fromkeys(idx, result))
+        elif isinstance(result, BaseException):
+            raise result
+        else:
+            for i in idx:
+                out[i] = _placed(items[i], key, offsets)
+    return out, failed
+
+
+def store_batch(archive: Archive, items: Sequence[ArchivedEvidence]) -> list[ArchivedEvidence]:
+    """Blocking form of ``astore_batch`` (the CLI, re-parses, tests)."""
+    out = list(items)
+    for key, data, idx, offsets in plan_batch(items):
+        archive.put(key, data, mime_type=WARC_MIME)
+        for i in idx:
+            out[i] = _placed(items[i], key, offsets)
+    return out
+
+
+# --------------------------------------------------------------------------- reading
+def verify_record(
+    where: str, member: bytes, payload_sha256: str, block_sha256: str | None = None
+) -> bytes:
+    """The payload of one record, once its block matches the recorded and the declared block
+    digest and its payload the recorded payload digest; else ``DigestMismatch`` (a torn or
+    unreadable record is a mismatch too: nothing is served)."""
+    try:
+        record = parse_record(member, where)
+    except WarcCorrupt as exc:
+        raise DigestMismatch(where, block_sha256 or payload_sha256, f"unreadable ({exc})") from exc
+    actual_block = hashlib.sha256(record.block).hexdigest()
+    declared = record.headers.get("WARC-Block-Digest")
+    try:
+        declared_hex = digest_hex(declared) if declared else None
+    except (WarcCorrupt, ValueError):
+        declared_hex = None
+    for expected in (block_sha256, declared_hex):
+        if expected is not None and actual_block != expected:
+            raise DigestMismatch(where, expected, actual_block)
+    if declared_hex is None:
+        raise DigestMismatch(where, block_sha256 or "a sha256 WARC-Block-Digest", str(declared))
+    actual_payload = hashlib.sha256(record.payload).hexdigest()
+    if actual_payload != payload_sha256:
+        raise DigestMismatch(where, payload_sha256, actual_payload)
+    return record.payload
+
+
+def read_record(
+    archive: Archive, storage_key: str, payload_sha256: str, block_sha256: str | None = None
+) -> bytes:
+    """The verified payload of the record ``storage_key`` names (one ranged GET)."""
+    address = split_record_key(storage_key)
+    if address is None:
+        raise ValueError(f"{storage_key!r} is not a WARC record address")
+    key, offset, length = address
+    member = read_range(archive, key, offset, length)
+    if len(member) != length:
+        raise DigestMismatch(storage_key, payload_sha256, f"torn: {len(member)} of {length} bytes")
+    return verify_record(storage_key, member, payload_sha256, block_sha256)
