@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
+from typing import Literal
 
 from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -60,6 +61,9 @@ class Settings(BaseSettings):
 
     # Observability and alerts.
     metrics_addr: str = "127.0.0.1"
+    # The long-running processes' log level; "debug" adds e.g. one line per sweeper pass (the
+    # chaos soak measures the sweep cadence from them).
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     alert_webhook_url: str | None = None
     alert_smtp_host: str | None = None
     alert_smtp_port: int = 25
