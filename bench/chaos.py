@@ -154,12 +154,13 @@ class Timing:
         return {k: round(float(v), 2) for k, v in self.__dict__.items()}
 
 
-def log_events(path: Path) -> list[tuple[str, float]]:
+def log_events(path: Path, head_bytes: int | None = None) -> list[tuple[str, float]]:
     """(event, wall-clock time) of every JSON line a process logged (geo_pipeline.observability
-    .logs); a torn last line of a killed process is skipped."""
+    .logs), or of its first ``head_bytes``; a torn line (a killed process's last) is skipped."""
     out: list[tuple[str, float]] = []
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        with path.open("rb") as f:
+            text = f.read(head_bytes if head_bytes is not None else -1).decode("utf-8", "replace")
     except OSError:
         return out
     for line in text.splitlines():
@@ -418,6 +419,8 @@ class Soak:
         self.pending_takeovers: dict[str, tuple[float, float]] = {}
         self.takeovers: list[tuple[float, float, float]] = []  # kill time, lease left, end time
         self.ended: dict[int, float] = {}  # pid -> wall-clock time it was killed or seen gone
+        # pid -> (start-up seconds or None: never started, sweep gaps, passes) once final
+        self._measured: dict[int, tuple[float | None, list[float], int]] = {}
         self.last_watch: float | None = None
         self.observe_lag_s = 0.0
         self.lookup_platforms = [
@@ -611,17 +614,23 @@ class Soak:
         cycle = 0.0
         passes = 0
         for pid, (role, spawned_at, path) in self.c.spawned.items():
-            events = log_events(path)
-            started = [t for e, t in events if e == f"{role}.started"]
-            if started:
-                startup = max(startup, started[0] - spawned_at)
+            known = self._measured.get(pid)
+            if known is None:
+                # The started line is among the first; only a sweeper's whole log is needed.
+                events = log_events(path, None if role == "sweeper" else 65536)
+                started = [t for e, t in events if e == f"{role}.started"]
+                beats = sorted(t for e, t in events if e in ("sweeper.started", "sweeper.pass"))
+                gaps = [b - a for a, b in itertools.pairwise(beats)]
+                known = (started[0] - spawned_at if started else None, gaps, len(gaps))
+                if pid in self.ended or (started and role != "sweeper"):
+                    self._measured[pid] = known  # final: nothing it logs later changes it
+            took, gaps, n = known
+            if took is not None:
+                startup = max(startup, took)
             elif pid not in self.ended:  # still starting: at least this slow
                 startup = max(startup, now - spawned_at)
-            if role == "sweeper":
-                beats = sorted(t for e, t in events if e in ("sweeper.started", "sweeper.pass"))
-                passes += max(0, len(beats) - 1)
-                for a, b in itertools.pairwise(beats):
-                    cycle = max(cycle, b - a)
+            passes += n
+            cycle = max([cycle, *gaps])
         return Timing(
             startup_s=startup,
             sweep_cycle_s=cycle or self.cfg.sweep_s,
