@@ -511,17 +511,18 @@ class Soak:
             self.kill(victim)
             killed_at = time.time()
             # Read after the kill: a dead worker renews nothing, so this is the lease it left.
+            # Its end as a time (the database's clock is this machine's), not as "seconds left
+            # now": a slow read must not shorten the lease it measures.
             held = fetch(
                 self.db_url,
-                "SELECT count(*) AS n, extract(epoch FROM max(lease_until) - now())::float8 "
-                "AS left_s FROM geo.samples WHERE lease_owner = %s "
-                "AND collection_state = 'running'",
+                "SELECT count(*) AS n, extract(epoch FROM max(lease_until))::float8 AS until "
+                "FROM geo.samples WHERE lease_owner = %s AND collection_state = 'running'",
                 (self.owner(victim),),
             )[0]
             if held["n"]:  # a takeover is measured only where there is a lease to take over
                 self.pending_takeovers[self.owner(victim)] = (
                     killed_at,
-                    max(0.0, float(held["left_s"])),
+                    max(0.0, float(held["until"]) - killed_at),
                 )
             else:
                 self.faults["worker_kill_holding_nothing"] += 1
