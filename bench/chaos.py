@@ -506,7 +506,11 @@ class Soak:
         kind = self.rng.choices(kinds, weights=[FAULT_WEIGHTS[k] for k in kinds])[0]
         restart_in = self.rng.uniform(0.2, 2.0)
         if kind == "worker_kill":
-            i = self.rng.randrange(len(self.workers))
+            # A worker that is up (it may hold leases: the takeover is what is measured); on a
+            # loaded machine a restarted one can take minutes to start, and killing it again
+            # then tests nothing. None up: any (counted as holding nothing).
+            up = [i for i, w in enumerate(self.workers) if w.poll() is None and self.is_up(w)]
+            i = self.rng.choice(up) if up else self.rng.randrange(len(self.workers))
             victim = self.workers[i]
             self.kill(victim)
             killed_at = time.time()
@@ -598,6 +602,11 @@ class Soak:
             self.takeovers.append((killed_at, lease_left, now))
 
     # ------------------------------------------------------------------ measured timing
+    def is_up(self, proc: subprocess.Popen[str]) -> bool:
+        """``proc`` logged its "<role>.started" line (it runs its loop)."""
+        role, _, path = self.c.spawned[proc.pid]
+        return any(e == f"{role}.started" for e, _ in log_events(path, 65536))
+
     def sweepers_up(self) -> list[tuple[float, float]]:
         """When a sweeper was running its loop: from its "sweeper.started" line to its end."""
         up = []
