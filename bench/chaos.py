@@ -693,6 +693,16 @@ class Soak:
         arrivals = [storm_s * 0.8 * i / cfg.runs for i in range(cfg.runs)]
         cancel_index = cfg.runs // 2
         self.start()
+        # The storm starts once every process is up: on a loaded machine a worker can take a
+        # minute or more to start (beside stress --cpu 2: up to 190 s), and a storm against
+        # processes that never started measures no takeover at all. Waited on their own
+        # started lines, bounded only by the safety cap.
+        up_by = time.monotonic() + cfg.drain_cap_s
+        while time.monotonic() < up_by and not all(
+            self.is_up(p) for p in [*self.workers, self.relay, self.sweeper]
+        ):
+            self.supervise()
+            time.sleep(0.2)
         t0 = time.monotonic()
         next_fault = t0 + self.rng.expovariate(1 / cfg.fault_every_s)
         created = 0
