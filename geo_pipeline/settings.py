@@ -68,6 +68,9 @@ class Settings(BaseSettings):
 
     # Observability and alerts.
     metrics_addr: str = "127.0.0.1"
+    # The long-running processes' log level; "debug" adds e.g. one line per sweeper pass (the
+    # chaos soak measures the sweep cadence from them).
+    log_level: Literal["debug", "info", "warning", "error"] = "info"
     alert_webhook_url: str | None = None
     alert_smtp_host: str | None = None
     alert_smtp_port: int = 25

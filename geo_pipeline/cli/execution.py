@@ -41,6 +41,11 @@ def _metrics(port: int | None) -> str:
     return f"http://{app_settings().metrics_addr}:{port}/metrics"
 
 
+def _log_level() -> int:
+    """GEO_LOG_LEVEL (settings.log_level) as a logging level."""
+    return int(getattr(logging, app_settings().log_level.upper()))
+
+
 def _preflight() -> preflight.Services:
     """PostgreSQL migrated and Redis answering, before the first side effect; else exit 3
     with what to do (geo_pipeline.cli.main turns PreflightError into that message)."""
@@ -193,7 +198,7 @@ def worker_cmd(
     )
     from geo_pipeline.worker.runner import Worker, WorkerSettings
 
-    logs.configure()
+    logs.configure(_log_level())
     # One line per HTTP request would drown the events that matter (D6).
     logging.getLogger("httpx").setLevel(logging.WARNING)
     registry = _registry()
@@ -294,7 +299,7 @@ def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool
     from geo_pipeline.streams.keys import namespace, stream_key
     from geo_pipeline.streams.relay import run_relay
 
-    logs.configure()
+    logs.configure(_log_level())
     services = _preflight()
     metrics = _metrics(metrics_port)
     stop = _stop_on_signals()
@@ -350,7 +355,7 @@ def sweeper_cmd(
     )
     from geo_pipeline.worker.sweeper import SweepSettings, run_sweeper
 
-    logs.configure()
+    logs.configure(_log_level())
     registry = _registry()
     services = _preflight()
     metrics = _metrics(metrics_port)

@@ -153,6 +153,8 @@ def run_sweeper(
             totals["passes"] += 1
             if got["expired"] or got["cancelled"] or got["hinted"]:
                 event(log, "sweeper.pass", **got)
+            else:  # an idle pass too, at debug: its time shows the sweep cadence (bench/chaos.py)
+                log.debug("sweeper.pass", extra=got)
             if redis is not None and redis_down_since is None:
                 if settings.trim:
                     totals["trimmed"] += trim_pass(

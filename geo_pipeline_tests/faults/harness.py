@@ -70,9 +70,18 @@ class Cluster:
             self.env.pop(k, None)
         self.procs: list[subprocess.Popen[str]] = []
         self._n = 0
+        # pid -> (role, wall-clock spawn time, its stderr log): the chaos soak measures each
+        # process's start-up and the sweeper's cadence from them.
+        self.spawned: dict[int, tuple[str, float, Path]] = {}
 
-    def _spawn(self, args: list[str], crash_at: str | None, crash_after: int | None) -> Any:
-        env = dict(self.env)
+    def _spawn(
+        self,
+        args: list[str],
+        crash_at: str | None,
+        crash_after: int | None,
+        extra_env: dict[str, str] | None = None,
+    ) -> Any:
+        env = {**self.env, **(extra_env or {})}
         if crash_at:
             env["GEO_CRASH_AT"] = crash_at
             env["GEO_CRASH_AFTER"] = str(crash_after or 1)
@@ -80,11 +89,14 @@ class Cluster:
         # test can terminate the workers' backends and nobody else's.
         env["PGAPPNAME"] = f"{APP_PREFIX}{args[0]}"
         self._n += 1
-        with open(self.tmp / f"{args[0]}-{self._n}.log", "w") as log:  # the child keeps its copy
+        path = self.tmp / f"{args[0]}-{self._n}.log"
+        with open(path, "w") as log:  # the child keeps its copy
+            spawned_at = time.time()
             proc = subprocess.Popen(
                 [*CLI, *args], env=env, stdout=subprocess.PIPE, stderr=log, text=True
             )
         self.procs.append(proc)
+        self.spawned[proc.pid] = (args[0], spawned_at, path)
         return proc
 
     def reap(self) -> None:
@@ -125,9 +137,12 @@ class Cluster:
     def relay(self, *, crash_at: str | None = None) -> subprocess.Popen[str]:
         return self._spawn(["relay", "--idle-s", "0.05"], crash_at, None)  # type: ignore[no-any-return]
 
-    def sweeper(self, *, interval_s: float = SWEEP_S) -> subprocess.Popen[str]:
+    def sweeper(
+        self, *, interval_s: float = SWEEP_S, log_level: str | None = None
+    ) -> subprocess.Popen[str]:
         args = ["sweeper", "--interval-s", str(interval_s), "--grace-s", "0.5", "--hint-ttl-s", "2"]
-        return self._spawn(args, None, None)  # type: ignore[no-any-return]
+        extra = {"GEO_LOG_LEVEL": log_level} if log_level else None
+        return self._spawn(args, None, None, extra)  # type: ignore[no-any-return]
 
     def wait(self, cond: Callable[[], bool], timeout_s: float, what: str) -> float:
         t0 = time.monotonic()
