@@ -17,18 +17,26 @@ from PIL import Image
 from psycopg.rows import dict_row
 
 from geo_pipeline.billing import ledger
+from geo_pipeline.connectors.browser.accounts import LocalAccounts
 from geo_pipeline.connectors.browser.connector import BrowserConnector
 from geo_pipeline.connectors.browser.spec import DEVICES
 from geo_pipeline.connectors.factory import build_connector
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote
+from geo_pipeline.domain.retry import RetryPolicy
 from geo_pipeline.evidence import LocalArchive
 from geo_pipeline.evidence.access import read_object
 from geo_pipeline.flows.create_run import create_run
 from geo_pipeline_tests.fixtures.simulator import SimulatorProcess
 from geo_pipeline_tests.integration.execution.helpers import CAPS, check_invariants, fetch, states
 from geo_pipeline_tests.integration.execution.test_worker_flow import all_terminal, run_worker_until
-from geo_pipeline_tests.ops.test_browser_lane import QUESTION, browser_entry, counts, log_in
+from geo_pipeline_tests.ops.test_browser_lane import (
+    QUESTION,
+    browser_entry,
+    counts,
+    faults,
+    log_in,
+)
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 
@@ -37,8 +45,10 @@ PLATFORMS = {"deepseek": b"event: ready", "doubao": b'data: {"patch_op"'}
 MODES = {"deepseek": "web_search", "doubao": "standard"}  # doubao's prices: no web_search
 
 
-def make_browser_run(db_url: str, run_id: str, caps: dict[str, Any]) -> list[str]:
-    raw = {
+def make_browser_run(
+    db_url: str, run_id: str, caps: dict[str, Any], raw: dict[str, Any] | None = None
+) -> list[str]:
+    raw = raw or {
         "tenant": "acme",
         "brand": {"name": "瑞幸", "aliases": ["Luckin"]},
         "questions": [QUESTION],
@@ -121,3 +131,84 @@ def test_a_browser_run_completes_through_the_worker(
         assert raw["mime_type"].startswith("text/event-stream"), raw["mime_type"]
         body = read_object(archive, raw["storage_key"], "response_raw", raw["sha256"])
         assert body.startswith(PLATFORMS[platform]), (platform, body[:40])
+
+
+def test_login_expiry_mid_run_waits_then_finishes_after_a_login(
+    own_simulator: Callable[..., SimulatorProcess],
+    tmp_path: Path,
+    db_url: str,
+    redis_url: str,
+    redis_ns: str,
+) -> None:
+    """a1's session expires after one answer (login wall); a2 is not logged in yet. The other
+    samples wait (never failed, never charged) until a person logs a2 in; then they finish."""
+    sim = own_simulator()
+    faults(sim, "deepseek", expire_after=1)
+    conn = build_connector(browser_entry(sim, "deepseek", tmp_path / "profiles", ["a1", "a2"]))
+    assert isinstance(conn, BrowserConnector) and isinstance(conn.accounts, LocalAccounts)
+    accounts = conn.accounts
+    accounts.set_state("deepseek", "a2", "needs_login")
+    caps = {**CAPS, "deepseek": conn.capabilities()}
+    raw = {
+        "tenant": "acme",
+        "brand": {"name": "瑞幸", "aliases": ["Luckin"]},
+        "questions": [QUESTION, QUESTION + "？", QUESTION + "！"],
+        "channels": [{"platform": "deepseek", "device": "desktop", "regions": ["cn"]}],
+        "repeats": 1,
+        "screenshot": "optional",
+    }
+    ids = make_browser_run(db_url, "r-expiry", caps, raw)
+    policy = RetryPolicy(base_delay_s=0.05, max_delay_s=0.2, wait_base_s=0.2, wait_max_s=1.0)
+
+    def waiting_for_login() -> bool:
+        return bool(
+            fetch(
+                db_url,
+                "SELECT 1 FROM geo.state_transitions WHERE reason = 'unavailable:needs_login'",
+            )
+        )
+
+    async def person_logs_in() -> None:
+        while not await asyncio.to_thread(waiting_for_login):
+            await asyncio.sleep(0.1)
+        faults(sim, "deepseek", expire_after=None)  # a2's fresh session lasts
+        await log_in(sim, conn, "a2")
+        accounts.set_state("deepseek", "a2", "ready")
+
+    async def run() -> None:
+        try:
+            await log_in(sim, conn, "a1")
+            login = asyncio.create_task(person_logs_in())
+            await run_worker_until(
+                db_url,
+                redis_url,
+                redis_ns,
+                {"deepseek": conn},
+                all_terminal(db_url),
+                timeout_s=300.0,
+                capabilities=caps,
+                retry=policy,
+            )
+            await login
+        finally:
+            await conn.aclose()
+
+    asyncio.run(run())
+    assert states(db_url) == {"completed": len(ids)}
+    check_invariants(db_url, expected_samples=len(ids))
+    seen = counts(sim)["deepseek"]
+    assert seen["a1"]["sends"] == 1 and seen["a1"]["expired"] == 1
+    assert seen["a2"]["sends"] == 2  # each waiting sample asked once, after the login
+    assert accounts.state("deepseek", "a1") == "needs_login"
+    waits = fetch(
+        db_url,
+        "SELECT count(*) AS n FROM geo.attempts WHERE error_class = 'unavailable' "
+        "AND outcome = 'not_accepted'",
+    )[0]["n"]
+    assert waits >= 1
+    charged = fetch(
+        db_url,
+        "SELECT count(*) AS n FROM geo.ledger_entries l JOIN geo.attempts a "
+        "USING (sample_id, attempt_no) WHERE l.kind = 'charge' AND a.error_class IS NOT NULL",
+    )[0]["n"]
+    assert charged == 0
