@@ -28,6 +28,7 @@ ErrorClass = Literal[
     "unparseable",  # keep raw, send to review, never re-ask
     "not_found",  # lookup found nothing for the key / id
     "already_accepted",  # the key names a task upstream whose id we cannot read: never re-key
+    "unavailable",  # nothing was sent and nothing may be now (account, page): the sample waits
 ]
 
 
@@ -91,6 +92,15 @@ class Unparseable(ConnectorError):
 
 class NotFound(ConnectorError):
     error_class = "not_found"
+
+
+class Unavailable(ConnectorError):
+    """Nothing was sent, and nothing can be until an account or an operator acts (a login wall,
+    a captcha, a changed page, no free account). The sample waits: never failed, never charged,
+    no attempt or time budget spent; ``cause`` names why (the reason recorded, R13)."""
+
+    error_class = "unavailable"
+    cause: str = "unavailable"
 
 
 class NoStatementApi(NotFound, NotImplementedError):

@@ -37,6 +37,10 @@ class RetryPolicy:
     base_delay_s: float = 0.5
     max_delay_s: float = 60.0
     poll_error_budget: int = 10  # consecutive poll failures tolerated after acceptance
+    # An ``unavailable`` sample (login wall, captcha, changed page, no free account) waits with
+    # a delay doubling from ``wait_base_s`` up to ``wait_max_s``: no budget ends it, none storms.
+    wait_base_s: float = 30.0
+    wait_max_s: float = 1800.0
 
 
 @dataclass(frozen=True)
@@ -57,6 +61,8 @@ class ErrorFacts:
     elapsed_s: float = 0.0  # since the sample's first attempt started
     retry_after_s: float | None = None
     poll_errors: int = 0  # consecutive poll failures of the current attempt (this one included)
+    waited_so_far: int = 0  # earlier ``unavailable`` attempts of this sample
+    cause: str | None = None  # why an ``unavailable`` error happened (e.g. "needs_login")
 
 
 def full_jitter_backoff(
@@ -80,8 +86,14 @@ def classify(facts: ErrorFacts, policy: RetryPolicy, rnd: float | None = None) -
     - transient while polling an accepted task: keep the id, poll again within a budget.
     - upstream_failed: the upstream task failed; a new attempt if attempts remain.
     - unparseable: keep the raw response, send to review, never re-ask.
+    - unavailable (nothing was sent: account logged out or suspended, page changed, no free
+      account): wait, whatever the budgets spent; the delay doubles from ``wait_base_s`` to
+      ``wait_max_s`` (equal jitter, never under half of it) unless the error says when an
+      account is free (``retry_after_s``, spread by up to half). The reason names the cause.
     """
     ec = facts.error_class
+    if ec == "unavailable":
+        return _wait(facts, policy, rnd)
     if ec in ("invalid_params", "no_permission"):
         return Decision("fail", reason=ec)
     if ec == "acceptance_unknown":
@@ -107,13 +119,22 @@ def classify(facts: ErrorFacts, policy: RetryPolicy, rnd: float | None = None) -
             delay = max(delay, facts.retry_after_s)  # Retry-After is a floor, never shortened
         return Decision("retry", delay, ec)
     # transient (before acceptance), upstream_failed, not_found at submit: a new attempt.
-    real_attempts = facts.attempt_no - facts.rate_limited_so_far
+    real_attempts = facts.attempt_no - facts.rate_limited_so_far - facts.waited_so_far
     if real_attempts >= policy.max_attempts:
         return Decision("fail", reason=f"{ec}:attempts_spent")
     delay = full_jitter_backoff(real_attempts, policy.base_delay_s, policy.max_delay_s, rnd)
     if facts.retry_after_s is not None:
         delay = max(delay, facts.retry_after_s)
     return Decision("retry", delay, ec)
+
+
+def _wait(facts: ErrorFacts, policy: RetryPolicy, rnd: float | None) -> Decision:
+    r = random.random() if rnd is None else rnd
+    reason = f"unavailable:{facts.cause or 'unknown'}"
+    if facts.retry_after_s is not None:  # an account is free then: never sooner, spread a little
+        return Decision("retry", facts.retry_after_s * (1.0 + 0.5 * r), reason)
+    ceiling = min(policy.wait_max_s, policy.wait_base_s * (2 ** max(0, facts.waited_so_far)))
+    return Decision("retry", ceiling * (0.5 + 0.5 * r), reason)
 
 
 # --------------------------------------------------------------------------- polling (R14)

@@ -47,6 +47,7 @@ from geo_pipeline.worker.evidence_bridge import (
 from geo_pipeline.worker.lane import Lane
 from geo_pipeline.worker.leases import Held, LeaseLost
 from geo_pipeline.worker.settings import UNCERTAIN_PARK_S
+from geo_pipeline.worker.waits import waiting
 
 log = logging.getLogger("geo_pipeline.worker")
 
@@ -352,12 +353,16 @@ class Attempt:
                 int(row.get("rate_limited") or 0),
                 float(row.get("elapsed_s") or 0.0) + (time.monotonic() - h.claimed_at),
                 exc.retry_after_s,
+                waited_so_far=int(row.get("waited") or 0),
+                cause=getattr(exc, "cause", None),
             ),
             self.policy(),
         )
         fail = d.action != "retry" or h.cancelled
         if not fail:
             RETRIES.labels(self.lane.platform, exc.error_class).inc()
+        if exc.error_class == "unavailable":
+            waiting(self.lane.platform, h.sample_id, d.reason, d.delay_s, exc)
         await self.end(
             completion.Finish(
                 h.sample_id,
@@ -490,6 +495,7 @@ class Attempt:
                 int(row["attempt_no"]),
                 int(row.get("rate_limited") or 0),
                 float(row.get("elapsed_s") or 0.0) + (time.monotonic() - h.claimed_at),
+                waited_so_far=int(row.get("waited") or 0),
             ),
             self.policy(),
         )

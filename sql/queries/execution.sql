@@ -127,10 +127,15 @@ WITH l AS (  -- by primary key only; the state is checked on the locked rows (se
 )
 SELECT u.*, q.text AS question, (cs.config ->> 'max_attempts')::int AS max_attempts,
        extract(epoch FROM now() - coalesce(
-         (SELECT min(a.started_at) FROM geo.attempts a WHERE a.sample_id = u.sample_id),
+         -- Waits for an account or an operator (nothing sent) do not spend the time budget.
+         (SELECT min(a.started_at) FROM geo.attempts a
+           WHERE a.sample_id = u.sample_id AND a.error_class IS DISTINCT FROM 'unavailable'),
          now()))::float8 AS elapsed_s,
        (SELECT count(*) FROM geo.attempts a
          WHERE a.sample_id = u.sample_id AND a.error_class = 'rate_limited')::int AS rate_limited,
+       -- Attempts that waited for an account or an operator (nothing sent): no budget spent.
+       (SELECT count(*) FROM geo.attempts a
+         WHERE a.sample_id = u.sample_id AND a.error_class = 'unavailable')::int AS waited,
        extract(epoch FROM now() - coalesce(u.accepted_at, now()))::float8 AS accepted_age_s,
        -- What the acceptance record says of an attempt taken over (a new attempt's row is
        -- written by this statement and not visible here: NULL means 'prepared').

@@ -19,38 +19,38 @@ from geo_pipeline.connectors.base import (
     Citation,
     ConnectorError,
     InvalidParams,
-    RateLimited,
+    Unavailable,
 )
 from geo_pipeline.connectors.parsers import ParsedAnswer
 
 
 # --------------------------------------------------------------------------- failure classes
-class NeedsLogin(RateLimited):
+class NeedsLogin(Unavailable):
     """A login wall: the account's session expired. Its samples wait (not failed, not charged)
     until a person logs in again (``geo-pipeline accounts login``)."""
 
-    browser_class = "needs_login"
+    cause = "needs_login"
 
 
-class AccountSuspended(RateLimited):
+class AccountSuspended(Unavailable):
     """A captcha or risk-control page: the account is suspended at once (no retry storm); other
     accounts continue."""
 
-    browser_class = "account_suspended"
+    cause = "account_suspended"
 
 
-class InvalidCapability(InvalidParams):
+class InvalidCapability(Unavailable):
     """The page changed so the question cannot be sent (a selector no longer matches): nothing
     was sent, nothing is charged; an operator must update the platform's selectors."""
 
-    browser_class = "invalid_capability"
+    cause = "invalid_capability"
 
 
-class NoAccountReady(RateLimited):
+class NoAccountReady(Unavailable):
     """No account of the platform may send now (all leased, pacing, cooling down or logged out);
     ``retry_after_s`` says when one may."""
 
-    browser_class = "no_account"
+    cause = "no_account"
 
 
 BROWSER_ERRORS: tuple[type[ConnectorError], ...] = (
