@@ -216,7 +216,8 @@ def reconcile_run(
     line for a task of no run cannot be attributed here; it stays in geo.fee_statement_lines.
     """
     currency = _run_currency(conn, run_id)
-    by_usage = {p: e for p, e in _entries(registry).items() if statement_source(e) == USAGE_FIELDS}
+    entries = _entries(registry)
+    by_usage = {p: e for p, e in entries.items() if statement_source(e) == USAGE_FIELDS}
     usage_rows = {
         (str(r["platform"]), str(r["upstream_id"])): r
         for r in (run_attempt_usage(conn, run_id) if by_usage else [])
@@ -383,7 +384,11 @@ def reconcile_run(
         days_of_run = {(p, m["day"]) for (p, _), m in info.items()}
         for platform, day in sorted(day_totals):
             if (platform, day) in days_of_run:
-                lines.append(_day_total_line(cur, run_id, platform, day, day_totals, currency))
+                lines.extend(
+                    _day_total_lines(
+                        cur, run_id, platform, day, day_totals, currency, entries.get(platform)
+                    )
+                )
         # Idempotent rewrite: the run's previous result is replaced, never added to.
         cur.execute(Q("billing.delete_reconciliation"), {"run_id": run_id})
         cur.executemany(
@@ -569,45 +574,128 @@ def _in_day_total(
     )
 
 
-def _day_total_line(
+def _expected_minor(row: dict[str, Any], entry: PlatformEntry | None) -> tuple[int, str]:
+    """What one charged answer is expected to cost at the vendor, and how that was found: its
+    recorded usage x the token prices of the run's frozen price version when the registry
+    states them, else what we charged for it (the per-answer price)."""
+    charged = max(0, int(row["charged_minor"]))
+    version = str(row.get("price_version") or "")
+    if entry is None or row.get("source") is None or not version:
+        return charged, "charge"
+    try:
+        prices = token_prices(entry, version)
+        if prices is None:
+            return charged, "charge"
+        usage = Usage(
+            **{f: row[f] for f in COUNT_FIELDS},
+            search_context_size=row.get("search_context"),
+            source=str(row["source"]),
+        )
+        return usage_cost(usage, prices).amount_minor, "usage"
+    except ValueError:
+        return charged, "charge"
+
+
+def _day_total_lines(
     cur: Any,
     run_id: str,
     platform: str,
     day: date,
     day_totals: dict[tuple[str, date], dict[str, Any]],
     currency: str,
-) -> ReconLine:
-    """The vendor's total of one day against every charge of ours on that platform and day
-    (a cost API covers the whole account, so other runs' charges count too: the detail says
-    how much of it is this run's)."""
+    entry: PlatformEntry | None,
+) -> list[ReconLine]:
+    """The run's share of the vendor's day total, and -- on the day's first run only -- the
+    part of it no run of ours expects.
+
+    A cost API bills the whole account per day, so the total is apportioned once across every
+    run with charges on that platform and day, in proportion to each run's expected cost
+    (per-answer usage x price, ``_expected_minor``; ``domain.billing.split_day_total``). The
+    run's line compares its charges with its share (classification 'apportioned', explained by
+    that arithmetic, shown in the detail). What is above the runs' expected cost (other usage
+    on the account) is one unexplained line of the day's first run (by run id), so the
+    difference is counted once by the summary, the check, the gauge and the alert."""
     total = day_totals[(platform, day)]
+    upstream_id = f"{DAY_TOTAL_PREFIX}{platform}:{day.isoformat()}"
     cur.execute(Q("usage.platform_day_charges"), {"platform": platform, "day": day})
-    by_run = {str(r["run_id"]): int(r["charged_minor"]) for r in cur.fetchall()}
-    ours = sum(by_run.values())
+    charged: dict[str, int] = defaultdict(int)
+    expected: dict[str, int] = defaultdict(int)
+    how: set[str] = set()
+    for r in cur.fetchall():
+        run = str(r["run_id"])
+        charged[run] += int(r["charged_minor"])
+        cost, source = _expected_minor(dict(r), entry)
+        expected[run] += cost
+        how.add(source)
+    ours = charged.get(run_id, 0)
     theirs = sum(total["items"].values())
     detail: dict[str, Any] = {
-        "source": "vendor cost API (day total)",
+        "source": "vendor cost API (day total of the account)",
         "theirs_items": total["items"],
-        "this_run_minor": by_run.get(run_id, 0),
-        "other_runs_minor": ours - by_run.get(run_id, 0),
-        "runs": len(by_run),
+        "day_total_minor": theirs,
+        "this_run_minor": ours,
+        "other_runs_minor": sum(charged.values()) - ours,
+        "runs": len(charged),
     }
+
+    def line(uid: str, cls: str, o: int, t: int, d: dict[str, Any]) -> ReconLine:
+        return ReconLine(
+            upstream_id=uid,
+            platform=platform,
+            classification=cls,
+            fee_class="completed",
+            ours_minor=o,
+            theirs_minor=t,
+            currency=currency,
+            detail=d,
+        )
+
     if total["currencies"] != {currency}:
         # Never add amounts of two currencies: show the total, count nothing of it.
         detail["other_currency_total"] = f"{theirs} {','.join(sorted(total['currencies']))}"
-        cls, theirs = "amount_mismatch", 0
-    else:
-        cls = "matched" if ours == theirs else "amount_mismatch"
-    return ReconLine(
-        upstream_id=f"{DAY_TOTAL_PREFIX}{platform}:{day.isoformat()}",
-        platform=platform,
-        classification=cls,
-        fee_class="completed",
-        ours_minor=ours,
-        theirs_minor=theirs,
-        currency=currency,
-        detail=detail,
+        return [line(upstream_id, "amount_mismatch", ours, 0, detail)]
+    split = rules.split_day_total(theirs, dict(expected))
+    first = min(expected) if expected else run_id
+    share = split.shares.get(run_id, 0)
+    detail.update(
+        {
+            "expected_minor": expected.get(run_id, 0),
+            "expected_all_runs_minor": split.expected_minor,
+            "expected_from": sorted(how),
+            "share_minor": share,
+            "apportioned_minor": split.apportioned_minor,
+            "not_ours_minor": split.not_ours_minor,
+            "not_ours_on_run": first,
+            "explained_by": (
+                f"the account's day total {theirs} is apportioned once across the day's "
+                f"{len(expected)} run(s) in proportion to their expected cost "
+                f"(usage x price, {split.expected_minor} in all; largest remainder): this "
+                f"run's share is {share}"
+            ),
+        }
     )
+    lines = [line(upstream_id, rules.APPORTIONED, ours, share, detail)]
+    if run_id == first and split.not_ours_minor != 0:
+        lines.append(
+            line(
+                f"{upstream_id}:not-ours",
+                "amount_mismatch",
+                0,
+                split.not_ours_minor,
+                {
+                    "source": "vendor cost API (day total of the account)",
+                    "day_total_minor": theirs,
+                    "expected_all_runs_minor": split.expected_minor,
+                    "runs": sorted(expected),
+                    "not_ours": (
+                        f"{split.not_ours_minor} of the day total {theirs} is not the expected "
+                        "cost of any run of ours (other usage on the account, or a charge "
+                        "nobody expects): one line for the day, on its first run"
+                    ),
+                },
+            )
+        )
+    return lines
 
 
 def _price_change(
