@@ -95,3 +95,54 @@ def test_apportioned_is_explained_and_counted_as_such():
     s = rules.summarise("r", "CNY", [line])
     assert s.unexplained_difference_minor == 0 and s.apportioned_difference_minor == -3
     assert s.explained_difference_minor == -3 and s.clean
+
+
+def test_expected_cost_is_usage_x_price_else_the_charge():
+    from geo_pipeline.billing.reconcile import _expected_minor
+    from geo_pipeline.domain.catalogue import parse_catalogue
+
+    entry = parse_catalogue(
+        {
+            "platforms": {
+                "oa": {
+                    "protocol": "openai_chat",
+                    "base_url": "http://127.0.0.1:9/openai/v1",
+                    "options": {
+                        "model": "deepseek",
+                        "token_prices": {
+                            "oa-1": {
+                                "currency": "CNY",
+                                "input_per_1m": 20_000,
+                                "output_per_1m": 40_000,
+                                "source": "test list",
+                                "as_of": "2026-12-02",
+                            }
+                        },
+                    },
+                    "devices": ["web"],
+                    "regions": ["cn"],
+                    "modes": ["standard"],
+                    "asynchronous": False,
+                    "lookup_by_key": False,
+                    "prices": {"version": "oa-1", "currency": "CNY", "base": {"standard": 8}},
+                }
+            }
+        }
+    ).entry("oa")
+    counts = dict.fromkeys(
+        ("total_tokens", "cached_input_tokens", "reasoning_tokens", "web_search_requests")
+    )
+    row = {
+        "charged_minor": 8,
+        "price_version": "oa-1",
+        "input_tokens": 100,
+        "output_tokens": 200,
+        "search_context": None,
+        "source": "usage",
+        **counts,
+    }
+    # 100 x 20,000 / 1M + 200 x 40,000 / 1M = 2 + 8 = 10 fen
+    assert _expected_minor(row, entry) == (10, "usage")
+    assert _expected_minor({**row, "source": None}, entry) == (8, "charge")  # no usage recorded
+    assert _expected_minor({**row, "price_version": "oa-2"}, entry) == (8, "charge")  # no prices
+    assert _expected_minor({**row, "charged_minor": -3, "source": None}, None) == (0, "charge")
