@@ -216,7 +216,8 @@ def reconcile_run(
     line for a task of no run cannot be attributed here; it stays in geo.fee_statement_lines.
     """
     currency = _run_currency(conn, run_id)
-    by_usage = {p: e for p, e in _entries(registry).items() if statement_source(e) == USAGE_FIELDS}
+    entries = _entries(registry)
+    by_usage = {p: e for p, e in entries.items() if statement_source(e) == USAGE_FIELDS}
     usage_rows = {
         (str(r["platform"]), str(r["upstream_id"])): r
         for r in (run_attempt_usage(conn, run_id) if by_usage else [])
@@ -381,30 +382,32 @@ def reconcile_run(
                 )
             )
         days_of_run = {(p, m["day"]) for (p, _), m in info.items()}
+        # A day total is apportioned once across the day's runs: the other runs' day lines
+        # (of runs already reconciled) are rewritten with the same split as this run's.
+        others: list[tuple[str, str, list[ReconLine]]] = []
         for platform, day in sorted(day_totals):
             if (platform, day) in days_of_run:
-                lines.append(_day_total_line(cur, run_id, platform, day, day_totals, currency))
+                day_split = _DaySplit.load(
+                    cur, platform, day, day_totals, currency, entries.get(platform)
+                )
+                lines.extend(day_split.lines_for(run_id))
+                for other in sorted(set(day_split.charged) - {run_id}):
+                    others.append((other, day_split.upstream_id, day_split.lines_for(other)))
         # Idempotent rewrite: the run's previous result is replaced, never added to.
         cur.execute(Q("billing.delete_reconciliation"), {"run_id": run_id})
         cur.executemany(
             Q("billing.insert_reconciliation_line"),
-            [
-                {
-                    "run_id": run_id,
-                    "upstream_id": line.upstream_id,
-                    "sample_id": line.sample_id,
-                    "attempt_no": line.attempt_no,
-                    "platform": line.platform,
-                    "classification": line.classification,
-                    "ours_minor": line.ours_minor,
-                    "theirs_minor": line.theirs_minor,
-                    "currency": line.currency,
-                    "fee_class": line.fee_class,
-                    "detail": Jsonb(line.detail),
-                }
-                for line in lines
-            ],
+            [_line_params(run_id, line) for line in lines],
         )
+        for other, upstream_id, other_lines in others:
+            cur.execute(
+                Q("billing.delete_day_total_lines"), {"run_id": other, "upstream_id": upstream_id}
+            )
+            if cur.fetchall():
+                cur.executemany(
+                    Q("billing.insert_reconciliation_line"),
+                    [_line_params(other, line) for line in other_lines],
+                )
     summary = rules.summarise(run_id, currency, lines)
     # R26: one meaning for the gauge, the unexplained difference over every run per currency
     # (the query business_gauges.refresh sets it from); the asset keeps each run's own.
@@ -569,45 +572,172 @@ def _in_day_total(
     )
 
 
-def _day_total_line(
-    cur: Any,
-    run_id: str,
-    platform: str,
-    day: date,
-    day_totals: dict[tuple[str, date], dict[str, Any]],
-    currency: str,
-) -> ReconLine:
-    """The vendor's total of one day against every charge of ours on that platform and day
-    (a cost API covers the whole account, so other runs' charges count too: the detail says
-    how much of it is this run's)."""
-    total = day_totals[(platform, day)]
-    cur.execute(Q("usage.platform_day_charges"), {"platform": platform, "day": day})
-    by_run = {str(r["run_id"]): int(r["charged_minor"]) for r in cur.fetchall()}
-    ours = sum(by_run.values())
-    theirs = sum(total["items"].values())
-    detail: dict[str, Any] = {
-        "source": "vendor cost API (day total)",
-        "theirs_items": total["items"],
-        "this_run_minor": by_run.get(run_id, 0),
-        "other_runs_minor": ours - by_run.get(run_id, 0),
-        "runs": len(by_run),
+def _expected_minor(row: dict[str, Any], entry: PlatformEntry | None) -> tuple[int, str]:
+    """What one charged answer is expected to cost at the vendor, and how that was found: its
+    recorded usage x the token prices of the run's frozen price version when the registry
+    states them, else what we charged for it (the per-answer price)."""
+    charged = max(0, int(row["charged_minor"]))
+    version = str(row.get("price_version") or "")
+    if entry is None or row.get("source") is None or not version:
+        return charged, "charge"
+    try:
+        prices = token_prices(entry, version)
+        if prices is None:
+            return charged, "charge"
+        usage = Usage(
+            **{f: row[f] for f in COUNT_FIELDS},
+            search_context_size=row.get("search_context"),
+            source=str(row["source"]),
+        )
+        return usage_cost(usage, prices).amount_minor, "usage"
+    except ValueError:
+        return charged, "charge"
+
+
+def _line_params(run_id: str, line: ReconLine) -> dict[str, Any]:
+    return {
+        "run_id": run_id,
+        "upstream_id": line.upstream_id,
+        "sample_id": line.sample_id,
+        "attempt_no": line.attempt_no,
+        "platform": line.platform,
+        "classification": line.classification,
+        "ours_minor": line.ours_minor,
+        "theirs_minor": line.theirs_minor,
+        "currency": line.currency,
+        "fee_class": line.fee_class,
+        "detail": Jsonb(line.detail),
     }
-    if total["currencies"] != {currency}:
-        # Never add amounts of two currencies: show the total, count nothing of it.
-        detail["other_currency_total"] = f"{theirs} {','.join(sorted(total['currencies']))}"
-        cls, theirs = "amount_mismatch", 0
-    else:
-        cls = "matched" if ours == theirs else "amount_mismatch"
-    return ReconLine(
-        upstream_id=f"{DAY_TOTAL_PREFIX}{platform}:{day.isoformat()}",
-        platform=platform,
-        classification=cls,
-        fee_class="completed",
-        ours_minor=ours,
-        theirs_minor=theirs,
-        currency=currency,
-        detail=detail,
-    )
+
+
+@dataclass(frozen=True)
+class _DaySplit:
+    """One vendor day total and its apportionment across the day's runs, computed once.
+
+    A cost API bills the whole account per day, so the total is apportioned across every run
+    with charges on that platform and day, in proportion to each run's expected cost
+    (per-answer usage x price, ``_expected_minor``; ``domain.billing.split_day_total``). A
+    run's line compares its charges with its share (classification 'apportioned', explained
+    by that arithmetic, shown in the detail). What is above the runs' expected cost (other
+    usage on the account) is one unexplained line of the day's first run (by run id), so the
+    difference is counted once by the summary, the check, the gauge and the alert."""
+
+    platform: str
+    day: date
+    currency: str
+    items: dict[str, int]
+    currencies: frozenset[str]
+    charged: dict[str, int]
+    expected: dict[str, int]
+    expected_from: tuple[str, ...]
+
+    @property
+    def upstream_id(self) -> str:
+        return f"{DAY_TOTAL_PREFIX}{self.platform}:{self.day.isoformat()}"
+
+    @classmethod
+    def load(
+        cls,
+        cur: Any,
+        platform: str,
+        day: date,
+        day_totals: dict[tuple[str, date], dict[str, Any]],
+        currency: str,
+        entry: PlatformEntry | None,
+    ) -> _DaySplit:
+        total = day_totals[(platform, day)]
+        cur.execute(Q("usage.platform_day_charges"), {"platform": platform, "day": day})
+        charged: dict[str, int] = defaultdict(int)
+        expected: dict[str, int] = defaultdict(int)
+        how: set[str] = set()
+        for r in cur.fetchall():
+            run = str(r["run_id"])
+            charged[run] += int(r["charged_minor"])
+            cost, source = _expected_minor(dict(r), entry)
+            expected[run] += cost
+            how.add(source)
+        return cls(
+            platform,
+            day,
+            currency,
+            dict(total["items"]),
+            frozenset(total["currencies"]),
+            dict(charged),
+            dict(expected),
+            tuple(sorted(how)),
+        )
+
+    def lines_for(self, run_id: str) -> list[ReconLine]:
+        """The run's day line, and on the day's first run the line of what is not ours."""
+        ours = self.charged.get(run_id, 0)
+        theirs = sum(self.items.values())
+        detail: dict[str, Any] = {
+            "source": "vendor cost API (day total of the account)",
+            "theirs_items": self.items,
+            "day_total_minor": theirs,
+            "this_run_minor": ours,
+            "other_runs_minor": sum(self.charged.values()) - ours,
+            "runs": len(self.charged),
+        }
+
+        def line(uid: str, cls: str, o: int, t: int, d: dict[str, Any]) -> ReconLine:
+            return ReconLine(
+                upstream_id=uid,
+                platform=self.platform,
+                classification=cls,
+                fee_class="completed",
+                ours_minor=o,
+                theirs_minor=t,
+                currency=self.currency,
+                detail=d,
+            )
+
+        if self.currencies != {self.currency}:
+            # Never add amounts of two currencies: show the total, count nothing of it.
+            detail["other_currency_total"] = f"{theirs} {','.join(sorted(self.currencies))}"
+            return [line(self.upstream_id, "amount_mismatch", ours, 0, detail)]
+        split = rules.split_day_total(theirs, self.expected)
+        first = min(self.expected) if self.expected else run_id
+        share = split.shares.get(run_id, 0)
+        detail.update(
+            {
+                "expected_minor": self.expected.get(run_id, 0),
+                "expected_all_runs_minor": split.expected_minor,
+                "expected_from": list(self.expected_from),
+                "share_minor": share,
+                "apportioned_minor": split.apportioned_minor,
+                "not_ours_minor": split.not_ours_minor,
+                "not_ours_on_run": first,
+                "explained_by": (
+                    f"the account's day total {theirs} is apportioned once across the day's "
+                    f"{len(self.expected)} run(s) in proportion to their expected cost "
+                    f"(usage x price, {split.expected_minor} in all; largest remainder): this "
+                    f"run's share is {share}"
+                ),
+            }
+        )
+        lines = [line(self.upstream_id, rules.APPORTIONED, ours, share, detail)]
+        if run_id == first and split.not_ours_minor != 0:
+            lines.append(
+                line(
+                    f"{self.upstream_id}:not-ours",
+                    "amount_mismatch",
+                    0,
+                    split.not_ours_minor,
+                    {
+                        "source": "vendor cost API (day total of the account)",
+                        "day_total_minor": theirs,
+                        "expected_all_runs_minor": split.expected_minor,
+                        "runs": sorted(self.expected),
+                        "not_ours": (
+                            f"{split.not_ours_minor} of the day total {theirs} is not the "
+                            "expected cost of any run of ours (other usage on the account, or "
+                            "a charge nobody expects): one line for the day, on its first run"
+                        ),
+                    },
+                )
+            )
+        return lines
 
 
 def _price_change(

@@ -42,20 +42,35 @@ IN_DAY_TOTAL = "in_day_total"
 # price it) has an unknown cost, never zero: its difference stays unexplained.
 USAGE_COST = "usage_cost"
 USAGE_MISSING = "usage_missing"
+# A run's share of a vendor's account-wide day total (a cost API bills the account per day, not
+# per answer): the total is apportioned once across the day's runs in proportion to each run's
+# expected cost (``split_day_total``); the run's line compares its charges with its share,
+# explained by that apportionment. The part of the total no run of ours expects (other usage on
+# the account) is one 'amount_mismatch' line on the day's first run, never one per run.
+APPORTIONED = "apportioned"
 ALL_CLASSIFICATIONS: tuple[str, ...] = (
     *CLASSIFICATIONS,
     PRICE_CHANGE,
     IN_DAY_TOTAL,
     USAGE_COST,
     USAGE_MISSING,
+    APPORTIONED,
 )
 # THE "explained difference" predicate (issue #34): the one rule the reconciliation summary, the
 # blocking check zero_unexplained_difference, the R26 gauge and the reconciliation alert apply
 # (the SQL of the last three receives this tuple as %(explained)s). A difference is explained by
 # agreement (matched), by timing (pending: the statement is not in yet), by a newer price list
-# (price_change), by the vendor's day total that compares it (in_day_total) or by the recorded
-# tokens x the frozen token prices (usage_cost). Anything else needs a person.
-EXPLAINED: tuple[str, ...] = ("matched", "pending", PRICE_CHANGE, IN_DAY_TOTAL, USAGE_COST)
+# (price_change), by the vendor's day total that compares it (in_day_total), by the recorded
+# tokens x the frozen token prices (usage_cost) or by the run's apportioned share of an
+# account-wide day total (apportioned). Anything else needs a person.
+EXPLAINED: tuple[str, ...] = (
+    "matched",
+    "pending",
+    PRICE_CHANGE,
+    IN_DAY_TOTAL,
+    USAGE_COST,
+    APPORTIONED,
+)
 
 
 def is_explained(classification: str) -> bool:
@@ -197,6 +212,65 @@ def over_reservation(amount_minor: int, reservation_left_minor: int) -> int:
     return max(0, amount - max(0, left))
 
 
+# --------------------------------------------------------------------------- apportionment
+def apportion(total_minor: int, weights: Mapping[str, int]) -> dict[str, int]:
+    """``total_minor`` split into integer parts in proportion to ``weights`` (largest remainder):
+    each part is floor(total x weight / sum of weights), and the units left over go one each to
+    the largest remainders, ties to the smaller key. The parts sum exactly to the total and the
+    result depends only on the values, never on the mapping's order. A negative total (a credit)
+    is split by the same rule and keeps its sign. Weights are non-negative integers; a non-zero
+    total with no weight to split it by is refused (nothing says whose it is)."""
+    total = minor(total_minor, "total to apportion")
+    for key, weight in weights.items():
+        if minor(weight, f"weight of {key!r}") < 0:
+            raise ValueError(f"weight of {key!r} must be >= 0, got {weight}")
+    whole = sum(weights.values())
+    if whole == 0:
+        if total != 0:
+            raise ValueError(
+                f"cannot apportion {total} over weights that sum to 0 ({dict(weights)!r})"
+            )
+        return dict.fromkeys(sorted(weights), 0)
+    sign, magnitude = (-1, -total) if total < 0 else (1, total)
+    parts: dict[str, int] = {}
+    remainders: dict[str, int] = {}
+    for key in sorted(weights):
+        parts[key], remainders[key] = divmod(magnitude * weights[key], whole)
+    left = magnitude - sum(parts.values())  # 0 <= left < number of keys
+    for key in sorted(remainders, key=lambda k: (-remainders[k], k))[:left]:
+        parts[key] += 1
+    return {k: sign * v for k, v in parts.items()}
+
+
+@dataclass(frozen=True)
+class DaySplit:
+    """An account-wide day total split once: ``shares`` per run (summing to ``apportioned``)
+    and ``not_ours``, the part no run of ours expects (total = apportioned + not_ours)."""
+
+    total_minor: int
+    expected_minor: int
+    shares: Mapping[str, int]
+    not_ours_minor: int
+
+    @property
+    def apportioned_minor(self) -> int:
+        return sum(self.shares.values())
+
+
+def split_day_total(total_minor: int, expected: Mapping[str, int]) -> DaySplit:
+    """Apportion a vendor's day total once across the day's runs (``expected``: run -> its
+    expected cost of that day, per-answer usage x price, >= 0). Up to the runs' expected cost
+    the total is theirs, shared in proportion to it (``apportion``): at or above it each run's
+    share is exactly its expected cost, below it (the vendor billed less) the total is shared
+    out. What is above it -- other usage on the account, or a vendor charge nobody of ours
+    expects -- is ``not_ours``, one amount; a negative total (a credit) is all ``not_ours``."""
+    total = minor(total_minor, "day total")
+    whole = sum(minor(v, f"expected cost of {k!r}") for k, v in expected.items())
+    base = 0 if total < 0 else min(total, whole)
+    shares = apportion(base, expected)
+    return DaySplit(total, whole, shares, total - base)
+
+
 # --------------------------------------------------------------------------- reconciliation
 def _nonzero(items: Mapping[str, int] | None) -> dict[str, int]:
     return {k: v for k, v in (items or {}).items() if v != 0}
@@ -278,11 +352,13 @@ class ReconLine:
 class ReconciliationSummary:
     """Per-run result of reconciliation (R23, R24, R26), in minor units of ``currency``.
 
-    ``unexplained_difference_minor`` sums theirs - ours over every line that is not pending, a
-    price change or a usage cost: pending lines are explained by timing (the statement is not in
-    yet), price changes by the platform's newer price list (``price_change_difference_minor``),
-    usage costs by the recorded tokens x the frozen token prices (``usage_cost_difference_minor``);
-    everything else that differs needs a person (or a refund / adjustment) to explain it."""
+    ``unexplained_difference_minor`` sums theirs - ours over every line whose classification is
+    not in ``EXPLAINED``: pending lines are explained by timing (the statement is not in yet),
+    price changes by the platform's newer price list (``price_change_difference_minor``), usage
+    costs by the recorded tokens x the frozen token prices (``usage_cost_difference_minor``), a
+    run's share of an account-wide day total by its apportionment
+    (``apportioned_difference_minor``); everything else that differs needs a person (or a
+    refund / adjustment) to explain it."""
 
     run_id: str
     currency: str
@@ -297,12 +373,18 @@ class ReconciliationSummary:
     unexplained_difference_minor: int
     price_change_difference_minor: int = 0
     usage_cost_difference_minor: int = 0
+    apportioned_difference_minor: int = 0
 
     @property
     def explained_difference_minor(self) -> int:
         """Theirs - ours over the lines whose difference is explained (price change, usage
-        cost); pending lines are not a difference yet and count in neither."""
-        return self.price_change_difference_minor + self.usage_cost_difference_minor
+        cost, share of a day total); pending lines are not a difference yet and count in
+        neither."""
+        return (
+            self.price_change_difference_minor
+            + self.usage_cost_difference_minor
+            + self.apportioned_difference_minor
+        )
 
     @property
     def clean(self) -> bool:
@@ -326,6 +408,7 @@ class ReconciliationSummary:
             "unexplained_difference_minor": self.unexplained_difference_minor,
             "price_change_difference_minor": self.price_change_difference_minor,
             "usage_cost_difference_minor": self.usage_cost_difference_minor,
+            "apportioned_difference_minor": self.apportioned_difference_minor,
             "explained_difference_minor": self.explained_difference_minor,
             "clean": self.clean,
         }
@@ -340,6 +423,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
     n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
+    apportioned = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -354,6 +438,8 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             price_change += line.difference_minor
         elif line.classification == USAGE_COST:
             usage_cost += line.difference_minor
+        elif line.classification == APPORTIONED:
+            apportioned += line.difference_minor
         elif not is_explained(line.classification):
             unexplained += line.difference_minor
         # in_day_total: no money of its own, the day's line compares it
@@ -371,4 +457,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         unexplained_difference_minor=unexplained,
         price_change_difference_minor=price_change,
         usage_cost_difference_minor=usage_cost,
+        apportioned_difference_minor=apportioned,
     )

@@ -103,7 +103,7 @@ def reconciliation_text(
     pending), each with its direction."""
     lines = [
         f"unexplained difference: {difference_text(unexplained_minor, currency)}",
-        f"explained difference (price changes, usage x token prices): "
+        f"explained difference (price changes, usage x token prices, day-total shares): "
         f"{difference_text(explained_minor, currency)}",
     ]
     if pending_ours_minor:

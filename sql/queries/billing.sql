@@ -259,6 +259,15 @@ WHERE platform = ANY(%(platforms)s::text[]);
 -- name: delete_reconciliation
 DELETE FROM geo.reconciliation_lines WHERE run_id = %(run_id)s;
 
+-- name: delete_day_total_lines
+-- Another run's lines of one vendor day total (its share and, on the day's first run, the part
+-- that is not ours), to be rewritten with the day's new apportionment: only a run that was
+-- reconciled has them, and only such a run gets them back.
+DELETE FROM geo.reconciliation_lines
+WHERE run_id = %(run_id)s AND (upstream_id = %(upstream_id)s
+                               OR upstream_id = %(upstream_id)s || ':not-ours')
+RETURNING upstream_id;
+
 -- name: insert_reconciliation_line
 INSERT INTO geo.reconciliation_lines (run_id, upstream_id, sample_id, attempt_no, platform,
                                       classification, ours_minor, theirs_minor, currency,

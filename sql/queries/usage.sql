@@ -14,19 +14,28 @@ WHERE l.upstream_id LIKE 'day-total:%%'
 ORDER BY latest.platform, latest.statement_date, l.line_no;
 
 -- name: platform_day_charges
--- Every run's charges (net of refunds) on one platform and UTC day: a vendor's day total
--- covers all of them, whichever run they belong to.
-SELECT e.run_id, (sum(e.amount_minor) - coalesce(sum(rf.refunded), 0))::bigint AS charged_minor,
-       min(e.currency) AS currency
+-- Every charge (net of refunds) on one platform and UTC day, whichever run it belongs to (a
+-- vendor's day total covers all of them), with the usage its attempt recorded and the price
+-- version the run's quote froze for the platform: what each answer is expected to cost.
+SELECT e.run_id, e.upstream_id,
+       (e.amount_minor - coalesce(rf.refunded, 0))::bigint AS charged_minor,
+       a.usage_input_tokens AS input_tokens, a.usage_output_tokens AS output_tokens,
+       a.usage_total_tokens AS total_tokens, a.usage_cached_input_tokens AS cached_input_tokens,
+       a.usage_reasoning_tokens AS reasoning_tokens,
+       a.usage_web_search_requests AS web_search_requests,
+       a.usage_search_context AS search_context, a.usage_source AS source,
+       (SELECT min(ql.price_version) FROM geo.runs r
+          JOIN geo.quote_lines ql ON ql.quote_id = r.quote_id
+         WHERE r.run_id = e.run_id AND ql.platform = %(platform)s) AS price_version
 FROM geo.ledger_entries e
 LEFT JOIN LATERAL (
   SELECT sum(r.amount_minor) AS refunded FROM geo.ledger_entries r
   WHERE r.kind = 'refund' AND r.run_id = e.run_id AND r.upstream_id = e.upstream_id
 ) rf ON true
+LEFT JOIN geo.attempts a ON a.sample_id = e.sample_id AND a.attempt_no = e.attempt_no
 WHERE e.kind = 'charge' AND e.details->>'platform' = %(platform)s
   AND (e.created_at AT TIME ZONE 'UTC')::date = %(day)s
-GROUP BY e.run_id
-ORDER BY e.run_id;
+ORDER BY e.run_id, e.entry_id;
 
 -- name: record_attempt_usage
 -- Request-level usage of many attempts in one statement (migration 0022), written with the end

@@ -61,6 +61,13 @@ def test_summary_check_gauge_and_alert_agree_on_what_is_explained(db):
 
 def test_the_predicate_names_every_classification_once():
     explained = {c for c in rules.ALL_CLASSIFICATIONS if rules.is_explained(c)}
-    assert explained == {"matched", "pending", "price_change", "in_day_total", "usage_cost"}
+    assert explained == {
+        "matched",
+        "pending",
+        "price_change",
+        "in_day_total",
+        "usage_cost",
+        "apportioned",
+    }
     assert not rules.is_explained("usage_missing")
     assert not rules.is_explained("amount_mismatch")

@@ -181,7 +181,7 @@ def test_reconciliation_from_cost_apis_of_two_protocols(db):
     db.commit()
     s = reconcile.reconcile_run(db, "r-cost")
     rows = {r["upstream_id"]: r for r in reconcile.reconciliation_lines(db, "r-cost")}
-    assert rows[f"day-total:oa:{day}"]["classification"] == "matched"
+    assert rows[f"day-total:oa:{day}"]["classification"] == "apportioned"
     assert (
         rows[f"day-total:an:{day}"]["ours_minor"],
         rows[f"day-total:an:{day}"]["theirs_minor"],
@@ -189,19 +189,21 @@ def test_reconciliation_from_cost_apis_of_two_protocols(db):
     tasks = [r for u, r in rows.items() if not u.startswith("day-total:")]
     assert len(tasks) == 4 and {r["classification"] for r in tasks} == {"in_day_total"}
     assert {r["detail"]["charged_minor"] for r in tasks if r["platform"] == "oa"} == {8}
-    assert s.counts["in_day_total"] == 4 and s.counts["matched"] == 2
+    assert s.counts["in_day_total"] == 4 and s.counts["apportioned"] == 2
     assert s.clean and s.ours_total_minor == s.theirs_total_minor == 36
 
-    # A day total that disagrees with our charges is unexplained, with this run's share shown.
+    # A day total above what our runs expect: the run keeps its share (16), and the 3 nobody of
+    # ours expects is one unexplained line of its own.
     from geo_pipeline.connectors.base import FeeLine, FeeStatement
 
     reconcile.import_statement(
         db, FeeStatement("oa", day, "CNY", (FeeLine(f"day-total:oa:{day}", "base", 19, "CNY"),))
     )
     s = reconcile.reconcile_run(db, "r-cost")
-    line = {r["upstream_id"]: r for r in reconcile.reconciliation_lines(db, "r-cost")}[
-        f"day-total:oa:{day}"
-    ]
-    assert line["classification"] == "amount_mismatch" and line["difference_minor"] == 3
+    rows = {r["upstream_id"]: r for r in reconcile.reconciliation_lines(db, "r-cost")}
+    line = rows[f"day-total:oa:{day}"]
+    assert line["classification"] == "apportioned" and line["difference_minor"] == 0
     assert line["detail"]["this_run_minor"] == 16 and line["detail"]["other_runs_minor"] == 0
+    extra = rows[f"day-total:oa:{day}:not-ours"]
+    assert extra["classification"] == "amount_mismatch" and extra["difference_minor"] == 3
     assert s.unexplained_difference_minor == 3
