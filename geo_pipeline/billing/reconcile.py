@@ -733,6 +733,11 @@ class _DaySplit:
                             f"{split.not_ours_minor} of the day total {theirs} is not the "
                             "expected cost of any run of ours (other usage on the account, or "
                             "a charge nobody expects): one line for the day, on its first run"
+                            if split.not_ours_minor > 0
+                            else f"the vendor's day total {theirs} is "
+                            f"{-split.not_ours_minor} below the {split.expected_minor} the "
+                            "day's runs expect (usage x price): one line for the day, on its "
+                            "first run"
                         ),
                     },
                 )

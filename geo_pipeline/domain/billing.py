@@ -259,14 +259,15 @@ class DaySplit:
 
 def split_day_total(total_minor: int, expected: Mapping[str, int]) -> DaySplit:
     """Apportion a vendor's day total once across the day's runs (``expected``: run -> its
-    expected cost of that day, per-answer usage x price, >= 0). Up to the runs' expected cost
-    the total is theirs, shared in proportion to it (``apportion``): at or above it each run's
-    share is exactly its expected cost, below it (the vendor billed less) the total is shared
-    out. What is above it -- other usage on the account, or a vendor charge nobody of ours
-    expects -- is ``not_ours``, one amount; a negative total (a credit) is all ``not_ours``."""
+    expected cost of that day, per-answer usage x price, >= 0). Each run's share is exactly
+    its expected cost (``apportion`` of the runs' whole expected cost). The residual -- above it
+    (other usage on the account, a charge nobody of ours expects) or below it (the vendor billed
+    less than the answers we charged for: a real difference, never shared out of sight) -- is
+    ``not_ours``, one signed amount for the day; a negative total (a credit) is all
+    ``not_ours``."""
     total = minor(total_minor, "day total")
     whole = sum(minor(v, f"expected cost of {k!r}") for k, v in expected.items())
-    base = 0 if total < 0 else min(total, whole)
+    base = 0 if total < 0 else whole
     shares = apportion(base, expected)
     return DaySplit(total, whole, shares, total - base)
 

@@ -156,10 +156,11 @@ def test_day_total_is_apportioned_once_across_the_days_runs(db):
     assert not checks.zero_unexplained(db, "r-day-a").passed
     assert business_gauges.refresh(db)["reconciliation"] == {"CNY": 8}
 
-    # A re-issued day total below what the runs expect (20 < 24) is shared out 2:1 with the
-    # largest remainder (13.33 -> 13, 6.67 -> 7): the parts sum to the total, nothing unexplained.
+    # A re-issued day total below what the runs expect (20 < 24): each run's share is still
+    # its expected cost, and the shortfall of 4 -- the vendor billed less than the answers we
+    # charged for -- is one unexplained line of the day, on its first run, counted once.
     # Reconciling one run of the day rewrites the other (reconciled) run's day lines with the
-    # same split: no stale "not ours" line is left on r-day-a.
+    # same split: the stale +8 "not ours" line on r-day-a is replaced, not kept beside it.
     reconcile.import_statement(
         db, FeeStatement("oa", day, "CNY", (FeeLine(f"day-total:oa:{day}", "base", 20, "CNY"),))
     )
@@ -167,11 +168,14 @@ def test_day_total_is_apportioned_once_across_the_days_runs(db):
     b = reconcile.reconcile_run(db, "r-day-b")
     a = reconcile.stored_summary(db, "r-day-a")
     lines_a, lines_b = _day_lines(db, "r-day-a"), _day_lines(db, "r-day-b")
-    assert list(lines_a) == [f"day-total:oa:{day}"] and list(lines_b) == [f"day-total:oa:{day}"]
-    assert lines_a[f"day-total:oa:{day}"]["theirs_minor"] == 13
-    assert lines_b[f"day-total:oa:{day}"]["theirs_minor"] == 7
-    assert a.clean and b.clean
-    assert a.lines == 3  # its two task lines and its day line: nothing else was touched
-    assert business_gauges.refresh(db)["reconciliation"] in ({}, {"CNY": 0})
+    assert list(lines_b) == [f"day-total:oa:{day}"]
+    assert sorted(lines_a) == [f"day-total:oa:{day}", f"day-total:oa:{day}:not-ours"]
+    assert lines_a[f"day-total:oa:{day}"]["theirs_minor"] == 16
+    assert lines_b[f"day-total:oa:{day}"]["theirs_minor"] == 8
+    assert lines_a[f"day-total:oa:{day}:not-ours"]["theirs_minor"] == -4
+    assert b.clean and not a.clean and a.unexplained_difference_minor == -4  # theirs - ours
+    assert checks.zero_unexplained(db, "r-day-b").passed
+    assert not checks.zero_unexplained(db, "r-day-a").passed
+    assert business_gauges.refresh(db)["reconciliation"] == {"CNY": -4}
     # And reconciling it again changes nothing.
     assert reconcile.reconcile_run(db, "r-day-a").as_dict() == a.as_dict()

@@ -62,9 +62,10 @@ def test_split_day_total():
     )
     s = rules.split_day_total(24, {"r-a": 16, "r-b": 8})
     assert (dict(s.shares), s.not_ours_minor) == ({"r-a": 16, "r-b": 8}, 0)
-    # Below it (the vendor billed less) the total is shared out; nothing is left over.
+    # Below it (the vendor billed less than we charged for) each run still gets its expected
+    # cost and the shortfall is one signed amount for the day: never shared out of sight.
     s = rules.split_day_total(20, {"r-a": 16, "r-b": 8})
-    assert (dict(s.shares), s.not_ours_minor) == ({"r-a": 13, "r-b": 7}, 0)
+    assert (dict(s.shares), s.not_ours_minor) == ({"r-a": 16, "r-b": 8}, -4)
     # No expected cost at all: the whole total is not ours; a credit likewise.
     s = rules.split_day_total(9, {"r-a": 0})
     assert (dict(s.shares), s.not_ours_minor) == ({"r-a": 0}, 9)
