@@ -115,8 +115,8 @@ def measure_refresh(size: int) -> dict[str, float]:
 # with its run resolved to the monitor and day), and the day's flagged changes.
 ANALYST_QUERIES = {
     "mention rate, 30 days": """
-        SELECT scheduled_for, channel, brand, n, mention_rate, mention_rate_cluster_lower,
-               mention_rate_cluster_upper, n_effective
+        SELECT scheduled_for, channel, brand, n, mention_rate, mention_rate_lower,
+               mention_rate_upper, n_effective
           FROM analytics.channel_brand_metrics
          WHERE tenant_id = %(tenant)s AND monitor_id = %(monitor)s
            AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date

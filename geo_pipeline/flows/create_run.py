@@ -243,8 +243,11 @@ def quoted_plan(
     effect now in the database (imported with `prices import`, else the registry's), for
     ``run_id`` (default: a new one). `runs plan`, `runs create`, the launchpad's planner and
     create jobs, the monitor schedule and the demo all quote here, so what a plan shows is what
-    the quote snapshot of ``create_run`` freezes. Reads only."""
-    effective = prices.effective_capabilities(conn, caps)
+    the quote snapshot of ``create_run`` freezes. Reads only, in a transaction of its own when
+    none is open, so a caller's next ``create_run`` on the same connection commits as before
+    (not as a savepoint of an implicit read transaction nobody commits)."""
+    with conn.transaction():
+        effective = prices.effective_capabilities(conn, caps)
     return quoted_plan_for(conn, normalise_and_validate(raw, effective), effective, run_id)
 
 
@@ -252,7 +255,9 @@ def quoted_plan_for(
     conn: Conn, config: NormalisedConfig, caps: Mapping[str, Capabilities], run_id: str | None
 ) -> Plan:
     """``quoted_plan`` of a config already normalised (the monitor schedule's)."""
-    return plan_for(config, prices.effective_capabilities(conn, caps), run_id or new_run_id())
+    with conn.transaction():
+        effective = prices.effective_capabilities(conn, caps)
+    return plan_for(config, effective, run_id or new_run_id())
 
 
 def create_run(

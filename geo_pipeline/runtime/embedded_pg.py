@@ -29,6 +29,8 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from geo_pipeline.settings import environment
+
 log = logging.getLogger(__name__)
 
 # The unprivileged account a root process runs the server as (it must exist: initdb and postgres
@@ -83,7 +85,7 @@ class RunAs:
 
 def _run(cmd: list[str], who: RunAs, cwd: Path, timeout: float) -> str:
     """Run one of the wheel's tools; a failure raises with both of its streams."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("PG")}
+    env = {k: v for k, v in environment().items() if not k.startswith("PG")}
     extra: dict[str, object] = {}
     if who.dropping:
         env["HOME"] = str(cwd)

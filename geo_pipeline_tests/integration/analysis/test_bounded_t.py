@@ -68,8 +68,8 @@ def test_a_rate_pooled_over_500_questions_is_refreshed(db):
         store_answer(db, s["sample_id"], "推荐瑞幸。" if luckin else "推荐星巴克。")
     analyse_run(db, "r-500q")
     row = db.execute(
-        "SELECT n, questions, mention_rate, mention_rate_cluster_lower AS lo,"
-        " mention_rate_cluster_upper AS hi FROM analytics.channel_brand_metrics"
+        "SELECT n, questions, mention_rate, mention_rate_lower AS lo,"
+        " mention_rate_upper AS hi FROM analytics.channel_brand_metrics"
         " WHERE run_id = 'r-500q' AND brand = '瑞幸咖啡'"
     ).fetchone()
     assert row["n"] == 500 and row["questions"] == 500
