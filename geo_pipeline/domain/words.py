@@ -14,6 +14,9 @@ from geo_pipeline.domain.money import Money
 EVIDENCE_REASONS = {
     "SCREENSHOT_UNAVAILABLE": ("required screenshot missing", "required screenshots missing"),
     "SCREENSHOT_MISSING": ("required screenshot missing", "required screenshots missing"),
+    # Stored text, screenshot still to come (the screenshot lane retries it): said, so that the
+    # count a person reads is every screenshot that is not there, as the evidence table shows.
+    "SCREENSHOT_PENDING": ("screenshot still pending", "screenshots still pending"),
 }
 
 
@@ -33,7 +36,7 @@ def _problems(status: Mapping[str, Any]) -> list[str]:
         why = ", ".join(f"{k} x{v}" for k, v in sorted(reasons.items()))
         out.append(f"{failed} failed" + (f" ({why})" if why else ""))
     for reason, n in sorted((status.get("evidence_reasons") or {}).items()):
-        if reason != "SCREENSHOT_PENDING" and int(n):
+        if int(n):
             out.append(_evidence_words(reason, int(n)))
     if status.get("uncertain"):
         out.append(f"{status['uncertain']} with upstream acceptance unknown")
@@ -89,7 +92,7 @@ def difference_text(theirs_minus_ours_minor: int, currency: str) -> str:
     """A reconciliation difference with its direction (who billed more)."""
     d = int(theirs_minus_ours_minor)
     if d == 0:
-        return "none (statements and our charges agree)"
+        return "none"
     amount = money_text(abs(d), currency)
     if d > 0:
         return f"the platforms billed {amount} more than we charged"

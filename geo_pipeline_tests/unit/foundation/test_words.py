@@ -32,10 +32,20 @@ def test_status_says_its_reason_per_channel():
     failed = _st("partial", 4, 3, 1, failure_reasons={"login_page": 1})
     assert status_text(failed) == "partial: 1 failed (login_page x1)"
     assert status_text(_st("in_progress", 4, 1)) == "in progress: 3 of 4 still collecting"
+    # Every screenshot that is not there is counted, the pending ones too (a newcomer read
+    # "3 required screenshots missing" beside an evidence table with 5 absent: 3 + 2 pending).
+    both = _st("partial", 20, 20, evidence_reasons={"SCREENSHOT_UNAVAILABLE": 3,
+                                                    "SCREENSHOT_PENDING": 2})  # fmt: skip
+    assert status_text(both) == (
+        "partial: 2 screenshots still pending; 3 required screenshots missing"
+    )
 
 
 def test_money_in_major_units_and_differences_with_direction():
     assert money_with_minor(870, "CNY") == "8.70 CNY (870 minor units)"
     assert difference_text(10, "CNY") == "the platforms billed 0.10 CNY more than we charged"
     assert difference_text(-10, "CNY") == "we charged 0.10 CNY more than the platforms billed"
+    # Zero is "none", never "statements and our charges agree" (said under a non-zero
+    # unexplained difference, it contradicted the line above it).
+    assert difference_text(0, "CNY") == "none"
     assert difference_text(0, "CNY").startswith("none")
