@@ -21,6 +21,7 @@ import jinja2
 import markupsafe
 
 from geo_pipeline.analysis.charts import rate_bars_svg
+from geo_pipeline.domain.words import money_text
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.report import RunReport, trend_section
 
@@ -124,6 +125,7 @@ def _environment() -> jinja2.Environment:
     )
     env.filters["safe_url"] = safe_url
     env.filters["evidence_url"] = evidence_url
+    env.filters["money"] = money_text  # major units with the currency, where a person reads
     return env
 
 
