@@ -130,7 +130,10 @@ def test_materialise_stores_the_display_before_the_text_may_go(db, archive):
 
 
 def _same_run(db, ref, repeat_index):
-    sample_id = f"{ref.sample_id[:-2]}{repeat_index:02d}"
+    # Another id in the same run: the last byte moved by repeat_index, so never the seed's own
+    # (replacing it with "01"/"02" collided when the random seed id already ended so: CI saw a
+    # samples_pkey violation).
+    sample_id = f"{ref.sample_id[:-2]}{(int(ref.sample_id[-2:], 16) + repeat_index) % 256:02x}"
     with db.transaction():
         db.execute(
             "INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,"
