@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0032_day_total_apportioned, 24 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0040_warc_conversion, 25 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -2279,7 +2279,7 @@ CREATE TABLE geo.warc_records (
     CONSTRAINT warc_records_payload_size_check CHECK ((payload_size >= 0)),
     CONSTRAINT warc_records_record_length_check CHECK ((record_length > 0)),
     CONSTRAINT warc_records_record_offset_check CHECK ((record_offset >= 0)),
-    CONSTRAINT warc_records_record_type_check CHECK ((record_type = ANY (ARRAY['request'::text, 'response'::text, 'resource'::text, 'metadata'::text])))
+    CONSTRAINT warc_records_record_type_check CHECK ((record_type = ANY (ARRAY['request'::text, 'response'::text, 'resource'::text, 'metadata'::text, 'conversion'::text])))
 );
 
 ALTER TABLE geo.warc_records OWNER TO geo_owner;

@@ -167,6 +167,10 @@ class ArchivedScreenshot:
     captured_at: datetime
     warnings: tuple[str, ...] = ()
     detail: str | None = None
+    # As WARC (issue 33): records still to store with the lane's batch, then where they landed
+    # (evidence.warc_late).
+    warc_pending: tuple[WarcRecord, ...] = ()
+    warc_placed: tuple[Placement, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -842,7 +846,7 @@ def _object_rows(
     ]
 
 
-def _warc_rows(item: ArchivedEvidence) -> list[dict[str, Any]]:
+def _warc_rows(item: ArchivedEvidence | ArchivedScreenshot) -> list[dict[str, Any]]:
     """The ``geo.warc_records`` index rows of one item's stored records."""
     return [
         {

@@ -48,7 +48,7 @@ WARC_MIME = "application/warc"
 REDACTED = "[REDACTED]"
 REDACTED_PARAM = "REDACTED"  # in a URL: no characters that need escaping
 GZIP_LEVEL = 6
-RECORD_TYPES = ("request", "response", "resource", "metadata")
+RECORD_TYPES = ("request", "response", "resource", "metadata", "conversion")
 _NAMESPACE = uuid.UUID("6f1c2a53-0a5e-4c55-9a57-2f4f7f0f3c11")  # geo_pipeline evidence records
 
 # Header names whose values are credentials, and name fragments that mark one (x-api-key,
@@ -158,6 +158,7 @@ def _write(
     payload: bytes,
     http: StatusAndHeaders | None = None,
     concurrent_to: str | None = None,
+    refers_to: str | None = None,
 ) -> WarcRecord:
     payload_hex = hashlib.sha256(payload).hexdigest()
     head = b""
@@ -173,6 +174,8 @@ def _write(
     }
     if concurrent_to:
         headers["WARC-Concurrent-To"] = concurrent_to
+    if refers_to:
+        headers["WARC-Refers-To"] = refers_to
     warc_type = f"application/http; msgtype={record_type}" if http is not None else mime_type
     out = BytesIO()
     writer = WARCWriter(out, gzip=False)
@@ -279,15 +282,18 @@ def part_records(
     captured_at: datetime,
     parts: Sequence[Part],
     concurrent_to: str | None = None,
+    refers_to: str | None = None,
 ) -> list[WarcRecord]:
     """Records of derived parts or of a late screenshot. Without ``concurrent_to`` the first
-    part is the one the others are linked to."""
+    part is the one the others are linked to. ``refers_to`` (a record id) goes on the
+    ``metadata`` and ``conversion`` parts only: WARC 1.1 (section 5.11) does not allow
+    ``WARC-Refers-To`` on a ``resource`` record."""
     date = _warc_date(captured_at)
     records: list[WarcRecord] = []
     for part in parts:
-        if part.record_type not in ("resource", "metadata"):
+        if part.record_type not in ("resource", "metadata", "conversion"):
             raise ValueError(f"part {part.kind}: record type {part.record_type!r} is not "
-                             "resource or metadata")  # fmt: skip
+                             "resource, metadata or conversion")  # fmt: skip
         payload_hex = hashlib.sha256(part.data).hexdigest()
         rid = _record_id(sample_id, attempt_no, part.kind, payload_hex)
         records.append(
@@ -296,6 +302,7 @@ def part_records(
                 uri=f"urn:geo:{part.kind}:{sample_id}:sha256-{payload_hex}", record_id=rid,
                 date=date, mime_type=part.mime_type, payload=part.data,
                 concurrent_to=concurrent_to,
+                refers_to=refers_to if part.record_type != "resource" else None,
             )
         )  # fmt: skip
         concurrent_to = concurrent_to or rid

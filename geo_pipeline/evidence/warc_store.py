@@ -23,6 +23,7 @@ import asyncio
 import hashlib
 from collections.abc import Sequence
 from dataclasses import replace
+from typing import TypeVar
 
 from geo_pipeline.evidence.archive import (
     Archive,
@@ -33,7 +34,7 @@ from geo_pipeline.evidence.archive import (
     read_range,
     sha256_hex,
 )
-from geo_pipeline.evidence.recording import ArchivedEvidence, ArchivedObject
+from geo_pipeline.evidence.recording import ArchivedEvidence, ArchivedObject, ArchivedScreenshot
 from geo_pipeline.evidence.warc import (
     WARC_MIME,
     Placement,
@@ -47,6 +48,8 @@ from geo_pipeline.evidence.warc import (
 WARC_DIR = "warc"  # {tenant}/{run}/warc/… : a run's WARC objects, for retention's sweep
 OBJECT_NAME = "batch.warc.gz"
 INDEX_ONLY_KINDS = ("request",)
+# What a batch stores: an answer's evidence, or a late screenshot (evidence.warc_revisions).
+Item = TypeVar("Item", ArchivedEvidence, ArchivedScreenshot)
 
 
 class RecordTooLarge(ArchiveError):
@@ -68,7 +71,7 @@ def digest_of_object_key(key: str) -> str | None:
     return None
 
 
-def _placed(item: ArchivedEvidence, object_key_: str, offsets: dict[int, int]) -> ArchivedEvidence:
+def _placed(item: Item, object_key_: str, offsets: dict[int, int]) -> Item:
     placements = tuple(Placement(r, object_key_, offsets[id(r)]) for r in item.warc_pending)
     # Every record is indexed (geo.warc_records); the evidence kinds readers ask for get their
     # geo.evidence_objects row as well. The request (the exchange as sent) is indexed only.
@@ -82,7 +85,7 @@ def _placed(item: ArchivedEvidence, object_key_: str, offsets: dict[int, int]) -
 
 
 def plan_batch(
-    items: Sequence[ArchivedEvidence],
+    items: Sequence[ArchivedEvidence | ArchivedScreenshot],
 ) -> list[tuple[str, bytes, list[int], dict[int, int]]]:
     """Per tenant and run: (object key, object bytes, the indexes of its items, offset of each
     record by id). Pure; ``astore_batch`` PUTs the objects."""
@@ -100,8 +103,8 @@ def plan_batch(
 
 
 async def astore_batch(
-    archive: Archive, items: Sequence[ArchivedEvidence]
-) -> tuple[list[ArchivedEvidence], dict[int, ArchiveError]]:
+    archive: Archive, items: Sequence[Item]
+) -> tuple[list[Item], dict[int, ArchiveError]]:
     """PUT the pending records of ``items`` (one object per tenant and run, the PUTs awaited
     together) and return the items with their records placed, and the indexes of items whose
     object could not be stored with the error (those must not be recorded; their callers
@@ -124,7 +127,7 @@ async def astore_batch(
     return out, failed
 
 
-def store_batch(archive: Archive, items: Sequence[ArchivedEvidence]) -> list[ArchivedEvidence]:
+def store_batch(archive: Archive, items: Sequence[Item]) -> list[Item]:
     """Blocking form of ``astore_batch`` (the CLI, re-parses, tests)."""
     out = list(items)
     for key, data, idx, offsets in plan_batch(items):

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.evidence import record_screenshot
 from geo_pipeline.evidence.recording import record_evidence_batch
+from geo_pipeline.evidence.warc_revisions import record_warc_screenshot
 from geo_pipeline.observability.metrics import DB_WRITE_LATENCY, STALE_WRITES
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
@@ -137,6 +137,7 @@ def record_late_screenshot(conn: Conn, archived: Any, *, actor: str) -> str:
     (R10, R21): one transaction; returns the sample's evidence state afterwards."""
     with conn.transaction():
         ex.set_actor(conn, actor)
-        outcome = record_screenshot(conn, archived)
+        # A late screenshot stored as WARC records gets their index rows too (issue 33).
+        outcome = record_warc_screenshot(conn, archived)
         ex.set_late_evidence_state(conn, archived.ref.sample_id, outcome.state, outcome.reason)
     return str(outcome.state)

@@ -6,7 +6,8 @@ A response the connector could not parse is archived exactly as received (kind
 against the recorded digest), parses them with the platform's connector -- from bytes only: the
 connectors are built on an HTTP client that refuses every request, so the platform is never
 asked again and nothing is charged -- and records the result like a worker would: a new
-answer bundle, a new answer revision, validity judged again, the evidence layer moved
+answer revision (as WARC: records in one object per run that refer to the kept response,
+evidence.warc_revisions; else a bundle), validity judged again, the evidence layer moved
 (partial -> stored) and the run's analysis re-run for the new revision. A body that still does
 not parse changes nothing and is reported.
 """
@@ -16,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import httpx
@@ -25,7 +26,15 @@ from geo_pipeline.analysis.run import analyse_run
 from geo_pipeline.connectors.base import ConnectorError, Evidence, SubmitRequest
 from geo_pipeline.evidence.access import read_object
 from geo_pipeline.evidence.archive import Archive, ArchiveError
-from geo_pipeline.evidence.recording import SampleRef, archive_evidence, record_evidence_batch
+from geo_pipeline.evidence.recording import (
+    ArchivedEvidence,
+    SampleRef,
+    archive_evidence,
+    record_evidence_batch,
+)
+from geo_pipeline.evidence.warc_revisions import answer_record_ids, prepare_warc_revision
+from geo_pipeline.evidence.warc_store import store_batch
+from geo_pipeline.settings import settings
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
@@ -100,33 +109,58 @@ async def _reparse(
     actor: str,
     analyse: bool,
 ) -> list[Reparsed]:
-    out: list[Reparsed] = []
+    out: list[Reparsed | None] = [None] * len(rows)
+    parsed: list[tuple[int, Evidence]] = []
     async with httpx.AsyncClient(transport=_NoNetwork()) as client:
-        for row in rows:
-            out.append(await _one(conn, archive, row, parsers, client, actor))
+        for i, row in enumerate(rows):
+            got = await _parse(archive, row, parsers, client)
+            if isinstance(got, Reparsed):
+                out[i] = got
+            else:
+                parsed.append((i, got))
+    if parsed:
+        if settings().evidence_format == "warc":
+            archived = await asyncio.to_thread(_store_warc, conn, archive, rows, parsed)
+        else:
+            archived = [
+                await asyncio.to_thread(
+                    archive_evidence, archive, _ref(rows[i]), _attempt_no(rows[i]), ev,
+                    str(rows[i]["screenshot_policy"]),
+                )
+                for i, ev in parsed
+            ]  # fmt: skip
+        for (i, _), item in zip(parsed, archived, strict=True):
+            out[i] = _record(conn, rows[i], item, actor)
+    results = [r for r in out if r is not None]
     if analyse:
-        for run in sorted({r.run_id for r in out if r.outcome == "reparsed"}):
+        for run in sorted({r.run_id for r in results if r.outcome == "reparsed"}):
             analyse_run(conn, run)
-    return out
+    return results
 
 
-async def _one(
-    conn: Conn,
+def _ref(row: dict[str, Any]) -> SampleRef:
+    return SampleRef(row["sample_id"], row["run_id"], row["tenant_id"])
+
+
+def _attempt_no(row: dict[str, Any]) -> int:
+    return int(row["raw_attempt_no"] or row["attempt_no"])
+
+
+async def _parse(
     archive: Archive,
     row: dict[str, Any],
     parsers: dict[str, Parser],
     client: httpx.AsyncClient,
-    actor: str,
-) -> Reparsed:
+) -> Reparsed | Evidence:
+    """The kept response, read back verified and parsed again; or why not."""
     sid, run = row["sample_id"], row["run_id"]
     try:
         raw = read_object(archive, row["storage_key"], "response_raw", row["sha256"])
     except ArchiveError as exc:
         return Reparsed(sid, run, "error", f"raw response unreadable: {exc}")
     parse = parsers.get(row["platform"]) or connector_parser(row["platform"], client)
-    attempt_no = int(row["raw_attempt_no"] or row["attempt_no"])
     req = SubmitRequest(
-        sample_id=sid, attempt_no=attempt_no, tenant_id=row["tenant_id"], question="",
+        sample_id=sid, attempt_no=_attempt_no(row), tenant_id=row["tenant_id"], question="",
         platform=row["platform"], device=row["device"], region=row["region"], mode=row["mode"],
         screenshot=False,
     )  # fmt: skip
@@ -135,10 +169,34 @@ async def _one(
         evidence: Evidence = await result if inspect.isawaitable(result) else result
     except ConnectorError as exc:
         return Reparsed(sid, run, "unparseable", str(exc)[:300])
-    ref = SampleRef(sid, run, row["tenant_id"])
-    # A new answer revision needs its own screenshot under a required policy (R21).
-    policy = str(row["screenshot_policy"])
-    archived = await asyncio.to_thread(archive_evidence, archive, ref, attempt_no, evidence, policy)
+    return evidence
+
+
+def _store_warc(
+    conn: Conn, archive: Archive, rows: list[dict[str, Any]], parsed: list[tuple[int, Evidence]]
+) -> list[ArchivedEvidence]:
+    """The revisions as WARC records referring to their kept responses (evidence
+    .warc_revisions), stored in one object per run (one PUT each). A store that fails fails
+    every revision of the re-parse: nothing is recorded that is not stored."""
+    ids = answer_record_ids(conn, [rows[i]["sample_id"] for i, _ in parsed])
+    conn.commit()  # a read: no transaction left open under the recording's own
+    cap = settings().evidence_record_max_bytes
+    prepared = [
+        prepare_warc_revision(
+            _ref(rows[i]), _attempt_no(rows[i]), ev, str(rows[i]["screenshot_policy"]),
+            response_record_id=ids.get(rows[i]["sample_id"]), max_record_bytes=cap,
+        )
+        for i, ev in parsed
+    ]  # fmt: skip
+    try:
+        return store_batch(archive, prepared)
+    except ArchiveError as exc:
+        return [replace(p, warc_pending=(), failure=f"ARCHIVE_FAILED: {exc}") for p in prepared]
+
+
+def _record(conn: Conn, row: dict[str, Any], archived: ArchivedEvidence, actor: str) -> Reparsed:
+    """Record one revision like a worker would (one transaction), the evidence layer moved."""
+    sid, run = row["sample_id"], row["run_id"]
     if archived.failure is not None:
         return Reparsed(sid, run, "error", archived.failure)
     with conn.transaction():

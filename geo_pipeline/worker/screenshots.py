@@ -9,7 +9,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from typing import Any
 
+from geo_pipeline.connectors.base import Attachment
 from geo_pipeline.evidence import archive_screenshot
 from geo_pipeline.flows import complete
 from geo_pipeline.store import execution as ex
@@ -18,6 +20,7 @@ from geo_pipeline.streams.keys import GROUP
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.evidence_bridge import sample_ref
 from geo_pipeline.worker.lane import Lane
+from geo_pipeline.worker.screenshots_warc import store_late_screenshots
 
 log = logging.getLogger("geo_pipeline.worker")
 
@@ -49,6 +52,19 @@ async def screenshots(ctx: Context, lane: Lane) -> None:
                 retry.pop(mid, None)
             claimed = await ctx.redis.xclaim(lane.shot_key, GROUP, ctx.consumer, 0, due)
             entries += sc.entries_of(lane.shot_key, claimed)
+
+        def settle(e: sc.Entry, done: bool) -> None:
+            sid = e.sample_id or ""
+            if done:
+                waiting.pop(sid, None)
+                ctx.acks.submit((e.stream, e.message_id))
+            else:
+                waiting[sid] = e.message_id
+                retry[e.message_id] = time.monotonic() + ctx.s.screenshot_retry_s
+
+        # As WARC, the read's downloaded screenshots are stored together (one object per
+        # tenant and run), then recorded one by one (worker.screenshots_warc, issue 33).
+        ready: list[tuple[sc.Entry, dict[str, Any], Attachment]] | None = [] if ctx.warc else None
         for e in entries:
             sid = e.sample_id or ""
             if waiting.get(sid, e.message_id) != e.message_id:
@@ -57,18 +73,31 @@ async def screenshots(ctx: Context, lane: Lane) -> None:
                 ctx.acks.submit((e.stream, e.message_id))
                 continue
             try:
-                done = await one_screenshot(ctx, lane, e)
+                done = await one_screenshot(ctx, lane, e, ready)
             except Exception:
                 log.exception("screenshot failed", extra={"sample_id": e.sample_id})
                 done = False
-            if done:
-                waiting.pop(sid, None)
-                ctx.acks.submit((e.stream, e.message_id))
-            else:
-                waiting[sid] = e.message_id
-                retry[e.message_id] = time.monotonic() + ctx.s.screenshot_retry_s
+            if done is not None:
+                settle(e, done)
+        if ready:
+            try:
+                results = await store_late_screenshots(ctx, [(r, a) for _, r, a in ready])
+            except Exception:
+                log.exception("late screenshots not stored")
+                results = [False] * len(ready)
+            for (e, _, _), ok in zip(ready, results, strict=True):
+                settle(e, ok)
 
-async def one_screenshot(ctx: Context, lane: Lane, e: sc.Entry) -> bool:
+
+async def one_screenshot(
+    ctx: Context,
+    lane: Lane,
+    e: sc.Entry,
+    ready: list[tuple[sc.Entry, dict[str, Any], Attachment]] | None = None,
+) -> bool | None:
+    """Download one late screenshot and archive and record it: True when done, False to ask
+    again later. With ``ready`` (WARC) a downloaded screenshot is added there for the read's
+    batch instead, and the answer is None (decided when the batch is stored)."""
     row = await ctx.db(ex.sample_for_screenshot, e.sample_id or "")
     if (
         row is None
@@ -84,6 +113,9 @@ async def one_screenshot(ctx: Context, lane: Lane, e: sc.Entry) -> bool:
         att = await lane.connector.fetch_screenshot(row["upstream_id"])
     if att.status == "pending":
         return False
+    if ready is not None:
+        ready.append((e, row, att))
+        return None
     archived = await asyncio.to_thread(
         archive_screenshot, ctx.archive, sample_ref(row), int(row["attempt_no"]), att
     )

@@ -330,7 +330,8 @@ DELETE FROM analytics.source_domains WHERE (%(run_id)s::text IS NULL OR run_id =
 
 -- name: review_queue
 -- Every sample waiting for a person: analysis in review; an answer kept raw
--- after a parse failure (R13); a validity verdict flagged as doubtful (truncated). One row per
+-- after a parse failure (R13); a validity verdict flagged as doubtful (truncated); evidence
+-- refused for its size. One row per
 -- sample and reason, with a pointer to its evidence. Parse failures and doubtful verdicts leave
 -- the queue once a reviewer recorded a decision about them.
 WITH latest AS (
@@ -360,6 +361,15 @@ WITH latest AS (
      AND s.analysis_state <> 'review'
      AND NOT EXISTS (SELECT 1 FROM geo.review_decisions d
                       WHERE d.sample_id = l.sample_id AND d.subject = 'validity')
+  UNION ALL
+  -- Evidence refused for its size (issue 33, GEO_EVIDENCE_RECORD_MAX_BYTES): the answer was
+  -- collected but nothing of it is stored; the reason names the record, its size and the cap.
+  SELECT s.sample_id, 'evidence_too_large', 'evidence: ' || s.evidence_reason
+    FROM geo.samples s
+   WHERE (%(run_id)s::text IS NULL OR s.run_id = %(run_id)s)
+     AND s.evidence_state = 'failed' AND s.evidence_reason LIKE '%%RECORD_TOO_LARGE%%'
+     AND NOT EXISTS (SELECT 1 FROM geo.review_decisions d
+                      WHERE d.sample_id = s.sample_id AND d.subject = 'validity')
 )
 SELECT i.sample_id, s.run_id, s.channel, s.region, s.mode, s.question_index, s.repeat_index,
        i.subject, i.reason, s.collection_state, s.evidence_state, s.analysis_state,

@@ -245,3 +245,12 @@ SELECT object_key, record_offset, record_length, record_type, kind, sample_id, b
        payload_sha256, mime_type
   FROM geo.warc_records WHERE run_id = %(run_id)s
  ORDER BY object_key, record_offset;
+
+-- name: answer_record_ids
+-- The WARC record of each sample's latest upstream response (kind response_raw), the record a
+-- late screenshot is concurrent to and a re-parse revision refers to (issue 33). Samples whose
+-- response was stored before WARC have none.
+SELECT DISTINCT ON (w.sample_id) w.sample_id, w.record_id
+  FROM geo.warc_records w
+ WHERE w.sample_id = ANY(%(sample_ids)s::text[]) AND w.kind = 'response_raw'
+ ORDER BY w.sample_id, w.stored_at DESC, w.captured_at DESC, w.record_offset DESC;
