@@ -94,6 +94,20 @@ def get(
             meta: dict[str, Any] = {
                 k: v for k, v in obj.as_dict().items() if k not in ("object_id", "storage_key")
             }
+            if presign and is_record_key(obj.storage_key):
+                # One record of a WARC batch object: a URL that serves its byte range only
+                # (the Range header is signed; issue 33).
+                from geo_pipeline.evidence.presign_range import presign_record
+
+                ranged = presign_record(conn, archive, tenant_id, sample_id, kind, revision,
+                                        expires_s=expires)  # fmt: skip
+                meta.update(url=ranged.url, headers=ranged.headers, expires_s=ranged.expires_s)
+                if as_json:
+                    emit_json(meta)
+                else:
+                    click.echo(ranged.url)
+                    click.echo(f"Range: {ranged.headers['Range']}  (send exactly this header)")
+                return
             if presign:
                 if is_bundle_key(obj.storage_key) or is_record_key(obj.storage_key):
                     raise PresignUnsupported(

@@ -49,7 +49,7 @@ from geo_pipeline.evidence.recording import (
     record_screenshot,
 )
 from geo_pipeline.evidence.thumbnails import THUMBNAIL_MIME
-from geo_pipeline.evidence.warc import Part, part_records
+from geo_pipeline.evidence.warc import Part, WarcRecord, part_records
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -85,7 +85,7 @@ def prepare_warc_screenshot(
                 status, warnings, todo = "unavailable", [SCREENSHOT_UNAVAILABLE], None
                 detail = _too_large(kind, len(data), max_record_bytes)
                 break
-    records = ()
+    records: tuple[WarcRecord, ...] = ()
     if todo is not None:
         original, mime, thumb = todo
         records = tuple(

@@ -143,7 +143,7 @@ def test_a_reparse_revision_is_warc_records_referring_to_the_kept_response(
     assert len(_records(db_url, "answer_raw")) == 1
 
 
-def test_a_late_screenshot_over_the_cap_is_refused_with_its_size(db, archive, monkeypatch):
+def test_a_late_screenshot_over_the_cap_is_refused_with_its_size(db) -> None:
     from geo_pipeline.evidence.warc_revisions import prepare_warc_screenshot
 
     ref = seed_sample(db, policy="required")
