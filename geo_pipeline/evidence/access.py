@@ -225,11 +225,12 @@ def presign(
     backend raises PresignUnsupported: stream with fetch_evidence_for instead."""
     obj = find_object(conn, tenant_id, sample_id, kind, revision)
     if is_record_key(obj.storage_key):
-        # A presigned URL cannot carry the byte range (the Range header is the client's), so
-        # it would hand out the whole batch object, other samples' records included.
+        # A plain presigned URL would hand out the whole batch object, other samples' records
+        # included; evidence.presign_range signs the record's Range header into the URL.
         raise PresignUnsupported(
-            f"the {kind} of sample {sample_id} is a record of a WARC batch object; fetch it "
-            "instead (`geo-pipeline evidence get ... --out FILE`)"
+            f"the {kind} of sample {sample_id} is a record of a WARC batch object: use a "
+            "ranged URL (evidence.presign_range.presign_record, `geo-pipeline evidence get "
+            "... --presign`) or fetch it (`--out FILE`)"
         )
     if is_bundle_key(obj.storage_key):
         # A URL would hand out the whole bundle (every part, the raw response included), and a

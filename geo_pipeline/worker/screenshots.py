@@ -64,7 +64,8 @@ async def screenshots(ctx: Context, lane: Lane) -> None:
 
         # As WARC, the read's downloaded screenshots are stored together (one object per
         # tenant and run), then recorded one by one (worker.screenshots_warc, issue 33).
-        ready: list[tuple[sc.Entry, dict[str, Any], Attachment]] | None = [] if ctx.warc else None
+        warc = ctx.warc and ctx.archive is not None
+        ready: list[tuple[sc.Entry, dict[str, Any], Attachment]] | None = [] if warc else None
         for e in entries:
             sid = e.sample_id or ""
             if waiting.get(sid, e.message_id) != e.message_id:
