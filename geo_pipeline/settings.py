@@ -102,6 +102,10 @@ class Settings(BaseSettings):
     crash_at: str | None = None
     crash_after: int = Field(default=1, ge=1)
 
+    # The browser lane (issue #32). An account's lease: renewed every third of it while a
+    # capture runs; a dead worker's account is free again this long after its last renewal.
+    browser_account_lease_s: float = Field(default=60.0, gt=0)
+
     @staticmethod
     def flag(value: str) -> bool:
         return value.strip().lower() in _TRUE

@@ -53,10 +53,42 @@ def profile_dir(root: Path, platform: str, account_id: str) -> Path:
     return root / platform / account_id
 
 
+@dataclass(frozen=True)
+class SentRecord:
+    """The send journal's entry of one idempotency key: which account was about to send which
+    question, on which device and region, and every key of the same question that account sent,
+    newest first (the history sidebar's order)."""
+
+    account_id: str
+    question: str
+    device: str
+    region: str
+    same_question_keys: tuple[str, ...]
+
+
 class AccountSource(Protocol):
     async def acquire(self, platform: str) -> AccountLease: ...
 
     async def release(self, lease: AccountLease, outcome: Outcome) -> None: ...
+
+    async def note_send(
+        self, lease: AccountLease, key: str, question: str, device: str, region: str
+    ) -> bool:
+        """Journal the send under the lease, before the click; False: the lease is not ours."""
+        ...
+
+    async def renew(self, lease: AccountLease) -> bool:
+        """Keep the lease while a capture runs; False: it is no longer ours."""
+        ...
+
+    async def sent(self, platform: str, key: str) -> SentRecord | None:
+        """The journal's entry of ``key``; None: no account was ever about to send it."""
+        ...
+
+    async def acquire_account(self, platform: str, account_id: str) -> AccountLease:
+        """Lease one named account for a history look-up (nothing is sent: pacing does not
+        apply); ``NoAccountReady`` when someone else holds it or it cannot be used."""
+        ...
 
 
 @dataclass
@@ -69,6 +101,15 @@ class _Local:
 
 
 @dataclass
+class _Sent:
+    account_id: str
+    question: str
+    device: str
+    region: str
+    seq: int
+
+
+@dataclass
 class LocalAccounts:
     """In-memory accounts of one process: ``{platform: [account ids]}``."""
 
@@ -78,6 +119,7 @@ class LocalAccounts:
     daily_budget: int = 50
     clock: object = time.monotonic
     _state: dict[tuple[str, str], _Local] = field(default_factory=dict)
+    _journal: dict[tuple[str, str], _Sent] = field(default_factory=dict)
 
     def state(self, platform: str, account_id: str) -> AccountState:
         return self._get(platform, account_id).state
@@ -101,15 +143,60 @@ class LocalAccounts:
             if acc.next_at > now:
                 waits.append(acc.next_at - now)
                 continue
-            acc.leased = True
-            acc.token += 1
-            return AccountLease(
-                platform, account_id, acc.token, profile_dir(self.root, platform, account_id)
-            )
+            return self._lease(platform, account_id, acc)
         raise NoAccountReady(
             f"{platform}: no ready account free now",
             retry_after_s=min(waits) if waits else None,
         )
+
+    def _lease(self, platform: str, account_id: str, acc: _Local) -> AccountLease:
+        acc.leased = True
+        acc.token += 1
+        return AccountLease(
+            platform, account_id, acc.token, profile_dir(self.root, platform, account_id)
+        )
+
+    async def note_send(
+        self, lease: AccountLease, key: str, question: str, device: str, region: str
+    ) -> bool:
+        acc = self._get(lease.platform, lease.account_id)
+        if acc.token != lease.token or not acc.leased:
+            return False
+        seq = len(self._journal)
+        self._journal[(lease.platform, key)] = _Sent(
+            lease.account_id, question, device, region, seq
+        )
+        return True
+
+    async def renew(self, lease: AccountLease) -> bool:
+        acc = self._get(lease.platform, lease.account_id)
+        return acc.token == lease.token and acc.leased
+
+    async def sent(self, platform: str, key: str) -> SentRecord | None:
+        rec = self._journal.get((platform, key))
+        if rec is None:
+            return None
+        same = sorted(
+            (
+                (s.seq, k)
+                for (p, k), s in self._journal.items()
+                if p == platform and s.account_id == rec.account_id and s.question == rec.question
+            ),
+            reverse=True,
+        )
+        return SentRecord(
+            rec.account_id, rec.question, rec.device, rec.region, tuple(k for _, k in same)
+        )
+
+    async def acquire_account(self, platform: str, account_id: str) -> AccountLease:
+        acc = self._get(platform, account_id)
+        if acc.leased or acc.state not in ("ready", "cooling_down"):
+            raise NoAccountReady(
+                f"{platform} account {account_id}: "
+                + ("leased" if acc.leased else f"state {acc.state}")
+                + "; its history cannot be read now"
+            )
+        return self._lease(platform, account_id, acc)
 
     async def release(self, lease: AccountLease, outcome: Outcome) -> None:
         acc = self._get(lease.platform, lease.account_id)

@@ -63,6 +63,7 @@ from geo_pipeline.connectors.browser.spec import (
     DeviceProfile,
     InvalidCapability,
     NeedsLogin,
+    NoAccountReady,
     PlatformSpec,
     RegionProfile,
     device_profile,
@@ -71,6 +72,7 @@ from geo_pipeline.connectors.browser.spec import (
 from geo_pipeline.connectors.parsers import ParsedAnswer
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
+from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.settings import variable
 
 log = logging.getLogger("geo_pipeline.connectors.browser")
@@ -191,7 +193,8 @@ class BrowserConnector:
             entry.capabilities,
             screenshot=True,
             idempotency_keys=False,  # a re-send is a second question in the account's history
-            lookup_by_key=False,
+            # An unknown outcome is looked up in the sending account's history (``lookup``).
+            lookup_by_key=True,
             cancellable=False,
             asynchronous=False,
         )
@@ -282,6 +285,7 @@ class BrowserConnector:
         region = region_profile(request.region, self.entry.options)
         lease = await self.accounts.acquire(self.platform)
         outcome: Outcome = "not_sent"
+        keep = asyncio.create_task(self._keep(lease))
         try:
             capture, outcome = await self._capture(lease, request, device, region)
         except NeedsLogin:
@@ -294,13 +298,36 @@ class BrowserConnector:
             outcome = "sent"
             raise
         finally:
+            keep.cancel()
             await self.accounts.release(lease, outcome)
         upstream_id = f"{self.platform}:{lease.account_id}:{request.idempotency_key}"
+        self._hold(upstream_id, capture)
+        return Acceptance(upstream_id, capture.captured_at, inline_result=capture.raw)
+
+    def _hold(self, upstream_id: str, capture: Capture) -> None:
         self._held[upstream_id] = capture
         self._held.move_to_end(upstream_id)
         while len(self._held) > self._held_cap:
             self._held.popitem(last=False)
-        return Acceptance(upstream_id, capture.captured_at, inline_result=capture.raw)
+
+    async def _keep(self, lease: AccountLease) -> None:
+        """Renew the account's lease while a capture runs (a third of the lease at a time), so
+        a short lease is safe for a slow answer and a dead worker's lease still runs out."""
+        lease_s = float(getattr(self.accounts, "lease_s", 0.0) or 0.0)
+        if lease_s <= 0:
+            return
+        while True:
+            await asyncio.sleep(lease_s / 3)
+            try:
+                if not await self.accounts.renew(lease):
+                    log.warning(
+                        "%s: the lease of account %s was lost during a capture",
+                        self.platform,
+                        lease.account_id,
+                    )
+                    return
+            except Exception as exc:  # the database away: the next renewal tries again
+                log.warning("%s: renewing account %s: %s", self.platform, lease.account_id, exc)
 
     async def _present(self, page: Any, selectors: tuple[str, ...]) -> bool:
         for selector in selectors:
@@ -382,6 +409,12 @@ class BrowserConnector:
             await self._set_search(page, request.mode == "web_search", who)
             await box.first.click()
             await page.keyboard.type(request.question, delay=self.type_delay_ms)
+            # The send journal, under the lease, before the click (R12): after a crash the next
+            # worker knows which account may have asked and looks in its history.
+            if not await self.accounts.note_send(
+                lease, request.idempotency_key, request.question, device.name, region.name
+            ):
+                raise NoAccountReady(f"{who}: the account's lease was lost before the send")
             await send.first.click()
             sent_at = datetime.now(UTC)
         except ConnectorError:
@@ -473,6 +506,8 @@ class BrowserConnector:
         request was seen in time (the DOM is read instead)."""
         deadline = time.monotonic() + self.answer_timeout_s
         while time.monotonic() < deadline:
+            if streams:  # the app took the question and is answering
+                crashpoint("browser_sent_not_answered")
             for rid, s in streams.items():
                 if s.finished or s.failed or s.status in (401, 403):
                     if s.status in (401, 403) and not (s.finished or s.failed):
@@ -518,14 +553,50 @@ class BrowserConnector:
             )
         return tuple(out)
 
-    async def find_in_history(
+    async def lookup(self, idempotency_key: str) -> Acceptance | None:
+        """R12 for a consumer app: was this key's question sent? The send journal names the
+        account that was about to send it; that account's history sidebar is searched for the
+        question's exact text. The journal's sends of the same question by that account, newest
+        first, pair one to one with the sidebar's matching conversations, newest first: when the
+        counts agree this key's conversation is the one at its place, re-opened and captured
+        from the page (DOM, screenshot, HTML; the stream is gone). None: never journalled, or no
+        such conversation in the history (nothing landed). Counts that disagree cannot decide:
+        ``TransientError`` (the worker keeps the sample uncertain, never re-sends)."""
+        record = await self.accounts.sent(self.platform, idempotency_key)
+        if record is None:
+            return None  # the send click was never reached
+        lease = await self.accounts.acquire_account(self.platform, record.account_id)
+        try:
+            hrefs = await self.history_matches(lease, record.question, record.device, record.region)
+            mine = record.same_question_keys.index(idempotency_key)
+            if not hrefs:
+                return None
+            if len(hrefs) != len(record.same_question_keys):
+                raise TransientError(
+                    f"{self.platform} account {record.account_id}: its history shows "
+                    f"{len(hrefs)} conversation(s) of this question, the send journal "
+                    f"{len(record.same_question_keys)}: which one is this attempt's cannot be "
+                    "decided; review (never re-sent)"
+                )
+            capture = await self._recapture(
+                lease,
+                hrefs[mine],
+                device_profile(record.device, self.entry.options),
+                region_profile(record.region, self.entry.options),
+            )
+        finally:
+            await self.accounts.release(lease, "not_sent")
+        upstream_id = f"{self.platform}:{record.account_id}:{idempotency_key}"
+        self._hold(upstream_id, capture)
+        return Acceptance(upstream_id, capture.captured_at)
+
+    async def history_matches(
         self, lease: AccountLease, question: str, device: str = "desktop", region: str = "cn"
-    ) -> str | None:
-        """After an unknown outcome (a crash after the send click, R12): the address of the
-        account's conversation whose title is exactly ``question`` in the history sidebar, or
-        None when the sidebar has none. The caller holds the account's lease. A page that is
-        not the chat (login wall, captcha) raises its failure class: the look-up cannot decide.
-        """
+    ) -> list[str]:
+        """The addresses of the account's past conversations titled exactly ``question``, in
+        the sidebar's order (newest first). The caller holds the account's lease. A page that
+        is not the chat (login wall, captcha) raises its failure class: the look-up cannot
+        decide."""
         context = await self._context(
             lease,
             device_profile(device, self.entry.options),
@@ -536,24 +607,66 @@ class BrowserConnector:
         await self._classify_page(page, lease)
         links = page.locator(self.spec.history_links)
         try:  # the sidebar is filled by the page's script
-            await links.first.wait_for(timeout=self.stable_poll_s * 2000 + 1000)
+            await links.first.wait_for(state="attached", timeout=self.stable_poll_s * 2000 + 2000)
         except Exception:
-            return None
+            return []
         wanted = " ".join(question.split())
+        out = []
         for i in range(await links.count()):
             link = links.nth(i)
-            if " ".join((await link.inner_text()).split()) == wanted:
+            if " ".join((await link.text_content() or "").split()) == wanted:
                 href = await link.get_attribute("href") or ""
-                return href if "://" in href else self.base + href
-        return None
+                out.append(href if "://" in href else self.base + href)
+        return out
 
-    # ------------------------------------------------------------------ the rest of the contract
-    async def lookup(self, idempotency_key: str) -> Acceptance | None:
-        raise NotImplementedError(
-            f"{self.platform}: a consumer chat app has no lookup by key; an unknown outcome is "
-            "settled from the account's conversation history"
+    async def find_in_history(
+        self, lease: AccountLease, question: str, device: str = "desktop", region: str = "cn"
+    ) -> str | None:
+        """The newest conversation titled exactly ``question`` in the account's history, or
+        None when the sidebar has none."""
+        found = await self.history_matches(lease, question, device, region)
+        return found[0] if found else None
+
+    async def _recapture(
+        self, lease: AccountLease, href: str, device: DeviceProfile, region: RegionProfile
+    ) -> Capture:
+        """A past conversation re-opened from the history and captured as the page shows it."""
+        context = await self._context(lease, device, region)
+        page = context.pages[0] if context.pages else await context.new_page()
+        await page.goto(href, wait_until="domcontentloaded")
+        await self._classify_page(page, lease)
+        dom_text = await self._await_stable(page)
+        dom_citations = await self._dom_citations(page)
+        png = await page.screenshot(full_page=True, type="png")
+        html = (await page.content()).encode()
+        return Capture(
+            account_id=lease.account_id,
+            raw=b"",
+            raw_mime="text/html",
+            html=html,
+            png=png,
+            dom_text=dom_text,
+            dom_citations=dom_citations,
+            captured_at=datetime.now(UTC),
+            meta={
+                "account": lease.account_id,
+                "device": device.name,
+                "viewport": f"{device.width}x{device.height}",
+                "device_scale_factor": f"{device.scale:g}",
+                "user_agent": device.user_agent,
+                "mobile": str(device.mobile).lower(),
+                "region": region.name,
+                "locale": region.locale,
+                "timezone": region.timezone,
+                "geolocation": f"{region.latitude},{region.longitude}",
+                "proxy": "yes" if region.proxy_env else "no",
+                "page_url": href,
+                "recovered_from": "history",
+            },
+            warnings=("RECOVERED_FROM_HISTORY", "DOM_FALLBACK"),
         )
 
+    # ------------------------------------------------------------------ the rest of the contract
     def _capture_of(self, upstream_id: str) -> Capture:
         try:
             return self._held[upstream_id]

@@ -103,8 +103,12 @@ class WebState:
     )
     faults: dict[str, WebFaults] = field(default_factory=dict)
     expired_once: set[tuple[str, str]] = field(default_factory=set)
+    # Streams being answered per account now: the most ever seen at once is counted as
+    # ``max_concurrent`` (one account = one conversation at a time, judged here).
+    streaming: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def reset(self) -> None:
+        self.streaming.clear()
         self.sessions.clear()
         self.counts.clear()
         self.conversations.clear()
@@ -252,20 +256,10 @@ class WebApp:
         queries = (question, question + (" 推荐" if zh else " reviews")) if search else ()
         turn = Turn(2 * n, question, gen.answer, gen.citations if search else (), queries, search)
         faults = self._faults(platform)
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await resp.prepare(request)
-        try:
-            for chunk in encode(platform, turn, cut=faults.truncate):
-                if faults.chunk_delay_s:
-                    await asyncio.sleep(faults.chunk_delay_s)
-                await resp.write(chunk)
-            await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.state.counts[(platform, account, "aborted")] += 1
-            raise
-        self.state.counts[(platform, account, "answered")] += 1
+        # The conversation exists once the question is taken, before any answer: Kimi creates
+        # the chat (POST /api/chat) before it streams (research section 3); DeepSeek's web app
+        # creates its chat session first too (inf.). A client that goes away mid-answer leaves
+        # the conversation in the history, with what the server generated (inf.).
         self.state.conversations[(platform, account)].append(
             {
                 "id": cid or f"c{n}",
@@ -274,6 +268,26 @@ class WebApp:
                 "created_at": datetime.now(UTC).isoformat(),
             }
         )
+        who = (platform, account)
+        self.state.streaming[who] += 1
+        peak = (platform, account, "max_concurrent")
+        self.state.counts[peak] = max(self.state.counts[peak], self.state.streaming[who])
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        try:
+            await resp.prepare(request)
+            for chunk in encode(platform, turn, cut=faults.truncate):
+                if faults.chunk_delay_s:
+                    await asyncio.sleep(faults.chunk_delay_s)
+                await resp.write(chunk)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.state.counts[(platform, account, "aborted")] += 1
+            raise
+        finally:
+            self.state.streaming[who] -= 1
+        self.state.counts[(platform, account, "answered")] += 1
         return resp
 
     # ------------------------------------------------------------------ control
