@@ -162,7 +162,7 @@ class PgAccounts:
         self._gaps[(platform, lease.account_id, lease.token)] = gap
         return lease
 
-    def _release(self, lease: AccountLease, outcome: Outcome) -> None:
+    def _release(self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None) -> None:
         gap = self._gaps.pop((lease.platform, lease.account_id, lease.token), 0.0)
         params: dict[str, Any] = {
             "platform": lease.platform,
@@ -174,6 +174,15 @@ class PgAccounts:
             self._run("accounts.release_sent", {**params, "gap_s": gap})
         elif outcome == "not_sent":
             self._run("accounts.release_unused", params)
+        elif outcome == "rate_limited":
+            self._run(
+                "accounts.release_cooling",
+                {
+                    **params,
+                    "cool_s": max(0.0, cool_s or 0.0),
+                    "reason": "the page said too many requests",
+                },
+            )
         else:
             reason = (
                 "the login wall: a person must log in again"
@@ -185,8 +194,10 @@ class PgAccounts:
     async def acquire(self, platform: str) -> AccountLease:
         return await asyncio.to_thread(self._acquire, platform)
 
-    async def release(self, lease: AccountLease, outcome: Outcome) -> None:
-        await asyncio.to_thread(self._release, lease, outcome)
+    async def release(
+        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+    ) -> None:
+        await asyncio.to_thread(self._release, lease, outcome, cool_s)
 
     # ------------------------------------------------------------ the send journal (R12)
     def _note_send(

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from geo_pipeline.connectors.base import SubmitRequest
+from geo_pipeline.connectors.base import ConnectorError, SubmitRequest
 from geo_pipeline.connectors.browser.accounts import LocalAccounts
 from geo_pipeline.connectors.browser.connector import BrowserConnector, import_storage_state
 from geo_pipeline.connectors.browser.spec import (
@@ -31,6 +31,7 @@ from geo_pipeline.connectors.browser.spec import (
 )
 from geo_pipeline.connectors.factory import build_connector
 from geo_pipeline.domain.catalogue import PlatformEntry
+from geo_pipeline.domain.retry import ErrorFacts, RetryPolicy, classify
 from geo_pipeline.evidence.thumbnails import screenshot_derivatives
 from geo_pipeline_tests.fixtures.simulator import SimulatorProcess, registry_for
 from geo_pipeline_tests.ops.conftest import ARTIFACTS, chromium_or_skip
@@ -343,3 +344,39 @@ def test_an_unknown_outcome_is_looked_up_in_the_history_sidebar(
     found, absent = asyncio.run(run())
     assert found is not None and found.startswith(f"{sim.url}/ui/kimi/c/") and absent is None
     assert counts(sim)["kimi"]["a1"]["sends"] == 1
+
+
+def test_a_rate_limited_page_waits_for_its_hint_and_cools_the_account(
+    own_simulator: Callable[..., SimulatorProcess], tmp_path: Path
+) -> None:
+    """A page saying "too many requests" (HTTP 429, Retry-After: 42) sent nothing: the sample
+    waits (``unavailable``, never failed after the rate-limit budget) for the page's hint, and
+    the account cools down until then while the others carry on."""
+    sim = own_simulator()
+    faults(sim, "doubao", rate_limited=True, rate_limited_retry_s=42)
+    conn = build_connector(browser_entry(sim, "doubao", tmp_path, ["a1", "a2"]))
+    assert isinstance(conn, BrowserConnector) and isinstance(conn.accounts, LocalAccounts)
+    accounts = conn.accounts
+
+    async def run() -> Any:
+        try:
+            await log_in(sim, conn, "a1")
+            with pytest.raises(ConnectorError) as caught:
+                await conn.submit(request(1, "desktop", mode="standard"))
+            return caught.value
+        finally:
+            await conn.aclose()
+
+    exc = asyncio.run(run())
+    assert exc.error_class == "unavailable" and getattr(exc, "cause", None) == "rate_limited"
+    assert exc.retry_after_s == 42.0
+    assert accounts.state("doubao", "a1") == "cooling_down"
+    assert accounts.state("doubao", "a2") == "ready"
+    seen = counts(sim)["doubao"]["a1"]
+    assert seen["rate_limited_shown"] == 1 and "sends" not in seen
+    d = classify(
+        ErrorFacts(exc.error_class, "submit", 9, 8, 1e6, exc.retry_after_s, cause="rate_limited"),
+        RetryPolicy(),
+        rnd=0.0,
+    )
+    assert (d.action, d.delay_s, d.reason) == ("retry", 42.0, "unavailable:rate_limited")

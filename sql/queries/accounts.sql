@@ -145,3 +145,14 @@ UPDATE geo.accounts SET lease_expires_at = now() + make_interval(secs => %(lease
 WHERE platform = %(platform)s AND account_id = %(account_id)s
   AND fencing_token = %(token)s AND lease_owner = %(owner)s
 RETURNING account_id;
+
+-- name: release_cooling
+-- The page said "too many requests": nothing was sent; the account cools down for the page's
+-- hint (acquire takes it again once cooling_until has passed).
+UPDATE geo.accounts
+SET lease_owner = NULL, lease_expires_at = NULL, state = 'cooling_down',
+    state_reason = %(reason)s, state_changed_at = now(),
+    cooling_until = now() + make_interval(secs => %(cool_s)s)
+WHERE platform = %(platform)s AND account_id = %(account_id)s
+  AND fencing_token = %(token)s AND lease_owner = %(owner)s
+RETURNING account_id;

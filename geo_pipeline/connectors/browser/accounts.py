@@ -20,7 +20,7 @@ from typing import Literal, Protocol
 
 from geo_pipeline.connectors.browser.spec import NoAccountReady
 
-Outcome = Literal["sent", "not_sent", "needs_login", "suspended"]
+Outcome = Literal["sent", "not_sent", "needs_login", "suspended", "rate_limited"]
 AccountState = Literal["ready", "needs_login", "cooling_down", "suspended"]
 ACCOUNT_STATES: tuple[AccountState, ...] = ("ready", "needs_login", "cooling_down", "suspended")
 
@@ -69,7 +69,11 @@ class SentRecord:
 class AccountSource(Protocol):
     async def acquire(self, platform: str) -> AccountLease: ...
 
-    async def release(self, lease: AccountLease, outcome: Outcome) -> None: ...
+    async def release(
+        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+    ) -> None:
+        """Hand the account back; ``rate_limited``: it cools down for ``cool_s``."""
+        ...
 
     async def note_send(
         self, lease: AccountLease, key: str, question: str, device: str, region: str
@@ -138,6 +142,11 @@ class LocalAccounts:
         waits: list[float] = []
         for account_id in self.accounts.get(platform, []):
             acc = self._get(platform, account_id)
+            if acc.state == "cooling_down" and acc.next_at <= now:
+                acc.state = "ready"
+            if acc.state == "cooling_down" and not acc.leased:
+                waits.append(acc.next_at - now)
+                continue
             if acc.state != "ready" or acc.leased or acc.sent_today >= self.daily_budget:
                 continue
             if acc.next_at > now:
@@ -198,7 +207,9 @@ class LocalAccounts:
             )
         return self._lease(platform, account_id, acc)
 
-    async def release(self, lease: AccountLease, outcome: Outcome) -> None:
+    async def release(
+        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+    ) -> None:
         acc = self._get(lease.platform, lease.account_id)
         if acc.token != lease.token or not acc.leased:
             return  # a stale lease: fenced off
@@ -210,3 +221,6 @@ class LocalAccounts:
             acc.state = "needs_login"
         elif outcome == "suspended":
             acc.state = "suspended"
+        elif outcome == "rate_limited":
+            acc.state = "cooling_down"
+            acc.next_at = self._now() + (cool_s or 0.0)

@@ -45,7 +45,6 @@ from geo_pipeline.connectors.base import (
     NoStatementApi,
     NotFound,
     PollResult,
-    RateLimited,
     SubmitRequest,
     TransientError,
     check_request,
@@ -64,6 +63,7 @@ from geo_pipeline.connectors.browser.spec import (
     InvalidCapability,
     NeedsLogin,
     NoAccountReady,
+    PageRateLimited,
     PlatformSpec,
     RegionProfile,
     device_profile,
@@ -149,6 +149,32 @@ def body_bytes(text: str, charset: str | None) -> bytes:
         except UnicodeEncodeError:
             return text.encode("utf-8")
     return bytes(out)
+
+
+# A rate-limit page without a usable Retry-After: the account cools down this long.
+RATE_LIMIT_DEFAULT_S = 600.0
+
+
+def retry_after_s(response: Any) -> float:
+    """The page's own retry hint: its ``Retry-After`` header in seconds or as an HTTP date
+    (RFC 9110 section 10.2.3), else ``RATE_LIMIT_DEFAULT_S``."""
+    value = None
+    if response is not None:
+        try:
+            value = (response.headers or {}).get("retry-after")
+        except Exception:
+            value = None
+    if value:
+        value = value.strip()
+        if value.isdigit():
+            return float(value)
+        try:
+            from email.utils import parsedate_to_datetime
+
+            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+        except (TypeError, ValueError):
+            pass
+    return RATE_LIMIT_DEFAULT_S
 
 
 # The five bytes windows-1252 leaves undefined; Chromium keeps them as C1 code points.
@@ -285,9 +311,13 @@ class BrowserConnector:
         region = region_profile(request.region, self.entry.options)
         lease = await self.accounts.acquire(self.platform)
         outcome: Outcome = "not_sent"
+        cool_s: float | None = None
         keep = asyncio.create_task(self._keep(lease))
         try:
             capture, outcome = await self._capture(lease, request, device, region)
+        except PageRateLimited as exc:
+            outcome, cool_s = "rate_limited", exc.retry_after_s
+            raise
         except NeedsLogin:
             outcome = "needs_login"
             raise
@@ -299,7 +329,7 @@ class BrowserConnector:
             raise
         finally:
             keep.cancel()
-            await self.accounts.release(lease, outcome)
+            await self.accounts.release(lease, outcome, cool_s)
         upstream_id = f"{self.platform}:{lease.account_id}:{request.idempotency_key}"
         self._hold(upstream_id, capture)
         return Acceptance(upstream_id, capture.captured_at, inline_result=capture.raw)
@@ -335,7 +365,7 @@ class BrowserConnector:
                 return True
         return False
 
-    async def _classify_page(self, page: Any, lease: AccountLease) -> None:
+    async def _classify_page(self, page: Any, lease: AccountLease, response: Any = None) -> None:
         """Why the question cannot be asked on this page, as the failure class (R13)."""
         spec = self.spec
         who = f"{self.platform} account {lease.account_id}"
@@ -344,7 +374,12 @@ class BrowserConnector:
         if await self._present(page, spec.login_markers):
             raise NeedsLogin(f"{who}: the login wall; a person must log in again")
         if await self._present(page, spec.rate_limit_markers):
-            raise RateLimited(f"{who}: the page says it is rate limited", retry_after_s=600.0)
+            hint = retry_after_s(response)
+            raise PageRateLimited(
+                f"{who}: the page says too many requests; the account cools down for "
+                f"{hint:g} s ({'its Retry-After' if hint != RATE_LIMIT_DEFAULT_S else 'no hint'})",
+                retry_after_s=hint,
+            )
 
     async def _capture(
         self,
@@ -395,10 +430,10 @@ class BrowserConnector:
         try:
             # ---------------------------------------------------------- before the send
             try:
-                await page.goto(self.page_url, wait_until="domcontentloaded")
+                loaded = await page.goto(self.page_url, wait_until="domcontentloaded")
             except Exception as exc:
                 raise TransientError(f"{who}: the page did not load: {exc}") from exc
-            await self._classify_page(page, lease)
+            await self._classify_page(page, lease, loaded)
             box = page.locator(spec.input)
             send = page.locator(spec.send)
             if not await box.count() or not await send.count():
@@ -603,8 +638,8 @@ class BrowserConnector:
             region_profile(region, self.entry.options),
         )
         page = context.pages[0] if context.pages else await context.new_page()
-        await page.goto(self.page_url, wait_until="domcontentloaded")
-        await self._classify_page(page, lease)
+        loaded = await page.goto(self.page_url, wait_until="domcontentloaded")
+        await self._classify_page(page, lease, loaded)
         links = page.locator(self.spec.history_links)
         try:  # the sidebar is filled by the page's script
             await links.first.wait_for(state="attached", timeout=self.stable_poll_s * 2000 + 2000)
@@ -633,8 +668,8 @@ class BrowserConnector:
         """A past conversation re-opened from the history and captured as the page shows it."""
         context = await self._context(lease, device, region)
         page = context.pages[0] if context.pages else await context.new_page()
-        await page.goto(href, wait_until="domcontentloaded")
-        await self._classify_page(page, lease)
+        loaded = await page.goto(href, wait_until="domcontentloaded")
+        await self._classify_page(page, lease, loaded)
         dom_text = await self._await_stable(page)
         dom_citations = await self._dom_citations(page)
         png = await page.screenshot(full_page=True, type="png")

@@ -54,7 +54,9 @@ class WebFaults:
     - ``layout``: ``changed`` -- the composer was redesigned, no known selector matches.
     - ``truncate``: the stream closes about half way, before the app's end marker.
     - ``chunk_delay_s``: a pause before each frame (a slow stream).
-    - ``rate_limited``: the page says "请求过于频繁".
+    - ``rate_limited``: the page says "请求过于频繁" (HTTP 429), with ``Retry-After:
+      rate_limited_retry_s`` when that is set (HTTP's own hint, RFC 9110 section 10.2.3; what
+      the real apps send on their rate-limit pages is not documented in the research: inf.).
     """
 
     captcha_after: int | None = None
@@ -65,6 +67,7 @@ class WebFaults:
     truncate: bool = False
     chunk_delay_s: float = 0.0
     rate_limited: bool = False
+    rate_limited_retry_s: int | None = 60
 
     def with_overrides(self, platform: str, data: Mapping[str, Any]) -> WebFaults:
         known = {f.name: f for f in dataclasses.fields(self)}
@@ -73,7 +76,7 @@ class WebFaults:
             where = f"faults.{platform}.{key}"
             if key not in known:
                 raise FaultError(f"{where}: unknown fault; allowed: {sorted(known)}")
-            if key in ("captcha_after", "expire_after"):
+            if key in ("captcha_after", "expire_after", "rate_limited_retry_s"):
                 if value is not None and (not isinstance(value, int) or value < 0):
                     raise FaultError(f"{where}: {value!r} is not null or an integer >= 0")
             elif key in ("captcha_accounts", "expire_accounts"):
@@ -177,7 +180,11 @@ class WebApp:
             return self._html(captcha_page(ui))
         faults = self._faults(platform)
         if faults.rate_limited:
-            return self._html(rate_limited_page(ui), 429)
+            self.state.counts[(platform, account, "rate_limited_shown")] += 1
+            resp = self._html(rate_limited_page(ui), 429)
+            if faults.rate_limited_retry_s is not None:
+                resp.headers["Retry-After"] = str(faults.rate_limited_retry_s)
+            return resp
         self.state.counts[(platform, account, "page_loads")] += 1
         conversation = None
         cid = request.match_info.get("cid")
