@@ -138,9 +138,10 @@ def test_two_workers_never_send_on_one_account_at_once(
     seen = web_counts(cluster)[APP]["a1"]
     assert seen["sends"] == len(ids), seen
     assert seen["max_concurrent"] == 1, seen  # never two answers at once on one account
-    # Both workers were serving: the account was contended, not merely used by one of them.
+    # The account was contended: a worker found it leased by the other and its sample waited
+    # (never two browsers on it, never a failure).
     waits = fetch(
         db_url,
         "SELECT count(*) AS n FROM geo.state_transitions WHERE reason = 'unavailable:no_account'",
     )[0]["n"]
-    assert waits >= 1 or all(r.get("completed", 0) for r in reports), reports
+    assert waits >= 1, reports
