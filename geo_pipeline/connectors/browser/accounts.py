@@ -13,10 +13,13 @@ directory on disk, never in the database or logs (D2).
 from __future__ import annotations
 
 import random
+import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from geo_pipeline.connectors.browser.spec import NoAccountReady
 
@@ -43,6 +46,57 @@ class Pacing:
 
     def next_gap(self, rnd: float | None = None) -> float:
         return self.min_gap_s + self.jitter_s * (random.random() if rnd is None else rnd)
+
+
+_HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+@dataclass(frozen=True)
+class QuietHours:
+    """A daily window (local time of ``tz``) in which no account sends: ``HH:MM-HH:MM``, over
+    midnight when the end is before the start. Only the clock decides, so every worker keeps
+    the same window without sharing state."""
+
+    start_min: int
+    end_min: int
+    tz: ZoneInfo
+
+    @classmethod
+    def parse(cls, text: str | None, tz: str, where: str = "quiet hours") -> QuietHours | None:
+        if not text:
+            return None
+        m = _HHMM.match(text.strip())
+        if m is None:
+            raise ValueError(f"{where}: {text!r}: HH:MM-HH:MM is allowed, e.g. '23:30-07:00'")
+        h1, m1, h2, m2 = (int(g) for g in m.groups())
+        if (h1, m1) == (h2, m2):
+            raise ValueError(f"{where}: {text!r} is an empty window; give different times")
+        try:
+            zone = ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"{where}: time zone {tz!r} is unknown; an IANA name is allowed, e.g. "
+                "'Asia/Shanghai'"
+            ) from None
+        return cls(h1 * 60 + m1, h2 * 60 + m2, zone)
+
+    def wait_s(self, now: datetime) -> float:
+        """0 outside the window, else the seconds until it ends."""
+        local = now.astimezone(self.tz)
+        minute = local.hour * 60 + local.minute
+        inside = (
+            self.start_min <= minute < self.end_min
+            if self.start_min < self.end_min
+            else minute >= self.start_min or minute < self.end_min
+        )
+        if not inside:
+            return 0.0
+        end = local.replace(
+            hour=self.end_min // 60, minute=self.end_min % 60, second=0, microsecond=0
+        )
+        if end <= local:
+            end += timedelta(days=1)
+        return (end - local).total_seconds()
 
 
 def profile_dir(root: Path, platform: str, account_id: str) -> Path:

@@ -56,10 +56,12 @@ from geo_pipeline.connectors.browser.accounts import (
     LocalAccounts,
     Outcome,
     Pacing,
+    QuietHours,
 )
 from geo_pipeline.connectors.browser.spec import (
     AccountSuspended,
     DeviceProfile,
+    InQuietHours,
     InvalidCapability,
     NeedsLogin,
     NoAccountReady,
@@ -73,7 +75,7 @@ from geo_pipeline.connectors.parsers import ParsedAnswer
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
 from geo_pipeline.runtime.crash import crashpoint
-from geo_pipeline.settings import variable
+from geo_pipeline.settings import settings, variable
 
 log = logging.getLogger("geo_pipeline.connectors.browser")
 
@@ -224,6 +226,12 @@ class BrowserConnector:
             cancellable=False,
             asynchronous=False,
         )
+        env = settings()
+        self.quiet = QuietHours.parse(
+            opts.get("quiet_hours", env.browser_quiet_hours),
+            str(opts.get("quiet_tz") or env.browser_quiet_tz),
+            where=f"platforms.{entry.platform}.options.quiet_hours",
+        )
         self._pw: Any = None
         self._pw_cm: Any = None
         self._contexts: OrderedDict[str, _Live] = OrderedDict()
@@ -309,6 +317,12 @@ class BrowserConnector:
         check_request(self._caps, request)
         device = device_profile(request.device, self.entry.options)
         region = region_profile(request.region, self.entry.options)
+        quiet_s = self.quiet.wait_s(datetime.now(UTC)) if self.quiet else 0.0
+        if quiet_s:
+            raise InQuietHours(
+                f"{self.platform}: quiet hours; no account sends for {quiet_s:.0f} s",
+                retry_after_s=quiet_s,
+            )
         lease = await self.accounts.acquire(self.platform)
         outcome: Outcome = "not_sent"
         cool_s: float | None = None

@@ -55,6 +55,13 @@ class PageRateLimited(Unavailable):
     cause = "rate_limited"
 
 
+class InQuietHours(Unavailable):
+    """Inside the lane's quiet hours no account sends (a person sleeps); ``retry_after_s`` is
+    when the window ends."""
+
+    cause = "quiet_hours"
+
+
 class NoAccountReady(Unavailable):
     """No account of the platform may send now (all leased, pacing, cooling down or logged out);
     ``retry_after_s`` says when one may."""
@@ -67,6 +74,7 @@ BROWSER_ERRORS: tuple[type[ConnectorError], ...] = (
     AccountSuspended,
     InvalidCapability,
     PageRateLimited,
+    InQuietHours,
     NoAccountReady,
 )
 
