@@ -12,6 +12,7 @@ from typing import Any
 from geo_pipeline.connectors.base import Connector
 from geo_pipeline.connectors.factory import build_connector
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry
+from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.settings import settings
 from geo_pipeline.store import db as dbmod
 
@@ -38,7 +39,10 @@ def browser_connector(entry: PlatformEntry, db_url: str, owner: str) -> Connecto
         profiles_root(entry.options),
         lease_s=settings().browser_account_lease_s,
     )
-    return BrowserConnector(entry, accounts)
+    conn = BrowserConnector(entry, accounts)
+    # The fault suite's SIGKILL right after the send, while the app answers (R25).
+    conn.answering = lambda: crashpoint("browser_sent_not_answered")
+    return conn
 
 
 def build_connectors(

@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -74,7 +75,6 @@ from geo_pipeline.connectors.browser.spec import (
 from geo_pipeline.connectors.parsers import ParsedAnswer
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
-from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.settings import settings, variable
 
 log = logging.getLogger("geo_pipeline.connectors.browser")
@@ -232,6 +232,8 @@ class BrowserConnector:
             str(opts.get("quiet_tz") or env.browser_quiet_tz),
             where=f"platforms.{entry.platform}.options.quiet_hours",
         )
+        # Called while the app is answering, nothing captured yet (the worker's crash point).
+        self.answering: Callable[[], None] | None = None
         self._pw: Any = None
         self._pw_cm: Any = None
         self._contexts: OrderedDict[str, _Live] = OrderedDict()
@@ -555,8 +557,8 @@ class BrowserConnector:
         request was seen in time (the DOM is read instead)."""
         deadline = time.monotonic() + self.answer_timeout_s
         while time.monotonic() < deadline:
-            if streams:  # the app took the question and is answering
-                crashpoint("browser_sent_not_answered")
+            if streams and self.answering is not None:  # the app took the question
+                self.answering()
             for rid, s in streams.items():
                 if s.finished or s.failed or s.status in (401, 403):
                     if s.status in (401, 403) and not (s.finished or s.failed):
