@@ -102,6 +102,14 @@ class Settings(BaseSettings):
     crash_at: str | None = None
     crash_after: int = Field(default=1, ge=1)
 
+    # The browser lane (issue #32). An account's lease: renewed every third of it while a
+    # capture runs; a dead worker's account is free again this long after its last renewal.
+    browser_account_lease_s: float = Field(default=60.0, gt=0)
+    # No account sends inside this daily window ("HH:MM-HH:MM", over midnight allowed) of
+    # browser_quiet_tz; unset: none. A registry entry's options.quiet_hours / quiet_tz win.
+    browser_quiet_hours: str | None = None
+    browser_quiet_tz: str = "Asia/Shanghai"
+
     @staticmethod
     def flag(value: str) -> bool:
         return value.strip().lower() in _TRUE

@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0040_warc_conversion, 25 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0040_warc_conversion, 26 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1613,6 +1613,23 @@ CREATE VIEW geo.account_balances WITH (security_invoker='true') AS
 ALTER TABLE geo.account_balances OWNER TO geo_owner;
 
 --
+-- Name: account_sends; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.account_sends (
+    platform text NOT NULL,
+    idempotency_key text NOT NULL,
+    account_id text NOT NULL,
+    question text NOT NULL,
+    device text NOT NULL,
+    region text NOT NULL,
+    fencing_token bigint NOT NULL,
+    sent_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE geo.account_sends OWNER TO geo_owner;
+
+--
 -- Name: accounts; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -2313,6 +2330,13 @@ ALTER TABLE ONLY analytics.source_domains
     ADD CONSTRAINT source_domains_pkey PRIMARY KEY (run_id, platform, registrable_domain, relation);
 
 --
+-- Name: account_sends account_sends_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.account_sends
+    ADD CONSTRAINT account_sends_pkey PRIMARY KEY (platform, idempotency_key);
+
+--
 -- Name: accounts accounts_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -2654,6 +2678,12 @@ CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monit
 CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics USING btree (monitor_id, channel, brand, scheduled_for);
 
 --
+-- Name: account_sends_by_question; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX account_sends_by_question ON geo.account_sends USING btree (platform, account_id, question, sent_at);
+
+--
 -- Name: analyst_logins_tenant; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -2910,6 +2940,13 @@ CREATE TRIGGER samples_transitions AFTER UPDATE ON geo.samples REFERENCING OLD T
 --
 
 CREATE TRIGGER state_transitions_append_only BEFORE UPDATE ON geo.state_transitions FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
+
+--
+-- Name: account_sends account_sends_platform_account_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.account_sends
+    ADD CONSTRAINT account_sends_platform_account_id_fkey FOREIGN KEY (platform, account_id) REFERENCES geo.accounts(platform, account_id);
 
 --
 -- Name: analysis_current analysis_current_sample_id_detector_version_answer_revisio_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
@@ -3191,6 +3228,12 @@ ALTER TABLE analytics.share_of_voice ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE analytics.source_domains ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: account_sends; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.account_sends ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: accounts; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
@@ -3902,6 +3945,12 @@ GRANT SELECT ON TABLE geo.ledger_entries TO geo_analyst;
 
 GRANT SELECT ON TABLE geo.account_balances TO geo_service;
 GRANT SELECT ON TABLE geo.account_balances TO geo_analyst;
+
+--
+-- Name: TABLE account_sends; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.account_sends TO geo_service;
 
 --
 -- Name: TABLE accounts; Type: ACL; Schema: geo; Owner: geo_owner

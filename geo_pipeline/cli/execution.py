@@ -88,14 +88,17 @@ def _registry() -> Any:
         raise click.ClickException(str(exc)) from exc
 
 
-def _build_connectors(registry: Any, platforms: list[str]) -> tuple[dict[str, Any], Any]:
+def _build_connectors(
+    registry: Any, platforms: list[str], *, db_url: str | None = None, owner: str = "cli"
+) -> tuple[dict[str, Any], Any]:
     """One connector per platform from the registry, all sharing one pooled HTTP client whose
-    transport is the fast one (connectors.http.new_client; about half httpx's own CPU cost)."""
-    from geo_pipeline.connectors.factory import build_connector
+    transport is the fast one (connectors.http.new_client; about half httpx's own CPU cost).
+    Browser platforms lease their accounts from ``geo.accounts`` as ``owner`` (issue #32)."""
     from geo_pipeline.connectors.http import new_client
+    from geo_pipeline.worker.browser import build_connectors
 
     client = new_client()
-    return {p: build_connector(registry.entry(p), client) for p in platforms}, client
+    return build_connectors(registry, platforms, client, db_url=db_url, owner=owner), client
 
 
 def _actor(actor: str | None) -> str:
@@ -246,7 +249,9 @@ def worker_cmd(
     )
 
     async def main() -> dict[str, int]:
-        connectors, client = _build_connectors(registry, chosen)
+        connectors, client = _build_connectors(
+            registry, chosen, db_url=db_url, owner=settings.worker_id
+        )
         redis = aioredis.Redis.from_url(redis_url(), decode_responses=True, max_connections=50)
         worker = Worker(
             settings,

@@ -141,6 +141,36 @@ def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
                 "runs": ", ".join(r["run_ids"] or []),
             },
         )
+    out.update(account_incidents(conn))
+    return out
+
+
+def account_incidents(conn: Conn) -> dict[str, Alert]:
+    """Browser-lane accounts that wait for a person (issue #32): suspended by a captcha or risk
+    page (no retry storm: nothing uses it until it is resumed), or logged out (its samples
+    wait). A worker sees these first; the alert is what reaches an operator."""
+    out: dict[str, Alert] = {}
+    for r in _rows(conn, "alerts.accounts_needing_a_person"):
+        platform, account = r["platform"], r["account_id"]
+        suspended = r["state"] == "suspended"
+        out[f"account:{platform}:{account}"] = Alert(
+            f"account:{platform}:{account}",
+            "account_suspended" if suspended else "account_needs_login",
+            f"{platform} account {account} "
+            + ("is suspended" if suspended else "needs a login")
+            + ": it sends nothing until a person acts",
+            {
+                "reason": r["state_reason"] or r["state"],
+                "since": r["state_changed_at"],
+                "do": (
+                    "solve the page in a real browser with this account, then "
+                    f"`geo-pipeline accounts resume {platform} {account}`"
+                    if suspended
+                    else f"`geo-pipeline accounts login {platform} {account} --storage-state "
+                    "FILE` (a fresh export of a person's login)"
+                ),
+            },
+        )
     return out
 
 

@@ -86,7 +86,18 @@ def _options(options: Mapping[str, Any], where: str) -> Mapping[str, Any]:
     return options
 
 
+# The browser lane's switch (registry.yaml): its channels are disabled until this names the
+# directory of the accounts' browser profiles -- not an API key.
+BROWSER_PROFILES_VARIABLE = "GEO_BROWSER_PROFILES"
+
+
 def disabled_message(platform: str, variable: str) -> str:
+    if variable == BROWSER_PROFILES_VARIABLE:
+        return (
+            f"platform {platform!r} is a browser channel, disabled until {variable} names the "
+            "directory of its accounts' browser profiles (see docs/browser-lane.md); then add "
+            f"and log in accounts with `geo-pipeline accounts add|login`"
+        )
     return (
         f"platform {platform!r} is disabled until its API key is set: set the environment "
         f"variable {variable} (see docs/operations.md, 'Real engines and prices'), then check "

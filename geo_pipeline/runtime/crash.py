@@ -27,6 +27,7 @@ POINTS = frozenset(
         "accepted_not_recorded",  # worker: upstream accepted, acceptance not written
         "stored_not_completed",  # worker: evidence archived, completion not committed
         "completed_not_acked",  # worker: completion committed, entries not acked
+        "browser_sent_not_answered",  # browser lane: the app is answering, nothing captured yet
     }
 )
 

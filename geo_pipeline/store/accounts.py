@@ -23,6 +23,7 @@ from geo_pipeline.connectors.browser.accounts import (
     ACCOUNT_STATES,
     AccountLease,
     Outcome,
+    SentRecord,
     profile_dir,
 )
 from geo_pipeline.connectors.browser.spec import NoAccountReady
@@ -161,7 +162,7 @@ class PgAccounts:
         self._gaps[(platform, lease.account_id, lease.token)] = gap
         return lease
 
-    def _release(self, lease: AccountLease, outcome: Outcome) -> None:
+    def _release(self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None) -> None:
         gap = self._gaps.pop((lease.platform, lease.account_id, lease.token), 0.0)
         params: dict[str, Any] = {
             "platform": lease.platform,
@@ -173,6 +174,15 @@ class PgAccounts:
             self._run("accounts.release_sent", {**params, "gap_s": gap})
         elif outcome == "not_sent":
             self._run("accounts.release_unused", params)
+        elif outcome == "rate_limited":
+            self._run(
+                "accounts.release_cooling",
+                {
+                    **params,
+                    "cool_s": max(0.0, cool_s or 0.0),
+                    "reason": "the page said too many requests",
+                },
+            )
         else:
             reason = (
                 "the login wall: a person must log in again"
@@ -184,5 +194,93 @@ class PgAccounts:
     async def acquire(self, platform: str) -> AccountLease:
         return await asyncio.to_thread(self._acquire, platform)
 
-    async def release(self, lease: AccountLease, outcome: Outcome) -> None:
-        await asyncio.to_thread(self._release, lease, outcome)
+    async def release(
+        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+    ) -> None:
+        await asyncio.to_thread(self._release, lease, outcome, cool_s)
+
+    # ------------------------------------------------------------ the send journal (R12)
+    def _note_send(
+        self, lease: AccountLease, key: str, question: str, device: str, region: str
+    ) -> bool:
+        row = self._run(
+            "accounts.note_send",
+            {
+                "platform": lease.platform,
+                "account_id": lease.account_id,
+                "token": lease.token,
+                "owner": self.owner,
+                "key": key,
+                "question": question,
+                "device": device,
+                "region": region,
+            },
+        )
+        return row is not None
+
+    def _renew(self, lease: AccountLease) -> bool:
+        row = self._run(
+            "accounts.renew",
+            {
+                "platform": lease.platform,
+                "account_id": lease.account_id,
+                "token": lease.token,
+                "owner": self.owner,
+                "lease_s": self.lease_s,
+            },
+        )
+        return row is not None
+
+    def _sent(self, platform: str, key: str) -> SentRecord | None:
+        row = self._run("accounts.sent_by_key", {"platform": platform, "key": key})
+        if row is None:
+            return None
+        return SentRecord(
+            row["account_id"],
+            row["question"],
+            row["device"],
+            row["region"],
+            tuple(row["same_question_keys"]),
+        )
+
+    def _acquire_account(self, platform: str, account_id: str) -> AccountLease:
+        row = self._run(
+            "accounts.acquire_one",
+            {
+                "platform": platform,
+                "account_id": account_id,
+                "owner": self.owner,
+                "lease_s": self.lease_s,
+            },
+        )
+        if row is None:
+            why = self._run("accounts.lease_of", {"platform": platform, "account_id": account_id})
+            if why is None:
+                raise NoAccountReady(f"{platform} account {account_id}: not registered")
+            held = why["lease_owner"] is not None and float(why["lease_left_s"] or 0) > 0
+            raise NoAccountReady(
+                f"{platform} account {account_id}: "
+                + (f"leased to {why['lease_owner']}" if held else f"state {why['state']}")
+                + "; its history cannot be read now",
+                retry_after_s=float(why["lease_left_s"]) + 0.5 if held else None,
+            )
+        return AccountLease(
+            platform,
+            account_id,
+            int(row["fencing_token"]),
+            profile_dir(self.root, platform, account_id),
+        )
+
+    async def note_send(
+        self, lease: AccountLease, key: str, question: str, device: str, region: str
+    ) -> bool:
+        return await asyncio.to_thread(self._note_send, lease, key, question, device, region)
+
+    async def renew(self, lease: AccountLease) -> bool:
+        return await asyncio.to_thread(self._renew, lease)
+
+    async def sent(self, platform: str, key: str) -> SentRecord | None:
+        return await asyncio.to_thread(self._sent, platform, key)
+
+    async def acquire_account(self, platform: str, account_id: str) -> AccountLease:
+        return await asyncio.to_thread(self._acquire_account, platform, account_id)

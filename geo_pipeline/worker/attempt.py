@@ -276,9 +276,12 @@ class Attempt:
             try:
                 found = await self.lookup()
             except ConnectorError as exc:
-                await self.park_uncertain(
-                    f"lookup failed: {exc.error_class}", self.c.s.retry.max_delay_s
-                )
+                # Look again when the platform says it can answer (e.g. a browser account's
+                # lease held by a dead worker runs out then), else after the longest backoff.
+                retry_s = self.c.s.retry.max_delay_s
+                if exc.retry_after_s is not None:
+                    retry_s = min(retry_s, max(0.5, exc.retry_after_s))
+                await self.park_uncertain(f"lookup failed: {exc.error_class}", retry_s)
                 return None
             except NotImplementedError:
                 found = None

@@ -153,3 +153,50 @@ def test_leases_are_exclusive_fenced_and_paced(
     asyncio.run(short.release(old, "suspended"))
     row = _rows(db_url)["a1"]
     assert (row["state"], row["lease_owner"]) == ("ready", "w2")
+
+
+def test_a_suspended_account_is_an_alert_until_resumed(
+    cli: Callable[..., Result], db_url: str, tmp_path: Path
+) -> None:
+    """A captcha suspends an account: the operations alert path (the sensor's incidents) names
+    it and what to do, not only a log line; resuming it resolves the incident. An account that
+    needs a login is one too (its samples wait for a person)."""
+    from geo_pipeline.defs.alerts import AlertThresholds, database_incidents, run_alerts
+
+    for acct in ("a1", "a2", "a3"):
+        cli("add", "doubao", acct, "--min-gap-s", "0", "--jitter-s", "0")
+        cli("resume", "doubao", acct)
+    accounts = _pg(db_url, "w1", tmp_path)
+
+    async def captcha_then_login_wall() -> None:
+        first = await accounts.acquire("doubao")
+        await accounts.release(first, "suspended")
+        second = await accounts.acquire("doubao")
+        await accounts.release(second, "needs_login")
+
+    asyncio.run(captcha_then_login_wall())
+
+    def account_incidents() -> dict[str, Any]:
+        with dbmod.connect(db_url) as conn:
+            found = database_incidents(conn, AlertThresholds())
+        return {k: a for k, a in found.items() if k.startswith("account:")}
+
+    incidents = account_incidents()
+    assert sorted(incidents) == ["account:doubao:a1", "account:doubao:a2"]
+    suspended, logged_out = incidents["account:doubao:a1"], incidents["account:doubao:a2"]
+    assert suspended.kind == "account_suspended" and "a1" in suspended.summary
+    assert "captcha" in suspended.details["reason"]
+    assert "geo-pipeline accounts resume doubao a1" in suspended.details["do"]
+    assert logged_out.kind == "account_needs_login"
+    assert "geo-pipeline accounts login doubao a2" in logged_out.details["do"]
+
+    class Log:
+        def warning(self, *a: Any) -> None: ...
+
+        def info(self, *a: Any) -> None: ...
+
+    cursor, sent = run_alerts(None, incidents, [], Log())
+    assert {a.key for a in sent} == set(incidents)
+    cli("resume", "doubao", "a1")
+    _, resolved = run_alerts(cursor, account_incidents(), [], Log())
+    assert [(a.key, a.resolved) for a in resolved] == [("account:doubao:a1", True)]

@@ -134,3 +134,41 @@ def test_unknown_platform_is_404(
 ) -> None:
     sim = own_simulator()
     assert httpx.get(f"{sim.url}/ui/{platform}/", timeout=10).status_code == 404
+
+
+def test_two_answers_at_once_on_one_account_are_recorded_and_the_conversation_is_kept(
+    own_simulator: Callable[..., SimulatorProcess],
+) -> None:
+    """The judge of "one account = one conversation at a time": two questions streaming at once
+    on one account show as max_concurrent 2 (one after the other stays 1). A question the
+    client walks away from mid-answer is still in the account's history."""
+    import threading
+
+    sim = own_simulator()
+    client = _login(sim, "deepseek", "a1")
+    httpx.post(
+        f"{sim.url}/ui/_control/faults/deepseek", json={"chunk_delay_s": 0.05}, timeout=10
+    ).raise_for_status()
+    url = f"/ui/deepseek/{STREAM['deepseek']}"
+    client.post(url, json={"prompt": "一个问题", "conversation_id": "x0"})
+    assert _counts(sim)["deepseek"]["a1"]["max_concurrent"] == 1
+    cookies = dict(client.cookies)
+
+    def ask(n: int) -> None:
+        httpx.post(
+            f"{sim.url}{url}",
+            json={"prompt": f"问题{n}", "conversation_id": f"x{n}"},
+            cookies=cookies,
+            timeout=60,
+        )
+
+    threads = [threading.Thread(target=ask, args=(n,)) for n in (1, 2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert _counts(sim)["deepseek"]["a1"]["max_concurrent"] == 2
+    with client.stream("POST", url, json={"prompt": "走开了", "conversation_id": "x3"}) as r:
+        next(r.iter_bytes())  # the first frame, then the client goes away
+    titles = [c["title"] for c in client.get("/ui/deepseek/api/conversations").json()]
+    assert titles[0] == "走开了" and "一个问题" in titles

@@ -19,7 +19,7 @@ import httpx
 import pytest
 from PIL import Image
 
-from geo_pipeline.connectors.base import SubmitRequest
+from geo_pipeline.connectors.base import ConnectorError, SubmitRequest
 from geo_pipeline.connectors.browser.accounts import LocalAccounts
 from geo_pipeline.connectors.browser.connector import BrowserConnector, import_storage_state
 from geo_pipeline.connectors.browser.spec import (
@@ -31,6 +31,7 @@ from geo_pipeline.connectors.browser.spec import (
 )
 from geo_pipeline.connectors.factory import build_connector
 from geo_pipeline.domain.catalogue import PlatformEntry
+from geo_pipeline.domain.retry import ErrorFacts, RetryPolicy, classify
 from geo_pipeline.evidence.thumbnails import screenshot_derivatives
 from geo_pipeline_tests.fixtures.simulator import SimulatorProcess, registry_for
 from geo_pipeline_tests.ops.conftest import ARTIFACTS, chromium_or_skip
@@ -320,26 +321,79 @@ def test_pg_accounts_login_by_cli_and_a_captcha_suspends_only_that_account(
 def test_an_unknown_outcome_is_looked_up_in_the_history_sidebar(
     own_simulator: Callable[..., SimulatorProcess], tmp_path: Path
 ) -> None:
-    """R12 for the browser lane: after a send whose outcome is unknown, the account's history
-    says whether the question was sent -- found by its exact text, absent for another one."""
+    """R12 for the browser lane: after a send whose outcome is unknown, the send journal names
+    the account and its history says whether the question was sent -- by its exact text, each
+    of two sends of the same question paired with its own conversation (newest first); a key
+    never journalled is absent. A found one is re-opened and captured from the page."""
     sim = own_simulator()
     conn = build_connector(browser_entry(sim, "kimi", tmp_path, ["a1"]))
     assert isinstance(conn, BrowserConnector)
+    first, second = request(1, "desktop"), request(2, "mobile")  # the same question twice
 
-    async def run() -> tuple[str | None, str | None]:
+    async def run() -> tuple[Any, ...]:
         try:
             await log_in(sim, conn, "a1")
-            await conn.submit(request(1, "desktop"))
+            await conn.submit(first)
+            await conn.submit(second)
             lease = await conn.accounts.acquire("kimi")
             try:
-                found = await conn.find_in_history(lease, f"  {QUESTION} ")
+                matches = await conn.history_matches(lease, f"  {QUESTION} ")
                 absent = await conn.find_in_history(lease, "另一个问题？")
             finally:
                 await conn.accounts.release(lease, "not_sent")
-            return found, absent
+            found = []
+            for req in (first, second):
+                acc = await conn.lookup(req.idempotency_key)
+                assert acc is not None
+                found.append(await conn.fetch_evidence(acc.upstream_id, req))
+            never = await conn.lookup("s9:1")
+            return matches, absent, found, never
         finally:
             await conn.aclose()
 
-    found, absent = asyncio.run(run())
-    assert found is not None and found.startswith(f"{sim.url}/ui/kimi/c/") and absent is None
-    assert counts(sim)["kimi"]["a1"]["sends"] == 1
+    matches, absent, (ev1, ev2), never = asyncio.run(run())
+    assert len(matches) == 2 and all(m.startswith(f"{sim.url}/ui/kimi/c/") for m in matches)
+    assert absent is None and never is None
+    # Newest first: the second send is the sidebar's first conversation, the first its second.
+    assert (ev2.capture["page_url"], ev1.capture["page_url"]) == (matches[0], matches[1])
+    for ev, device in ((ev1, "desktop"), (ev2, "mobile")):
+        assert "RECOVERED_FROM_HISTORY" in ev.warnings and ev.answer_text.strip()
+        assert ev.capture["device"] == device  # the device the question was sent from
+        assert ev.screenshot is not None and ev.screenshot.data
+    assert counts(sim)["kimi"]["a1"]["sends"] == 2  # looking up asked nothing
+
+
+def test_a_rate_limited_page_waits_for_its_hint_and_cools_the_account(
+    own_simulator: Callable[..., SimulatorProcess], tmp_path: Path
+) -> None:
+    """A page saying "too many requests" (HTTP 429, Retry-After: 42) sent nothing: the sample
+    waits (``unavailable``, never failed after the rate-limit budget) for the page's hint, and
+    the account cools down until then while the others carry on."""
+    sim = own_simulator()
+    faults(sim, "doubao", rate_limited=True, rate_limited_retry_s=42)
+    conn = build_connector(browser_entry(sim, "doubao", tmp_path, ["a1", "a2"]))
+    assert isinstance(conn, BrowserConnector) and isinstance(conn.accounts, LocalAccounts)
+    accounts = conn.accounts
+
+    async def run() -> Any:
+        try:
+            await log_in(sim, conn, "a1")
+            with pytest.raises(ConnectorError) as caught:
+                await conn.submit(request(1, "desktop", mode="standard"))
+            return caught.value
+        finally:
+            await conn.aclose()
+
+    exc = asyncio.run(run())
+    assert exc.error_class == "unavailable" and getattr(exc, "cause", None) == "rate_limited"
+    assert exc.retry_after_s == 42.0
+    assert accounts.state("doubao", "a1") == "cooling_down"
+    assert accounts.state("doubao", "a2") == "ready"
+    seen = counts(sim)["doubao"]["a1"]
+    assert seen["rate_limited_shown"] == 1 and "sends" not in seen
+    d = classify(
+        ErrorFacts(exc.error_class, "submit", 9, 8, 1e6, exc.retry_after_s, cause="rate_limited"),
+        RetryPolicy(),
+        rnd=0.0,
+    )
+    assert (d.action, d.delay_s, d.reason) == ("retry", 42.0, "unavailable:rate_limited")

@@ -7,29 +7,36 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import httpx
 import psycopg
 import pytest
 from PIL import Image
 from psycopg.rows import dict_row
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.connectors.browser.accounts import LocalAccounts
-from geo_pipeline.connectors.browser.connector import BrowserConnector
+from geo_pipeline.connectors.browser.accounts import LocalAccounts, profile_dir
+from geo_pipeline.connectors.browser.connector import BrowserConnector, import_storage_state
 from geo_pipeline.connectors.browser.spec import DEVICES
 from geo_pipeline.connectors.factory import build_connector
+from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.domain.retry import RetryPolicy
 from geo_pipeline.evidence import LocalArchive
 from geo_pipeline.evidence.access import read_object
 from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.store.accounts import Pacing as AccountPacing
+from geo_pipeline.store.accounts import PgAccounts, add_account, set_state
+from geo_pipeline.worker.browser import build_connectors
 from geo_pipeline_tests.fixtures.simulator import SimulatorProcess
 from geo_pipeline_tests.integration.execution.helpers import CAPS, check_invariants, fetch, states
 from geo_pipeline_tests.integration.execution.test_worker_flow import all_terminal, run_worker_until
+from geo_pipeline_tests.ops.conftest import chromium_or_skip
 from geo_pipeline_tests.ops.test_browser_lane import (
     QUESTION,
     browser_entry,
@@ -43,6 +50,24 @@ pytestmark = [pytest.mark.browser, pytest.mark.timeout(600)]
 # Each app's stream, exactly as captured, starts with its own first frame.
 PLATFORMS = {"deepseek": b"event: ready", "doubao": b'data: {"patch_op"'}
 MODES = {"deepseek": "web_search", "doubao": "standard"}  # doubao's prices: no web_search
+# The shipped registry's browser channels and the simulator web app each drives.
+WEB = {"deepseek_web": "deepseek", "doubao_web": "doubao"}
+
+
+def web_run(questions: list[str] | None = None, devices: tuple[str, ...] = ("desktop", "mobile"),
+            platforms: tuple[str, ...] = tuple(WEB), repeats: int = 1) -> dict[str, Any]:  # fmt: skip
+    return {
+        "tenant": "acme",
+        "brand": {"name": "瑞幸", "aliases": ["Luckin"]},
+        "questions": questions or [QUESTION],
+        "channels": [
+            {"platform": p, "device": d, "regions": ["cn"], "modes": ["web_search"]}
+            for p in platforms
+            for d in devices
+        ],
+        "repeats": repeats,
+        "screenshot": "required",
+    }
 
 
 def make_browser_run(
@@ -70,26 +95,70 @@ def make_browser_run(
     return [s.sample_id for s in plan.samples]
 
 
+def pg_log_in(
+    sim: SimulatorProcess, db_url: str, platform: str, account: str, root: Path, budget: int = 50
+) -> None:
+    """`accounts add` then `accounts login` as an operator does: the account in geo.accounts,
+    a person's exported session imported into its profile under ``root`` (the directory
+    GEO_BROWSER_PROFILES names), the account ready."""
+    app = str(load_registry().entry(platform).options["app"])
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        add_account(conn, platform, account, AccountPacing(budget, 0.0, 0.0))  # type: ignore[arg-type]
+        conn.commit()
+    resp = httpx.post(f"{sim.url}/ui/{app}/login", data={"account": account}, timeout=30)
+    assert resp.status_code == 302, resp.text
+    cookie = {
+        "name": "sim_session",
+        "value": resp.cookies["sim_session"],
+        "domain": "127.0.0.1",
+        "path": f"/ui/{app}/",
+        "expires": time.time() + 86400,
+        "httpOnly": True,
+        "secure": False,
+        "sameSite": "Lax",
+    }
+    asyncio.run(
+        import_storage_state(chromium_or_skip(), profile_dir(root, platform, account), [cookie])
+    )
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        set_state(conn, platform, account, "ready", "logged in")  # type: ignore[arg-type]
+        conn.commit()
+
+
+def registry_env(monkeypatch: pytest.MonkeyPatch, sim: SimulatorProcess, root: Path) -> None:
+    """The deployment's environment for the shipped registry's browser channels: the web apps
+    at the simulator, the profiles directory named (which enables them), Debian's chromium."""
+    monkeypatch.setenv("GEO_SIMULATOR_URL", sim.url)
+    monkeypatch.setenv("GEO_BROWSER_PROFILES", str(root))
+    monkeypatch.setenv("GEO_CHROMIUM", chromium_or_skip())
+    monkeypatch.delenv("GEO_CONNECTORS_FILE", raising=False)
+
+
 def test_a_browser_run_completes_through_the_worker(
     own_simulator: Callable[..., SimulatorProcess],
     tmp_path: Path,
     db_url: str,
     redis_url: str,
     redis_ns: str,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The shipped registry's browser channels, built as `geo-pipeline worker` builds them
+    (accounts leased from geo.accounts), serve a run on desktop and mobile."""
     sim = own_simulator()
-    conns: dict[str, Any] = {
-        p: build_connector(browser_entry(sim, p, tmp_path / "profiles", ["a1"])) for p in PLATFORMS
-    }
+    root = tmp_path / "profiles"
+    registry_env(monkeypatch, sim, root)
+    registry = load_registry()
+    for p in WEB:
+        pg_log_in(sim, db_url, p, "a1", root)
+    conns = build_connectors(registry, list(WEB), None, db_url=db_url, owner="worker:test:1")
     assert all(isinstance(c, BrowserConnector) for c in conns.values())
-    caps = {**CAPS, **{p: c.capabilities() for p, c in conns.items()}}
-    ids = make_browser_run(db_url, "r-browser", caps)
+    assert all(isinstance(c.accounts, PgAccounts) for c in conns.values())  # type: ignore[attr-defined]
+    caps = {**CAPS, **registry.capabilities()}
+    ids = make_browser_run(db_url, "r-browser", caps, web_run())
     archive = LocalArchive(tmp_path / "archive")
 
     async def run() -> dict[str, int]:
         try:
-            for c in conns.values():
-                await log_in(sim, c, "a1")
             return await run_worker_until(
                 db_url,
                 redis_url,
@@ -102,13 +171,13 @@ def test_a_browser_run_completes_through_the_worker(
             )
         finally:
             for c in conns.values():
-                await c.aclose()
+                await c.aclose()  # type: ignore[attr-defined]
 
     asyncio.run(run())
-    assert states(db_url) == {"completed": len(ids)} and len(ids) == 2 * len(PLATFORMS)
+    assert states(db_url) == {"completed": len(ids)} and len(ids) == 2 * len(WEB)
     check_invariants(db_url, expected_samples=len(ids))
     sent = counts(sim)
-    assert {p: sent[p]["a1"]["sends"] for p in PLATFORMS} == dict.fromkeys(PLATFORMS, 2)
+    assert {app: sent[app]["a1"]["sends"] for app in WEB.values()} == dict.fromkeys(WEB.values(), 2)
     rows = fetch(
         db_url,
         "SELECT s.platform, s.device, o.kind, o.storage_key, o.sha256, o.mime_type "
@@ -117,7 +186,7 @@ def test_a_browser_run_completes_through_the_worker(
     found: dict[tuple[str, str], dict[str, dict[str, Any]]] = {}
     for r in rows:
         found.setdefault((r["platform"], r["device"]), {})[r["kind"]] = r
-    assert set(found) == {(p, d) for p in PLATFORMS for d in ("desktop", "mobile")}
+    assert set(found) == {(p, d) for p in WEB for d in ("desktop", "mobile")}
     for (platform, device), objects in sorted(found.items()):
         profile = DEVICES[device]
         shot = objects["screenshot"]
@@ -130,7 +199,14 @@ def test_a_browser_run_completes_through_the_worker(
         raw = objects["response_raw"]  # the stream exactly as captured from the network
         assert raw["mime_type"].startswith("text/event-stream"), raw["mime_type"]
         body = read_object(archive, raw["storage_key"], "response_raw", raw["sha256"])
-        assert body.startswith(PLATFORMS[platform]), (platform, body[:40])
+        assert body.startswith(PLATFORMS[WEB[platform]]), (platform, body[:40])
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        accts = conn.execute(
+            "SELECT platform, sends_today, lease_owner FROM geo.accounts"
+        ).fetchall()
+    assert {(a["platform"], a["sends_today"], a["lease_owner"]) for a in accts} == {
+        (p, 2, None) for p in WEB
+    }
 
 
 def test_login_expiry_mid_run_waits_then_finishes_after_a_login(

@@ -93,3 +93,66 @@ SET state = %(state)s, state_reason = %(reason)s, state_changed_at = now(),
                          THEN %(cooling_until)s::timestamptz END
 WHERE platform = %(platform)s AND account_id = %(account_id)s
 RETURNING platform, account_id, state;
+
+-- name: note_send
+-- The send journal (migration 0038): written under the account's lease just before the send
+-- click. No row when the lease is no longer ours (a stale token sends nothing).
+INSERT INTO geo.account_sends (platform, idempotency_key, account_id, question, device, region,
+                               fencing_token)
+SELECT a.platform, %(key)s, a.account_id, %(question)s, %(device)s, %(region)s, a.fencing_token
+FROM geo.accounts a
+WHERE a.platform = %(platform)s AND a.account_id = %(account_id)s
+  AND a.fencing_token = %(token)s AND a.lease_owner = %(owner)s
+ON CONFLICT (platform, idempotency_key) DO UPDATE
+  SET account_id = EXCLUDED.account_id, fencing_token = EXCLUDED.fencing_token,
+      device = EXCLUDED.device, region = EXCLUDED.region, sent_at = now()
+RETURNING sent_at;
+
+-- name: sent_by_key
+-- Which account may have sent this key's question, and every send of the same question by that
+-- account, newest first (the history sidebar's order): the look-up matches them one to one.
+SELECT s.account_id, s.question, s.device, s.region, s.sent_at,
+       array_agg(o.idempotency_key ORDER BY o.sent_at DESC, o.idempotency_key DESC)
+         AS same_question_keys
+FROM geo.account_sends s
+JOIN geo.account_sends o
+  ON o.platform = s.platform AND o.account_id = s.account_id AND o.question = s.question
+WHERE s.platform = %(platform)s AND s.idempotency_key = %(key)s
+GROUP BY s.account_id, s.question, s.device, s.region, s.sent_at;
+
+-- name: acquire_one
+-- One named account for a look-up in its history (nothing is sent, so its pacing and budget do
+-- not apply): ready or cooling down, and not leased to anyone else (or that lease expired).
+UPDATE geo.accounts a
+SET lease_owner = %(owner)s,
+    lease_expires_at = now() + make_interval(secs => %(lease_s)s),
+    fencing_token = a.fencing_token + 1
+WHERE a.platform = %(platform)s AND a.account_id = %(account_id)s
+  AND a.state IN ('ready', 'cooling_down')
+  AND (a.lease_owner IS NULL OR a.lease_expires_at < now())
+RETURNING a.account_id, a.fencing_token, a.state, a.lease_owner;
+
+-- name: lease_of
+-- Why an account cannot be leased now (for the look-up's message and its retry time).
+SELECT state, lease_owner,
+       extract(epoch FROM greatest(lease_expires_at - now(), interval '0'))::float8 AS lease_left_s
+FROM geo.accounts WHERE platform = %(platform)s AND account_id = %(account_id)s;
+
+-- name: renew
+-- A capture still running keeps its account: a dead worker's lease runs out lease_s after its
+-- last renewal, a live one's never does.
+UPDATE geo.accounts SET lease_expires_at = now() + make_interval(secs => %(lease_s)s)
+WHERE platform = %(platform)s AND account_id = %(account_id)s
+  AND fencing_token = %(token)s AND lease_owner = %(owner)s
+RETURNING account_id;
+
+-- name: release_cooling
+-- The page said "too many requests": nothing was sent; the account cools down for the page's
+-- hint (acquire takes it again once cooling_until has passed).
+UPDATE geo.accounts
+SET lease_owner = NULL, lease_expires_at = NULL, state = 'cooling_down',
+    state_reason = %(reason)s, state_changed_at = now(),
+    cooling_until = now() + make_interval(secs => %(cool_s)s)
+WHERE platform = %(platform)s AND account_id = %(account_id)s
+  AND fencing_token = %(token)s AND lease_owner = %(owner)s
+RETURNING account_id;

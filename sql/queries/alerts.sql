@@ -57,3 +57,11 @@ WHERE c.flagged
   AND c.scheduled_for >= current_date - %(recent_days)s
 ORDER BY c.scheduled_for, c.monitor_id, c.channel, c.brand, c.comparison
 LIMIT 50;
+
+-- name: accounts_needing_a_person
+-- Browser-lane accounts out of the pool until a person acts (issue #32): a captcha or risk
+-- page suspended it, or its login expired. One incident per account while it stays so.
+SELECT platform, account_id, state, state_reason, state_changed_at
+FROM geo.accounts
+WHERE state IN ('suspended', 'needs_login')
+ORDER BY platform, account_id;

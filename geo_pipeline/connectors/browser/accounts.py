@@ -13,14 +13,17 @@ directory on disk, never in the database or logs (D2).
 from __future__ import annotations
 
 import random
+import re
 import time
 from dataclasses import dataclass, field
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Literal, Protocol
+from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from geo_pipeline.connectors.browser.spec import NoAccountReady
 
-Outcome = Literal["sent", "not_sent", "needs_login", "suspended"]
+Outcome = Literal["sent", "not_sent", "needs_login", "suspended", "rate_limited"]
 AccountState = Literal["ready", "needs_login", "cooling_down", "suspended"]
 ACCOUNT_STATES: tuple[AccountState, ...] = ("ready", "needs_login", "cooling_down", "suspended")
 
@@ -45,6 +48,57 @@ class Pacing:
         return self.min_gap_s + self.jitter_s * (random.random() if rnd is None else rnd)
 
 
+_HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)-([01]\d|2[0-3]):([0-5]\d)$")
+
+
+@dataclass(frozen=True)
+class QuietHours:
+    """A daily window (local time of ``tz``) in which no account sends: ``HH:MM-HH:MM``, over
+    midnight when the end is before the start. Only the clock decides, so every worker keeps
+    the same window without sharing state."""
+
+    start_min: int
+    end_min: int
+    tz: ZoneInfo
+
+    @classmethod
+    def parse(cls, text: str | None, tz: str, where: str = "quiet hours") -> QuietHours | None:
+        if not text:
+            return None
+        m = _HHMM.match(text.strip())
+        if m is None:
+            raise ValueError(f"{where}: {text!r}: HH:MM-HH:MM is allowed, e.g. '23:30-07:00'")
+        h1, m1, h2, m2 = (int(g) for g in m.groups())
+        if (h1, m1) == (h2, m2):
+            raise ValueError(f"{where}: {text!r} is an empty window; give different times")
+        try:
+            zone = ZoneInfo(tz)
+        except (ZoneInfoNotFoundError, ValueError):
+            raise ValueError(
+                f"{where}: time zone {tz!r} is unknown; an IANA name is allowed, e.g. "
+                "'Asia/Shanghai'"
+            ) from None
+        return cls(h1 * 60 + m1, h2 * 60 + m2, zone)
+
+    def wait_s(self, now: datetime) -> float:
+        """0 outside the window, else the seconds until it ends."""
+        local = now.astimezone(self.tz)
+        minute = local.hour * 60 + local.minute
+        inside = (
+            self.start_min <= minute < self.end_min
+            if self.start_min < self.end_min
+            else minute >= self.start_min or minute < self.end_min
+        )
+        if not inside:
+            return 0.0
+        end = local.replace(
+            hour=self.end_min // 60, minute=self.end_min % 60, second=0, microsecond=0
+        )
+        if end <= local:
+            end += timedelta(days=1)
+        return (end - local).total_seconds()
+
+
 def profile_dir(root: Path, platform: str, account_id: str) -> Path:
     """One persistent browser profile per platform and account (geo_client2's layout,
     ``browser_data/<platform>/<accountID>``)."""
@@ -53,10 +107,46 @@ def profile_dir(root: Path, platform: str, account_id: str) -> Path:
     return root / platform / account_id
 
 
+@dataclass(frozen=True)
+class SentRecord:
+    """The send journal's entry of one idempotency key: which account was about to send which
+    question, on which device and region, and every key of the same question that account sent,
+    newest first (the history sidebar's order)."""
+
+    account_id: str
+    question: str
+    device: str
+    region: str
+    same_question_keys: tuple[str, ...]
+
+
 class AccountSource(Protocol):
     async def acquire(self, platform: str) -> AccountLease: ...
 
-    async def release(self, lease: AccountLease, outcome: Outcome) -> None: ...
+    async def release(
+        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+    ) -> None:
+        """Hand the account back; ``rate_limited``: it cools down for ``cool_s``."""
+        ...
+
+    async def note_send(
+        self, lease: AccountLease, key: str, question: str, device: str, region: str
+    ) -> bool:
+        """Journal the send under the lease, before the click; False: the lease is not ours."""
+        ...
+
+    async def renew(self, lease: AccountLease) -> bool:
+        """Keep the lease while a capture runs; False: it is no longer ours."""
+        ...
+
+    async def sent(self, platform: str, key: str) -> SentRecord | None:
+        """The journal's entry of ``key``; None: no account was ever about to send it."""
+        ...
+
+    async def acquire_account(self, platform: str, account_id: str) -> AccountLease:
+        """Lease one named account for a history look-up (nothing is sent: pacing does not
+        apply); ``NoAccountReady`` when someone else holds it or it cannot be used."""
+        ...
 
 
 @dataclass
@@ -69,6 +159,15 @@ class _Local:
 
 
 @dataclass
+class _Sent:
+    account_id: str
+    question: str
+    device: str
+    region: str
+    seq: int
+
+
+@dataclass
 class LocalAccounts:
     """In-memory accounts of one process: ``{platform: [account ids]}``."""
 
@@ -78,6 +177,7 @@ class LocalAccounts:
     daily_budget: int = 50
     clock: object = time.monotonic
     _state: dict[tuple[str, str], _Local] = field(default_factory=dict)
+    _journal: dict[tuple[str, str], _Sent] = field(default_factory=dict)
 
     def state(self, platform: str, account_id: str) -> AccountState:
         return self._get(platform, account_id).state
@@ -96,22 +196,74 @@ class LocalAccounts:
         waits: list[float] = []
         for account_id in self.accounts.get(platform, []):
             acc = self._get(platform, account_id)
+            if acc.state == "cooling_down" and acc.next_at <= now:
+                acc.state = "ready"
+            if acc.state == "cooling_down" and not acc.leased:
+                waits.append(acc.next_at - now)
+                continue
             if acc.state != "ready" or acc.leased or acc.sent_today >= self.daily_budget:
                 continue
             if acc.next_at > now:
                 waits.append(acc.next_at - now)
                 continue
-            acc.leased = True
-            acc.token += 1
-            return AccountLease(
-                platform, account_id, acc.token, profile_dir(self.root, platform, account_id)
-            )
+            return self._lease(platform, account_id, acc)
         raise NoAccountReady(
             f"{platform}: no ready account free now",
             retry_after_s=min(waits) if waits else None,
         )
 
-    async def release(self, lease: AccountLease, outcome: Outcome) -> None:
+    def _lease(self, platform: str, account_id: str, acc: _Local) -> AccountLease:
+        acc.leased = True
+        acc.token += 1
+        return AccountLease(
+            platform, account_id, acc.token, profile_dir(self.root, platform, account_id)
+        )
+
+    async def note_send(
+        self, lease: AccountLease, key: str, question: str, device: str, region: str
+    ) -> bool:
+        acc = self._get(lease.platform, lease.account_id)
+        if acc.token != lease.token or not acc.leased:
+            return False
+        seq = len(self._journal)
+        self._journal[(lease.platform, key)] = _Sent(
+            lease.account_id, question, device, region, seq
+        )
+        return True
+
+    async def renew(self, lease: AccountLease) -> bool:
+        acc = self._get(lease.platform, lease.account_id)
+        return acc.token == lease.token and acc.leased
+
+    async def sent(self, platform: str, key: str) -> SentRecord | None:
+        rec = self._journal.get((platform, key))
+        if rec is None:
+            return None
+        same = sorted(
+            (
+                (s.seq, k)
+                for (p, k), s in self._journal.items()
+                if p == platform and s.account_id == rec.account_id and s.question == rec.question
+            ),
+            reverse=True,
+        )
+        return SentRecord(
+            rec.account_id, rec.question, rec.device, rec.region, tuple(k for _, k in same)
+        )
+
+    async def acquire_account(self, platform: str, account_id: str) -> AccountLease:
+        acc = self._get(platform, account_id)
+        if acc.leased or acc.state not in ("ready", "cooling_down"):
+            raise NoAccountReady(
+                f"{platform} account {account_id}: "
+                + ("leased" if acc.leased else f"state {acc.state}")
+                + "; its history cannot be read now"
+            )
+        return self._lease(platform, account_id, acc)
+
+    async def release(
+        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+    ) -> None:
         acc = self._get(lease.platform, lease.account_id)
         if acc.token != lease.token or not acc.leased:
             return  # a stale lease: fenced off
@@ -123,3 +275,6 @@ class LocalAccounts:
             acc.state = "needs_login"
         elif outcome == "suspended":
             acc.state = "suspended"
+        elif outcome == "rate_limited":
+            acc.state = "cooling_down"
+            acc.next_at = self._now() + (cool_s or 0.0)

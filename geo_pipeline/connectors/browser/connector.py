@@ -27,6 +27,7 @@ import dataclasses
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -45,7 +46,6 @@ from geo_pipeline.connectors.base import (
     NoStatementApi,
     NotFound,
     PollResult,
-    RateLimited,
     SubmitRequest,
     TransientError,
     check_request,
@@ -57,12 +57,16 @@ from geo_pipeline.connectors.browser.accounts import (
     LocalAccounts,
     Outcome,
     Pacing,
+    QuietHours,
 )
 from geo_pipeline.connectors.browser.spec import (
     AccountSuspended,
     DeviceProfile,
+    InQuietHours,
     InvalidCapability,
     NeedsLogin,
+    NoAccountReady,
+    PageRateLimited,
     PlatformSpec,
     RegionProfile,
     device_profile,
@@ -71,7 +75,7 @@ from geo_pipeline.connectors.browser.spec import (
 from geo_pipeline.connectors.parsers import ParsedAnswer
 from geo_pipeline.domain.catalogue import PlatformEntry
 from geo_pipeline.domain.platforms import Capabilities
-from geo_pipeline.settings import variable
+from geo_pipeline.settings import settings, variable
 
 log = logging.getLogger("geo_pipeline.connectors.browser")
 
@@ -149,6 +153,32 @@ def body_bytes(text: str, charset: str | None) -> bytes:
     return bytes(out)
 
 
+# A rate-limit page without a usable Retry-After: the account cools down this long.
+RATE_LIMIT_DEFAULT_S = 600.0
+
+
+def retry_after_s(response: Any) -> float:
+    """The page's own retry hint: its ``Retry-After`` header in seconds or as an HTTP date
+    (RFC 9110 section 10.2.3), else ``RATE_LIMIT_DEFAULT_S``."""
+    value = None
+    if response is not None:
+        try:
+            value = (response.headers or {}).get("retry-after")
+        except Exception:
+            value = None
+    if value:
+        value = value.strip()
+        if value.isdigit():
+            return float(value)
+        try:
+            from email.utils import parsedate_to_datetime
+
+            return max(0.0, (parsedate_to_datetime(value) - datetime.now(UTC)).total_seconds())
+        except (TypeError, ValueError):
+            pass
+    return RATE_LIMIT_DEFAULT_S
+
+
 # The five bytes windows-1252 leaves undefined; Chromium keeps them as C1 code points.
 _C1_UNMAPPED = frozenset((0x81, 0x8D, 0x8F, 0x90, 0x9D))
 
@@ -191,10 +221,19 @@ class BrowserConnector:
             entry.capabilities,
             screenshot=True,
             idempotency_keys=False,  # a re-send is a second question in the account's history
-            lookup_by_key=False,
+            # An unknown outcome is looked up in the sending account's history (``lookup``).
+            lookup_by_key=True,
             cancellable=False,
             asynchronous=False,
         )
+        env = settings()
+        self.quiet = QuietHours.parse(
+            opts.get("quiet_hours", env.browser_quiet_hours),
+            str(opts.get("quiet_tz") or env.browser_quiet_tz),
+            where=f"platforms.{entry.platform}.options.quiet_hours",
+        )
+        # Called while the app is answering, nothing captured yet (the worker's crash point).
+        self.answering: Callable[[], None] | None = None
         self._pw: Any = None
         self._pw_cm: Any = None
         self._contexts: OrderedDict[str, _Live] = OrderedDict()
@@ -280,10 +319,21 @@ class BrowserConnector:
         check_request(self._caps, request)
         device = device_profile(request.device, self.entry.options)
         region = region_profile(request.region, self.entry.options)
+        quiet_s = self.quiet.wait_s(datetime.now(UTC)) if self.quiet else 0.0
+        if quiet_s:
+            raise InQuietHours(
+                f"{self.platform}: quiet hours; no account sends for {quiet_s:.0f} s",
+                retry_after_s=quiet_s,
+            )
         lease = await self.accounts.acquire(self.platform)
         outcome: Outcome = "not_sent"
+        cool_s: float | None = None
+        keep = asyncio.create_task(self._keep(lease))
         try:
             capture, outcome = await self._capture(lease, request, device, region)
+        except PageRateLimited as exc:
+            outcome, cool_s = "rate_limited", exc.retry_after_s
+            raise
         except NeedsLogin:
             outcome = "needs_login"
             raise
@@ -294,13 +344,36 @@ class BrowserConnector:
             outcome = "sent"
             raise
         finally:
-            await self.accounts.release(lease, outcome)
+            keep.cancel()
+            await self.accounts.release(lease, outcome, cool_s)
         upstream_id = f"{self.platform}:{lease.account_id}:{request.idempotency_key}"
+        self._hold(upstream_id, capture)
+        return Acceptance(upstream_id, capture.captured_at, inline_result=capture.raw)
+
+    def _hold(self, upstream_id: str, capture: Capture) -> None:
         self._held[upstream_id] = capture
         self._held.move_to_end(upstream_id)
         while len(self._held) > self._held_cap:
             self._held.popitem(last=False)
-        return Acceptance(upstream_id, capture.captured_at, inline_result=capture.raw)
+
+    async def _keep(self, lease: AccountLease) -> None:
+        """Renew the account's lease while a capture runs (a third of the lease at a time), so
+        a short lease is safe for a slow answer and a dead worker's lease still runs out."""
+        lease_s = float(getattr(self.accounts, "lease_s", 0.0) or 0.0)
+        if lease_s <= 0:
+            return
+        while True:
+            await asyncio.sleep(lease_s / 3)
+            try:
+                if not await self.accounts.renew(lease):
+                    log.warning(
+                        "%s: the lease of account %s was lost during a capture",
+                        self.platform,
+                        lease.account_id,
+                    )
+                    return
+            except Exception as exc:  # the database away: the next renewal tries again
+                log.warning("%s: renewing account %s: %s", self.platform, lease.account_id, exc)
 
     async def _present(self, page: Any, selectors: tuple[str, ...]) -> bool:
         for selector in selectors:
@@ -308,7 +381,7 @@ class BrowserConnector:
                 return True
         return False
 
-    async def _classify_page(self, page: Any, lease: AccountLease) -> None:
+    async def _classify_page(self, page: Any, lease: AccountLease, response: Any = None) -> None:
         """Why the question cannot be asked on this page, as the failure class (R13)."""
         spec = self.spec
         who = f"{self.platform} account {lease.account_id}"
@@ -317,7 +390,12 @@ class BrowserConnector:
         if await self._present(page, spec.login_markers):
             raise NeedsLogin(f"{who}: the login wall; a person must log in again")
         if await self._present(page, spec.rate_limit_markers):
-            raise RateLimited(f"{who}: the page says it is rate limited", retry_after_s=600.0)
+            hint = retry_after_s(response)
+            raise PageRateLimited(
+                f"{who}: the page says too many requests; the account cools down for "
+                f"{hint:g} s ({'its Retry-After' if hint != RATE_LIMIT_DEFAULT_S else 'no hint'})",
+                retry_after_s=hint,
+            )
 
     async def _capture(
         self,
@@ -368,10 +446,10 @@ class BrowserConnector:
         try:
             # ---------------------------------------------------------- before the send
             try:
-                await page.goto(self.page_url, wait_until="domcontentloaded")
+                loaded = await page.goto(self.page_url, wait_until="domcontentloaded")
             except Exception as exc:
                 raise TransientError(f"{who}: the page did not load: {exc}") from exc
-            await self._classify_page(page, lease)
+            await self._classify_page(page, lease, loaded)
             box = page.locator(spec.input)
             send = page.locator(spec.send)
             if not await box.count() or not await send.count():
@@ -382,6 +460,12 @@ class BrowserConnector:
             await self._set_search(page, request.mode == "web_search", who)
             await box.first.click()
             await page.keyboard.type(request.question, delay=self.type_delay_ms)
+            # The send journal, under the lease, before the click (R12): after a crash the next
+            # worker knows which account may have asked and looks in its history.
+            if not await self.accounts.note_send(
+                lease, request.idempotency_key, request.question, device.name, region.name
+            ):
+                raise NoAccountReady(f"{who}: the account's lease was lost before the send")
             await send.first.click()
             sent_at = datetime.now(UTC)
         except ConnectorError:
@@ -473,6 +557,8 @@ class BrowserConnector:
         request was seen in time (the DOM is read instead)."""
         deadline = time.monotonic() + self.answer_timeout_s
         while time.monotonic() < deadline:
+            if streams and self.answering is not None:  # the app took the question
+                self.answering()
             for rid, s in streams.items():
                 if s.finished or s.failed or s.status in (401, 403):
                     if s.status in (401, 403) and not (s.finished or s.failed):
@@ -518,42 +604,120 @@ class BrowserConnector:
             )
         return tuple(out)
 
-    async def find_in_history(
+    async def lookup(self, idempotency_key: str) -> Acceptance | None:
+        """R12 for a consumer app: was this key's question sent? The send journal names the
+        account that was about to send it; that account's history sidebar is searched for the
+        question's exact text. The journal's sends of the same question by that account, newest
+        first, pair one to one with the sidebar's matching conversations, newest first: when the
+        counts agree this key's conversation is the one at its place, re-opened and captured
+        from the page (DOM, screenshot, HTML; the stream is gone). None: never journalled, or no
+        such conversation in the history (nothing landed). Counts that disagree cannot decide:
+        ``TransientError`` (the worker keeps the sample uncertain, never re-sends)."""
+        record = await self.accounts.sent(self.platform, idempotency_key)
+        if record is None:
+            return None  # the send click was never reached
+        lease = await self.accounts.acquire_account(self.platform, record.account_id)
+        try:
+            hrefs = await self.history_matches(lease, record.question, record.device, record.region)
+            mine = record.same_question_keys.index(idempotency_key)
+            if not hrefs:
+                return None
+            if len(hrefs) != len(record.same_question_keys):
+                raise TransientError(
+                    f"{self.platform} account {record.account_id}: its history shows "
+                    f"{len(hrefs)} conversation(s) of this question, the send journal "
+                    f"{len(record.same_question_keys)}: which one is this attempt's cannot be "
+                    "decided; review (never re-sent)"
+                )
+            capture = await self._recapture(
+                lease,
+                hrefs[mine],
+                device_profile(record.device, self.entry.options),
+                region_profile(record.region, self.entry.options),
+            )
+        finally:
+            await self.accounts.release(lease, "not_sent")
+        upstream_id = f"{self.platform}:{record.account_id}:{idempotency_key}"
+        self._hold(upstream_id, capture)
+        return Acceptance(upstream_id, capture.captured_at)
+
+    async def history_matches(
         self, lease: AccountLease, question: str, device: str = "desktop", region: str = "cn"
-    ) -> str | None:
-        """After an unknown outcome (a crash after the send click, R12): the address of the
-        account's conversation whose title is exactly ``question`` in the history sidebar, or
-        None when the sidebar has none. The caller holds the account's lease. A page that is
-        not the chat (login wall, captcha) raises its failure class: the look-up cannot decide.
-        """
+    ) -> list[str]:
+        """The addresses of the account's past conversations titled exactly ``question``, in
+        the sidebar's order (newest first). The caller holds the account's lease. A page that
+        is not the chat (login wall, captcha) raises its failure class: the look-up cannot
+        decide."""
         context = await self._context(
             lease,
             device_profile(device, self.entry.options),
             region_profile(region, self.entry.options),
         )
         page = context.pages[0] if context.pages else await context.new_page()
-        await page.goto(self.page_url, wait_until="domcontentloaded")
-        await self._classify_page(page, lease)
+        loaded = await page.goto(self.page_url, wait_until="domcontentloaded")
+        await self._classify_page(page, lease, loaded)
         links = page.locator(self.spec.history_links)
         try:  # the sidebar is filled by the page's script
-            await links.first.wait_for(timeout=self.stable_poll_s * 2000 + 1000)
+            await links.first.wait_for(state="attached", timeout=self.stable_poll_s * 2000 + 2000)
         except Exception:
-            return None
+            return []
         wanted = " ".join(question.split())
+        out = []
         for i in range(await links.count()):
             link = links.nth(i)
-            if " ".join((await link.inner_text()).split()) == wanted:
+            if " ".join((await link.text_content() or "").split()) == wanted:
                 href = await link.get_attribute("href") or ""
-                return href if "://" in href else self.base + href
-        return None
+                out.append(href if "://" in href else self.base + href)
+        return out
 
-    # ------------------------------------------------------------------ the rest of the contract
-    async def lookup(self, idempotency_key: str) -> Acceptance | None:
-        raise NotImplementedError(
-            f"{self.platform}: a consumer chat app has no lookup by key; an unknown outcome is "
-            "settled from the account's conversation history"
+    async def find_in_history(
+        self, lease: AccountLease, question: str, device: str = "desktop", region: str = "cn"
+    ) -> str | None:
+        """The newest conversation titled exactly ``question`` in the account's history, or
+        None when the sidebar has none."""
+        found = await self.history_matches(lease, question, device, region)
+        return found[0] if found else None
+
+    async def _recapture(
+        self, lease: AccountLease, href: str, device: DeviceProfile, region: RegionProfile
+    ) -> Capture:
+        """A past conversation re-opened from the history and captured as the page shows it."""
+        context = await self._context(lease, device, region)
+        page = context.pages[0] if context.pages else await context.new_page()
+        loaded = await page.goto(href, wait_until="domcontentloaded")
+        await self._classify_page(page, lease, loaded)
+        dom_text = await self._await_stable(page)
+        dom_citations = await self._dom_citations(page)
+        png = await page.screenshot(full_page=True, type="png")
+        html = (await page.content()).encode()
+        return Capture(
+            account_id=lease.account_id,
+            raw=b"",
+            raw_mime="text/html",
+            html=html,
+            png=png,
+            dom_text=dom_text,
+            dom_citations=dom_citations,
+            captured_at=datetime.now(UTC),
+            meta={
+                "account": lease.account_id,
+                "device": device.name,
+                "viewport": f"{device.width}x{device.height}",
+                "device_scale_factor": f"{device.scale:g}",
+                "user_agent": device.user_agent,
+                "mobile": str(device.mobile).lower(),
+                "region": region.name,
+                "locale": region.locale,
+                "timezone": region.timezone,
+                "geolocation": f"{region.latitude},{region.longitude}",
+                "proxy": "yes" if region.proxy_env else "no",
+                "page_url": href,
+                "recovered_from": "history",
+            },
+            warnings=("RECOVERED_FROM_HISTORY", "DOM_FALLBACK"),
         )
 
+    # ------------------------------------------------------------------ the rest of the contract
     def _capture_of(self, upstream_id: str) -> Capture:
         try:
             return self._held[upstream_id]

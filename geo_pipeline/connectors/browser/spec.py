@@ -46,6 +46,22 @@ class InvalidCapability(Unavailable):
     cause = "invalid_capability"
 
 
+class PageRateLimited(Unavailable):
+    """The app's page says "too many requests" for this account: nothing was sent. The account
+    cools down for the page's hint (``retry_after_s``: its ``Retry-After``, else 10 minutes) and
+    the sample waits as long; other accounts carry on. Never a plain ``RateLimited``, whose
+    budget would fail the sample after a few tries while a person's pacing is what is asked."""
+
+    cause = "rate_limited"
+
+
+class InQuietHours(Unavailable):
+    """Inside the lane's quiet hours no account sends (a person sleeps); ``retry_after_s`` is
+    when the window ends."""
+
+    cause = "quiet_hours"
+
+
 class NoAccountReady(Unavailable):
     """No account of the platform may send now (all leased, pacing, cooling down or logged out);
     ``retry_after_s`` says when one may."""
@@ -57,6 +73,8 @@ BROWSER_ERRORS: tuple[type[ConnectorError], ...] = (
     NeedsLogin,
     AccountSuspended,
     InvalidCapability,
+    PageRateLimited,
+    InQuietHours,
     NoAccountReady,
 )
 

@@ -54,7 +54,9 @@ class WebFaults:
     - ``layout``: ``changed`` -- the composer was redesigned, no known selector matches.
     - ``truncate``: the stream closes about half way, before the app's end marker.
     - ``chunk_delay_s``: a pause before each frame (a slow stream).
-    - ``rate_limited``: the page says "请求过于频繁".
+    - ``rate_limited``: the page says "请求过于频繁" (HTTP 429), with ``Retry-After:
+      rate_limited_retry_s`` when that is set (HTTP's own hint, RFC 9110 section 10.2.3; what
+      the real apps send on their rate-limit pages is not documented in the research: inf.).
     """
 
     captcha_after: int | None = None
@@ -65,6 +67,7 @@ class WebFaults:
     truncate: bool = False
     chunk_delay_s: float = 0.0
     rate_limited: bool = False
+    rate_limited_retry_s: int | None = 60
 
     def with_overrides(self, platform: str, data: Mapping[str, Any]) -> WebFaults:
         known = {f.name: f for f in dataclasses.fields(self)}
@@ -73,7 +76,7 @@ class WebFaults:
             where = f"faults.{platform}.{key}"
             if key not in known:
                 raise FaultError(f"{where}: unknown fault; allowed: {sorted(known)}")
-            if key in ("captcha_after", "expire_after"):
+            if key in ("captcha_after", "expire_after", "rate_limited_retry_s"):
                 if value is not None and (not isinstance(value, int) or value < 0):
                     raise FaultError(f"{where}: {value!r} is not null or an integer >= 0")
             elif key in ("captcha_accounts", "expire_accounts"):
@@ -103,8 +106,12 @@ class WebState:
     )
     faults: dict[str, WebFaults] = field(default_factory=dict)
     expired_once: set[tuple[str, str]] = field(default_factory=set)
+    # Streams being answered per account now: the most ever seen at once is counted as
+    # ``max_concurrent`` (one account = one conversation at a time, judged here).
+    streaming: Counter[tuple[str, str]] = field(default_factory=Counter)
 
     def reset(self) -> None:
+        self.streaming.clear()
         self.sessions.clear()
         self.counts.clear()
         self.conversations.clear()
@@ -173,7 +180,11 @@ class WebApp:
             return self._html(captcha_page(ui))
         faults = self._faults(platform)
         if faults.rate_limited:
-            return self._html(rate_limited_page(ui), 429)
+            self.state.counts[(platform, account, "rate_limited_shown")] += 1
+            resp = self._html(rate_limited_page(ui), 429)
+            if faults.rate_limited_retry_s is not None:
+                resp.headers["Retry-After"] = str(faults.rate_limited_retry_s)
+            return resp
         self.state.counts[(platform, account, "page_loads")] += 1
         conversation = None
         cid = request.match_info.get("cid")
@@ -252,20 +263,10 @@ class WebApp:
         queries = (question, question + (" 推荐" if zh else " reviews")) if search else ()
         turn = Turn(2 * n, question, gen.answer, gen.citations if search else (), queries, search)
         faults = self._faults(platform)
-        resp = web.StreamResponse(
-            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
-        )
-        await resp.prepare(request)
-        try:
-            for chunk in encode(platform, turn, cut=faults.truncate):
-                if faults.chunk_delay_s:
-                    await asyncio.sleep(faults.chunk_delay_s)
-                await resp.write(chunk)
-            await resp.write_eof()
-        except (ConnectionResetError, asyncio.CancelledError):
-            self.state.counts[(platform, account, "aborted")] += 1
-            raise
-        self.state.counts[(platform, account, "answered")] += 1
+        # The conversation exists once the question is taken, before any answer: Kimi creates
+        # the chat (POST /api/chat) before it streams (research section 3); DeepSeek's web app
+        # creates its chat session first too (inf.). A client that goes away mid-answer leaves
+        # the conversation in the history, with what the server generated (inf.).
         self.state.conversations[(platform, account)].append(
             {
                 "id": cid or f"c{n}",
@@ -274,6 +275,26 @@ class WebApp:
                 "created_at": datetime.now(UTC).isoformat(),
             }
         )
+        who = (platform, account)
+        self.state.streaming[who] += 1
+        peak = (platform, account, "max_concurrent")
+        self.state.counts[peak] = max(self.state.counts[peak], self.state.streaming[who])
+        resp = web.StreamResponse(
+            headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"}
+        )
+        try:
+            await resp.prepare(request)
+            for chunk in encode(platform, turn, cut=faults.truncate):
+                if faults.chunk_delay_s:
+                    await asyncio.sleep(faults.chunk_delay_s)
+                await resp.write(chunk)
+            await resp.write_eof()
+        except (ConnectionResetError, asyncio.CancelledError):
+            self.state.counts[(platform, account, "aborted")] += 1
+            raise
+        finally:
+            self.state.streaming[who] -= 1
+        self.state.counts[(platform, account, "answered")] += 1
         return resp
 
     # ------------------------------------------------------------------ control

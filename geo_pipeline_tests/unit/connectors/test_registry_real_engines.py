@@ -43,7 +43,13 @@ SERVICES = {
     "aimode_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
     "aioverview_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
 }
-KEYED = {**REAL, **SERVICES}
+# The browser lane's channels (issue #32): disabled until the profiles directory is named.
+BROWSER = {
+    "deepseek_web": ("GEO_BROWSER_PROFILES", "browser", "CNY"),
+    "doubao_web": ("GEO_BROWSER_PROFILES", "browser", "CNY"),
+    "kimi_web": ("GEO_BROWSER_PROFILES", "browser", "CNY"),
+}
+KEYED = {**REAL, **SERVICES, **BROWSER}
 SIMULATED = {"deepseek", "doubao", "kimi", "qwen", "openai_sim"}
 
 
@@ -174,8 +180,8 @@ def test_every_real_engine_states_its_statement_source_and_usage_prices(no_keys:
         "anthropic_web_search_api": "anthropic_cost_report",
     }
     for name, entry in reg.disabled.items():
-        if name in SERVICES:
-            continue  # billed in credits, not tokens
+        if name in SERVICES or name in BROWSER:
+            continue  # billed in credits, not tokens; a consumer app bills nothing
         source = statement_source(entry)
         assert source == expected[name], name
         if source != USAGE_FIELDS:
@@ -186,3 +192,23 @@ def test_every_real_engine_states_its_statement_source_and_usage_prices(no_keys:
         assert prices.currency == entry.capabilities.prices.currency == REAL[name][2]
         assert prices.output_per_1m > 0 and prices.source and prices.as_of == "2026-12-02"
     assert {statement_source(e) for e in reg.entries.values()} == {"simulator", "openai_costs"}
+
+
+def test_browser_channels_are_enabled_by_the_profiles_directory(
+    no_keys: None, monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """A browser channel is refused (naming the variable, not an "API key") until
+    GEO_BROWSER_PROFILES is set; then it is a browser-access channel that looks unknown
+    outcomes up (its accounts' history), takes no idempotency key and is never cancelled."""
+    with pytest.raises(PlatformDisabled, match="GEO_BROWSER_PROFILES") as refused:
+        load_registry().entry("doubao_web")
+    assert "API key" not in str(refused.value)
+    monkeypatch.setenv("GEO_BROWSER_PROFILES", str(tmp_path))
+    reg = load_registry()
+    for name in BROWSER:
+        entry = reg.entry(name)
+        caps = entry.capabilities
+        assert entry.protocol == "browser" and caps.access == "browser"
+        assert caps.lookup_by_key and not caps.idempotency_keys and not caps.cancellable
+        assert caps.screenshot and set(caps.devices) == {"desktop", "mobile"}
+        assert f"{name}__mobile" in reg.channels()
