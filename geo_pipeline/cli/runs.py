@@ -25,6 +25,7 @@ from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
 from geo_pipeline.domain.planner import ChannelPlan, Prior
 from geo_pipeline.domain.words import (
+    analysis_text,
     money_text,
     money_with_minor,
     reconciliation_text,
@@ -403,10 +404,7 @@ def analyse_cmd(run_id: str, channel: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({**summary.as_dict(), "status": st.as_dict()})
         return
-    click.echo(
-        f"run {run_id}: analysed {summary.analysed} answers ({summary.accepted} accepted, "
-        f"{summary.review} for review, {summary.failed} failed)"
-    )
+    click.echo(f"run {run_id}: {analysis_text(summary.as_dict())}")
     waiting = summary.waiting_evidence + summary.waiting_answer
     if waiting:
         click.echo(

@@ -375,11 +375,9 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
 
             summary = analyse_run(conn, run_id)
             done["analysis"] = summary.as_dict()
-            say(
-                f"analysed {summary.analysed} answers: {summary.accepted} accepted, "
-                f"{summary.review} for review, {summary.failed} failed (invalid answers and "
-                "their reasons are in the report below)"
-            )
+            from geo_pipeline.domain.words import analysis_text
+
+            say(f"{analysis_text(summary.as_dict())}; their reasons are in the report below")
         except Exception as exc:  # the report still shows the run; mentions read "analysing"
             conn.rollback()
             done["analysis_error"] = f"{type(exc).__name__}: {exc}"
