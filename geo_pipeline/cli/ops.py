@@ -186,6 +186,7 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
             Supervisor(stack.state_dir / "logs", stack.env, say=ui.say) as sup,
         ):
             demo.start_pipeline(sup, stack, opts, restart=dev.RESTART)
+            dev.start_analyst_guard(sup, stack, restart=dev.RESTART)
             url = dev.start_dagster(sup, stack, port, restart=dev.RESTART)
             ui.say(
                 f"Dagster UI: {url}; {_fund_launchpad(stack.database_url)}  (logs in "
