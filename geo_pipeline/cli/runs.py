@@ -474,7 +474,12 @@ def _print_settlement(run_id: str, settled: Any, currency: str | None) -> None:
             f"`geo-pipeline runs settle {run_id}` later fetches it"
         )
     for line in reconciliation_text(
-        s.unexplained_difference_minor, s.explained_difference_minor, 0, cur
+        s.unexplained_difference_minor,
+        s.explained_difference_minor,
+        0,
+        cur,
+        absolute_minor=s.unexplained_absolute_minor,
+        unexplained_lines=s.unexplained_lines,
     ):
         click.echo(f"  {line}")
     if not s.clean:

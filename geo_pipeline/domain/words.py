@@ -99,13 +99,38 @@ def difference_text(theirs_minus_ours_minor: int, currency: str) -> str:
     return f"we charged {amount} more than the platforms billed"
 
 
+def unexplained_text(
+    net_minor: int, absolute_minor: int | None, lines: int | None, currency: str
+) -> str:
+    """The unexplained difference: its direction (the net, theirs - ours) and, when lines of
+    opposite sign cancel in that net, what is left to explain (|theirs - ours| summed: the R26
+    gauge's figure), so a failing check never reads "none"."""
+    net = difference_text(net_minor, currency)
+    if absolute_minor is None or absolute_minor <= abs(int(net_minor)):
+        return net
+    left = (
+        f"{money_text(absolute_minor, currency)} of differences are left to explain "
+        f"(|theirs - ours| summed over {lines} unexplained lines)"
+    )
+    if int(net_minor) == 0:
+        return f"the lines cancel out in sum, but {left}"
+    return f"{net} in sum; {left}"
+
+
 def reconciliation_text(
-    unexplained_minor: int, explained_minor: int, pending_ours_minor: int, currency: str
+    unexplained_minor: int,
+    explained_minor: int,
+    pending_ours_minor: int,
+    currency: str,
+    *,
+    absolute_minor: int | None = None,
+    unexplained_lines: int | None = None,
 ) -> list[str]:
     """The reconciliation difference split into unexplained and explained (and what is still
     pending), each with its direction."""
+    unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
     lines = [
-        f"unexplained difference: {difference_text(unexplained_minor, currency)}",
+        f"unexplained difference: {unexplained}",
         f"explained difference (price changes, usage x token prices, day-total shares): "
         f"{difference_text(explained_minor, currency)}",
     ]

@@ -219,6 +219,8 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
             summary.explained_difference_minor,
             summary.pending_ours_minor,
             currency,
+            absolute_minor=summary.unexplained_absolute_minor,
+            unexplained_lines=summary.unexplained_lines,
         )
         if summary
         else ["not reconciled yet"],

@@ -49,3 +49,28 @@ def test_opposite_unexplained_differences_do_not_cancel(db):
     assert both.details["lines"] == 2
     assert both.details["unexplained |theirs - ours| (minor units)"] == 6
     assert both.details["difference (theirs - ours, minor units)"] == 0
+
+
+def test_the_report_says_what_is_left_to_explain_when_lines_cancel(db):
+    """+3 and -3 on one run: the blocking check fails it and the gauge counts 6, so the words
+    must not say "unexplained difference: none" (they did: the net of the lines is 0)."""
+    from geo_pipeline.billing import reconcile
+    from geo_pipeline.ops import report
+
+    ledger.deposit(db, "acme", 100_000, "CNY", "dep-abs-words")
+    create(db, "r-cancel")
+    _plant(
+        db,
+        "r-cancel",
+        ("u-c-1", "amount_mismatch", 8, 11),  # +3
+        ("u-c-2", "missing_theirs", 3, 0),  # -3
+    )
+    summary = reconcile.stored_summary(db, "r-cancel")
+    assert summary.unexplained_difference_minor == 0  # the net, theirs - ours
+    assert summary.unexplained_absolute_minor == 6  # what the gauge adds up
+    assert not summary.clean and not checks.zero_unexplained(db, "r-cancel").passed
+    said = report.build_report(db, "r-cancel").money["reconciliation_words"][0]
+    assert said == (
+        "unexplained difference: the lines cancel out in sum, but 0.06 CNY of differences are "
+        "left to explain (|theirs - ours| summed over 2 unexplained lines)"
+    ), said
