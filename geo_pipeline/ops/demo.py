@@ -389,9 +389,7 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
 
             still = 0
             waiting = summary.waiting_evidence
-            while still < STILL_POLLS and (
-                waiting or statusmod.run_status(conn, run_id).analysing
-            ):
+            while still < STILL_POLLS and (waiting or statusmod.run_status(conn, run_id).analysing):
                 conn.commit()
                 time.sleep(0.5)
                 again = analyse_run(conn, run_id)
