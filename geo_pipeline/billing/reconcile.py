@@ -18,7 +18,7 @@ import dataclasses
 import hashlib
 import json
 from collections import defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -295,8 +295,10 @@ def reconcile_run(
         day_totals: dict[tuple[str, date], dict[str, Any]] = {}
         for r in cur.fetchall():
             total = day_totals.setdefault(
-                (str(r["platform"]), r["statement_date"]), {"items": {}, "currencies": set()}
+                (str(r["platform"]), r["statement_date"]),
+                {"items": {}, "currencies": set(), "by_currency": defaultdict(int)},
             )
+            total["by_currency"][str(r["currency"]).strip()] += int(r["amount_minor"])
             total["items"][str(r["item"])] = total["items"].get(str(r["item"]), 0) + int(
                 r["amount_minor"]
             )
@@ -630,6 +632,13 @@ class _DaySplit:
     charged: dict[str, int]
     expected: dict[str, int]
     expected_from: tuple[str, ...]
+    # Charges of the day booked in another currency than the total's, per currency: shown,
+    # never added to (or apportioned with) the total's currency (issue #34).
+    other_currency: dict[str, dict[str, int]] = field(default_factory=dict)
+    # Each run's own charges of the day in its own (one) currency, whatever the total's.
+    own: dict[str, int] = field(default_factory=dict)
+    # The day total per currency of its lines (a statement with two currencies is never summed).
+    by_currency: dict[str, int] = field(default_factory=dict)
 
     @property
     def upstream_id(self) -> str:
@@ -650,8 +659,20 @@ class _DaySplit:
         charged: dict[str, int] = defaultdict(int)
         expected: dict[str, int] = defaultdict(int)
         how: set[str] = set()
+        # The total's currency (one, or the run's when the statement mixes them: then nothing
+        # is compared at all, lines_for says so).
+        (total_currency,) = total["currencies"] if len(total["currencies"]) == 1 else {currency}
+        other: dict[str, dict[str, Any]] = {}
+        own: dict[str, int] = defaultdict(int)
         for r in cur.fetchall():
             run = str(r["run_id"])
+            own[run] += int(r["charged_minor"])
+            booked = str(r["currency"]).strip()
+            if booked != total_currency:
+                o = other.setdefault(booked, {"runs": set(), "charged_minor": 0})
+                o["runs"].add(run)
+                o["charged_minor"] += int(r["charged_minor"])
+                continue
             charged[run] += int(r["charged_minor"])
             cost, source = _expected_minor(dict(r), entry)
             expected[run] += cost
@@ -665,20 +686,28 @@ class _DaySplit:
             dict(charged),
             dict(expected),
             tuple(sorted(how)),
+            {
+                c: {"runs": len(o["runs"]), "charged_minor": int(o["charged_minor"])}
+                for c, o in sorted(other.items())
+            },
+            dict(own),
+            dict(total["by_currency"]),
         )
 
     def lines_for(self, run_id: str) -> list[ReconLine]:
         """The run's day line, and on the day's first run the line of what is not ours."""
-        ours = self.charged.get(run_id, 0)
+        ours = self.own.get(run_id, 0)
         theirs = sum(self.items.values())
         detail: dict[str, Any] = {
             "source": "vendor cost API (day total of the account)",
             "theirs_items": self.items,
             "day_total_minor": theirs,
             "this_run_minor": ours,
-            "other_runs_minor": sum(self.charged.values()) - ours,
+            "other_runs_minor": sum(self.charged.values()) - self.charged.get(run_id, 0),
             "runs": len(self.charged),
         }
+        if self.other_currency:
+            detail["other_currency_charges"] = self.other_currency
 
         def line(uid: str, cls: str, o: int, t: int, d: dict[str, Any]) -> ReconLine:
             return ReconLine(
@@ -693,8 +722,14 @@ class _DaySplit:
             )
 
         if self.currencies != {self.currency}:
-            # Never add amounts of two currencies: show the total, count nothing of it.
-            detail["other_currency_total"] = f"{theirs} {','.join(sorted(self.currencies))}"
+            # Never add amounts of two currencies: show the total per currency, count nothing
+            # of it (the summed figures above would add them: they go).
+            for key in ("theirs_items", "day_total_minor", "other_runs_minor", "runs"):
+                detail.pop(key, None)
+            detail["day_total_by_currency"] = dict(sorted(self.by_currency.items()))
+            detail["other_currency_total"] = ", ".join(
+                f"{v} {c}" for c, v in sorted(self.by_currency.items())
+            )
             return [line(self.upstream_id, "amount_mismatch", ours, 0, detail)]
         split = rules.split_day_total(theirs, self.expected)
         first = min(self.expected) if self.expected else run_id
@@ -729,6 +764,11 @@ class _DaySplit:
                         "day_total_minor": theirs,
                         "expected_all_runs_minor": split.expected_minor,
                         "runs": sorted(self.expected),
+                        **(
+                            {"other_currency_charges": self.other_currency}
+                            if self.other_currency
+                            else {}
+                        ),
                         "not_ours": (
                             f"{split.not_ours_minor} of the day total {theirs} is not the "
                             "expected cost of any run of ours (other usage on the account, or "

@@ -357,6 +357,8 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
         summary.explained_difference_minor,
         0,
         summary.currency,
+        absolute_minor=summary.unexplained_absolute_minor,
+        unexplained_lines=summary.unexplained_lines,
     ):
         click.echo(line)
     if not summary.clean:

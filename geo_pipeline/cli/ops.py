@@ -16,6 +16,7 @@ from typing import Any
 import click
 
 from geo_pipeline.cli.output import PORT, POSITIVE, console, emit_json, emit_table
+from geo_pipeline.domain import words
 from geo_pipeline.ops import export as exportmod
 from geo_pipeline.ops import report as reportmod
 from geo_pipeline.settings import settings
@@ -185,6 +186,7 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
             Supervisor(stack.state_dir / "logs", stack.env, say=ui.say) as sup,
         ):
             demo.start_pipeline(sup, stack, opts, restart=dev.RESTART)
+            dev.start_analyst_guard(sup, stack, restart=dev.RESTART)
             url = dev.start_dagster(sup, stack, port, restart=dev.RESTART)
             ui.say(
                 f"Dagster UI: {url}; {_fund_launchpad(stack.database_url)}  (logs in "
@@ -341,9 +343,13 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     if st["evidence_reasons"]:
         c.print(
             "evidence missing: "
-            + ", ".join(f"{k} x{v}" for k, v in st["evidence_reasons"].items()),
+            + "; ".join(
+                words.evidence_reason_text(k, v) for k, v in st["evidence_reasons"].items()
+            ),
             markup=False,
         )
+    if ev.get("pending"):
+        c.print(words.PENDING_SCREENSHOT_NOTE, markup=False)
     if st["failure_reasons"]:
         c.print(
             "failed samples: " + ", ".join(f"{k} x{v}" for k, v in st["failure_reasons"].items()),
@@ -381,6 +387,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             ],
             title=f"mention rates (* = monitored brand; from {rep.mention_rates_source})",
         )
+        for line in words.definitions_text():
+            c.print(line, markup=False)
     else:
         c.print("mention rates: not available yet (analysing, not 'not mentioned')")
     m = rep.money
@@ -401,17 +409,10 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         c.print(f"reconciliation: {line}", markup=False)
     if m["reconciliation"]:
         emit_table(
-            m["reconciliation"],
-            [
-                "classification",
-                "explained",
-                "lines",
-                "ours_minor",
-                "theirs_minor",
-                "difference_minor",
-            ],
-            title="reconciliation lines by classification (minor units; difference = theirs - "
-            "ours; `geo-pipeline billing reconcile RUN_ID` lists each line)",
+            words.reconciliation_rows(m["reconciliation"], str(m["currency"]).strip()),
+            words.RECONCILIATION_COLUMNS,
+            title="reconciliation lines by classification (`geo-pipeline billing reconcile "
+            "RUN_ID` lists each line; the JSON report has the minor units)",
         )
     c.print(f"reports: {paths['html']}  {paths['csv']}  {paths['json']}", markup=False)
 

@@ -25,6 +25,7 @@ from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
 from geo_pipeline.domain.planner import ChannelPlan, Prior
 from geo_pipeline.domain.words import (
+    analysis_text,
     money_text,
     money_with_minor,
     reconciliation_text,
@@ -403,10 +404,7 @@ def analyse_cmd(run_id: str, channel: str | None, as_json: bool) -> None:
     if as_json:
         emit_json({**summary.as_dict(), "status": st.as_dict()})
         return
-    click.echo(
-        f"run {run_id}: analysed {summary.analysed} answers ({summary.accepted} accepted, "
-        f"{summary.review} for review, {summary.failed} failed)"
-    )
+    click.echo(f"run {run_id}: {analysis_text(summary.as_dict())}")
     waiting = summary.waiting_evidence + summary.waiting_answer
     if waiting:
         click.echo(
@@ -476,7 +474,12 @@ def _print_settlement(run_id: str, settled: Any, currency: str | None) -> None:
             f"`geo-pipeline runs settle {run_id}` later fetches it"
         )
     for line in reconciliation_text(
-        s.unexplained_difference_minor, s.explained_difference_minor, 0, cur
+        s.unexplained_difference_minor,
+        s.explained_difference_minor,
+        0,
+        cur,
+        absolute_minor=s.unexplained_absolute_minor,
+        unexplained_lines=s.unexplained_lines,
     ):
         click.echo(f"  {line}")
     if not s.clean:

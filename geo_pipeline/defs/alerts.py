@@ -105,8 +105,13 @@ def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
             key,
             "reconciliation",
             f"run {r['run_id']}: fee statements differ from our charges by "
-            f"{r['difference_minor']} minor units {r['currency']}",
-            {"difference (theirs - ours, minor units)": r["difference_minor"], "lines": r["lines"]},
+            f"{r['absolute_minor']} minor units {r['currency']} on {r['lines']} unexplained "
+            f"line(s) (sum of |theirs - ours|; theirs - ours {r['difference_minor']})",
+            {
+                "difference (theirs - ours, minor units)": r["difference_minor"],
+                "unexplained |theirs - ours| (minor units)": r["absolute_minor"],
+                "lines": r["lines"],
+            },
         )
     for r in _rows(conn, "alerts.flagged_mention_changes", {"recent_days": t.recent_days}):
         key = (

@@ -375,6 +375,10 @@ class ReconciliationSummary:
     price_change_difference_minor: int = 0
     usage_cost_difference_minor: int = 0
     apportioned_difference_minor: int = 0
+    # |theirs - ours| summed over the unexplained lines, and how many there are: what is left to
+    # explain, the figure the R26 gauge adds up (signed differences of two lines can cancel).
+    unexplained_absolute_minor: int = 0
+    unexplained_lines: int = 0
 
     @property
     def explained_difference_minor(self) -> int:
@@ -407,6 +411,8 @@ class ReconciliationSummary:
             "theirs_total_minor": self.theirs_total_minor,
             "pending_ours_minor": self.pending_ours_minor,
             "unexplained_difference_minor": self.unexplained_difference_minor,
+            "unexplained_absolute_minor": self.unexplained_absolute_minor,
+            "unexplained_lines": self.unexplained_lines,
             "price_change_difference_minor": self.price_change_difference_minor,
             "usage_cost_difference_minor": self.usage_cost_difference_minor,
             "apportioned_difference_minor": self.apportioned_difference_minor,
@@ -424,7 +430,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
     n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
-    apportioned = 0
+    apportioned = absolute = unexplained_lines = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -443,6 +449,8 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             apportioned += line.difference_minor
         elif not is_explained(line.classification):
             unexplained += line.difference_minor
+            absolute += abs(line.difference_minor)
+            unexplained_lines += 1
         # in_day_total: no money of its own, the day's line compares it
     return ReconciliationSummary(
         run_id=run_id,
@@ -459,4 +467,6 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         price_change_difference_minor=price_change,
         usage_cost_difference_minor=usage_cost,
         apportioned_difference_minor=apportioned,
+        unexplained_absolute_minor=absolute,
+        unexplained_lines=unexplained_lines,
     )

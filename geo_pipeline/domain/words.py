@@ -99,13 +99,38 @@ def difference_text(theirs_minus_ours_minor: int, currency: str) -> str:
     return f"we charged {amount} more than the platforms billed"
 
 
+def unexplained_text(
+    net_minor: int, absolute_minor: int | None, lines: int | None, currency: str
+) -> str:
+    """The unexplained difference: its direction (the net, theirs - ours) and, when lines of
+    opposite sign cancel in that net, what is left to explain (|theirs - ours| summed: the R26
+    gauge's figure), so a failing check never reads "none"."""
+    net = difference_text(net_minor, currency)
+    if absolute_minor is None or absolute_minor <= abs(int(net_minor)):
+        return net
+    left = (
+        f"{money_text(absolute_minor, currency)} of differences are left to explain "
+        f"(|theirs - ours| summed over {lines} unexplained lines)"
+    )
+    if int(net_minor) == 0:
+        return f"the lines cancel out in sum, but {left}"
+    return f"{net} in sum; {left}"
+
+
 def reconciliation_text(
-    unexplained_minor: int, explained_minor: int, pending_ours_minor: int, currency: str
+    unexplained_minor: int,
+    explained_minor: int,
+    pending_ours_minor: int,
+    currency: str,
+    *,
+    absolute_minor: int | None = None,
+    unexplained_lines: int | None = None,
 ) -> list[str]:
     """The reconciliation difference split into unexplained and explained (and what is still
     pending), each with its direction."""
+    unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
     lines = [
-        f"unexplained difference: {difference_text(unexplained_minor, currency)}",
+        f"unexplained difference: {unexplained}",
         f"explained difference (price changes, usage x token prices, day-total shares): "
         f"{difference_text(explained_minor, currency)}",
     ]
@@ -115,3 +140,123 @@ def reconciliation_text(
             "statement yet"
         )
     return lines
+
+
+# ----------------------------------------------------------------------------- evidence words
+# ONE word set for the evidence of a sample, used by the aggregation (store.status), the terminal
+# report, the HTML report (counts and sample list) and the JSON/CSV exports (``evidence_status``).
+# geo.samples stores a screenshot still to come as evidence_state 'partial' with reason
+# SCREENSHOT_PENDING; a reader counts it as pending (a newcomer read the HTML sample list's
+# "evidence partial" on a sample the evidence table counted as pending).
+EVIDENCE_STATUSES = ("stored", "partial", "failed", "pending")
+
+
+def evidence_status(state: str, reason: str | None) -> str:
+    """THE evidence word of one sample: its stored state, except that a required screenshot
+    the platform has not delivered yet (partial + SCREENSHOT_PENDING) reads ``pending``."""
+    if state == "partial" and reason == "SCREENSHOT_PENDING":
+        return "pending"
+    return str(state)
+
+
+def evidence_reason_text(reason: str, n: int = 1) -> str:
+    """A missing-evidence reason in words, counted: ``4 required screenshots missing``."""
+    return _evidence_words(reason, int(n))
+
+
+# Said wherever a pending screenshot is counted after the run's collection ended: will it still
+# come? (A newcomer asked exactly that of the demo report.)
+PENDING_SCREENSHOT_NOTE = (
+    "A pending screenshot is one the platform had not delivered when the report was made; the "
+    "answer's text is stored. A running worker asks for it again every few seconds and the "
+    "sample turns 'stored' (the status 'full success') when it arrives. With no worker running "
+    "(the demo stops its workers when the run ends) it stays pending until a worker runs again."
+)
+
+
+# ----------------------------------------------------------------------------- analysis words
+# The analysis layer's 'failed' is an answer judged invalid (an error page, a login page, ...):
+# a person reads "invalid", the word the mention-rate tables and the status use. 'failed' is
+# kept for samples whose collection failed (no answer at all).
+ANALYSIS_WORDS = {
+    "pending": "analysing",
+    "accepted": "accepted",
+    "review": "for review",
+    "failed": "invalid",
+}
+
+
+def analysis_text(summary: Mapping[str, Any]) -> str:
+    """What an analysis pass did, in the words the reports use: ``analysed 50 answers: 49
+    accepted, 0 for review, 1 invalid (in no rate)``. ``summary``: AnalysisSummary.as_dict()."""
+    return (
+        f"analysed {int(summary.get('analysed', 0))} answers: "
+        f"{int(summary.get('accepted', 0))} accepted, "
+        f"{int(summary.get('review', 0))} {ANALYSIS_WORDS['review']}, "
+        f"{int(summary.get('failed', 0))} {ANALYSIS_WORDS['failed']} (in no rate)"
+    )
+
+
+# ------------------------------------------------------------------- definitions, said once
+# Each quantity of the mention-rate tables defined once; the terminal report prints these under
+# its table and the HTML report under its own (docs/analysts.md has the same, with the SQL).
+DEFINITIONS: dict[str, str] = {
+    "n": "valid answers whose analysis is accepted: the denominator of every rate",
+    "mention rate": "of the n answers, the share that mention the brand",
+    "95 % interval": (
+        "pooled over several questions, the interval is clustered by question (answers to one "
+        "question are not independent) and, with K questions, widened for Student's t on K - 1 "
+        "degrees of freedom (Korn-Graubard: the Wilson formula on n effective x (z / t)^2), so "
+        "it can be wider than Wilson even where n effective = n; from one question it is the "
+        "Wilson score interval. The 'interval' column names the method of each row"
+    ),
+    "n effective": (
+        "n divided by the design effect of the clustering by question (n when answers to one "
+        "question vary as much as independent ones would)"
+    ),
+    "average rank": (
+        "over the answers that mention the brand, the mean of its place among the tracked "
+        "brands the answer names, ordered by first mention (1 = named first)"
+    ),
+    "citation rate": (
+        "of the n answers, the share that cite one of the brand's own domains as a source"
+    ),
+}
+
+
+def definitions_text(keys: tuple[str, ...] | None = None) -> list[str]:
+    """``term: definition`` lines, in DEFINITIONS order (or ``keys``')."""
+    return [f"{k}: {DEFINITIONS[k]}" for k in (keys or tuple(DEFINITIONS))]
+
+
+# ------------------------------------------------------------ reconciliation table, for people
+# The terminal report's reconciliation table: labels, amounts in major units with the currency,
+# and the predicate as a word (it printed "explained True" and the columns ours_minor/...).
+RECONCILIATION_COLUMNS = (
+    "classification",
+    "counted as",
+    "lines",
+    "ours",
+    "theirs",
+    "difference (theirs - ours)",
+)
+
+
+def counted_as(explained: bool) -> str:
+    """A reconciliation line's class under THE predicate, in words."""
+    return "explained" if explained else "unexplained"
+
+
+def reconciliation_rows(lines: list[Mapping[str, Any]], currency: str) -> list[dict[str, Any]]:
+    """Reconciliation lines by classification as people read them (RECONCILIATION_COLUMNS)."""
+    return [
+        {
+            "classification": r["classification"],
+            "counted as": counted_as(bool(r["explained"])),
+            "lines": r["lines"],
+            "ours": money_text(int(r["ours_minor"]), currency),
+            "theirs": money_text(int(r["theirs_minor"]), currency),
+            "difference (theirs - ours)": money_text(int(r["difference_minor"]), currency),
+        }
+        for r in lines
+    ]

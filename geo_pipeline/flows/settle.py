@@ -117,6 +117,8 @@ def run_money(conn: Conn, run_id: str) -> dict[str, Any]:
             summary.explained_difference_minor,
             summary.pending_ours_minor,
             currency,
+            absolute_minor=summary.unexplained_absolute_minor,
+            unexplained_lines=summary.unexplained_lines,
         )
         if summary.lines
         else ["not reconciled yet"],

@@ -44,7 +44,8 @@ EVIDENCE_MISSING_RATE = Gauge(
 )
 RECONCILIATION_DIFF = Gauge(
     "geo_reconciliation_difference_minor",
-    "Unexplained difference between our charges and fee statements",
+    "Unexplained difference between our charges and fee statements: the sum of |theirs - ours|"
+    " over the lines domain.billing.EXPLAINED leaves unexplained (opposite signs never cancel)",
     ["currency"],
 )
 # The sample backlog in PostgreSQL (the truth), not stream lag: hints are acknowledged on first

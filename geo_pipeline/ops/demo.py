@@ -363,6 +363,10 @@ def wait_for_run(
             time.sleep(0.5)
 
 
+# finish_run's patience with evidence still being stored: polls (0.5 s apart) without progress.
+STILL_POLLS = 60
+
+
 def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[str, Any]:
     """Analyse the answers, reconcile against the simulator's fee statements, release the unused
     reservation. Each step reports what it did; a step that cannot run says why."""
@@ -374,12 +378,35 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
             from geo_pipeline.analysis.run import analyse_run
 
             summary = analyse_run(conn, run_id)
-            done["analysis"] = summary.as_dict()
-            say(
-                f"analysed {summary.analysed} answers: {summary.accepted} accepted, "
-                f"{summary.review} for review, {summary.failed} failed (invalid answers and "
-                "their reasons are in the report below)"
-            )
+            total = summary.as_dict()
+            # A run turns terminal when collection is; the workers run on, storing the evidence
+            # of its last answers and late screenshots, and analysis skips a sample a worker
+            # holds locked at that moment (FOR UPDATE SKIP LOCKED). Analyse again while answers
+            # await analysis, so none is left "analysing" for having been a moment late (a
+            # newcomer read "analysed 47 answers" and "(analysing)" under a full success).
+            # Bounded by progress: it stops once nothing moved for STILL_POLLS polls.
+            from geo_pipeline.store import status as statusmod
+
+            still = 0
+            waiting = summary.waiting_evidence
+            while still < STILL_POLLS and (waiting or statusmod.run_status(conn, run_id).analysing):
+                conn.commit()
+                time.sleep(0.5)
+                again = analyse_run(conn, run_id)
+                for k in ("analysed", "accepted", "review", "failed", "reanalysed"):
+                    total[k] += getattr(again, k)
+                moved = again.analysed > 0 or again.waiting_evidence < waiting
+                still = 0 if moved else still + 1
+                waiting = total["waiting_evidence"] = again.waiting_evidence
+                total["waiting_answer"] = again.waiting_answer
+            conn.commit()
+            done["analysis"] = total
+            from geo_pipeline.domain.words import analysis_text
+
+            line = f"{analysis_text(total)}; their reasons are in the report below"
+            if waiting:
+                line += f" ({waiting} answers' evidence not stored yet: not analysed)"
+            say(line)
         except Exception as exc:  # the report still shows the run; mentions read "analysing"
             conn.rollback()
             done["analysis_error"] = f"{type(exc).__name__}: {exc}"

@@ -193,3 +193,20 @@ def supervise(sup: Supervisor, stack: Stack, interval_s: float = 0.5) -> None:
             pids = {c.name: c.pid for c in sup.children}
             write_processes(stack, {**pids, "demo": os.getpid()})
         time.sleep(interval_s)
+
+
+# The analyst guard (issue #35): PostgreSQL lets an analyst login lift its own statement timeout
+# and read-only default; `geo-pipeline tenants guard-analysts --every S` is what holds them, so
+# dev runs it as one more supervised process (restarted like the others). A statement runs at
+# most the limit plus this interval.
+GUARD_EVERY_S = 30.0
+
+
+def start_analyst_guard(
+    sup: Supervisor, stack: Stack, restart: Restart | None = None, every_s: float = GUARD_EVERY_S
+) -> Any:
+    """Start the periodic analyst guard as the supervised child ``analyst-guard``."""
+    argv = [sys.executable, "-m", "geo_pipeline.cli.main", "tenants", "guard-analysts"]
+    return sup.start(
+        "analyst-guard", [*argv, "--every", f"{every_s:g}"], stack.env, restart=restart
+    )

@@ -21,7 +21,12 @@ import jinja2
 import markupsafe
 
 from geo_pipeline.analysis.charts import rate_bars_svg
-from geo_pipeline.domain.words import money_text
+from geo_pipeline.domain.words import (
+    PENDING_SCREENSHOT_NOTE,
+    definitions_text,
+    evidence_reason_text,
+    money_text,
+)
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.report import RunReport, trend_section
 
@@ -42,6 +47,7 @@ CSV_COLUMNS = (
     "submission_state",
     "collection_state",
     "evidence_state",
+    "evidence_status",  # THE word (domain.words.evidence_status): pending for a late screenshot
     "analysis_state",
     "analysis_label",
     "evidence_missing_reason",
@@ -126,6 +132,7 @@ def _environment() -> jinja2.Environment:
     env.filters["safe_url"] = safe_url
     env.filters["evidence_url"] = evidence_url
     env.filters["money"] = money_text  # major units with the currency, where a person reads
+    env.filters["evidence_reason"] = evidence_reason_text  # THE words, as the terminal says
     return env
 
 
@@ -225,6 +232,8 @@ def to_html(report: RunReport) -> str:
             mention_rates=report.mention_rates,
             mention_rates_source=report.mention_rates_source,
             mention_table=MENTION_TABLE,
+            definitions=definitions_text(),
+            pending_note=PENDING_SCREENSHOT_NOTE,
             mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,

@@ -30,7 +30,12 @@ from geo_pipeline.analysis.charts import trend_charts
 from geo_pipeline.analysis.trends import brand_trends, relation_exists
 from geo_pipeline.billing import reconcile
 from geo_pipeline.domain.billing import is_explained
-from geo_pipeline.domain.words import money_text, reconciliation_text, status_text
+from geo_pipeline.domain.words import (
+    evidence_status,
+    money_text,
+    reconciliation_text,
+    status_text,
+)
 from geo_pipeline.evidence.display import fill_displays
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
@@ -68,6 +73,11 @@ class SampleReport:
         return None
 
     @property
+    def evidence_status(self) -> str:
+        """THE evidence word (domain.words.evidence_status): what the status counts say."""
+        return evidence_status(str(self.row["evidence_state"]), self.row.get("evidence_reason"))
+
+    @property
     def analysis_label(self) -> str:
         """R6: pending analysis of an answer that exists reads "analysing", not "not mentioned"."""
         state = self.row["analysis_state"]
@@ -77,6 +87,7 @@ class SampleReport:
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.row.items()}
+        out["evidence_status"] = self.evidence_status
         out["evidence_missing_reason"] = self.evidence_missing_reason
         out["analysis_label"] = self.analysis_label
         out["citations"] = self.citations
@@ -208,6 +219,8 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
             summary.explained_difference_minor,
             summary.pending_ours_minor,
             currency,
+            absolute_minor=summary.unexplained_absolute_minor,
+            unexplained_lines=summary.unexplained_lines,
         )
         if summary
         else ["not reconciled yet"],

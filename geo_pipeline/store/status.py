@@ -16,6 +16,7 @@ from geo_pipeline.domain.states import (
     combine_publications,
     derive_status,
 )
+from geo_pipeline.domain.words import evidence_status
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -38,10 +39,10 @@ def _counts(
             n = int(r["n"])
             total += n
             states = {layer: r[f"{layer}_state"] for layer in LAYERS}
-            if states["evidence"] == "partial" and r["evidence_reason"] == SCREENSHOT_PENDING:
-                # The text is stored and the screenshot is still being fetched: pending
-                # evidence, so the reason is never shown next to a pending count of 0.
-                states["evidence"] = "pending"
+            # The text is stored and the screenshot is still being fetched: pending evidence
+            # (THE word set, domain.words.evidence_status), so the reason is never shown next
+            # to a pending count of 0 and the sample list says the same word.
+            states["evidence"] = evidence_status(states["evidence"], r["evidence_reason"])
             for layer in LAYERS:
                 by[layer][states[layer]] += n
             if r["evidence_reason"] is not None:
@@ -79,9 +80,7 @@ def run_status(conn: Conn, run_id: str) -> AggregateStatus:
 
 def partition_status(conn: Conn, run_id: str, channel: str) -> AggregateStatus:
     """Status of one Dagster partition (run x channel)."""
-    return derive_status(
-        _counts(conn, run_id, channel, None), cancelled=_cancelled(conn, run_id)
-    )
+    return derive_status(_counts(conn, run_id, channel, None), cancelled=_cancelled(conn, run_id))
 
 
 def question_status(conn: Conn, run_id: str, question_revision: str) -> AggregateStatus:

@@ -8,6 +8,7 @@ reuses that state.
 
 from __future__ import annotations
 
+import http.client
 import json
 import os
 import subprocess
@@ -122,8 +123,10 @@ def _run_demo(
                         try:
                             snap[name] = _scrape(port)
                             health.add(_get(f"http://127.0.0.1:{port}/healthz")[0])
-                        except OSError:
-                            pass  # starting or already stopped
+                        except (OSError, http.client.HTTPException):
+                            # starting or already stopped (a process stopping mid-response
+                            # gives IncompleteRead, an HTTPException, not an OSError)
+                            pass
                     if snap:
                         scrapes.append(snap)
                 time.sleep(0.3)

@@ -32,11 +32,13 @@ SELECT (SELECT count(*) FROM geo.dead_letters d
 -- name: reconciliation_differences
 -- Runs whose charges and fee statements disagree beyond what is explained. %(explained)s is
 -- THE predicate, geo_pipeline.domain.billing.EXPLAINED (summary, check and gauge use it too).
-SELECT run_id, currency, sum(difference_minor)::bigint AS difference_minor, count(*) AS lines
+-- absolute_minor (sum of |theirs - ours|) is what the R26 gauge sums: +x and -x never cancel.
+SELECT run_id, currency, sum(difference_minor)::bigint AS difference_minor,
+       sum(abs(difference_minor))::bigint AS absolute_minor, count(*) AS lines
 FROM geo.reconciliation_lines
 WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY run_id, currency
-HAVING sum(difference_minor) <> 0
+HAVING sum(abs(difference_minor)) <> 0
 ORDER BY run_id, currency
 LIMIT 50;
 

@@ -242,8 +242,10 @@ GROUP BY 1;
 
 -- name: reconciliation_difference
 -- R26: unexplained difference between our charges and the fee statements, per currency, over
--- every run. %(explained)s is THE predicate, geo_pipeline.domain.billing.EXPLAINED.
-SELECT currency, coalesce(sum(difference_minor), 0)::bigint AS difference_minor
+-- every run: the sum of |theirs - ours| over the lines %(explained)s (THE predicate,
+-- geo_pipeline.domain.billing.EXPLAINED) leaves unexplained. Absolute, so that a run billed
+-- too much and one billed too little never cancel to 0 (issue #34).
+SELECT currency, coalesce(sum(abs(difference_minor)), 0)::bigint AS difference_minor
 FROM geo.reconciliation_lines
 WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY currency;

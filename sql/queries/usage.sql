@@ -16,8 +16,9 @@ ORDER BY latest.platform, latest.statement_date, l.line_no;
 -- name: platform_day_charges
 -- Every charge (net of refunds) on one platform and UTC day, whichever run it belongs to (a
 -- vendor's day total covers all of them), with the usage its attempt recorded and the price
--- version the run's quote froze for the platform: what each answer is expected to cost.
-SELECT e.run_id, e.upstream_id,
+-- version the run's quote froze for the platform: what each answer is expected to cost. With the
+-- currency each charge was booked in: a day's charges in two currencies are never added.
+SELECT e.run_id, e.upstream_id, e.currency,
        (e.amount_minor - coalesce(rf.refunded, 0))::bigint AS charged_minor,
        a.usage_input_tokens AS input_tokens, a.usage_output_tokens AS output_tokens,
        a.usage_total_tokens AS total_tokens, a.usage_cached_input_tokens AS cached_input_tokens,

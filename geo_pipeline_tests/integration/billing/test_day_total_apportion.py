@@ -176,6 +176,7 @@ def test_day_total_is_apportioned_once_across_the_days_runs(db):
     assert b.clean and not a.clean and a.unexplained_difference_minor == -4  # theirs - ours
     assert checks.zero_unexplained(db, "r-day-b").passed
     assert not checks.zero_unexplained(db, "r-day-a").passed
-    assert business_gauges.refresh(db)["reconciliation"] == {"CNY": -4}
+    # The gauge sums |theirs - ours| (test_gauge_absolute.py): the shortfall reads 4.
+    assert business_gauges.refresh(db)["reconciliation"] == {"CNY": 4}
     # And reconciling it again changes nothing.
     assert reconcile.reconcile_run(db, "r-day-a").as_dict() == a.as_dict()

@@ -132,7 +132,9 @@ def test_every_discrepancy_kind(db):
     }
     assert s.unexplained_difference_minor == 1 - 6 + 6
     gauge = REGISTRY.get_sample_value("geo_reconciliation_difference_minor", {"currency": "CNY"})
-    assert gauge == 1  # R26: exported for monitoring
+    # R26: exported for monitoring as the sum of |theirs - ours| (1 + 6 + 6): the signed sum, 1,
+    # hid a missing charge and a missing statement line that cancelled (issue #34).
+    assert gauge == 13
     assert s.pending_ours_minor == 8
     assert not s.clean
 

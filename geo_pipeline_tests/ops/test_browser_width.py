@@ -1,0 +1,54 @@
+"""The HTML report fits a 1366 x 768 screen, the most common laptop width (issue #34: a
+newcomer's read of the demo report found the mention-rate table cut off at 1366 px, its last
+columns -- average rank, citation rate -- off the page). Measured in Debian chromium through
+Playwright: no table, and nothing else, reaches past the viewport's right edge."""
+
+from __future__ import annotations
+
+import pytest
+
+from geo_pipeline.ops import export, report
+from geo_pipeline_tests.ops.conftest import ARTIFACTS
+from geo_pipeline_tests.ops.helpers import complete, make_run
+
+pytestmark = pytest.mark.browser
+
+WIDTH, HEIGHT = 1366, 768
+
+
+def test_the_report_fits_a_1366_pixel_screen(db, tmp_path, browser_page):
+    from geo_pipeline.analysis import analyse_run
+
+    samples = make_run(db, run_id="run-width")
+    for i, s in enumerate(samples):
+        text = "瑞幸咖啡 and Starbucks" if i % 2 else "Only 瑞幸咖啡 here"
+        complete(db, s, html=f"<p>{text}</p>", raw=text)
+    analyse_run(db, "run-width")
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class) VALUES"
+        " ('run-width', 'u-mismatch', 'kimi', 'amount_mismatch', 10, 24, 'CNY', 'completed')"
+    )
+    db.commit()
+    page_file = tmp_path / "report.html"
+    page_file.write_text(export.to_html(report.build_report(db, "run-width")), encoding="utf-8")
+
+    page = browser_page
+    page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
+    page.goto(page_file.as_uri())
+    page.screenshot(path=str(ARTIFACTS / "report-1366.png"), full_page=True)
+    inner = page.evaluate("() => window.innerWidth")
+    assert inner == WIDTH
+    tables = page.evaluate(
+        "() => [...document.querySelectorAll('table')].map(t => "
+        "[t.id, Math.ceil(t.getBoundingClientRect().right)])"
+    )
+    assert {t for t, _ in tables} >= {"mention-table", "money-table", "reconciliation-table"}
+    too_wide = [(t, right) for t, right in tables if right > inner]
+    assert not too_wide, f"tables past the {inner} px viewport: {too_wide}"
+    # Nothing else pushes the page sideways either (no horizontal scroll bar).
+    assert page.evaluate("() => document.documentElement.scrollWidth") <= inner
+    # Every column of the mention table is on screen, its last ones included.
+    last = page.locator("#mention-table tr").first.locator("th").last
+    assert last.inner_text() == "Citation rate"
+    assert last.evaluate("e => e.getBoundingClientRect().right") <= inner
