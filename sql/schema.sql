@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0032_day_total_apportioned, 24 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0046_monitor_lifecycle, 25 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1647,6 +1647,54 @@ CREATE TABLE geo.accounts (
 ALTER TABLE geo.accounts OWNER TO geo_owner;
 
 --
+-- Name: alert_deliveries; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.alert_deliveries (
+    alert_key text NOT NULL,
+    recipient_id bigint NOT NULL,
+    tenant_id text NOT NULL,
+    kind text NOT NULL,
+    run_id text,
+    summary text NOT NULL,
+    delivered_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE geo.alert_deliveries OWNER TO geo_owner;
+
+--
+-- Name: alert_recipients; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.alert_recipients (
+    recipient_id bigint NOT NULL,
+    tenant_id text NOT NULL,
+    monitor_id text,
+    channel text NOT NULL,
+    target text NOT NULL,
+    kinds text[] DEFAULT '{mention_change,resample_failed,reconciliation}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT alert_recipients_channel_check CHECK ((channel = ANY (ARRAY['webhook'::text, 'email'::text]))),
+    CONSTRAINT alert_recipients_check CHECK ((((channel = 'webhook'::text) AND (target ~ '^GEO_ALERT_WEBHOOK_[A-Z0-9_]{1,64}$'::text)) OR ((channel = 'email'::text) AND (target ~ '^[^@\s,<>]{1,64}@[^@\s,<>]{1,255}$'::text)))),
+    CONSTRAINT alert_recipients_kinds_check CHECK (((kinds <@ '{mention_change,resample_failed,reconciliation}'::text[]) AND (cardinality(kinds) >= 1)))
+);
+
+ALTER TABLE geo.alert_recipients OWNER TO geo_owner;
+
+--
+-- Name: alert_recipients_recipient_id_seq; Type: SEQUENCE; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.alert_recipients ALTER COLUMN recipient_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME geo.alert_recipients_recipient_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: allowed_transitions; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -1875,6 +1923,63 @@ ALTER TABLE geo.ledger_entries ALTER COLUMN entry_id ADD GENERATED ALWAYS AS IDE
 );
 
 --
+-- Name: monitor_events; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.monitor_events (
+    event_id bigint NOT NULL,
+    monitor_id text NOT NULL,
+    tenant_id text NOT NULL,
+    event text NOT NULL,
+    revision integer NOT NULL,
+    config jsonb,
+    cron text,
+    timezone text,
+    actor text NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT monitor_events_actor_check CHECK (((length(actor) >= 1) AND (length(actor) <= 200))),
+    CONSTRAINT monitor_events_check CHECK (((event = ANY (ARRAY['created'::text, 'updated'::text])) = (config IS NOT NULL))),
+    CONSTRAINT monitor_events_event_check CHECK ((event = ANY (ARRAY['created'::text, 'updated'::text, 'paused'::text, 'resumed'::text, 'retired'::text]))),
+    CONSTRAINT monitor_events_reason_check CHECK ((length(reason) <= 2000))
+);
+
+ALTER TABLE geo.monitor_events OWNER TO geo_owner;
+
+--
+-- Name: monitor_events_event_id_seq; Type: SEQUENCE; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.monitor_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME geo.monitor_events_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: monitor_resample_failures; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.monitor_resample_failures (
+    monitor_id text NOT NULL,
+    tenant_id text NOT NULL,
+    day date NOT NULL,
+    reason_kind text NOT NULL,
+    reason text NOT NULL,
+    dagster_run_id text,
+    tries integer DEFAULT 1 NOT NULL,
+    first_failed_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_failed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT monitor_resample_failures_reason_kind_check CHECK ((reason_kind = ANY (ARRAY['insufficient_balance'::text, 'invalid_config'::text, 'disabled_engine'::text, 'quote'::text, 'conflict'::text, 'inactive'::text]))),
+    CONSTRAINT monitor_resample_failures_tries_check CHECK ((tries >= 1))
+);
+
+ALTER TABLE geo.monitor_resample_failures OWNER TO geo_owner;
+
+--
 -- Name: monitors; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -1885,7 +1990,16 @@ CREATE TABLE geo.monitors (
     active boolean DEFAULT true NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT monitors_monitor_id_check CHECK ((monitor_id ~ '^[A-Za-z0-9_-]{1,48}$'::text))
+    cron text,
+    timezone text,
+    paused_at timestamp with time zone,
+    retired_at timestamp with time zone,
+    revision integer DEFAULT 1 NOT NULL,
+    CONSTRAINT monitors_cron_check CHECK (((cron IS NULL) OR (length(cron) <= 100))),
+    CONSTRAINT monitors_monitor_id_check CHECK ((monitor_id ~ '^[A-Za-z0-9_-]{1,48}$'::text)),
+    CONSTRAINT monitors_retired_is_inactive CHECK (((retired_at IS NULL) OR (NOT active))),
+    CONSTRAINT monitors_revision_check CHECK ((revision >= 1)),
+    CONSTRAINT monitors_timezone_check CHECK (((timezone IS NULL) OR (length(timezone) <= 64)))
 );
 
 ALTER TABLE geo.monitors OWNER TO geo_owner;
@@ -2320,6 +2434,27 @@ ALTER TABLE ONLY geo.accounts
     ADD CONSTRAINT accounts_pkey PRIMARY KEY (platform, account_id);
 
 --
+-- Name: alert_deliveries alert_deliveries_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_pkey PRIMARY KEY (alert_key, recipient_id);
+
+--
+-- Name: alert_recipients alert_recipients_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_pkey PRIMARY KEY (recipient_id);
+
+--
+-- Name: alert_recipients alert_recipients_tenant_id_monitor_id_channel_target_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_tenant_id_monitor_id_channel_target_key UNIQUE NULLS NOT DISTINCT (tenant_id, monitor_id, channel, target);
+
+--
 -- Name: allowed_transitions allowed_transitions_layer_from_state_to_state_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -2458,6 +2593,27 @@ ALTER TABLE ONLY geo.ledger_entries
 
 ALTER TABLE ONLY geo.mentions
     ADD CONSTRAINT mentions_pkey PRIMARY KEY (sample_id, detector_version, answer_revision, brand);
+
+--
+-- Name: monitor_events monitor_events_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_events
+    ADD CONSTRAINT monitor_events_pkey PRIMARY KEY (event_id);
+
+--
+-- Name: monitor_resample_failures monitor_resample_failures_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_resample_failures
+    ADD CONSTRAINT monitor_resample_failures_pkey PRIMARY KEY (monitor_id, day);
+
+--
+-- Name: monitors monitors_monitor_tenant_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitors
+    ADD CONSTRAINT monitors_monitor_tenant_key UNIQUE (monitor_id, tenant_id);
 
 --
 -- Name: monitors monitors_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
@@ -2714,6 +2870,12 @@ CREATE INDEX ledger_entries_tenant ON geo.ledger_entries USING btree (tenant_id,
 CREATE INDEX ledger_entries_upstream ON geo.ledger_entries USING btree (upstream_id) WHERE (upstream_id IS NOT NULL);
 
 --
+-- Name: monitor_events_monitor; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX monitor_events_monitor ON geo.monitor_events USING btree (monitor_id, event_id);
+
+--
 -- Name: outbox_collect_batches; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -2912,6 +3074,34 @@ CREATE TRIGGER samples_transitions AFTER UPDATE ON geo.samples REFERENCING OLD T
 CREATE TRIGGER state_transitions_append_only BEFORE UPDATE ON geo.state_transitions FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
 
 --
+-- Name: alert_deliveries alert_deliveries_recipient_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_recipient_id_fkey FOREIGN KEY (recipient_id) REFERENCES geo.alert_recipients(recipient_id) ON DELETE CASCADE;
+
+--
+-- Name: alert_deliveries alert_deliveries_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
+
+--
+-- Name: alert_recipients alert_recipients_monitor_id_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_monitor_id_tenant_id_fkey FOREIGN KEY (monitor_id, tenant_id) REFERENCES geo.monitors(monitor_id, tenant_id);
+
+--
+-- Name: alert_recipients alert_recipients_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
+
+--
 -- Name: analysis_current analysis_current_sample_id_detector_version_answer_revisio_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -3008,6 +3198,20 @@ ALTER TABLE ONLY geo.ledger_entries
 
 ALTER TABLE ONLY geo.mentions
     ADD CONSTRAINT mentions_sample_id_detector_version_answer_revision_fkey FOREIGN KEY (sample_id, detector_version, answer_revision) REFERENCES geo.analysis_results(sample_id, detector_version, answer_revision) ON DELETE CASCADE;
+
+--
+-- Name: monitor_events monitor_events_monitor_id_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_events
+    ADD CONSTRAINT monitor_events_monitor_id_tenant_id_fkey FOREIGN KEY (monitor_id, tenant_id) REFERENCES geo.monitors(monitor_id, tenant_id);
+
+--
+-- Name: monitor_resample_failures monitor_resample_failures_monitor_id_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_resample_failures
+    ADD CONSTRAINT monitor_resample_failures_monitor_id_tenant_id_fkey FOREIGN KEY (monitor_id, tenant_id) REFERENCES geo.monitors(monitor_id, tenant_id);
 
 --
 -- Name: monitors monitors_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
@@ -3199,6 +3403,18 @@ ALTER TABLE analytics.source_domains ENABLE ROW LEVEL SECURITY;
 ALTER TABLE geo.accounts ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: alert_deliveries; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.alert_deliveries ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: alert_recipients; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.alert_recipients ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: allowed_transitions; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
 --
 
@@ -3306,6 +3522,18 @@ CREATE POLICY analyst_tenant ON geo.ledger_entries FOR SELECT TO geo_analyst USI
 
 CREATE POLICY analyst_tenant ON geo.mentions FOR SELECT TO geo_analyst USING ((sample_id IN ( SELECT s.sample_id
    FROM geo.samples s)));
+
+--
+-- Name: monitor_events analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON geo.monitor_events FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
+
+--
+-- Name: monitor_resample_failures analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON geo.monitor_resample_failures FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
 
 --
 -- Name: monitors analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
@@ -3496,6 +3724,18 @@ ALTER TABLE geo.ledger_entries ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE geo.mentions ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: monitor_events; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.monitor_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: monitor_resample_failures; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.monitor_resample_failures ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: monitors; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
@@ -3910,6 +4150,24 @@ GRANT SELECT ON TABLE geo.account_balances TO geo_analyst;
 GRANT SELECT,INSERT,UPDATE ON TABLE geo.accounts TO geo_service;
 
 --
+-- Name: TABLE alert_deliveries; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.alert_deliveries TO geo_service;
+
+--
+-- Name: TABLE alert_recipients; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE geo.alert_recipients TO geo_service;
+
+--
+-- Name: SEQUENCE alert_recipients_recipient_id_seq; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT USAGE ON SEQUENCE geo.alert_recipients_recipient_id_seq TO geo_service;
+
+--
 -- Name: TABLE allowed_transitions; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
@@ -3991,6 +4249,26 @@ GRANT USAGE ON SEQUENCE geo.fee_statements_statement_id_seq TO geo_service;
 --
 
 GRANT USAGE ON SEQUENCE geo.ledger_entries_entry_id_seq TO geo_service;
+
+--
+-- Name: TABLE monitor_events; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.monitor_events TO geo_service;
+GRANT SELECT ON TABLE geo.monitor_events TO geo_analyst;
+
+--
+-- Name: SEQUENCE monitor_events_event_id_seq; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT USAGE ON SEQUENCE geo.monitor_events_event_id_seq TO geo_service;
+
+--
+-- Name: TABLE monitor_resample_failures; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.monitor_resample_failures TO geo_service;
+GRANT SELECT ON TABLE geo.monitor_resample_failures TO geo_analyst;
 
 --
 -- Name: TABLE monitors; Type: ACL; Schema: geo; Owner: geo_owner
