@@ -129,8 +129,9 @@ EXPECTED_SENSORS = {
     "sampling_plan_sensor",
     "partition_retention_sensor",
     "operations_alerts",
+    "tenant_alerts",
 }
-EXPECTED_SCHEDULES = {"daily_resampling", "daily_retention"}
+EXPECTED_SCHEDULES = {"daily_resampling", "daily_retention", "monitor_resampling"}
 EXPECTED_RESOURCES = {"db", "retention_db", "redis", "evidence", "registry", "settings"}
 
 
