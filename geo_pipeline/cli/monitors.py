@@ -15,6 +15,7 @@ whose re-sample made no run shows in ``monitors show`` with the reason.
 from __future__ import annotations
 
 import getpass
+import re
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,7 @@ from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.cadence import CadenceError, parse_cadence
 from geo_pipeline.domain.config import load_config_file
 from geo_pipeline.flows import monitors as flow
+from geo_pipeline.observability.tenant_routing import TENANT_ALERT_KINDS
 from geo_pipeline.settings import settings
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store.queries import Q
@@ -299,6 +301,115 @@ def update_cmd(
         f"monitor {monitor_id} updated to revision {change.revision}, used from its next run "
         f"({next_run(monitor)}); cadence {cadence_text(monitor)}"
     )
+
+
+# ----------------------------------------------------------------------- alert recipients
+@monitors_group.group("recipients")
+def recipients_group() -> None:
+    """Who hears about a tenant's alerts (mention changes, failed re-samples, reconciliation)."""
+
+
+WEBHOOK_ENV = re.compile(r"^GEO_ALERT_WEBHOOK_[A-Z0-9_]{1,64}$")
+EMAIL = re.compile(r"^[^@\s,<>]{1,64}@[^@\s,<>]{1,255}$")
+
+
+@recipients_group.command("add")
+@click.option("--tenant", required=True)
+@click.option("--monitor", default=None, help="Only this monitor's alerts (default: the tenant's).")
+@click.option(
+    "--webhook-env",
+    default=None,
+    help="The environment variable holding the webhook's URL, GEO_ALERT_WEBHOOK_<NAME> (the URL "
+    "is a secret: it is never stored).",
+)
+@click.option("--email", default=None, help="An e-mail address (sent via GEO_ALERT_SMTP_HOST).")
+@click.option(
+    "--kind",
+    "kinds",
+    multiple=True,
+    type=click.Choice(TENANT_ALERT_KINDS),
+    help="Alert kinds to receive (repeatable; default all).",
+)
+@JSON
+def recipients_add_cmd(
+    tenant: str,
+    monitor: str | None,
+    webhook_env: str | None,
+    email: str | None,
+    kinds: tuple[str, ...],
+    as_json: bool,
+) -> None:
+    """Add a recipient of TENANT's alerts (or of one of its monitors)."""
+    if bool(webhook_env) == bool(email):
+        raise click.UsageError("give exactly one of --webhook-env NAME or --email ADDRESS")
+    if webhook_env and not WEBHOOK_ENV.match(webhook_env):
+        raise click.BadParameter(
+            f"{webhook_env!r}: use a variable named GEO_ALERT_WEBHOOK_<NAME> (A-Z, 0-9, _)",
+            param_hint="--webhook-env",
+        )
+    if email and not EMAIL.match(email):
+        raise click.BadParameter(f"{email!r} is not an e-mail address", param_hint="--email")
+    with dbmod.connect() as conn:
+        if monitor is not None:
+            try:
+                owner = flow.get_monitor(conn, monitor)["tenant_id"]
+            except flow.MonitorError as exc:
+                raise _fail(exc) from None
+            if owner != tenant:
+                raise click.ClickException(
+                    f"monitor {monitor!r} is not a monitor of tenant {tenant!r}"
+                )
+        with conn.transaction(), conn.cursor() as cur:
+            cur.execute(Q("tenant_alerts.tenant_exists"), {"tenant_id": tenant})
+            if cur.fetchone() is None:
+                raise click.ClickException(
+                    f"no tenant {tenant!r} (see `geo-pipeline tenants list`)"
+                )
+            cur.execute(
+                Q("tenant_alerts.add_recipient"),
+                {
+                    "tenant_id": tenant,
+                    "monitor_id": monitor,
+                    "channel": "webhook" if webhook_env else "email",
+                    "target": webhook_env or email,
+                    "kinds": list(kinds or TENANT_ALERT_KINDS),
+                },
+            )
+            rid = cur.fetchone()["recipient_id"]
+    if as_json:
+        emit_json({"recipient_id": rid})
+    else:
+        click.echo(
+            f"recipient {rid} of tenant {tenant}" + (f", monitor {monitor}" if monitor else "")
+        )
+
+
+@recipients_group.command("list")
+@click.option("--tenant", default=None)
+@JSON
+def recipients_list_cmd(tenant: str | None, as_json: bool) -> None:
+    """Recipients (a webhook shows the variable that holds its URL, never the URL)."""
+    with dbmod.connect() as conn, conn.cursor() as cur:
+        cur.execute(Q("tenant_alerts.recipients"), {"tenant_id": tenant})
+        rows = [dict(r) for r in cur.fetchall()]
+    if as_json:
+        emit_json(rows)
+    else:
+        emit_table(rows, ["recipient_id", "tenant_id", "monitor_id", "channel", "target", "kinds"])
+
+
+@recipients_group.command("remove")
+@click.argument("recipient_id", type=int)
+@click.option("--tenant", required=True, help="The recipient's tenant (a check, not a filter).")
+def recipients_remove_cmd(recipient_id: int, tenant: str) -> None:
+    """Remove a recipient of TENANT."""
+    with dbmod.connect() as conn, conn.transaction(), conn.cursor() as cur:
+        cur.execute(
+            Q("tenant_alerts.remove_recipient"), {"recipient_id": recipient_id, "tenant_id": tenant}
+        )
+        if cur.fetchone() is None:
+            raise click.ClickException(f"no recipient {recipient_id} of tenant {tenant!r}")
+    click.echo(f"recipient {recipient_id} removed")
 
 
 def register(root: click.Group) -> None:
