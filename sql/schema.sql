@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0046_monitor_lifecycle, 25 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 26 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -851,6 +851,159 @@ CREATE VIEW analytics.brand_changes WITH (security_invoker='true') AS
 ALTER TABLE analytics.brand_changes OWNER TO geo_owner;
 
 --
+-- Name: config_snapshots; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.config_snapshots (
+    snapshot_id text NOT NULL,
+    tenant_id text NOT NULL,
+    config jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT config_snapshots_snapshot_id_check CHECK ((snapshot_id ~ '^[0-9a-f]{64}$'::text))
+);
+
+ALTER TABLE geo.config_snapshots OWNER TO geo_owner;
+
+--
+-- Name: runs; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.runs (
+    run_id text NOT NULL,
+    tenant_id text NOT NULL,
+    monitor_id text,
+    snapshot_id text NOT NULL,
+    quote_id text NOT NULL,
+    scheduled_for date,
+    priority integer DEFAULT 5 NOT NULL,
+    sample_count integer NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    confirmed_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    closed_at timestamp with time zone,
+    CONSTRAINT runs_priority_check CHECK (((priority >= 0) AND (priority <= 9))),
+    CONSTRAINT runs_run_id_check CHECK ((run_id ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
+    CONSTRAINT runs_sample_count_check CHECK ((sample_count >= 0))
+);
+
+ALTER TABLE geo.runs OWNER TO geo_owner;
+
+--
+-- Name: question_tags; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.question_tags WITH (security_invoker='true') AS
+ SELECT r.run_id,
+    r.tenant_id,
+    t.question_revision,
+    kv.key AS tag,
+    kv.value
+   FROM (((geo.runs r
+     JOIN geo.config_snapshots s ON ((s.snapshot_id = r.snapshot_id)))
+     CROSS JOIN LATERAL jsonb_each(COALESCE((s.config -> 'question_tags'::text), '{}'::jsonb)) t(question_revision, tags))
+     CROSS JOIN LATERAL jsonb_each_text(t.tags) kv(key, value));
+
+ALTER TABLE analytics.question_tags OWNER TO geo_owner;
+
+--
+-- Name: brand_rates_by_tag; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.brand_rates_by_tag WITH (security_invoker='true') AS
+ WITH per_question AS (
+         SELECT m.tenant_id,
+            m.run_id,
+            m.monitor_id,
+            m.scheduled_for,
+            m.channel,
+            m.brand,
+            bool_or(m.is_target) AS is_target,
+            t.tag,
+            t.value,
+            m.question_revision,
+            (sum(m.n))::double precision AS m,
+            (sum(m.mentions))::double precision AS x,
+            (sum(m.domain_cited))::double precision AS c
+           FROM (analytics.brand_metrics m
+             JOIN analytics.question_tags t ON (((t.run_id = m.run_id) AND (t.question_revision = m.question_revision))))
+          GROUP BY m.tenant_id, m.run_id, m.monitor_id, m.scheduled_for, m.channel, m.brand, t.tag, t.value, m.question_revision
+         HAVING (sum(m.n) > 0)
+        ), agg AS (
+         SELECT per_question.tenant_id,
+            per_question.run_id,
+            per_question.monitor_id,
+            per_question.scheduled_for,
+            per_question.channel,
+            per_question.brand,
+            bool_or(per_question.is_target) AS is_target,
+            per_question.tag,
+            per_question.value,
+            count(*) AS k,
+            sum(per_question.m) AS m,
+            sum(per_question.x) AS x,
+            sum((per_question.x * per_question.x)) AS sxx,
+            sum((per_question.x * per_question.m)) AS sxm,
+            sum(per_question.c) AS c,
+            sum((per_question.c * per_question.c)) AS scc,
+            sum((per_question.c * per_question.m)) AS scm,
+            sum((per_question.m * per_question.m)) AS smm
+           FROM per_question
+          GROUP BY per_question.tenant_id, per_question.run_id, per_question.monitor_id, per_question.scheduled_for, per_question.channel, per_question.brand, per_question.tag, per_question.value
+        ), est AS (
+         SELECT a.tenant_id,
+            a.run_id,
+            a.monitor_id,
+            a.scheduled_for,
+            a.channel,
+            a.brand,
+            a.is_target,
+            a.tag,
+            a.value,
+            a.k,
+            a.m,
+            a.x,
+            a.sxx,
+            a.sxm,
+            a.c,
+            a.scc,
+            a.scm,
+            a.smm,
+            (a.x / a.m) AS rate,
+            (a.c / a.m) AS crate,
+            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff,
+            (a.m / analytics.design_effect(a.k, a.c, a.m, a.scc, a.scm, a.smm)) AS c_n_eff
+           FROM agg a
+        )
+ SELECT est.tenant_id,
+    est.run_id,
+    est.monitor_id,
+    est.scheduled_for,
+    est.channel,
+    est.brand,
+    est.is_target,
+    est.tag,
+    est.value,
+    (est.k)::integer AS questions,
+    (est.m)::integer AS n,
+    (est.x)::integer AS mentions,
+    est.rate AS mention_rate,
+    est.n_eff AS n_effective,
+    analytics.clustered_wilson_lower(est.rate, est.n_eff, ((est.k - 1))::integer) AS mention_rate_lower,
+    analytics.clustered_wilson_upper(est.rate, est.n_eff, ((est.k - 1))::integer) AS mention_rate_upper,
+    (est.c)::integer AS domain_cited,
+    est.crate AS citation_rate,
+    est.c_n_eff AS citation_n_effective,
+    analytics.clustered_wilson_lower(est.crate, est.c_n_eff, ((est.k - 1))::integer) AS citation_rate_lower,
+    analytics.clustered_wilson_upper(est.crate, est.c_n_eff, ((est.k - 1))::integer) AS citation_rate_upper,
+        CASE
+            WHEN (est.k >= 2) THEN (('question-clustered, '::text || est.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS interval_method
+   FROM est;
+
+ALTER TABLE analytics.brand_rates_by_tag OWNER TO geo_owner;
+
+--
 -- Name: channel_brand_metrics; Type: TABLE; Schema: analytics; Owner: geo_owner
 --
 
@@ -1034,30 +1187,6 @@ CREATE TABLE geo.partition_publications (
 ALTER TABLE geo.partition_publications OWNER TO geo_owner;
 
 --
--- Name: runs; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.runs (
-    run_id text NOT NULL,
-    tenant_id text NOT NULL,
-    monitor_id text,
-    snapshot_id text NOT NULL,
-    quote_id text NOT NULL,
-    scheduled_for date,
-    priority integer DEFAULT 5 NOT NULL,
-    sample_count integer NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    confirmed_at timestamp with time zone,
-    cancel_requested_at timestamp with time zone,
-    closed_at timestamp with time zone,
-    CONSTRAINT runs_priority_check CHECK (((priority >= 0) AND (priority <= 9))),
-    CONSTRAINT runs_run_id_check CHECK ((run_id ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
-    CONSTRAINT runs_sample_count_check CHECK ((sample_count >= 0))
-);
-
-ALTER TABLE geo.runs OWNER TO geo_owner;
-
---
 -- Name: partition_publications; Type: VIEW; Schema: analytics; Owner: geo_owner
 --
 
@@ -1192,20 +1321,6 @@ CREATE VIEW analytics.excluded_samples WITH (security_invoker='true') AS
      JOIN geo.samples s ON ((s.sample_id = e.sample_id)));
 
 ALTER TABLE analytics.excluded_samples OWNER TO geo_owner;
-
---
--- Name: config_snapshots; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.config_snapshots (
-    snapshot_id text NOT NULL,
-    tenant_id text NOT NULL,
-    config jsonb NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT config_snapshots_snapshot_id_check CHECK ((snapshot_id ~ '^[0-9a-f]{64}$'::text))
-);
-
-ALTER TABLE geo.config_snapshots OWNER TO geo_owner;
 
 --
 -- Name: run_brands; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -1973,7 +2088,7 @@ CREATE TABLE geo.monitor_resample_failures (
     tries integer DEFAULT 1 NOT NULL,
     first_failed_at timestamp with time zone DEFAULT now() NOT NULL,
     last_failed_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT monitor_resample_failures_reason_kind_check CHECK ((reason_kind = ANY (ARRAY['insufficient_balance'::text, 'invalid_config'::text, 'disabled_engine'::text, 'quote'::text, 'conflict'::text, 'inactive'::text]))),
+    CONSTRAINT monitor_resample_failures_reason_kind_check CHECK ((reason_kind = ANY (ARRAY['insufficient_balance'::text, 'invalid_config'::text, 'disabled_engine'::text, 'quote'::text, 'conflict'::text]))),
     CONSTRAINT monitor_resample_failures_tries_check CHECK ((tries >= 1))
 );
 
@@ -1995,6 +2110,7 @@ CREATE TABLE geo.monitors (
     paused_at timestamp with time zone,
     retired_at timestamp with time zone,
     revision integer DEFAULT 1 NOT NULL,
+    CONSTRAINT monitors_cadence_whole CHECK (((cron IS NULL) = (timezone IS NULL))),
     CONSTRAINT monitors_cron_check CHECK (((cron IS NULL) OR (length(cron) <= 100))),
     CONSTRAINT monitors_monitor_id_check CHECK ((monitor_id ~ '^[A-Za-z0-9_-]{1,48}$'::text)),
     CONSTRAINT monitors_retired_is_inactive CHECK (((retired_at IS NULL) OR (NOT active))),
@@ -3899,6 +4015,34 @@ GRANT SELECT ON TABLE analytics.brand_changes TO geo_analyst;
 GRANT SELECT ON TABLE analytics.brand_changes TO geo_service;
 
 --
+-- Name: TABLE config_snapshots; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.config_snapshots TO geo_service;
+GRANT SELECT ON TABLE geo.config_snapshots TO geo_analyst;
+
+--
+-- Name: TABLE runs; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.runs TO geo_service;
+GRANT SELECT ON TABLE geo.runs TO geo_analyst;
+
+--
+-- Name: TABLE question_tags; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.question_tags TO geo_service;
+GRANT SELECT ON TABLE analytics.question_tags TO geo_analyst;
+
+--
+-- Name: TABLE brand_rates_by_tag; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.brand_rates_by_tag TO geo_service;
+GRANT SELECT ON TABLE analytics.brand_rates_by_tag TO geo_analyst;
+
+--
 -- Name: TABLE channel_brand_metrics; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
@@ -3974,13 +4118,6 @@ GRANT SELECT,INSERT ON TABLE geo.partition_publications TO geo_service;
 GRANT SELECT ON TABLE geo.partition_publications TO geo_analyst;
 
 --
--- Name: TABLE runs; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT,UPDATE ON TABLE geo.runs TO geo_service;
-GRANT SELECT ON TABLE geo.runs TO geo_analyst;
-
---
 -- Name: TABLE partition_publications; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
@@ -4007,13 +4144,6 @@ GRANT SELECT ON TABLE geo.samples TO geo_analyst;
 
 GRANT SELECT ON TABLE analytics.excluded_samples TO geo_service;
 GRANT SELECT ON TABLE analytics.excluded_samples TO geo_analyst;
-
---
--- Name: TABLE config_snapshots; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT ON TABLE geo.config_snapshots TO geo_service;
-GRANT SELECT ON TABLE geo.config_snapshots TO geo_analyst;
 
 --
 -- Name: TABLE run_brands; Type: ACL; Schema: analytics; Owner: geo_owner

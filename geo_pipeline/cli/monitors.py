@@ -25,7 +25,8 @@ import click
 from geo_pipeline.cli.output import emit_json, emit_table
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.cadence import CadenceError, parse_cadence
-from geo_pipeline.domain.config import load_config_file
+from geo_pipeline.domain.config import load_config_file, normalise_text
+from geo_pipeline.domain.question_tags import QuestionSheet, read_questions_csv, sheet_changes
 from geo_pipeline.flows import monitors as flow
 from geo_pipeline.observability.tenant_routing import TENANT_ALERT_KINDS
 from geo_pipeline.settings import settings
@@ -90,6 +91,14 @@ def monitors_group() -> None:
 @click.argument("config", type=click.Path(path_type=Path))
 @click.option("--cron", default=None, help="Its own cadence, e.g. '0 7 * * 1-5' (at most daily).")
 @click.option("--timezone", default=None, help="The cadence's IANA zone (default GEO_RESAMPLE_TZ).")
+@click.option(
+    "--questions",
+    "questions_csv",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Take the questions and their tags from this CSV (question, topic, intent, persona, "
+    "market) instead of the config's.",
+)
 @ACTOR
 @REASON
 @JSON
@@ -97,12 +106,16 @@ def create_cmd(
     config: Path,
     cron: str | None,
     timezone: str | None,
+    questions_csv: Path | None,
     actor: str | None,
     reason: str,
     as_json: bool,
 ) -> None:
     """Create the monitor CONFIG names (`monitor: ID`); the schedule makes its runs."""
-    raw = load_config_file(config)
+    raw = dict(load_config_file(config))
+    if questions_csv is not None:
+        sheet = read_sheet(questions_csv)
+        raw = {**raw, "questions": sheet.questions, "question_tags": sheet.tags}
     with dbmod.connect() as conn:
         try:
             change = flow.create_monitor(
@@ -412,6 +425,95 @@ def recipients_remove_cmd(recipient_id: int, tenant: str) -> None:
     click.echo(f"recipient {recipient_id} removed")
 
 
+# ----------------------------------------------------------------------- tagged questions
+@click.group("questions")
+def questions_group() -> None:
+    """A monitor's questions and their tags (topic, intent, persona, market)."""
+
+
+def read_sheet(path: Path) -> QuestionSheet:
+    """A CSV of questions, or a ClickException listing every problem with its line."""
+    sheet = read_questions_csv(path.read_text(encoding="utf-8-sig"), path.name)
+    if sheet.problems:
+        lines = "\n".join(f"  - {where}: {what}" for where, what in sheet.problems[:50])
+        raise click.ClickException(f"{path.name}: {len(sheet.problems)} problem(s):\n{lines}")
+    if not sheet.questions:
+        raise click.ClickException(f"{path.name}: no question rows")
+    return sheet
+
+
+@questions_group.command("import")
+@click.argument("csv_file", type=click.Path(path_type=Path))
+@click.option("--monitor", "monitor_id", required=True, help="The monitor whose questions to set.")
+@click.option("--dry-run", is_flag=True, help="Validate and show what changes; write nothing.")
+@ACTOR
+@REASON
+@JSON
+def import_cmd(
+    csv_file: Path,
+    monitor_id: str,
+    dry_run: bool,
+    actor: str | None,
+    reason: str,
+    as_json: bool,
+) -> None:
+    """Set MONITOR's questions and tags from CSV_FILE (columns: question, topic, intent, persona,
+    market): a new revision used from its next run on. --dry-run shows the changes only."""
+    sheet = read_sheet(csv_file)
+    with dbmod.connect() as conn:
+        try:
+            current = flow.get_monitor(conn, monitor_id)
+        except flow.MonitorError as exc:
+            raise _fail(exc) from None
+        saved = dict(current["config"])
+        if "targets" in saved:  # a canonical snapshot saved by `runs create`: no raw questions
+            raise click.ClickException(
+                f"monitor {monitor_id!r} holds a frozen snapshot, not an editable config; "
+                "give it one with `monitors update --config`"
+            )
+        changes = sheet_changes(
+            list(saved.get("questions", [])), dict(saved.get("question_tags") or {}), sheet,
+            normalise_text,
+        )  # fmt: skip
+        new_raw = {**saved, "questions": sheet.questions, "question_tags": sheet.tags}
+        caps = load_registry().capabilities()
+        try:
+            if dry_run:
+                flow.validated(conn, new_raw, caps)
+                change = None
+            else:
+                change = flow.update_monitor(
+                    conn, monitor_id, caps, raw=new_raw, cron=None, timezone=None,
+                    default_cadence=False, default_tz=default_tz(), actor=_actor(actor),
+                    reason=reason or f"questions import {csv_file.name}",
+                )  # fmt: skip
+        except flow.MonitorError as exc:
+            raise _fail(exc) from None
+    out = {
+        "monitor_id": monitor_id,
+        "dry_run": dry_run,
+        "questions": len(sheet.questions),
+        "tagged": len(sheet.tags),
+        "changes": changes,
+        "revision": change.revision if change else None,
+    }
+    if as_json:
+        emit_json(out)
+        return
+    for r in changes:
+        r["tags"] = ", ".join(f"{k}={v}" for k, v in r["tags"].items())
+        r["before"] = ", ".join(f"{k}={v}" for k, v in (r.get("before") or {}).items())
+    emit_table(changes, ["change", "question", "tags", "before"], title=f"{csv_file.name}")
+    if dry_run:
+        click.echo(f"dry run: {len(changes)} change(s), valid; nothing written")
+    else:
+        click.echo(
+            f"monitor {monitor_id}: {len(changes)} change(s), revision "
+            f"{out['revision']}, used from its next run on"
+        )
+
+
 def register(root: click.Group) -> None:
-    """Add ``monitors`` to the root group."""
+    """Add ``monitors`` and ``questions`` to the root group."""
     root.add_command(monitors_group)
+    root.add_command(questions_group)
