@@ -45,6 +45,7 @@ def test_definitions_load_and_hold_every_asset_check_job_sensor_and_schedule() -
         "sampling_plan_sensor",
         "partition_retention_sensor",
         "operations_alerts",
+        "tenant_alerts",
     }
     schedule = repo.get_schedule_def("daily_resampling")
     assert schedule.execution_timezone == os.environ.get("GEO_RESAMPLE_TZ", "Asia/Shanghai")
