@@ -34,6 +34,7 @@ COMMAND_MODULES = (
     "dagster_instance",
     "accounts",
     "monitors",
+    "deploy",
 )
 
 
