@@ -388,7 +388,9 @@ def recipients_add_cmd(
                     "kinds": list(kinds or TENANT_ALERT_KINDS),
                 },
             )
-            rid = cur.fetchone()["recipient_id"]
+            row = cur.fetchone()
+            assert row is not None  # an upsert always returns its row
+            rid = row["recipient_id"]
     if as_json:
         emit_json({"recipient_id": rid})
     else:

@@ -10,16 +10,17 @@ Evaluating it only reads (a preview from the UI leaves nothing behind); a monito
 cadence no longer parses is left out with a log line, never a half request.
 """
 
-from __future__ import annotations
-
 from datetime import datetime, timedelta
-from typing import Any
+from typing import Any, Literal
 
 import dagster as dg
+from pydantic import Field
 
-from geo_pipeline.defs.resources import PostgresResource
+from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.defs.schedules import monitor_run_id, resample_monitor_job, resample_run_key
 from geo_pipeline.domain.cadence import CadenceError, parse_cadence
+from geo_pipeline.flows import monitors as flow
+from geo_pipeline.settings import settings
 from geo_pipeline.store.queries import Q
 
 TICK_MINUTES = 15
@@ -79,3 +80,68 @@ def monitor_resampling(
         )
         for m, day in due
     ]
+
+
+# ----------------------------------------------------------------------- the launchpad
+class MonitorLifecycleConfig(dg.Config):
+    """Pause, resume or retire a monitor, or change its cadence, from the launchpad (the same
+    guarded changes as `geo-pipeline monitors pause|resume|retire|update`)."""
+
+    monitor_id: str = Field(description="the monitor (geo-pipeline monitors list)")
+    action: Literal["pause", "resume", "retire", "set_cadence", "default_cadence"] = Field(
+        description="pause / resume / retire (final), or set_cadence (cron + timezone) / "
+        "default_cadence (back to GEO_RESAMPLE_AT)"
+    )
+    reason: str = Field(default="", description="why: kept in the monitor's history")
+    cron: str | None = Field(default=None, description="set_cadence: e.g. '0 7 * * 1-5'")
+    timezone: str | None = Field(default=None, description="set_cadence: e.g. Europe/Berlin")
+
+
+ACTION_EVENTS = {"pause": "paused", "resume": "resumed", "retire": "retired"}
+
+
+@dg.op(description="Apply one lifecycle change to a monitor, recorded with who and why.")
+def monitor_lifecycle_op(
+    context: dg.OpExecutionContext,
+    config: MonitorLifecycleConfig,
+    db: PostgresResource,
+    registry: ConnectorRegistryResource,
+) -> int:
+    actor = f"dagster:{context.run_id}"
+    with db.connect() as conn:
+        try:
+            if config.action in ACTION_EVENTS:
+                change = flow.change_state(
+                    conn, config.monitor_id, ACTION_EVENTS[config.action], actor, config.reason
+                )
+            else:
+                if config.action == "set_cadence" and not config.cron:
+                    raise flow.MonitorError("set_cadence needs cron (and optionally timezone)")
+                change = flow.update_monitor(
+                    conn,
+                    config.monitor_id,
+                    registry.load().capabilities(),
+                    raw=None,
+                    cron=config.cron,
+                    timezone=config.timezone,
+                    default_cadence=config.action == "default_cadence",
+                    default_tz=settings().resample_tz or "Asia/Shanghai",
+                    actor=actor,
+                    reason=config.reason,
+                )
+        except (flow.MonitorError, CadenceError) as exc:
+            raise dg.Failure(description=str(exc), allow_retries=False) from None
+    context.add_output_metadata(
+        {"monitor_id": change.monitor_id, "event": change.event, "revision": change.revision}
+    )
+    return change.revision
+
+
+@dg.job(
+    description="Pause, resume or retire a monitor, or change its cadence (recorded in its "
+    "history with the Dagster run as the actor). Same rules as `geo-pipeline monitors`.",
+    executor_def=dg.in_process_executor,
+    tags={"geo/kind": "monitor_lifecycle"},
+)
+def monitor_lifecycle_job() -> None:
+    monitor_lifecycle_op()

@@ -59,7 +59,7 @@ def tenant_incidents(conn: Conn, recent_days: int) -> list[TenantAlert]:
             f"monitor {r['monitor_id']}: no run for {r['day']} ({r['reason_kind']}): "
             f"{str(r['reason']).splitlines()[0]}"
         )
-        details = {
+        details: dict[str, Any] = {
             "monitor": r["monitor_id"],
             "day": str(r["day"]),
             "reason": r["reason"],
@@ -84,7 +84,7 @@ def tenant_incidents(conn: Conn, recent_days: int) -> list[TenantAlert]:
             f"({r['comparison'].replace('_', ' ')}; flagged at a false discovery rate of "
             f"{_pct(r['fdr_q'])})"
         )
-        details: dict[str, Any] = {
+        details = {
             "monitor": r["monitor_id"],
             "now": f"{r['scheduled_for']}: {r['mentions']}/{r['n']} = {_pct(r['mention_rate'])}",
             f"day's 95% interval (question-clustered, effective n {_num(r['n_effective'])})": (

@@ -124,6 +124,7 @@ EXPECTED_JOBS = {
     "billing_job",
     "retention_job",
     "resample_monitor_job",
+    "monitor_lifecycle_job",
 }
 EXPECTED_SENSORS = {
     "completion_sensor",

@@ -17,7 +17,7 @@ import yaml
 from click.testing import CliRunner, Result
 
 from geo_pipeline.cli.monitors import monitors_group
-from geo_pipeline.defs.monitors import monitor_resampling
+from geo_pipeline.defs.monitors import monitor_lifecycle_job, monitor_resampling
 from geo_pipeline.defs.schedules import daily_resampling, resample_monitor_job
 from geo_pipeline_tests.dagster.conftest import collection_config, fund
 
@@ -210,3 +210,37 @@ def test_a_failed_resample_is_recorded_with_its_reason_and_shown(
     [f] = json.loads(cli("show", "poor-daily", "--json").output)["failed_resamples"]
     assert f["tries"] == 2 and not f["open"] and f["later_run_id"] == f"poor-daily-{today.replace('-', '')}"
     assert json.loads(cli("list", "--json").output)[0]["open_failures"] == 0
+
+
+def lifecycle(
+    instance: dg.DagsterInstance, resources: dict[str, Any], **config: Any
+) -> dg.ExecuteInProcessResult:
+    return monitor_lifecycle_job.execute_in_process(
+        run_config={"ops": {"monitor_lifecycle_op": {"config": config}}},
+        instance=instance,
+        resources={k: resources[k] for k in ("db", "registry")},
+        raise_on_error=False,
+    )
+
+
+def test_the_launchpad_job_pauses_resumes_changes_cadence_and_retires(
+    cli: Any, conn: Any, tmp_path: Path, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    cli("create", config_file(tmp_path, "l", monitor="from-ui"))
+    paused = lifecycle(dg_instance, resources, monitor_id="from-ui", action="pause", reason="audit")
+    assert paused.success
+    again = lifecycle(dg_instance, resources, monitor_id="from-ui", action="pause")
+    assert not again.success
+    failure = next(e for e in again.all_events if e.is_step_failure)
+    assert "only an active monitor can be paused" in str(failure.step_failure_data.user_failure_data.description)
+    assert lifecycle(dg_instance, resources, monitor_id="from-ui", action="resume").success
+    cadence = lifecycle(dg_instance, resources, monitor_id="from-ui", action="set_cadence",
+                        cron="0 9 * * 1", timezone="UTC")  # fmt: skip
+    assert cadence.success and cadence.output_for_node("monitor_lifecycle_op") == 2
+    bad = lifecycle(dg_instance, resources, monitor_id="from-ui", action="set_cadence", cron="* * * * *")
+    assert not bad.success
+    assert lifecycle(dg_instance, resources, monitor_id="from-ui", action="retire").success
+    shown = json.loads(cli("show", "from-ui", "--json").output)
+    assert [e["event"] for e in shown["history"]] == ["created", "paused", "resumed", "updated", "retired"]
+    assert shown["history"][1]["actor"] == f"dagster:{paused.run_id}" and shown["history"][1]["reason"] == "audit"
+    assert shown["cron"] == "0 9 * * 1" and shown["status"] == "retired"
