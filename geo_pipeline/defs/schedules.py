@@ -172,7 +172,11 @@ def resample_monitor_op(
         try:
             run_id, channels = ensure_monitor_run(conn, monitor, day, registry)
         except (
-            ConfigError, QuoteError, InsufficientFunds, runstore.RunConflict, RegistryError
+            ConfigError,
+            QuoteError,
+            InsufficientFunds,
+            runstore.RunConflict,
+            RegistryError,
         ) as exc:
             # This monitor's run fails with what to fix; the other monitors have their own runs.
             conn.rollback()

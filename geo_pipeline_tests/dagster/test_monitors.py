@@ -50,7 +50,10 @@ def config_file(tmp_path: Path, name: str, **changes: Any) -> str:
 
 
 def evaluate(
-    schedule: dg.ScheduleDefinition, instance: dg.DagsterInstance, resources: dict[str, Any], when: datetime
+    schedule: dg.ScheduleDefinition,
+    instance: dg.DagsterInstance,
+    resources: dict[str, Any],
+    when: datetime,
 ) -> Any:
     with dg.build_schedule_context(
         instance=instance, scheduled_execution_time=when, resources={"db": resources["db"]}
@@ -66,7 +69,9 @@ def resample(
     instance: dg.DagsterInstance, resources: dict[str, Any], monitor: str, day: str
 ) -> dg.ExecuteInProcessResult:
     return resample_monitor_job.execute_in_process(
-        run_config={"ops": {"resample_monitor_op": {"config": {"monitor_id": monitor, "day": day}}}},
+        run_config={
+            "ops": {"resample_monitor_op": {"config": {"monitor_id": monitor, "day": day}}}
+        },
         instance=instance,
         resources={k: resources[k] for k in ("db", "registry")},
         raise_on_error=False,
@@ -93,11 +98,16 @@ def test_lifecycle_cadence_and_snapshots(
     # The same id again, a config naming no monitor, a cadence that runs twice a day: refused,
     # nothing written.
     before = table_counts(conn)
-    assert "already exists" in cli("create", config_file(tmp_path, "d2", monitor="acme-default"), ok=False).output
+    assert (
+        "already exists"
+        in cli("create", config_file(tmp_path, "d2", monitor="acme-default"), ok=False).output
+    )
     nomon = tmp_path / "nomon.yaml"
     nomon.write_text(yaml.safe_dump(collection_config()), encoding="utf-8")
     assert "names no monitor" in cli("create", str(nomon), ok=False).output
-    twice = cli("create", config_file(tmp_path, "t", monitor="twice"), "--cron", "0 6,18 * * *", ok=False)
+    twice = cli(
+        "create", config_file(tmp_path, "t", monitor="twice"), "--cron", "0 6,18 * * *", ok=False
+    )
     assert "at most once a day" in twice.output
     bad = cli("create", config_file(tmp_path, "r", monitor="bad", repeats=0), ok=False)
     # A config's problems reach the person through the CLI's one error handler (cli/main.py).
@@ -146,9 +156,15 @@ def test_lifecycle_cadence_and_snapshots(
         tmp_path, "d3", monitor="acme-default",
         questions=["best project tool for teams?", "which crm is cheapest?", "top erp for smb?"],
     )  # fmt: skip
-    up = json.loads(cli("update", "acme-default", "--config", new_cfg, "--reason", "one more question", "--json").output)
+    up = json.loads(
+        cli(
+            "update", "acme-default", "--config", new_cfg, "--reason", "one more question", "--json"
+        ).output
+    )
     assert up["revision"] == 2
-    snap_after = conn.execute("SELECT snapshot_id FROM geo.runs WHERE run_id = %s", (run1,)).fetchone()
+    snap_after = conn.execute(
+        "SELECT snapshot_id FROM geo.runs WHERE run_id = %s", (run1,)
+    ).fetchone()
     assert snap_after == snap1  # the run already made executes what it froze
     tomorrow = today.fromordinal(today.toordinal() + 1)
     second = resample(dg_instance, resources, "acme-default", tomorrow.isoformat())
@@ -161,12 +177,17 @@ def test_lifecycle_cadence_and_snapshots(
     assert [r["sample_count"] for r in counts] == [8, 12]  # 2 then 3 questions x 2 channels x 2
     # Another tenant or another id in the new config is refused.
     other = config_file(tmp_path, "o", monitor="acme-default", tenant="globex")
-    assert "never moves to another tenant" in cli("update", "acme-default", "--config", other, ok=False).output
+    assert (
+        "never moves to another tenant"
+        in cli("update", "acme-default", "--config", other, ok=False).output
+    )
     # A new cadence, then back to the default.
     cli("update", "acme-default", "--cron", "15 8 * * *", "--timezone", "UTC")
-    assert requested(evaluate(monitor_resampling, dg_instance, resources, datetime(2026, 12, 7, 8, 20, tzinfo=UTC))) == [
-        "resample:acme-default:2026-12-07"
-    ]
+    assert requested(
+        evaluate(
+            monitor_resampling, dg_instance, resources, datetime(2026, 12, 7, 8, 20, tzinfo=UTC)
+        )
+    ) == ["resample:acme-default:2026-12-07"]
     cli("update", "acme-default", "--default-cadence")
 
     shown = json.loads(cli("show", "acme-default", "--json").output)
@@ -180,15 +201,29 @@ def test_lifecycle_cadence_and_snapshots(
     cli("retire", "acme-default", "--reason", "contract ended")
     assert "retired" in cli("resume", "acme-default", ok=False).output
     assert "retired" in cli("update", "acme-default", "--cron", "0 9 * * *", ok=False).output
-    assert "never reused" in cli("create", config_file(tmp_path, "d4", monitor="acme-default"), ok=False).output
+    assert (
+        "never reused"
+        in cli("create", config_file(tmp_path, "d4", monitor="acme-default"), ok=False).output
+    )
     assert requested(evaluate(daily_resampling, dg_instance, resources, at_six)) == []
     assert "acme-default" not in {r["monitor_id"] for r in json.loads(cli("list", "--json").output)}
-    assert "acme-default" in {r["monitor_id"] for r in json.loads(cli("list", "--all", "--json").output)}
-    assert conn.execute("SELECT count(*) AS n FROM geo.runs WHERE monitor_id = 'acme-default'").fetchone()["n"] == 2
+    assert "acme-default" in {
+        r["monitor_id"] for r in json.loads(cli("list", "--all", "--json").output)
+    }
+    assert (
+        conn.execute(
+            "SELECT count(*) AS n FROM geo.runs WHERE monitor_id = 'acme-default'"
+        ).fetchone()["n"]
+        == 2
+    )
 
 
 def test_a_failed_resample_is_recorded_with_its_reason_and_shown(
-    cli: Any, conn: Any, tmp_path: Path, dg_instance: dg.DagsterInstance, resources: dict[str, Any],
+    cli: Any,
+    conn: Any,
+    tmp_path: Path,
+    dg_instance: dg.DagsterInstance,
+    resources: dict[str, Any],
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # A tenant whose balance cannot cover the day's quote.
@@ -208,7 +243,11 @@ def test_a_failed_resample_is_recorded_with_its_reason_and_shown(
     fund(conn, "poor")
     assert resample(dg_instance, resources, "poor-daily", today).success
     [f] = json.loads(cli("show", "poor-daily", "--json").output)["failed_resamples"]
-    assert f["tries"] == 2 and not f["open"] and f["later_run_id"] == f"poor-daily-{today.replace('-', '')}"
+    assert (
+        f["tries"] == 2
+        and not f["open"]
+        and f["later_run_id"] == f"poor-daily-{today.replace('-', '')}"
+    )
     assert json.loads(cli("list", "--json").output)[0]["open_failures"] == 0
 
 
@@ -232,15 +271,28 @@ def test_the_launchpad_job_pauses_resumes_changes_cadence_and_retires(
     again = lifecycle(dg_instance, resources, monitor_id="from-ui", action="pause")
     assert not again.success
     failure = next(e for e in again.all_events if e.is_step_failure)
-    assert "only an active monitor can be paused" in str(failure.step_failure_data.user_failure_data.description)
+    assert "only an active monitor can be paused" in str(
+        failure.step_failure_data.user_failure_data.description
+    )
     assert lifecycle(dg_instance, resources, monitor_id="from-ui", action="resume").success
     cadence = lifecycle(dg_instance, resources, monitor_id="from-ui", action="set_cadence",
                         cron="0 9 * * 1", timezone="UTC")  # fmt: skip
     assert cadence.success and cadence.output_for_node("monitor_lifecycle_op") == 2
-    bad = lifecycle(dg_instance, resources, monitor_id="from-ui", action="set_cadence", cron="* * * * *")
+    bad = lifecycle(
+        dg_instance, resources, monitor_id="from-ui", action="set_cadence", cron="* * * * *"
+    )
     assert not bad.success
     assert lifecycle(dg_instance, resources, monitor_id="from-ui", action="retire").success
     shown = json.loads(cli("show", "from-ui", "--json").output)
-    assert [e["event"] for e in shown["history"]] == ["created", "paused", "resumed", "updated", "retired"]
-    assert shown["history"][1]["actor"] == f"dagster:{paused.run_id}" and shown["history"][1]["reason"] == "audit"
+    assert [e["event"] for e in shown["history"]] == [
+        "created",
+        "paused",
+        "resumed",
+        "updated",
+        "retired",
+    ]
+    assert (
+        shown["history"][1]["actor"] == f"dagster:{paused.run_id}"
+        and shown["history"][1]["reason"] == "audit"
+    )
     assert shown["cron"] == "0 9 * * 1" and shown["status"] == "retired"

@@ -61,15 +61,27 @@ def test_tagged_questions_from_csv_to_rates_by_tag(
     new.write_text(CSV.replace("top crm for startups?,crm", "top crm for startups?,sales")
                    .replace("best project tool for teams?,pm,compare,lead,cn\n", "")
                    + "which erp suits a factory?,erp,compare,cfo,cn\n", encoding="utf-8")  # fmt: skip
-    before = conn.execute("SELECT revision, config FROM geo.monitors WHERE monitor_id = 'tagged'").fetchone()
-    dry = json.loads(cli(questions_group, "import", str(new), "--monitor", "tagged", "--dry-run", "--json"))
+    before = conn.execute(
+        "SELECT revision, config FROM geo.monitors WHERE monitor_id = 'tagged'"
+    ).fetchone()
+    dry = json.loads(
+        cli(questions_group, "import", str(new), "--monitor", "tagged", "--dry-run", "--json")
+    )
     assert [(c["change"], c["question"]) for c in dry["changes"]] == [
         ("added", "which erp suits a factory?"),
         ("removed", "best project tool for teams?"),
         ("re-tagged", "top crm for startups?"),
     ]
-    assert dry["changes"][2]["before"]["topic"] == "crm" and dry["changes"][2]["tags"]["topic"] == "sales"
-    assert conn.execute("SELECT revision, config FROM geo.monitors WHERE monitor_id = 'tagged'").fetchone() == before
+    assert (
+        dry["changes"][2]["before"]["topic"] == "crm"
+        and dry["changes"][2]["tags"]["topic"] == "sales"
+    )
+    assert (
+        conn.execute(
+            "SELECT revision, config FROM geo.monitors WHERE monitor_id = 'tagged'"
+        ).fetchone()
+        == before
+    )
 
     # Today's run freezes revision 1's questions and tags.
     today = datetime.now(ZoneInfo("Asia/Shanghai")).date()
@@ -103,7 +115,12 @@ def test_tagged_questions_from_csv_to_rates_by_tag(
     assert crm["interval_method"] == "question-clustered, 2 questions"
     assert crm["mention_rate_lower"] < 0.75 < crm["mention_rate_upper"]
     pm = by[("topic", "pm")]
-    assert (pm["questions"], pm["n"], pm["mentions"], pm["interval_method"]) == (1, 2, 2, "Wilson, 1 question")
+    assert (pm["questions"], pm["n"], pm["mentions"], pm["interval_method"]) == (
+        1,
+        2,
+        2,
+        "Wilson, 1 question",
+    )
     # One truth: market=cn tags every question, so it is the channel's own row, to the last digit.
     cn = by[("market", "cn")]
     channel = conn.execute(
@@ -119,7 +136,12 @@ def test_tagged_questions_from_csv_to_rates_by_tag(
 
     # The import for real: revision 2, used from the next run on; today's run keeps its tags.
     cli(questions_group, "import", str(new), "--monitor", "tagged")
-    assert conn.execute("SELECT revision FROM geo.monitors WHERE monitor_id = 'tagged'").fetchone()["revision"] == 2
+    assert (
+        conn.execute("SELECT revision FROM geo.monitors WHERE monitor_id = 'tagged'").fetchone()[
+            "revision"
+        ]
+        == 2
+    )
     nxt = resample(dg_instance, resources, "tagged", (today + timedelta(days=1)).isoformat())
     assert nxt.success
     tags = conn.execute(

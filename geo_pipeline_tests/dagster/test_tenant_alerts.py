@@ -82,9 +82,17 @@ def test_each_tenant_hears_its_own_alerts_only(
         ok=False,
     )  # fmt: skip
     assert "GEO_ALERT_WEBHOOK_<NAME>" in cli(
-        "recipients", "add", "--tenant", "acme", "--webhook-env", "https://hooks.example/x", ok=False
+        "recipients",
+        "add",
+        "--tenant",
+        "acme",
+        "--webhook-env",
+        "https://hooks.example/x",
+        ok=False,
     )
-    assert "not an e-mail address" in cli("recipients", "add", "--tenant", "acme", "--email", "nobody", ok=False)
+    assert "not an e-mail address" in cli(
+        "recipients", "add", "--tenant", "acme", "--email", "nobody", ok=False
+    )
     # The database refuses it too, whatever a caller does (the composite key).
     with pytest.raises(Exception, match="foreign key"):
         conn.execute(

@@ -48,7 +48,7 @@ def test_every_registered_platform_renders_valid_objects_with_its_key_from_the_s
     for text in render(entries, RenderOptions(max_replicas=4)).values():
         out |= docs(text)
     keda = jsonschema.Draft202012Validator(_keda_schema())
-    for (kind, _), doc in out.items():
+    for doc in out.values():
         if doc["apiVersion"].startswith("keda.sh/"):
             keda.validate(doc)
         else:
@@ -64,19 +64,25 @@ def test_every_registered_platform_renders_valid_objects_with_its_key_from_the_s
         else:
             assert env == {}
         assert so["spec"]["scaleTargetRef"]["name"] == name and so["spec"]["maxReplicaCount"] == 4
-        query = next(t for t in so["spec"]["triggers"] if t["type"] == "prometheus")["metadata"]["query"]
+        query = next(t for t in so["spec"]["triggers"] if t["type"] == "prometheus")["metadata"][
+            "query"
+        ]
         assert f'platform="{e.platform}"' in query
         assert ("uncertain" in query) == e.capabilities.recoverable
     # The args parse with the CLI the image runs.
     worker = cli.commands["worker"]
     for (kind, _), doc in out.items():
         if kind == "Deployment":
-            worker.make_context("worker", doc["spec"]["template"]["spec"]["containers"][0]["args"][1:])
+            worker.make_context(
+                "worker", doc["spec"]["template"]["spec"]["containers"][0]["args"][1:]
+            )
 
 
 def test_cli_writes_the_files_and_refuses_an_unknown_platform(tmp_path: Path) -> None:
     runner = CliRunner()
-    res = runner.invoke(cli, ["deploy", "render", "--out", str(tmp_path), "--platform", "deepseek_api"])
+    res = runner.invoke(
+        cli, ["deploy", "render", "--out", str(tmp_path), "--platform", "deepseek_api"]
+    )
     assert res.exit_code == 0, res.output
     assert "6 platform(s)" in res.output and "deepseek_api" in res.output
     written = docs((tmp_path / "worker.yaml").read_text(encoding="utf-8"))

@@ -76,9 +76,16 @@ def test_bulk_policies_dry_run_and_record(db_url, redis_url, redis_ns):
     assert {rows[s]["collection_state"] for s in give[:2]} == {"failed"}
     assert rows[give[2]]["collection_state"] == "queued"
     # The acceptance record keeps "unknown": never written down as a fact.
-    reqs = fetch(db_url, "SELECT state, resolved_by FROM geo.upstream_requests WHERE sample_id = ANY(%s)", (give[:2],))
+    reqs = fetch(
+        db_url,
+        "SELECT state, resolved_by FROM geo.upstream_requests WHERE sample_id = ANY(%s)",
+        (give[:2],),
+    )
     assert reqs == [{"state": "uncertain", "resolved_by": "operator:dana"}] * 2
-    decisions = fetch(db_url, "SELECT sample_id, verdict, note, actor FROM geo.review_decisions ORDER BY sample_id")
+    decisions = fetch(
+        db_url,
+        "SELECT sample_id, verdict, note, actor FROM geo.review_decisions ORDER BY sample_id",
+    )
     assert decisions == [
         {"sample_id": s, "verdict": "given_up", "note": "give-up: platform support cannot say",
          "actor": "operator:dana"}
@@ -98,10 +105,16 @@ def test_bulk_policies_dry_run_and_record(db_url, redis_url, redis_ns):
                         "than a missing day")  # fmt: skip
     assert code == 0, out
     fake = FakeConnector("deepseek")
-    asyncio.run(run_worker_until(db_url, redis_url, redis_ns, {"deepseek": fake}, all_terminal(db_url)))
+    asyncio.run(
+        run_worker_until(db_url, redis_url, redis_ns, {"deepseek": fake}, all_terminal(db_url))
+    )
     assert dict(fake.submits) == {f"{s}:2": 1 for s in again} | {f"{give[2]}:1": 1}
     assert not any(k.startswith(tuple(give[:2])) for k in fake.submits)  # given up: never re-sent
     final = {r["sample_id"]: r["collection_state"] for r in snapshot(db_url)}
     assert [final[s] for s in again] == ["completed", "completed"]
-    verdicts = fetch(db_url, "SELECT DISTINCT verdict FROM geo.review_decisions WHERE sample_id = ANY(%s)", (again,))
+    verdicts = fetch(
+        db_url,
+        "SELECT DISTINCT verdict FROM geo.review_decisions WHERE sample_id = ANY(%s)",
+        (again,),
+    )
     assert verdicts == [{"verdict": "resubmitted_possible_second_charge"}]

@@ -47,7 +47,9 @@ def test_day_of_month_or_day_of_week_as_cron_does() -> None:
         ("0 6 5-1 * *", "UTC", "backwards"),
     ],
 )
-def test_a_cadence_that_cannot_work_is_refused_with_the_field(cron: str, tz: str, words: str) -> None:
+def test_a_cadence_that_cannot_work_is_refused_with_the_field(
+    cron: str, tz: str, words: str
+) -> None:
     with pytest.raises(CadenceError, match=words):
         parse_cadence(cron, tz)
 

@@ -34,7 +34,9 @@ def test_tags_are_frozen_by_revision_and_untagged_snapshots_do_not_move() -> Non
     plain = normalise_and_validate(config(), CAPS)
     assert "question_tags" not in plain.canonical()  # the snapshot id untagged configs had
     tagged = normalise_and_validate(
-        config(question_tags={"  best crm for a small team? ": {"topic": " CRM ", "market": "ｃｎ"}}),
+        config(
+            question_tags={"  best crm for a small team? ": {"topic": " CRM ", "market": "ｃｎ"}}
+        ),
         CAPS,
     )
     rev = question_revision("best crm for a small team?")
@@ -49,7 +51,11 @@ def test_every_tag_problem_with_its_path() -> None:
             config(
                 question_tags={
                     "not a question here": {"topic": "x"},
-                    "best crm for a small team?": {"colour": "red", "intent": "x" * 65, "persona": 3},
+                    "best crm for a small team?": {
+                        "colour": "red",
+                        "intent": "x" * 65,
+                        "persona": 3,
+                    },
                 }
             ),
             CAPS,
@@ -70,7 +76,11 @@ def test_csv_import_and_what_it_changes() -> None:
     )
     assert sheet.problems == []
     assert sheet.questions == ["best crm for a small team?", "which erp for a factory?"]
-    assert sheet.tags["which erp for a factory?"] == {"intent": "shortlist", "market": "cn", "topic": "erp"}
+    assert sheet.tags["which erp for a factory?"] == {
+        "intent": "shortlist",
+        "market": "cn",
+        "topic": "erp",
+    }
     rows = sheet_changes(
         ["best crm for a small team?", "is acme crm worth the price?"],
         {"best crm for a small team?": {"topic": "crm"}},
@@ -83,6 +93,9 @@ def test_csv_import_and_what_it_changes() -> None:
         ("re-tagged", "best crm for a small team?"),
     ]
     bad = read_questions_csv("question,colour\nq one?,red\n,crm\n", "qs.csv")
-    assert ("qs.csv header", "unknown column(s) 'colour'; allowed: question, topic, intent, persona, market") in bad.problems
+    assert (
+        "qs.csv header",
+        "unknown column(s) 'colour'; allowed: question, topic, intent, persona, market",
+    ) in bad.problems
     assert ("qs.csv line 3", "tags without a question") in bad.problems
     assert read_questions_csv("text\nq?\n").problems[0][1].startswith("needs a 'question' column")
