@@ -109,7 +109,8 @@ def create_monitor(
 ) -> MonitorChange:
     """A new monitor from a collection config naming it (``monitor:``); its first run is made by
     the schedule on its cadence. An existing id (also a retired one) is refused."""
-    config = validated(conn, raw, caps)
+    plan = quoted_plan(conn, dict(raw), caps)
+    config = plan.config
     if config.monitor is None:
         raise MonitorError(
             "the config names no monitor: add `monitor: <id>` (1-48 of A-Z a-z 0-9 _ -)"
@@ -124,7 +125,9 @@ def create_monitor(
     with conn.transaction(), conn.cursor() as cur:
         # The tenant row as a run's creation writes it (runs.upsert_tenant): a monitor may come
         # before the tenant's first run.
-        cur.execute(Q("runs.upsert_tenant"), {"tenant_id": config.tenant, "currency": "CNY"})
+        cur.execute(
+            Q("runs.upsert_tenant"), {"tenant_id": config.tenant, "currency": plan.quote.currency}
+        )
         cur.execute(Q("monitors.insert_monitor"), {**row, "config": Jsonb(dict(raw))})
         if cur.fetchone() is None:
             existing = get_monitor(conn, config.monitor)
