@@ -296,3 +296,28 @@ def test_the_launchpad_job_pauses_resumes_changes_cadence_and_retires(
         and shown["history"][1]["reason"] == "audit"
     )
     assert shown["cron"] == "0 9 * * 1" and shown["status"] == "retired"
+
+
+def test_a_disabled_engine_is_a_recorded_failed_resample_not_a_crash(
+    cli: Any, conn: Any, tmp_path: Path, dg_instance: dg.DagsterInstance,
+    resources: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # A monitor on a real engine, created while its key was set; then the key is removed (a
+    # registry / deployment change): the day's re-sample fails with the reason, recorded.
+    fund(conn)
+    monkeypatch.setenv("GEO_DEEPSEEK_API_KEY", "test-key-not-used")
+    path = config_file(
+        tmp_path, "api", monitor="api-daily",
+        channels=[{"platform": "deepseek_api", "device": "web"}],
+    )  # fmt: skip
+    cli("create", path)
+    monkeypatch.delenv("GEO_DEEPSEEK_API_KEY")
+    today = datetime.now(SHANGHAI).date().isoformat()
+    failed = resample(dg_instance, resources, "api-daily", today)
+    assert not failed.success
+    failure = next(e for e in failed.all_events if e.is_step_failure)
+    data = failure.step_failure_data.user_failure_data
+    assert data is not None, failure.step_failure_data.error  # a Failure with the reason
+    assert "GEO_DEEPSEEK_API_KEY" in str(data.description)
+    [f] = json.loads(cli("show", "api-daily", "--json").output)["failed_resamples"]
+    assert f["reason_kind"] == "disabled_engine" and "GEO_DEEPSEEK_API_KEY" in f["reason"]
