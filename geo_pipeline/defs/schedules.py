@@ -92,6 +92,8 @@ def ensure_monitor_run(
         confirm=True,
         dispatch=False,
         monitor_config=saved,
+        # What was read stays as it is: an update committed meanwhile is the next run's.
+        keep_monitor_config=True,
     )
     return run_id, config.channels
 

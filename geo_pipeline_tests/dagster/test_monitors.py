@@ -321,3 +321,38 @@ def test_a_disabled_engine_is_a_recorded_failed_resample_not_a_crash(
     assert "GEO_DEEPSEEK_API_KEY" in str(data.description)
     [f] = json.loads(cli("show", "api-daily", "--json").output)["failed_resamples"]
     assert f["reason_kind"] == "disabled_engine" and "GEO_DEEPSEEK_API_KEY" in f["reason"]
+
+
+def test_an_update_during_the_days_resample_is_not_reverted_by_it(
+    cli: Any, conn: Any, tmp_path: Path, dg_instance: dg.DagsterInstance,
+    resources: dict[str, Any], monkeypatch: pytest.MonkeyPatch,
+) -> None:  # fmt: skip
+    # The resample op reads the monitor's config, quotes it, then creates the run. An update
+    # committed in between (another person, `monitors update`) must survive: the run freezes
+    # what was read, the monitor keeps the new revision's config for the next run (R2).
+    import geo_pipeline.defs.schedules as schedules
+
+    fund(conn)
+    cli("create", config_file(tmp_path, "r", monitor="raced"))
+    newer = config_file(tmp_path, "r2", monitor="raced", repeats=3)
+    real = schedules.quoted_plan_for
+
+    def quote_then_someone_updates(*args: Any, **kwargs: Any) -> Any:
+        plan = real(*args, **kwargs)
+        cli("update", "raced", "--config", newer, "--reason", "meanwhile")
+        return plan
+
+    monkeypatch.setattr(schedules, "quoted_plan_for", quote_then_someone_updates)
+    today = datetime.now(SHANGHAI).date().isoformat()
+    result = resample(dg_instance, resources, "raced", today)
+    assert result.success
+    run = conn.execute(
+        "SELECT sample_count FROM geo.runs WHERE run_id = %s",
+        (result.output_for_node("resample_monitor_op"),),
+    ).fetchone()
+    assert run["sample_count"] == 8  # the run froze the config it read (2 repeats)
+    monitor = conn.execute(
+        "SELECT revision, config FROM geo.monitors WHERE monitor_id = 'raced'"
+    ).fetchone()
+    assert monitor["revision"] == 2
+    assert monitor["config"]["repeats"] == 3  # the update is still there
