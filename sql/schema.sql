@@ -1787,11 +1787,11 @@ CREATE TABLE geo.alert_recipients (
     monitor_id text,
     channel text NOT NULL,
     target text NOT NULL,
-    kinds text[] DEFAULT '{mention_change,resample_failed,reconciliation}'::text[] NOT NULL,
+    kinds text[] DEFAULT '{mention_change,resample_failed,reconciliation,stuck_partition}'::text[] NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     CONSTRAINT alert_recipients_channel_check CHECK ((channel = ANY (ARRAY['webhook'::text, 'email'::text]))),
     CONSTRAINT alert_recipients_check CHECK ((((channel = 'webhook'::text) AND (target ~ '^GEO_ALERT_WEBHOOK_[A-Z0-9_]{1,64}$'::text)) OR ((channel = 'email'::text) AND (target ~ '^[^@\s,<>]{1,64}@[^@\s,<>]{1,255}$'::text)))),
-    CONSTRAINT alert_recipients_kinds_check CHECK (((kinds <@ '{mention_change,resample_failed,reconciliation}'::text[]) AND (cardinality(kinds) >= 1)))
+    CONSTRAINT alert_recipients_kinds_check CHECK (((kinds <@ '{mention_change,resample_failed,reconciliation,stuck_partition}'::text[]) AND (cardinality(kinds) >= 1)))
 );
 
 ALTER TABLE geo.alert_recipients OWNER TO geo_owner;

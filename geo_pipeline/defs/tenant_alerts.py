@@ -1,7 +1,8 @@
 """A tenant's own alerts (issue 37): one sensor that, every minute, finds each tenant's incidents
 and sends each to that tenant's recipients (observability.tenant_routing), once per recipient.
 
-Kinds: ``mention_change`` (only changes analytics.brand_changes flags under its
+Kinds: ``stuck_partition`` (a partition of the tenant's run past its publish deadline),
+``mention_change`` (only changes analytics.brand_changes flags under its
 Benjamini-Hochberg control, with both rates, their n and the day's question-clustered interval),
 ``resample_failed`` (a day whose re-sample made no run, with the reason) and ``reconciliation``
 (a run whose charges and fee statements differ). Each message names the run to open
@@ -49,10 +50,29 @@ def run_link(run_id: str) -> dict[str, str]:
     }
 
 
-def tenant_incidents(conn: Conn, recent_days: int) -> list[TenantAlert]:
-    """Every tenant's open incidents of the three kinds, each with its tenant and run."""
+def tenant_incidents(conn: Conn, recent_days: int, stuck_grace_s: int = 900) -> list[TenantAlert]:
+    """Every tenant's open incidents of the four kinds, each with its tenant and run."""
     out: list[TenantAlert] = []
     params = {"recent_days": recent_days}
+    for r in _rows(conn, "tenant_alerts.stuck_partitions", {**params, "grace_s": stuck_grace_s}):
+        key = f"stuck_partition:{r['run_id']}:{r['channel']}"
+        summary = (
+            f"partition {r['run_id']} / {r['channel']} is past its publish deadline, unpublished"
+        )
+        stuck: dict[str, Any] = {
+            "deadline": r["publish_deadline_at"],
+            "open samples": r["open_samples"],
+            "samples": r["samples"],
+            **run_link(r["run_id"]),
+        }
+        out.append(
+            TenantAlert(
+                Alert(key, "stuck_partition", summary, stuck),
+                r["tenant_id"],
+                r["monitor_id"],
+                r["run_id"],
+            )
+        )
     for r in _rows(conn, "tenant_alerts.resample_failures", params):
         key = f"resample_failed:{r['monitor_id']}:{r['day']}"
         summary = (
@@ -178,13 +198,13 @@ def deliver_tenant_alerts(
     minimum_interval_seconds=60,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Each tenant's own alerts — flagged mention-rate changes (Benjamini-Hochberg), "
-    "failed re-samples with the reason, reconciliation differences — to the webhook / e-mail "
-    "recipients that tenant registered (`monitors recipients add`), never another tenant's; "
-    "once per alert and recipient.",
+    "failed re-samples with the reason, reconciliation differences, stuck partitions — to the "
+    "webhook / e-mail recipients that tenant registered (`monitors recipients add`), never "
+    "another tenant's; once per alert and recipient.",
 )
 def tenant_alerts(context: dg.SensorEvaluationContext, db: PostgresResource) -> dg.SkipReason:
     thresholds = AlertThresholds.from_env()
     with db.connect() as conn:
-        alerts = tenant_incidents(conn, thresholds.recent_days)
+        alerts = tenant_incidents(conn, thresholds.recent_days, thresholds.stuck_grace_s)
         sent, failed = deliver_tenant_alerts(conn, alerts, environment(), context.log)
     return dg.SkipReason(f"{len(alerts)} tenant incidents; sent {sent}, failed {failed}")

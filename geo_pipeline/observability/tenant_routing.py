@@ -3,7 +3,8 @@
 The operator's routing (notify.notifiers_from_env: one webhook / e-mail for every incident of the
 deployment) stays as it is. A tenant's own alerts — a flagged mention-rate change, a failed
 re-sample, a reconciliation difference — go to the recipients that tenant registered (for the
-tenant, or for one of its monitors), and to nobody else: routing compares tenant ids, and the
+tenant, or for one of its monitors), and to nobody else (a stuck partition of the tenant's
+run is sent too): routing compares tenant ids, and the
 database refuses a recipient bound to another tenant's monitor.
 
 A webhook recipient names the environment variable holding its URL (GEO_ALERT_WEBHOOK_<NAME>):
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from geo_pipeline.observability.notify import Alert, Notifier, SmtpNotifier, WebhookNotifier
 
-TENANT_ALERT_KINDS = ("mention_change", "resample_failed", "reconciliation")
+TENANT_ALERT_KINDS = ("mention_change", "resample_failed", "reconciliation", "stuck_partition")
 
 
 @dataclass(frozen=True)

@@ -109,12 +109,18 @@ def test_each_tenant_hears_its_own_alerts_only(
     # poor's webhook variable is not set yet: that delivery fails and is retried.
     msg = tick(db_url)
     acme_posts, poor_posts = hooks["acme"][1], hooks["poor"][1]
-    assert kinds(acme_posts) == ["mention-change", "reconciliation"], acme_posts
+    # _plant's run-stuck has 2 channels past their deadline: one alert each.
+    assert kinds(acme_posts) == [
+        "mention-change",
+        "reconciliation",
+        "stuck-partition",
+        "stuck-partition",
+    ], acme_posts
     assert poor_posts == []
     assert [m["To"] for m in box.messages] == ["owner@poor.example"]
     assert "monitor poor-daily: no run for" in box.messages[0]["Subject"]
     assert "insufficient funds" in box.messages[0].get_content()
-    assert "sent 3, failed 1" in msg, msg
+    assert "sent 5, failed 1" in msg, msg
     # Each alert links its run (and the evidence); nothing of poor reached acme.
     recon = next(p["text"] for p in acme_posts if "fee statements" in p["text"])
     assert "open: geo-pipeline runs show run-stuck" in recon
@@ -123,6 +129,8 @@ def test_each_tenant_hears_its_own_alerts_only(
     assert "70/200 = 35.0%" in change and "effective n 200.0" in change
     assert "open: geo-pipeline runs show run-day2" in change
     assert not any("poor" in p["text"] for p in acme_posts)
+    stuck = next(p["text"] for p in acme_posts if "publish deadline" in p["text"])
+    assert "open: geo-pipeline runs show run-stuck" in stuck and "open samples: 4" in stuck
 
     monkeypatch.setenv("GEO_ALERT_WEBHOOK_POOR", hooks["poor"][0])
     msg = tick(db_url)
@@ -135,13 +143,14 @@ def test_each_tenant_hears_its_own_alerts_only(
     assert not any("acme" in p["text"].lower() for p in poor_posts)
     # Nothing is sent twice.
     assert "sent 0, failed 0" in tick(db_url)
-    assert len(acme_posts) == 2 and len(poor_posts) == 1 and len(box.messages) == 1
+    assert len(acme_posts) == 4 and len(poor_posts) == 1 and len(box.messages) == 1
     rows = conn.execute(
         "SELECT tenant_id, kind, count(*) AS n FROM geo.alert_deliveries GROUP BY 1, 2 ORDER BY 1, 2"
     ).fetchall()
     assert [(r["tenant_id"], r["kind"], r["n"]) for r in rows] == [
         ("acme", "mention_change", 1),
         ("acme", "reconciliation", 1),
+        ("acme", "stuck_partition", 2),
         ("poor", "resample_failed", 2),
     ]
     listed = json.loads(cli("recipients", "list", "--tenant", "poor", "--json"))

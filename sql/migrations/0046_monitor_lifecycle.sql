@@ -72,8 +72,8 @@ CREATE TABLE geo.alert_recipients (
                  (channel = 'webhook' AND target ~ '^GEO_ALERT_WEBHOOK_[A-Z0-9_]{1,64}$')
                  OR (channel = 'email' AND target ~ '^[^@\s,<>]{1,64}@[^@\s,<>]{1,255}$')),
   kinds        text[] NOT NULL
-               DEFAULT '{mention_change,resample_failed,reconciliation}'
-               CHECK (kinds <@ '{mention_change,resample_failed,reconciliation}'::text[]
+               DEFAULT '{mention_change,resample_failed,reconciliation,stuck_partition}'
+               CHECK (kinds <@ '{mention_change,resample_failed,reconciliation,stuck_partition}'::text[]
                       AND cardinality(kinds) >= 1),
   created_at   timestamptz NOT NULL DEFAULT now(),
   FOREIGN KEY (monitor_id, tenant_id) REFERENCES geo.monitors (monitor_id, tenant_id),

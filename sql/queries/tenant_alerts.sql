@@ -61,6 +61,25 @@ HAVING sum(l.difference_minor) <> 0
 ORDER BY l.run_id, l.currency
 LIMIT 200;
 
+-- name: stuck_partitions
+-- A tenant's partitions (run x channel) past their publish deadline plus the grace, unpublished
+-- (the operator's alerts.stuck_partitions, with the tenant and monitor).
+SELECT r.tenant_id, r.monitor_id, s.run_id, s.channel, d.publish_deadline_at,
+       count(*) FILTER (WHERE s.collection_state IN ('queued', 'running')) AS open_samples,
+       count(*) AS samples
+FROM geo.samples s
+JOIN geo.runs r ON r.run_id = s.run_id
+JOIN geo.run_publish_deadlines d ON d.run_id = s.run_id
+WHERE r.created_at > now() - make_interval(days => %(recent_days)s)
+  AND r.confirmed_at IS NOT NULL
+  AND r.cancel_requested_at IS NULL
+  AND d.publish_deadline_at < now() - make_interval(secs => %(grace_s)s)
+  AND NOT EXISTS (SELECT 1 FROM geo.partition_publications p
+                   WHERE p.run_id = s.run_id AND p.channel = s.channel)
+GROUP BY r.tenant_id, r.monitor_id, s.run_id, s.channel, d.publish_deadline_at
+ORDER BY d.publish_deadline_at, s.run_id, s.channel
+LIMIT 200;
+
 -- name: delivered
 SELECT alert_key, recipient_id FROM geo.alert_deliveries WHERE alert_key = ANY(%(keys)s);
 
