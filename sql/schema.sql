@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0040_warc_conversion, 26 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 28 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -851,6 +851,159 @@ CREATE VIEW analytics.brand_changes WITH (security_invoker='true') AS
 ALTER TABLE analytics.brand_changes OWNER TO geo_owner;
 
 --
+-- Name: config_snapshots; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.config_snapshots (
+    snapshot_id text NOT NULL,
+    tenant_id text NOT NULL,
+    config jsonb NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT config_snapshots_snapshot_id_check CHECK ((snapshot_id ~ '^[0-9a-f]{64}$'::text))
+);
+
+ALTER TABLE geo.config_snapshots OWNER TO geo_owner;
+
+--
+-- Name: runs; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.runs (
+    run_id text NOT NULL,
+    tenant_id text NOT NULL,
+    monitor_id text,
+    snapshot_id text NOT NULL,
+    quote_id text NOT NULL,
+    scheduled_for date,
+    priority integer DEFAULT 5 NOT NULL,
+    sample_count integer NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    confirmed_at timestamp with time zone,
+    cancel_requested_at timestamp with time zone,
+    closed_at timestamp with time zone,
+    CONSTRAINT runs_priority_check CHECK (((priority >= 0) AND (priority <= 9))),
+    CONSTRAINT runs_run_id_check CHECK ((run_id ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
+    CONSTRAINT runs_sample_count_check CHECK ((sample_count >= 0))
+);
+
+ALTER TABLE geo.runs OWNER TO geo_owner;
+
+--
+-- Name: question_tags; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.question_tags WITH (security_invoker='true') AS
+ SELECT r.run_id,
+    r.tenant_id,
+    t.question_revision,
+    kv.key AS tag,
+    kv.value
+   FROM (((geo.runs r
+     JOIN geo.config_snapshots s ON ((s.snapshot_id = r.snapshot_id)))
+     CROSS JOIN LATERAL jsonb_each(COALESCE((s.config -> 'question_tags'::text), '{}'::jsonb)) t(question_revision, tags))
+     CROSS JOIN LATERAL jsonb_each_text(t.tags) kv(key, value));
+
+ALTER TABLE analytics.question_tags OWNER TO geo_owner;
+
+--
+-- Name: brand_rates_by_tag; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.brand_rates_by_tag WITH (security_invoker='true') AS
+ WITH per_question AS (
+         SELECT m.tenant_id,
+            m.run_id,
+            m.monitor_id,
+            m.scheduled_for,
+            m.channel,
+            m.brand,
+            bool_or(m.is_target) AS is_target,
+            t.tag,
+            t.value,
+            m.question_revision,
+            (sum(m.n))::double precision AS m,
+            (sum(m.mentions))::double precision AS x,
+            (sum(m.domain_cited))::double precision AS c
+           FROM (analytics.brand_metrics m
+             JOIN analytics.question_tags t ON (((t.run_id = m.run_id) AND (t.question_revision = m.question_revision))))
+          GROUP BY m.tenant_id, m.run_id, m.monitor_id, m.scheduled_for, m.channel, m.brand, t.tag, t.value, m.question_revision
+         HAVING (sum(m.n) > 0)
+        ), agg AS (
+         SELECT per_question.tenant_id,
+            per_question.run_id,
+            per_question.monitor_id,
+            per_question.scheduled_for,
+            per_question.channel,
+            per_question.brand,
+            bool_or(per_question.is_target) AS is_target,
+            per_question.tag,
+            per_question.value,
+            count(*) AS k,
+            sum(per_question.m) AS m,
+            sum(per_question.x) AS x,
+            sum((per_question.x * per_question.x)) AS sxx,
+            sum((per_question.x * per_question.m)) AS sxm,
+            sum(per_question.c) AS c,
+            sum((per_question.c * per_question.c)) AS scc,
+            sum((per_question.c * per_question.m)) AS scm,
+            sum((per_question.m * per_question.m)) AS smm
+           FROM per_question
+          GROUP BY per_question.tenant_id, per_question.run_id, per_question.monitor_id, per_question.scheduled_for, per_question.channel, per_question.brand, per_question.tag, per_question.value
+        ), est AS (
+         SELECT a.tenant_id,
+            a.run_id,
+            a.monitor_id,
+            a.scheduled_for,
+            a.channel,
+            a.brand,
+            a.is_target,
+            a.tag,
+            a.value,
+            a.k,
+            a.m,
+            a.x,
+            a.sxx,
+            a.sxm,
+            a.c,
+            a.scc,
+            a.scm,
+            a.smm,
+            (a.x / a.m) AS rate,
+            (a.c / a.m) AS crate,
+            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff,
+            (a.m / analytics.design_effect(a.k, a.c, a.m, a.scc, a.scm, a.smm)) AS c_n_eff
+           FROM agg a
+        )
+ SELECT est.tenant_id,
+    est.run_id,
+    est.monitor_id,
+    est.scheduled_for,
+    est.channel,
+    est.brand,
+    est.is_target,
+    est.tag,
+    est.value,
+    (est.k)::integer AS questions,
+    (est.m)::integer AS n,
+    (est.x)::integer AS mentions,
+    est.rate AS mention_rate,
+    est.n_eff AS n_effective,
+    analytics.clustered_wilson_lower(est.rate, est.n_eff, ((est.k - 1))::integer) AS mention_rate_lower,
+    analytics.clustered_wilson_upper(est.rate, est.n_eff, ((est.k - 1))::integer) AS mention_rate_upper,
+    (est.c)::integer AS domain_cited,
+    est.crate AS citation_rate,
+    est.c_n_eff AS citation_n_effective,
+    analytics.clustered_wilson_lower(est.crate, est.c_n_eff, ((est.k - 1))::integer) AS citation_rate_lower,
+    analytics.clustered_wilson_upper(est.crate, est.c_n_eff, ((est.k - 1))::integer) AS citation_rate_upper,
+        CASE
+            WHEN (est.k >= 2) THEN (('question-clustered, '::text || est.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS interval_method
+   FROM est;
+
+ALTER TABLE analytics.brand_rates_by_tag OWNER TO geo_owner;
+
+--
 -- Name: channel_brand_metrics; Type: TABLE; Schema: analytics; Owner: geo_owner
 --
 
@@ -1034,30 +1187,6 @@ CREATE TABLE geo.partition_publications (
 ALTER TABLE geo.partition_publications OWNER TO geo_owner;
 
 --
--- Name: runs; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.runs (
-    run_id text NOT NULL,
-    tenant_id text NOT NULL,
-    monitor_id text,
-    snapshot_id text NOT NULL,
-    quote_id text NOT NULL,
-    scheduled_for date,
-    priority integer DEFAULT 5 NOT NULL,
-    sample_count integer NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    confirmed_at timestamp with time zone,
-    cancel_requested_at timestamp with time zone,
-    closed_at timestamp with time zone,
-    CONSTRAINT runs_priority_check CHECK (((priority >= 0) AND (priority <= 9))),
-    CONSTRAINT runs_run_id_check CHECK ((run_id ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
-    CONSTRAINT runs_sample_count_check CHECK ((sample_count >= 0))
-);
-
-ALTER TABLE geo.runs OWNER TO geo_owner;
-
---
 -- Name: partition_publications; Type: VIEW; Schema: analytics; Owner: geo_owner
 --
 
@@ -1192,20 +1321,6 @@ CREATE VIEW analytics.excluded_samples WITH (security_invoker='true') AS
      JOIN geo.samples s ON ((s.sample_id = e.sample_id)));
 
 ALTER TABLE analytics.excluded_samples OWNER TO geo_owner;
-
---
--- Name: config_snapshots; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.config_snapshots (
-    snapshot_id text NOT NULL,
-    tenant_id text NOT NULL,
-    config jsonb NOT NULL,
-    created_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT config_snapshots_snapshot_id_check CHECK ((snapshot_id ~ '^[0-9a-f]{64}$'::text))
-);
-
-ALTER TABLE geo.config_snapshots OWNER TO geo_owner;
 
 --
 -- Name: run_brands; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -1664,6 +1779,54 @@ CREATE TABLE geo.accounts (
 ALTER TABLE geo.accounts OWNER TO geo_owner;
 
 --
+-- Name: alert_deliveries; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.alert_deliveries (
+    alert_key text NOT NULL,
+    recipient_id bigint NOT NULL,
+    tenant_id text NOT NULL,
+    kind text NOT NULL,
+    run_id text,
+    summary text NOT NULL,
+    delivered_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE geo.alert_deliveries OWNER TO geo_owner;
+
+--
+-- Name: alert_recipients; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.alert_recipients (
+    recipient_id bigint NOT NULL,
+    tenant_id text NOT NULL,
+    monitor_id text,
+    channel text NOT NULL,
+    target text NOT NULL,
+    kinds text[] DEFAULT '{mention_change,resample_failed,reconciliation,stuck_partition}'::text[] NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT alert_recipients_channel_check CHECK ((channel = ANY (ARRAY['webhook'::text, 'email'::text]))),
+    CONSTRAINT alert_recipients_check CHECK ((((channel = 'webhook'::text) AND (target ~ '^GEO_ALERT_WEBHOOK_[A-Z0-9_]{1,64}$'::text)) OR ((channel = 'email'::text) AND (target ~ '^[^@\s,<>]{1,64}@[^@\s,<>]{1,255}$'::text)))),
+    CONSTRAINT alert_recipients_kinds_check CHECK (((kinds <@ '{mention_change,resample_failed,reconciliation,stuck_partition}'::text[]) AND (cardinality(kinds) >= 1)))
+);
+
+ALTER TABLE geo.alert_recipients OWNER TO geo_owner;
+
+--
+-- Name: alert_recipients_recipient_id_seq; Type: SEQUENCE; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.alert_recipients ALTER COLUMN recipient_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME geo.alert_recipients_recipient_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
 -- Name: allowed_transitions; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -1892,6 +2055,63 @@ ALTER TABLE geo.ledger_entries ALTER COLUMN entry_id ADD GENERATED ALWAYS AS IDE
 );
 
 --
+-- Name: monitor_events; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.monitor_events (
+    event_id bigint NOT NULL,
+    monitor_id text NOT NULL,
+    tenant_id text NOT NULL,
+    event text NOT NULL,
+    revision integer NOT NULL,
+    config jsonb,
+    cron text,
+    timezone text,
+    actor text NOT NULL,
+    reason text DEFAULT ''::text NOT NULL,
+    created_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT monitor_events_actor_check CHECK (((length(actor) >= 1) AND (length(actor) <= 200))),
+    CONSTRAINT monitor_events_check CHECK (((event = ANY (ARRAY['created'::text, 'updated'::text])) = (config IS NOT NULL))),
+    CONSTRAINT monitor_events_event_check CHECK ((event = ANY (ARRAY['created'::text, 'updated'::text, 'paused'::text, 'resumed'::text, 'retired'::text]))),
+    CONSTRAINT monitor_events_reason_check CHECK ((length(reason) <= 2000))
+);
+
+ALTER TABLE geo.monitor_events OWNER TO geo_owner;
+
+--
+-- Name: monitor_events_event_id_seq; Type: SEQUENCE; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.monitor_events ALTER COLUMN event_id ADD GENERATED ALWAYS AS IDENTITY (
+    SEQUENCE NAME geo.monitor_events_event_id_seq
+    START WITH 1
+    INCREMENT BY 1
+    NO MINVALUE
+    NO MAXVALUE
+    CACHE 1
+);
+
+--
+-- Name: monitor_resample_failures; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.monitor_resample_failures (
+    monitor_id text NOT NULL,
+    tenant_id text NOT NULL,
+    day date NOT NULL,
+    reason_kind text NOT NULL,
+    reason text NOT NULL,
+    dagster_run_id text,
+    tries integer DEFAULT 1 NOT NULL,
+    first_failed_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_failed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT monitor_resample_failures_reason_kind_check CHECK ((reason_kind = ANY (ARRAY['insufficient_balance'::text, 'invalid_config'::text, 'disabled_engine'::text, 'quote'::text, 'conflict'::text]))),
+    CONSTRAINT monitor_resample_failures_tries_check CHECK ((tries >= 1))
+);
+
+ALTER TABLE geo.monitor_resample_failures OWNER TO geo_owner;
+
+--
 -- Name: monitors; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -1902,7 +2122,17 @@ CREATE TABLE geo.monitors (
     active boolean DEFAULT true NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
     updated_at timestamp with time zone DEFAULT now() NOT NULL,
-    CONSTRAINT monitors_monitor_id_check CHECK ((monitor_id ~ '^[A-Za-z0-9_-]{1,48}$'::text))
+    cron text,
+    timezone text,
+    paused_at timestamp with time zone,
+    retired_at timestamp with time zone,
+    revision integer DEFAULT 1 NOT NULL,
+    CONSTRAINT monitors_cadence_whole CHECK (((cron IS NULL) = (timezone IS NULL))),
+    CONSTRAINT monitors_cron_check CHECK (((cron IS NULL) OR (length(cron) <= 100))),
+    CONSTRAINT monitors_monitor_id_check CHECK ((monitor_id ~ '^[A-Za-z0-9_-]{1,48}$'::text)),
+    CONSTRAINT monitors_retired_is_inactive CHECK (((retired_at IS NULL) OR (NOT active))),
+    CONSTRAINT monitors_revision_check CHECK ((revision >= 1)),
+    CONSTRAINT monitors_timezone_check CHECK (((timezone IS NULL) OR (length(timezone) <= 64)))
 );
 
 ALTER TABLE geo.monitors OWNER TO geo_owner;
@@ -2344,6 +2574,27 @@ ALTER TABLE ONLY geo.accounts
     ADD CONSTRAINT accounts_pkey PRIMARY KEY (platform, account_id);
 
 --
+-- Name: alert_deliveries alert_deliveries_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_pkey PRIMARY KEY (alert_key, recipient_id);
+
+--
+-- Name: alert_recipients alert_recipients_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_pkey PRIMARY KEY (recipient_id);
+
+--
+-- Name: alert_recipients alert_recipients_tenant_id_monitor_id_channel_target_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_tenant_id_monitor_id_channel_target_key UNIQUE NULLS NOT DISTINCT (tenant_id, monitor_id, channel, target);
+
+--
 -- Name: allowed_transitions allowed_transitions_layer_from_state_to_state_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -2482,6 +2733,27 @@ ALTER TABLE ONLY geo.ledger_entries
 
 ALTER TABLE ONLY geo.mentions
     ADD CONSTRAINT mentions_pkey PRIMARY KEY (sample_id, detector_version, answer_revision, brand);
+
+--
+-- Name: monitor_events monitor_events_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_events
+    ADD CONSTRAINT monitor_events_pkey PRIMARY KEY (event_id);
+
+--
+-- Name: monitor_resample_failures monitor_resample_failures_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_resample_failures
+    ADD CONSTRAINT monitor_resample_failures_pkey PRIMARY KEY (monitor_id, day);
+
+--
+-- Name: monitors monitors_monitor_tenant_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitors
+    ADD CONSTRAINT monitors_monitor_tenant_key UNIQUE (monitor_id, tenant_id);
 
 --
 -- Name: monitors monitors_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
@@ -2744,6 +3016,12 @@ CREATE INDEX ledger_entries_tenant ON geo.ledger_entries USING btree (tenant_id,
 CREATE INDEX ledger_entries_upstream ON geo.ledger_entries USING btree (upstream_id) WHERE (upstream_id IS NOT NULL);
 
 --
+-- Name: monitor_events_monitor; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX monitor_events_monitor ON geo.monitor_events USING btree (monitor_id, event_id);
+
+--
 -- Name: outbox_collect_batches; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -2949,6 +3227,34 @@ ALTER TABLE ONLY geo.account_sends
     ADD CONSTRAINT account_sends_platform_account_id_fkey FOREIGN KEY (platform, account_id) REFERENCES geo.accounts(platform, account_id);
 
 --
+-- Name: alert_deliveries alert_deliveries_recipient_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_recipient_id_fkey FOREIGN KEY (recipient_id) REFERENCES geo.alert_recipients(recipient_id) ON DELETE CASCADE;
+
+--
+-- Name: alert_deliveries alert_deliveries_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_deliveries
+    ADD CONSTRAINT alert_deliveries_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
+
+--
+-- Name: alert_recipients alert_recipients_monitor_id_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_monitor_id_tenant_id_fkey FOREIGN KEY (monitor_id, tenant_id) REFERENCES geo.monitors(monitor_id, tenant_id);
+
+--
+-- Name: alert_recipients alert_recipients_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.alert_recipients
+    ADD CONSTRAINT alert_recipients_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
+
+--
 -- Name: analysis_current analysis_current_sample_id_detector_version_answer_revisio_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -3045,6 +3351,20 @@ ALTER TABLE ONLY geo.ledger_entries
 
 ALTER TABLE ONLY geo.mentions
     ADD CONSTRAINT mentions_sample_id_detector_version_answer_revision_fkey FOREIGN KEY (sample_id, detector_version, answer_revision) REFERENCES geo.analysis_results(sample_id, detector_version, answer_revision) ON DELETE CASCADE;
+
+--
+-- Name: monitor_events monitor_events_monitor_id_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_events
+    ADD CONSTRAINT monitor_events_monitor_id_tenant_id_fkey FOREIGN KEY (monitor_id, tenant_id) REFERENCES geo.monitors(monitor_id, tenant_id);
+
+--
+-- Name: monitor_resample_failures monitor_resample_failures_monitor_id_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.monitor_resample_failures
+    ADD CONSTRAINT monitor_resample_failures_monitor_id_tenant_id_fkey FOREIGN KEY (monitor_id, tenant_id) REFERENCES geo.monitors(monitor_id, tenant_id);
 
 --
 -- Name: monitors monitors_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
@@ -3242,6 +3562,18 @@ ALTER TABLE geo.account_sends ENABLE ROW LEVEL SECURITY;
 ALTER TABLE geo.accounts ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: alert_deliveries; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.alert_deliveries ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: alert_recipients; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.alert_recipients ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: allowed_transitions; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
 --
 
@@ -3349,6 +3681,18 @@ CREATE POLICY analyst_tenant ON geo.ledger_entries FOR SELECT TO geo_analyst USI
 
 CREATE POLICY analyst_tenant ON geo.mentions FOR SELECT TO geo_analyst USING ((sample_id IN ( SELECT s.sample_id
    FROM geo.samples s)));
+
+--
+-- Name: monitor_events analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON geo.monitor_events FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
+
+--
+-- Name: monitor_resample_failures analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON geo.monitor_resample_failures FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
 
 --
 -- Name: monitors analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
@@ -3541,6 +3885,18 @@ ALTER TABLE geo.ledger_entries ENABLE ROW LEVEL SECURITY;
 ALTER TABLE geo.mentions ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: monitor_events; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.monitor_events ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: monitor_resample_failures; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.monitor_resample_failures ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: monitors; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
 --
 
@@ -3702,6 +4058,34 @@ GRANT SELECT ON TABLE analytics.brand_changes TO geo_analyst;
 GRANT SELECT ON TABLE analytics.brand_changes TO geo_service;
 
 --
+-- Name: TABLE config_snapshots; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.config_snapshots TO geo_service;
+GRANT SELECT ON TABLE geo.config_snapshots TO geo_analyst;
+
+--
+-- Name: TABLE runs; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.runs TO geo_service;
+GRANT SELECT ON TABLE geo.runs TO geo_analyst;
+
+--
+-- Name: TABLE question_tags; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.question_tags TO geo_service;
+GRANT SELECT ON TABLE analytics.question_tags TO geo_analyst;
+
+--
+-- Name: TABLE brand_rates_by_tag; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.brand_rates_by_tag TO geo_service;
+GRANT SELECT ON TABLE analytics.brand_rates_by_tag TO geo_analyst;
+
+--
 -- Name: TABLE channel_brand_metrics; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
@@ -3777,13 +4161,6 @@ GRANT SELECT,INSERT ON TABLE geo.partition_publications TO geo_service;
 GRANT SELECT ON TABLE geo.partition_publications TO geo_analyst;
 
 --
--- Name: TABLE runs; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT,UPDATE ON TABLE geo.runs TO geo_service;
-GRANT SELECT ON TABLE geo.runs TO geo_analyst;
-
---
 -- Name: TABLE partition_publications; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
@@ -3810,13 +4187,6 @@ GRANT SELECT ON TABLE geo.samples TO geo_analyst;
 
 GRANT SELECT ON TABLE analytics.excluded_samples TO geo_service;
 GRANT SELECT ON TABLE analytics.excluded_samples TO geo_analyst;
-
---
--- Name: TABLE config_snapshots; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT ON TABLE geo.config_snapshots TO geo_service;
-GRANT SELECT ON TABLE geo.config_snapshots TO geo_analyst;
 
 --
 -- Name: TABLE run_brands; Type: ACL; Schema: analytics; Owner: geo_owner
@@ -3959,6 +4329,24 @@ GRANT SELECT,INSERT,UPDATE ON TABLE geo.account_sends TO geo_service;
 GRANT SELECT,INSERT,UPDATE ON TABLE geo.accounts TO geo_service;
 
 --
+-- Name: TABLE alert_deliveries; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.alert_deliveries TO geo_service;
+
+--
+-- Name: TABLE alert_recipients; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE geo.alert_recipients TO geo_service;
+
+--
+-- Name: SEQUENCE alert_recipients_recipient_id_seq; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT USAGE ON SEQUENCE geo.alert_recipients_recipient_id_seq TO geo_service;
+
+--
 -- Name: TABLE allowed_transitions; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
@@ -4040,6 +4428,26 @@ GRANT USAGE ON SEQUENCE geo.fee_statements_statement_id_seq TO geo_service;
 --
 
 GRANT USAGE ON SEQUENCE geo.ledger_entries_entry_id_seq TO geo_service;
+
+--
+-- Name: TABLE monitor_events; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.monitor_events TO geo_service;
+GRANT SELECT ON TABLE geo.monitor_events TO geo_analyst;
+
+--
+-- Name: SEQUENCE monitor_events_event_id_seq; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT USAGE ON SEQUENCE geo.monitor_events_event_id_seq TO geo_service;
+
+--
+-- Name: TABLE monitor_resample_failures; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.monitor_resample_failures TO geo_service;
+GRANT SELECT ON TABLE geo.monitor_resample_failures TO geo_analyst;
 
 --
 -- Name: TABLE monitors; Type: ACL; Schema: geo; Owner: geo_owner

@@ -25,6 +25,7 @@ from geo_pipeline.cli.output import PORT, POSITIVE, POSITIVE_SECONDS, SECONDS, e
 from geo_pipeline.flows import preflight
 from geo_pipeline.observability import logs
 from geo_pipeline.settings import settings as app_settings
+from geo_pipeline.store import bulk_resolution as bulk
 from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import execution as ex
 
@@ -108,6 +109,42 @@ def _actor(actor: str | None) -> str:
         return f"operator:{getpass.getuser()}"
     except Exception:
         return "operator:unknown"
+
+
+def _resolve_run(
+    sample_id: str | None,
+    run_id: str | None,
+    policy: str | None,
+    note: str | None,
+    actor: str,
+    dry_run: bool,
+    as_json: bool,
+) -> None:
+    """``samples resolve --run RUN --policy P [--dry-run]`` (issue 37)."""
+    if sample_id is not None or run_id is None or policy is None:
+        raise click.UsageError("bulk resolution takes --run RUN and --policy POLICY, no SAMPLE_ID")
+    if not dry_run and not note:
+        raise click.UsageError("--note is required: say why (kept with every sample's decision)")
+    with dbmod.connect() as conn:
+        result = bulk.resolve_run(
+            conn, run_id, policy, note=note or "", actor=actor, dry_run=dry_run
+        )
+    if as_json:
+        emit_json(result.as_dict())
+        return
+    emit_table(
+        result.samples, ["sample_id", "platform", "attempt_no", "sent_at", "lookups"],
+        title=f"uncertain samples of {run_id}",
+    )  # fmt: skip
+    if dry_run:
+        click.echo(
+            f"dry run: {len(result.samples)} uncertain sample(s) of {run_id} would be resolved "
+            f"with {policy}; nothing written"
+        )
+    else:
+        click.echo(
+            f"{len(result.resolved)} sample(s) of {run_id} resolved with {policy} by {actor}"
+        )
 
 
 def register(root: click.Group) -> None:
@@ -491,21 +528,41 @@ def uncertain_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
 
 
 @click.command("resolve")
-@click.argument("sample_id")
+@click.argument("sample_id", required=False)
 @click.option("--accepted-upstream-id", default=None, help="Upstream accepted it with this id.")
 @click.option("--not-accepted", is_flag=True, help="Upstream never took it.")
 @click.option("--note", default=None, help="Why (kept in the log and the review decisions).")
 @click.option("--actor", default=None, help="Who decides (default: the OS user).")
+@click.option(
+    "--run", "run_id", default=None, help="Every uncertain sample of RUN (needs --policy)."
+)
+@click.option(
+    "--policy",
+    type=click.Choice(sorted(bulk.POLICIES)),
+    default=None,
+    help="With --run: accept-possible-second-charge (a new attempt, new key: upstream may charge "
+    "twice) or give-up (the samples end failed, nothing re-sent).",
+)
+@click.option("--dry-run", is_flag=True, help="With --run: list what would be resolved only.")
 @click.option("--json", "as_json", is_flag=True)
 def resolve_cmd(
-    sample_id: str,
+    sample_id: str | None,
     accepted_upstream_id: str | None,
     not_accepted: bool,
     note: str | None,
     actor: str | None,
+    run_id: str | None,
+    policy: str | None,
+    dry_run: bool,
     as_json: bool,
 ) -> None:
-    """Record an operator's verdict on an uncertain sample as a guarded transition."""
+    """Record an operator's verdict on an uncertain sample as a guarded transition; or, with
+    --run RUN --policy P, on every uncertain sample of a run (each recorded with who and why)."""
+    if run_id is not None or policy is not None:
+        _resolve_run(sample_id, run_id, policy, note, _actor(actor), dry_run, as_json)
+        return
+    if sample_id is None:
+        raise click.UsageError("give SAMPLE_ID, or --run RUN --policy POLICY")
     if bool(accepted_upstream_id) == bool(not_accepted):
         raise click.ClickException(
             "give exactly one of --accepted-upstream-id ID or --not-accepted"

@@ -33,6 +33,8 @@ COMMAND_MODULES = (
     "connectors_check",
     "dagster_instance",
     "accounts",
+    "monitors",
+    "deploy",
 )
 
 

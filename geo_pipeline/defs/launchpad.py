@@ -118,6 +118,11 @@ class CollectionFields(dg.Config):
         "terminal and lists the rest as excluded (allowed "
         f"{MIN_PUBLISH_DEADLINE_SECONDS}..{MAX_PUBLISH_DEADLINE_SECONDS})",
     )
+    question_tags: dict[str, dict[str, str]] | None = Field(
+        default=None,
+        description="tags per question as written: {topic, intent, persona, market} "
+        "(docs/monitors.md)",
+    )
 
 
 def environment_references(raw: Any, path: str = "") -> list[str]:

@@ -21,9 +21,11 @@ from geo_pipeline.billing.ledger import InsufficientFunds
 from geo_pipeline.defs.jobs import QUEUE_TAG, RETRIED
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
+from geo_pipeline.domain.catalogue import RegistryError
 from geo_pipeline.domain.config import ConfigError, NormalisedConfig, normalise_and_validate
 from geo_pipeline.domain.plan import QuoteError
 from geo_pipeline.flows.create_run import create_run, quoted_plan_for
+from geo_pipeline.flows.monitors import record_resample_failure
 from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
@@ -90,6 +92,8 @@ def ensure_monitor_run(
         confirm=True,
         dispatch=False,
         monitor_config=saved,
+        # What was read stays as it is: an update committed meanwhile is the next run's.
+        keep_monitor_config=True,
     )
     return run_id, config.channels
 
@@ -169,9 +173,17 @@ def resample_monitor_op(
             )
         try:
             run_id, channels = ensure_monitor_run(conn, monitor, day, registry)
-        except (ConfigError, QuoteError, InsufficientFunds, runstore.RunConflict) as exc:
+        except (
+            ConfigError,
+            QuoteError,
+            InsufficientFunds,
+            runstore.RunConflict,
+            RegistryError,
+        ) as exc:
             # This monitor's run fails with what to fix; the other monitors have their own runs.
             conn.rollback()
+            # Recorded with its reason (monitors show, the tenant's resample_failed alert).
+            record_resample_failure(conn, config.monitor_id, day, exc, context.run_id)
             raise dg.Failure(
                 description=f"monitor {config.monitor_id} on {day}: {exc}",
                 metadata={"problems": [str(p) for p in getattr(exc, "problems", [])]},
@@ -210,7 +222,8 @@ def resample_requests(
     day = context.scheduled_execution_time.astimezone(ZoneInfo(tz)).date()
     with db.connect() as conn:
         with conn.cursor() as cur:
-            cur.execute(Q("dagster.active_monitors"))
+            # Monitors with a cadence of their own: defs/monitors.py's monitor_resampling.
+            cur.execute(Q("monitors.default_cadence"))
             monitors = [str(r["monitor_id"]) for r in cur.fetchall()]
     if not monitors:
         return dg.SkipReason(f"no active monitor to re-sample for {day}")

@@ -28,6 +28,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from geo_pipeline.domain.platforms import Capabilities, channel_key
+from geo_pipeline.domain.question_tags import validate_tags
 
 MAX_QUESTIONS = 500
 MAX_QUESTION_CHARS = 500
@@ -107,6 +108,8 @@ class CollectionConfig(BaseModel):
     submit_cap: int = 100
     max_attempts: int = 3
     publish_deadline_seconds: int = DEFAULT_PUBLISH_DEADLINE_SECONDS
+    # question (as written) -> {topic, intent, persona, market}: domain/question_tags.py
+    question_tags: dict[QuestionText, dict[str, Any]] | None = None
 
 
 # --------------------------------------------------------------------------- problems
@@ -180,6 +183,8 @@ class NormalisedConfig:
     max_attempts: int
     platform_caps: Mapping[str, int]
     publish_deadline_seconds: int = DEFAULT_PUBLISH_DEADLINE_SECONDS
+    # question revision -> its tags (domain/question_tags.py); frozen with the questions (R2)
+    question_tags: Mapping[str, Mapping[str, str]] = field(default_factory=dict)
     # Reported, not errors: exact duplicates removed by normalisation (R1).
     duplicates: tuple[Problem, ...] = field(default=(), compare=False)
 
@@ -187,6 +192,8 @@ class NormalisedConfig:
         """The content that is frozen and hashed into the config snapshot (R2)."""
         data = asdict(self)
         data.pop("duplicates")
+        if not data["question_tags"]:
+            data.pop("question_tags")  # untagged configs keep the snapshot ids they had
         data["platform_caps"] = dict(sorted(self.platform_caps.items()))
         return data
 
@@ -223,6 +230,7 @@ class NormalisedConfig:
             publish_deadline_seconds=int(
                 data.get("publish_deadline_seconds", DEFAULT_PUBLISH_DEADLINE_SECONDS)
             ),
+            question_tags={k: dict(v) for k, v in data.get("question_tags", {}).items()},
         )
 
 
@@ -966,6 +974,11 @@ def normalise_and_validate(
                 shot: ScreenshotPolicy = policy if policy in SCREENSHOT_POLICIES else "off"  # type: ignore[assignment]
                 targets.append(ChannelTarget(platform, device, r, m, shot))
 
+    tags, tag_problems = validate_tags(
+        cfg.question_tags, {q.text: q.revision for q in questions}, normalise_text
+    )
+    problems += [Problem(path, message) for path, message in tag_problems]
+
     # A field that failed its type check holds a stand-in: what the checks say about it is noise.
     problems = type_problems + [p for p in problems if not _under(p.path, failed)]
     if problems:
@@ -983,5 +996,6 @@ def normalise_and_validate(
         max_attempts=cfg.max_attempts,
         platform_caps=platform_caps,
         publish_deadline_seconds=cfg.publish_deadline_seconds,
+        question_tags=tags,
         duplicates=tuple(duplicates),
     )

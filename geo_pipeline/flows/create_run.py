@@ -269,6 +269,7 @@ def create_run(
     confirm: bool = True,
     dispatch: bool = True,
     monitor_config: Mapping[str, Any] | None = None,
+    keep_monitor_config: bool = False,
 ) -> tuple[str, bool]:
     """Persist the plan in one transaction. Returns (run_id, created_now); re-creating the same
     run with the same config is a no-op, with another config a ``runs.RunConflict``.
@@ -287,6 +288,7 @@ def create_run(
             monitor_id=monitor_id if monitor_id is not None else plan.config.monitor,
             scheduled_for=scheduled_for,
             monitor_config=monitor_config,
+            keep_monitor_config=keep_monitor_config,
         )
         if not created:
             return plan.run_id, False

@@ -34,12 +34,14 @@ def insert_run(
     monitor_id: str | None,
     scheduled_for: date | None = None,
     monitor_config: Mapping[str, Any] | None = None,
+    keep_monitor_config: bool = False,
 ) -> bool:
     """Write the plan's rows under the run's lock; False when the run already exists with this
     config (nothing written). Runs in the caller's transaction.
 
     ``monitor_config``: the raw, editable config to save as the monitor's config (when the run
-    belongs to a monitor); the run itself executes the frozen snapshot only (R2)."""
+    belongs to a monitor); the run itself executes the frozen snapshot only (R2).
+    ``keep_monitor_config``: the monitor's own re-sample: leave its saved config as it is."""
     c = plan.config
     with conn.cursor() as cur:
         cur.execute(Q("runs.lock_run"), {"run_id": plan.run_id})
@@ -58,7 +60,7 @@ def insert_run(
         )
         if monitor_id is not None:
             cur.execute(
-                Q("runs.upsert_monitor"),
+                Q("runs.keep_monitor" if keep_monitor_config else "runs.upsert_monitor"),
                 {
                     "monitor_id": monitor_id,
                     "tenant_id": c.tenant,

@@ -45,6 +45,7 @@ def test_definitions_load_and_hold_every_asset_check_job_sensor_and_schedule() -
         "sampling_plan_sensor",
         "partition_retention_sensor",
         "operations_alerts",
+        "tenant_alerts",
     }
     schedule = repo.get_schedule_def("daily_resampling")
     assert schedule.execution_timezone == os.environ.get("GEO_RESAMPLE_TZ", "Asia/Shanghai")
@@ -123,14 +124,16 @@ EXPECTED_JOBS = {
     "billing_job",
     "retention_job",
     "resample_monitor_job",
+    "monitor_lifecycle_job",
 }
 EXPECTED_SENSORS = {
     "completion_sensor",
     "sampling_plan_sensor",
     "partition_retention_sensor",
     "operations_alerts",
+    "tenant_alerts",
 }
-EXPECTED_SCHEDULES = {"daily_resampling", "daily_retention"}
+EXPECTED_SCHEDULES = {"daily_resampling", "daily_retention", "monitor_resampling"}
 EXPECTED_RESOURCES = {"db", "retention_db", "redis", "evidence", "registry", "settings"}
 
 

@@ -12,6 +12,13 @@ ON CONFLICT (monitor_id) DO UPDATE SET config = EXCLUDED.config, updated_at = no
 WHERE m.tenant_id = EXCLUDED.tenant_id
 RETURNING monitor_id;
 
+-- name: keep_monitor
+-- A monitor's own re-sample (the schedule's job): the monitor exists and its config is what the
+-- run was planned from; it is not written back, so an update committed meanwhile (`monitors
+-- update`) stays for the next run (issue 37). Still checks the tenant.
+SELECT monitor_id FROM geo.monitors
+WHERE monitor_id = %(monitor_id)s AND tenant_id = %(tenant_id)s;
+
 -- name: insert_snapshot
 INSERT INTO geo.config_snapshots (snapshot_id, tenant_id, config)
 VALUES (%(snapshot_id)s, %(tenant_id)s, %(config)s)

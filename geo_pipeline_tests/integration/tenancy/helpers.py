@@ -100,6 +100,8 @@ def plant_tenant(
         "channels": [{"platform": "deepseek", "device": "web"}],
         "repeats": 1,
         "screenshot": "off",
+        # Tagged (issue 37), so analytics.question_tags / brand_rates_by_tag hold its rows.
+        "question_tags": {f"{tenant} 的问题 0：哪家咖啡最好？": {"topic": "coffee"}},
     }
     config = normalise_and_validate(raw, CAPS)
     # The day before, a run of the same monitor: day-over-day and trend views need two days.
@@ -183,6 +185,17 @@ def plant_tenant(
             "INSERT INTO geo.retention_log (run_id, tenant_id, retention_days, cutoff,"
             " objects_deleted, bytes_deleted, attempts_deleted) VALUES (%s, %s, 30, now(), 0, 0, 0)",
             (run_id, tenant),
+        )
+        # A monitor's history and a failed re-sample (issue 37).
+        conn.execute(
+            "INSERT INTO geo.monitor_events (monitor_id, tenant_id, event, revision, actor)"
+            " VALUES (%s, %s, 'paused', 1, 'operator:test')",
+            (config.monitor, tenant),
+        )
+        conn.execute(
+            "INSERT INTO geo.monitor_resample_failures (monitor_id, tenant_id, day, reason_kind,"
+            " reason) VALUES (%s, %s, '2026-12-02', 'insufficient_balance', 'short')",
+            (config.monitor, tenant),
         )
     return run_id
 

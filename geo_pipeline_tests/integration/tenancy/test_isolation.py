@@ -26,6 +26,9 @@ NOT_FOR_ANALYSTS = {
     "geo.fee_statement_lines": "a platform's statement covers every tenant; a tenant's own side "
     "is geo.reconciliation_lines",
     "geo.accounts": "the operator's browser-lane accounts serve every tenant; no tenant column",
+    "geo.alert_recipients": "the operator's routing of a tenant's alerts (addresses, variable "
+    "names), managed with `monitors recipients`",
+    "geo.alert_deliveries": "the operator's delivery log of tenant alerts",
 }
 # Granted, the same rows for every tenant, no tenant data.
 SHARED = {
