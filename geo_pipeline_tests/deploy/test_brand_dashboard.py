@@ -92,6 +92,8 @@ def test_dashboard_structure_and_the_one_interval() -> None:
     assert names == {"monitor", "channel", "brand", "region", "mode"}
     for v in dash["templating"]["list"]:
         assert v["type"] == "query" and v["datasource"]["uid"] == UID
+        if v["multi"]:  # opens on All: every channel's panel
+            assert v["includeAll"] and v["current"]["value"] == ["$__all"]
         used = set(re.findall(r"\$\{(\w+):sqlstring\}", v["query"]))
         assert used <= names - {v["name"]}, (v["name"], used)
     ids = [p["id"] for p in dash["panels"]]
