@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 28 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 29 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -60,9 +60,9 @@ ALTER SCHEMA geo OWNER TO geo_owner;
 CREATE FUNCTION analytics.clustered_wilson_lower(rate double precision, n_effective double precision, df integer, z double precision DEFAULT 1.959963984540054) RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-  SELECT CASE WHEN n_effective > 0 THEN greatest(0.0,
+  SELECT CASE WHEN n_effective > 0 THEN greatest(0.0, least(rate,
     (rate + z * z / (2.0 * ns) - z * sqrt(greatest(0.0, rate * (1 - rate)) / ns + z * z / (4.0 * ns * ns)))
-    / (1 + z * z / ns)) END
+    / (1 + z * z / ns))) END
     FROM (SELECT CASE WHEN df >= 1 THEN n_effective * (z / analytics.t_critical_95(df)) ^ 2
                       ELSE n_effective END AS ns) s
 $$;
@@ -76,9 +76,9 @@ ALTER FUNCTION analytics.clustered_wilson_lower(rate double precision, n_effecti
 CREATE FUNCTION analytics.clustered_wilson_upper(rate double precision, n_effective double precision, df integer, z double precision DEFAULT 1.959963984540054) RETURNS double precision
     LANGUAGE sql IMMUTABLE PARALLEL SAFE
     AS $$
-  SELECT CASE WHEN n_effective > 0 THEN least(1.0,
+  SELECT CASE WHEN n_effective > 0 THEN least(1.0, greatest(rate,
     (rate + z * z / (2.0 * ns) + z * sqrt(greatest(0.0, rate * (1 - rate)) / ns + z * z / (4.0 * ns * ns)))
-    / (1 + z * z / ns)) END
+    / (1 + z * z / ns))) END
     FROM (SELECT CASE WHEN df >= 1 THEN n_effective * (z / analytics.t_critical_95(df)) ^ 2
                       ELSE n_effective END AS ns) s
 $$;

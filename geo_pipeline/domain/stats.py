@@ -31,7 +31,7 @@ def wilson_interval(successes: int, n: int, z: float = Z_95) -> tuple[float, flo
     denom = 1 + z2 / n
     centre = (p + z2 / (2 * n)) / denom
     half = z * math.sqrt(p * (1 - p) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return _contain(p, centre - half, centre + half)
 
 
 def two_proportion_z(x1: int, n1: int, x2: int, n2: int) -> float | None:
@@ -200,7 +200,14 @@ def wilson_bounds(rate: float, n: float, z: float = Z_95) -> tuple[float, float]
     denom = 1 + z2 / n
     centre = (rate + z2 / (2 * n)) / denom
     half = z * math.sqrt(max(0.0, rate * (1 - rate)) / n + z2 / (4 * n * n)) / denom
-    return max(0.0, centre - half), min(1.0, centre + half)
+    return _contain(rate, centre - half, centre + half)
+
+
+def _contain(rate: float, lower: float, upper: float) -> tuple[float, float]:
+    """The bounds inside [0, 1] and around the rate: at a rate of 0 (or 1) the Wilson bound is
+    exactly 0 (or 1) in real numbers, but rounding left it 1e-17 beyond, an interval that
+    excluded its own rate. The SQL functions clamp the same way (migration 0042)."""
+    return max(0.0, min(rate, lower)), min(1.0, max(rate, upper))
 
 
 def design_effect_from_sums(

@@ -57,6 +57,15 @@ def test_sql_functions_equal_the_python_ones(db):
         assert row["d"] == pytest.approx(design_effect_from_sums(*sums), abs=1e-12)
         assert row["d"] == pytest.approx(c.design_effect, abs=1e-12)
         assert (row["lo"], row["hi"]) == pytest.approx((c.lower, c.upper), abs=1e-12)
+    # At 0 and 1 the SQL bounds are the rate exactly, as in Python (they were 4.4e-17 above 0).
+    for n in (1, 3, 3.7, 7, 10, 12, 24, 100, 1000):
+        for df in (0, 1, 2, 9):
+            row = db.execute(
+                "SELECT analytics.clustered_wilson_lower(0, %s, %s) AS lo,"
+                " analytics.clustered_wilson_upper(1, %s, %s) AS hi",
+                (n, df, n, df),
+            ).fetchone()
+            assert (row["lo"], row["hi"]) == (0.0, 1.0), (n, df)
 
 
 @pytest.fixture

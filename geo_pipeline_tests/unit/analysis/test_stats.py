@@ -49,3 +49,24 @@ def test_two_proportion_z_by_hand():
     assert not significant_change(2, 5, 3, 5)
     assert two_proportion_z(0, 5, 0, 5) is None and not significant_change(0, 5, 0, 5)
     assert two_proportion_z(1, 0, 1, 5) is None
+
+
+def test_an_interval_always_contains_its_rate_exactly_at_0_and_1():
+    """At a rate of 0 the Wilson lower bound is exactly 0, at 1 the upper bound exactly 1 (it was
+    5.6e-17 above a rate of 0 for n = 3: an interval that excluded the rate it was drawn around,
+    found by the brand dashboard's test reading analytics.brand_trends)."""
+    from geo_pipeline.domain.stats import clustered_wilson, wilson_bounds, wilson_interval
+
+    for n in (1, 2, 3, 3.7, 5, 7, 10, 11.3, 12, 24, 36, 100, 1000):
+        assert wilson_bounds(0.0, n)[0] == 0.0, n
+        assert wilson_bounds(1.0, n)[1] == 1.0, n
+        for df in (0, 1, 2, 9):
+            assert clustered_wilson(0.0, n, df)[0] == 0.0, (n, df)
+            assert clustered_wilson(1.0, n, df)[1] == 1.0, (n, df)
+        if float(n).is_integer():
+            assert wilson_interval(0, int(n)) is not None
+            assert wilson_interval(0, int(n))[0] == 0.0  # type: ignore[index]
+            assert wilson_interval(int(n), int(n))[1] == 1.0  # type: ignore[index]
+    for rate in (0.01, 0.3, 0.5, 0.97):
+        lo, hi = wilson_bounds(rate, 3.0)
+        assert lo <= rate <= hi
