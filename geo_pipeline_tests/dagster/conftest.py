@@ -18,7 +18,7 @@ import redis as redis_lib
 from psycopg.rows import dict_row
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.defs.jobs import plan_from_config
+from geo_pipeline.defs.collection.jobs import plan_from_config
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,

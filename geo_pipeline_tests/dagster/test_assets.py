@@ -9,12 +9,9 @@ import dagster as dg
 import pytest
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.assets import (
-    billing_reconciliation,
-    collection_results,
-    sampling_plan,
-    validated_evidence,
-)
+from geo_pipeline.defs.billing.assets import billing_reconciliation
+from geo_pipeline.defs.collection.assets import collection_results, sampling_plan
+from geo_pipeline.defs.evidence.assets import validated_evidence
 from geo_pipeline.defs.partitions import partition_key
 from geo_pipeline.defs.resources import PipelineSettingsResource
 from geo_pipeline_tests.dagster.conftest import (
@@ -301,7 +298,7 @@ def test_partition_keys_are_run_and_channel(channel: str) -> None:
 def test_analysis_and_visibility_materialise_with_passing_checks(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
-    from geo_pipeline.defs.assets import brand_analysis, brand_visibility
+    from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
 
     run_id = create_run(conn, dg_instance)
     finish(conn, run_id, WEB, fail=1, invalid=1)
@@ -350,8 +347,8 @@ def test_analysis_and_visibility_materialise_with_passing_checks(
 def test_analysis_and_visibility_checks_fail_on_broken_data(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
-    from geo_pipeline.defs import checks
-    from geo_pipeline.defs.assets import brand_analysis, brand_visibility
+    from geo_pipeline.defs.analysis import checks
+    from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
 
     run_id = create_run(conn, dg_instance)
     done = finish(conn, run_id, WEB)

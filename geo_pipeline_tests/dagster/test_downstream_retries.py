@@ -24,16 +24,16 @@ import redis as redis_lib
 
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
-from geo_pipeline.defs.assets import collection_results
-from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
-from geo_pipeline.defs.partitions import partition_key
-from geo_pipeline.defs.resources import PostgresResource
-from geo_pipeline.defs.sensors import (
+from geo_pipeline.defs.collection.assets import collection_results
+from geo_pipeline.defs.collection.sensors import (
     MAX_REQUEST_ATTEMPTS,
     attempt_run_key,
     completion_sensor,
     sampling_plan_sensor,
 )
+from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
+from geo_pipeline.defs.partitions import partition_key
+from geo_pipeline.defs.resources import PostgresResource
 from geo_pipeline.store.db import Conn
 from geo_pipeline_tests.dagster.conftest import create_run, finish
 

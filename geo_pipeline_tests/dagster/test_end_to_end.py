@@ -14,15 +14,11 @@ import pytest
 
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
-from geo_pipeline.defs.jobs import (
-    billing_job,
-    create_collection_run,
-    partition_downstream_job,
-    sampling_plan_job,
-)
+from geo_pipeline.defs.collection.jobs import create_collection_run
+from geo_pipeline.defs.collection.sensors import completion_sensor, sampling_plan_sensor
+from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
 from geo_pipeline.defs.partitions import partition_key
 from geo_pipeline.defs.resources import EvidenceStorageResource
-from geo_pipeline.defs.sensors import completion_sensor, sampling_plan_sensor
 from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, fund
 from geo_pipeline_tests.faults.harness import Cluster, start_simulator
 

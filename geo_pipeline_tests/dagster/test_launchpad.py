@@ -12,7 +12,7 @@ import pytest
 
 from geo_pipeline.cli.runs import precision_plans
 from geo_pipeline.defs import names
-from geo_pipeline.defs.jobs import (
+from geo_pipeline.defs.collection.jobs import (
     CreateCollectionRunConfig,
     create_collection_run,
     plan_collection_run,

@@ -8,7 +8,7 @@ from typing import Any
 
 import dagster as dg
 
-from geo_pipeline.defs.jobs import plan_collection_run
+from geo_pipeline.defs.collection.jobs import plan_collection_run
 from geo_pipeline_tests.dagster.conftest import collection_config
 from geo_pipeline_tests.dagster.test_launchpad import plan_run_config
 

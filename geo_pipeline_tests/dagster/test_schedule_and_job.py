@@ -11,15 +11,15 @@ import dagster as dg
 import pytest
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.jobs import create_collection_run
-from geo_pipeline.defs.schedules import (
+from geo_pipeline.defs.collection.jobs import create_collection_run
+from geo_pipeline.defs.collection.resampling import (
     build_daily_resampling,
     cron_for,
     daily_resampling,
     resample_monitor_job,
     resample_run_key,
 )
-from geo_pipeline.defs.sensors import sampling_plan_sensor
+from geo_pipeline.defs.collection.sensors import sampling_plan_sensor
 from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, create_run, fund
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")

@@ -1,5 +1,7 @@
-"""Sensors. The completion stream tells the completion sensor *where to look*; PostgreSQL decides
-*what is finished* (principle 1). A trimmed or lost stream therefore delays a request, never
+"""The collection sensors: the sampling_plan sensor and the completion sensor.
+
+The completion stream tells the completion sensor *where to look*; PostgreSQL decides *what is
+finished* (principle 1). A trimmed or lost stream therefore delays a request, never
 loses it: the sensor also sweeps the unfinished partitions of recent runs from PostgreSQL.
 
 Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept": <unix time of
@@ -15,7 +17,6 @@ machine whose code server did not answer, or later) is asked again under a fresh
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,20 +24,14 @@ import dagster as dg
 import redis as redis_lib
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.collection.stream import Pair, StreamRead, read_completions
+from geo_pipeline.defs.factory import query_rows
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
-from geo_pipeline.defs.partitions import (
-    add_requests,
-    parse_partition_key,
-    partition_key,
-    run_partition_keys,
-)
+from geo_pipeline.defs.partitions import add_requests, partition_key, run_partition_keys
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
 from geo_pipeline.domain.states import Publication
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
-from geo_pipeline.store.queries import fetch_all
-
-Pair = tuple[str, str]  # (run_id, channel)
 
 # Dagster's system tags: the key the daemon launched a run under (copied to its run retries),
 # and whether the run-retry daemon will re-execute a failed run (dagster.yaml run_retries).
@@ -46,87 +41,6 @@ WILL_RETRY_TAG = "dagster/will_retry"
 # a failure that persists (a blocking check, a run that cannot start) costs at most this many
 # runs, and the failed runs are the alert.
 MAX_REQUEST_ATTEMPTS = 3
-
-
-# --------------------------------------------------------------------------- stream reading
-@dataclass
-class StreamRead:
-    pairs: set[Pair] = field(default_factory=set)
-    last_id: str | None = None
-    entries: int = 0
-    gap: str | None = None  # why a PostgreSQL sweep is needed (trimmed, lost, reset)
-
-
-def _id_tuple(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-# One page of XRANGE, reduced on the server to its distinct (run_id, channel) pairs: the sensor
-# needs only where to look, and shipping 50k entries of five fields each to Python costs seconds
-# of RESP parsing (measured: 11 s vs < 1 s for 50k entries, bench/dagster_sensor.py).
-# Returns {last id read, entries read, ["run_id<TAB>channel", ...]}. Ids never contain a tab.
-_PAIRS_LUA = """
-local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
-local seen, out, last = {}, {}, ''
-for _, e in ipairs(entries) do
-  last = e[1]
-  local f, run, ch = e[2], nil, nil
-  for j = 1, #f, 2 do
-    if f[j] == 'run_id' then run = f[j + 1] elseif f[j] == 'channel' then ch = f[j + 1] end
-  end
-  if run and ch then
-    local k = run .. '\t' .. ch
-    if not seen[k] then seen[k] = true; out[#out + 1] = k end
-  end
-end
-return {last, #entries, out}
-"""
-
-
-def read_completions(
-    client: redis_lib.Redis, stream: str, after: str | None, page: int, limit: int
-) -> StreamRead:
-    """Entries after ``after`` (exclusive), at most ``limit``, in pages of ``page``; notices
-    when entries we never read are gone (trimmed) or the stream was lost or recreated."""
-    out = StreamRead(last_id=after)
-    try:
-        info: dict[str, Any] = client.xinfo_stream(stream)
-    except redis_lib.ResponseError:
-        # No such key: never written, or lost with Redis (no persistence, failover).
-        out.gap = "stream missing" if after else None
-        return out
-    if after is not None:
-        first = info.get("first-entry")
-        last_generated = str(info.get("last-generated-id") or "0-0")
-        if _id_tuple(last_generated) < _id_tuple(after):
-            out.gap = "stream recreated (ids went back)"
-            after = None  # read the new stream from its start
-        elif _id_tuple(str(info.get("max-deleted-entry-id") or "0-0")) > _id_tuple(after):
-            out.gap = "entries after the cursor were deleted"  # XDEL (Redis >= 7 reports it)
-        elif first is None and _id_tuple(last_generated) > _id_tuple(after):
-            out.gap = "stream trimmed to nothing"
-        elif first is not None and _id_tuple(str(first[0])) > _id_tuple(after):
-            # The stream's head moved past our cursor: more entries were added since the last
-            # tick than MAXLEN keeps, so some we never read may be gone. (Trimming entries we
-            # already read leaves the head at or before the cursor and is no gap.)
-            out.gap = "entries after the cursor may have been trimmed"
-    start = f"({after}" if after else "-"
-    script = client.register_script(_PAIRS_LUA)
-    while out.entries < limit:
-        count = min(page, limit - out.entries)
-        last_id, n, pairs = script(keys=[stream], args=[start, count])
-        if not n:
-            break
-        for pair in pairs:
-            run_id, _, channel = str(pair).partition("\t")
-            out.pairs.add((run_id, channel))
-        out.entries += int(n)
-        out.last_id = str(last_id)
-        start = f"({out.last_id}"
-        if int(n) < count:
-            break
-    return out
 
 
 def _load_cursor(raw: str | None) -> dict[str, Any]:
@@ -190,10 +104,6 @@ def fresh_run_keys(
 
 
 # --------------------------------------------------------------------------- PostgreSQL side
-def _rows(conn: Conn, name: str, **params: Any) -> list[dict[str, Any]]:
-    return fetch_all(conn, f"dagster.{name}", params)
-
-
 def _key(pair: Pair) -> str | None:
     """The partition key of a (run, channel) pair; None for a pair that cannot be one (a stream
     entry naming a run id with ``|``): no such partition exists, nothing is requested."""
@@ -208,7 +118,7 @@ def run_channels(conn: Conn, run_ids: Iterable[str]) -> dict[str, list[str]]:
     ids = sorted(set(run_ids))
     if not ids:
         return {}
-    return {r["run_id"]: list(r["channels"]) for r in _rows(conn, "run_channels", run_ids=ids)}
+    return {r["run_id"]: list(r["channels"]) for r in query_rows(conn, "run_channels", run_ids=ids)}
 
 
 def recent_unfinished(
@@ -218,7 +128,7 @@ def recent_unfinished(
     runs whose billing is not."""
     pairs: set[Pair] = set()
     runs: set[str] = set()
-    for r in _rows(conn, "recent_runs", days=days, live_only=False):
+    for r in query_rows(conn, "recent_runs", days=days, live_only=False):
         if r["run_id"] not in billed_runs:
             runs.add(r["run_id"])
         for ch in r["channels"]:
@@ -234,7 +144,7 @@ def recent_runs_among(conn: Conn, run_ids: set[str], days: int, now_ts: float) -
     horizon = now_ts - days * 86400
     return {
         r["run_id"]
-        for r in _rows(conn, "runs_created", run_ids=sorted(run_ids))
+        for r in query_rows(conn, "runs_created", run_ids=sorted(run_ids))
         if r["created_at"].timestamp() >= horizon
     }
 
@@ -245,7 +155,7 @@ def publishable_runs(conn: Conn, run_ids: Iterable[str]) -> dict[str, Publicatio
     ids = sorted(set(run_ids))
     if not ids:
         return {}
-    channels = {r["run_id"]: r["channels"] for r in _rows(conn, "run_channels", run_ids=ids)}
+    channels = {r["run_id"]: r["channels"] for r in query_rows(conn, "run_channels", run_ids=ids)}
     return {
         rid: pub
         for rid, pub in statusmod.run_publications(conn, channels).items()
@@ -452,7 +362,7 @@ def sampling_plan_sensor(
     seen: set[str] = set(json.loads(context.cursor)["dispatched"]) if context.cursor else set()
     planned = context.instance.get_materialized_partitions(names.SAMPLING_PLAN)
     with db.connect() as conn:
-        recent = _rows(conn, "recent_runs", days=settings.recent_run_days, live_only=True)
+        recent = query_rows(conn, "recent_runs", days=settings.recent_run_days, live_only=True)
         pairs = sorted(
             (r["run_id"], ch)
             for r in recent
@@ -463,7 +373,7 @@ def sampling_plan_sensor(
         )
         undispatched = {
             (r["run_id"], r["channel"])
-            for r in _rows(
+            for r in query_rows(
                 conn,
                 "undispatched_pairs",
                 run_ids=[p[0] for p in pairs],
@@ -506,60 +416,3 @@ def sampling_plan_sensor(
         if (run_key := keys[names.plan_run_key(rid, ch)]) is not None
     ]
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
-
-
-# --------------------------------------------------------------------------- retention
-def expired_partitions(conn: Conn, keys: list[str], days: int, now_ts: float) -> list[str]:
-    """Of the given run ids, the runs older than the retention age and the runs PostgreSQL no
-    longer has (their business rows were purged by the business retention policy, D9)."""
-    if not keys:
-        return []
-    created = {r["run_id"]: r["created_at"] for r in _rows(conn, "runs_created", run_ids=keys)}
-    horizon = now_ts - days * 86400
-    return sorted(k for k in keys if k not in created or created[k].timestamp() < horizon)
-
-
-@dg.sensor(
-    name="partition_retention_sensor",
-    minimum_interval_seconds=3600,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Deletes the partitions (collection_runs and collection_run_channels) of runs "
-    "older than the retention age; keeps each asset well under 100k partitions. Business "
-    "tables keep history on their own policy.",
-)
-def partition_retention_sensor(
-    context: dg.SensorEvaluationContext, db: PostgresResource, settings: PipelineSettingsResource
-) -> dg.SensorResult:
-    run_keys = list(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
-    pair_keys = list(context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS))
-    run_of: dict[str, str | None] = {}
-    for key in pair_keys:
-        try:
-            run_of[key] = parse_partition_key(key)[0]
-        except ValueError:
-            run_of[key] = None  # not a run|channel key: nothing can materialise it
-    run_ids = sorted(set(run_keys) | {rid for rid in run_of.values() if rid is not None})
-    with db.connect() as conn:
-        expired = set(
-            expired_partitions(conn, run_ids, settings.partition_retention_days, time.time())
-        )
-    runs_gone = sorted(k for k in run_keys if k in expired)
-    pairs_gone = sorted(k for k, rid in run_of.items() if rid is None or rid in expired)
-    if not runs_gone and not pairs_gone:
-        return dg.SensorResult(
-            skip_reason=f"{len(run_keys)} runs, {len(pair_keys)} run|channel partitions, "
-            "none expired"
-        )
-    context.log.info(
-        "deleting the partitions of %d expired runs (%d run|channel keys)",
-        len(expired),
-        len(pairs_gone),
-    )
-    # Both kinds in one tick. An expired run is never "recent", so no sensor adds its keys back
-    # (the adoption of unregistered runs looks only at recent ones).
-    requests = []
-    if pairs_gone:
-        requests.append(dg.DeleteDynamicPartitionsRequest(names.RUN_CHANNEL_PARTITIONS, pairs_gone))
-    if runs_gone:
-        requests.append(dg.DeleteDynamicPartitionsRequest(names.RUNS_PARTITIONS, runs_gone))
-    return dg.SensorResult(dynamic_partitions_requests=requests)

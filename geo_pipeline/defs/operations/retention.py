@@ -21,13 +21,13 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.jobs import DEFAULT_TZ, cron_for
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
     EvidenceStorageResource,
     PostgresResource,
     RedisResource,
 )
-from geo_pipeline.defs.schedules import DEFAULT_TZ, cron_for
 from geo_pipeline.flows.retention import RetentionReport, TableWindows, apply_retention
 from geo_pipeline.flows.retention import database_now as db_now
 from geo_pipeline.settings import Settings, settings
@@ -174,7 +174,7 @@ def build_daily_retention(at: str | None = None, tz: str | None = None) -> dg.Sc
 
     @dg.schedule(
         name="daily_retention",
-        cron_schedule=cron_for(at),
+        cron_schedule=cron_for(at, RETENTION_AT_ENV),
         execution_timezone=tz,
         job=retention_job,
         default_status=dg.DefaultScheduleStatus.RUNNING,

@@ -18,7 +18,7 @@ import dagster as dg
 from pydantic import Field
 
 from geo_pipeline.billing.ledger import InsufficientFunds
-from geo_pipeline.defs.jobs import QUEUE_TAG, RETRIED
+from geo_pipeline.defs.jobs import DEFAULT_TZ, QUEUE_TAG, RETRIED, cron_for
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.config import ConfigError, NormalisedConfig, normalise_and_validate
@@ -28,21 +28,6 @@ from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
-
-RESAMPLE_AT_ENV = "GEO_RESAMPLE_AT"
-RESAMPLE_TZ_ENV = "GEO_RESAMPLE_TZ"
-DEFAULT_TZ = "Asia/Shanghai"
-
-
-def cron_for(at: str) -> str:
-    """``HH:MM`` -> a daily cron expression; a clear error for anything else."""
-    try:
-        hh, mm = (int(p) for p in at.split(":"))
-    except ValueError:
-        raise ValueError(f"{RESAMPLE_AT_ENV}={at!r}: expected HH:MM, e.g. 06:00") from None
-    if not (0 <= hh < 24 and 0 <= mm < 60):
-        raise ValueError(f"{RESAMPLE_AT_ENV}={at!r}: hour 0-23, minute 0-59")
-    return f"{mm} {hh} * * *"
 
 
 def monitor_run_id(monitor_id: str, day: date) -> str:

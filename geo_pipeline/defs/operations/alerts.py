@@ -149,9 +149,10 @@ def _failed_partitions(
 ) -> list[tuple[str | None, str]]:
     """(partition, Dagster run id) of each partition whose latest evaluation of ``check`` failed.
 
-    A partitioned check (defs/checks.py) is read from the status the UI shows per partition
-    (Dagster's asset check state), so a partition that failed stays an incident however many
-    other partitions pass after it. An unpartitioned check is read from its recent history."""
+    A partitioned check (defs/factory.py: check_spec) is read from the status the UI shows per
+    partition (Dagster's asset check state), so a partition that failed stays an incident
+    however many other partitions pass after it. An unpartitioned check is read from its recent
+    history."""
     from dagster._core.definitions.partitions.subset import PartitionsSubset
     from dagster._core.event_api import PartitionKeyFilter
     from dagster._core.storage.asset_check_execution_record import (
