@@ -106,6 +106,24 @@ def check_result(
     )
 
 
+def for_partition(
+    context: dg.AssetExecutionContext, results: Sequence[dg.AssetCheckResult]
+) -> list[dg.AssetCheckResult]:
+    """The results with the partition they judged in their metadata: the UI's check list shows
+    a check's latest evaluation of any partition, and a failure must say which one failed."""
+    return [
+        dg.AssetCheckResult(
+            check_name=r.check_name,
+            asset_key=r.asset_key,
+            passed=r.passed,
+            severity=r.severity,
+            description=r.description,
+            metadata={**r.metadata, "partition": context.partition_key},
+        )
+        for r in results
+    ]
+
+
 def query_rows(conn: Conn, query: str, **params: Any) -> list[dict[str, Any]]:
     """The rows of the named query ``dagster.<query>`` (sql/queries/dagster.sql)."""
     return fetch_all(conn, f"dagster.{query}", params)

@@ -16,7 +16,13 @@ from geo_pipeline.defs.analysis.metadata import (
     visibility_markdown,
     visibility_table_metadata,
 )
-from geo_pipeline.defs.factory import load_run, pipeline_asset, status_metadata, tag_run
+from geo_pipeline.defs.factory import (
+    for_partition,
+    load_run,
+    pipeline_asset,
+    status_metadata,
+    tag_run,
+)
 from geo_pipeline.defs.partitions import run_channel_partitions, split_key
 from geo_pipeline.defs.resources import PostgresResource
 from geo_pipeline.store import status as statusmod
@@ -65,7 +71,7 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=results,
+        check_results=for_partition(context, results),
     )
 
 
@@ -126,5 +132,5 @@ def brand_visibility(
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=[result],
+        check_results=for_partition(context, [result]),
     )

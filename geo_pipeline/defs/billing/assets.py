@@ -5,7 +5,7 @@ import dagster as dg
 from geo_pipeline.billing.ledger import run_ledger
 from geo_pipeline.defs import names
 from geo_pipeline.defs.billing import checks
-from geo_pipeline.defs.factory import pipeline_asset, tag_run
+from geo_pipeline.defs.factory import for_partition, pipeline_asset, tag_run
 from geo_pipeline.defs.partitions import ALL_CHANNELS_OF_RUN, runs_partitions
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
@@ -27,8 +27,9 @@ from geo_pipeline.store import status as statusmod
     checks=[
         (
             names.CHECK_ZERO_UNEXPLAINED,
-            "ledger and fee statements agree or are pending (R23)",
-            True,
+            "ledger and fee statements agree, or differ only as explained (R23); a difference "
+            "is a business signal (WARN, the reconciliation alert), not a broken invariant",
+            False,
         ),
         (names.CHECK_NO_DUPLICATE_CHARGE, "no upstream task charged twice (R24, R25)", True),
     ],
@@ -75,6 +76,7 @@ def billing_reconciliation(
                 check_name=unexplained.check_name,
                 asset_key=names.BILLING_RECONCILIATION,
                 passed=bool(unexplained.passed and summary.clean),
+                severity=unexplained.severity,
                 metadata={
                     **unexplained.metadata,
                     "summary_unexplained_difference_minor": summary.unexplained_difference_minor,
@@ -109,5 +111,5 @@ def billing_reconciliation(
             ],
             "statements_unavailable": list(settled.unavailable),
         },
-        check_results=results,
+        check_results=for_partition(context, results),
     )

@@ -5,7 +5,7 @@ from __future__ import annotations
 import dagster as dg
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.factory import EXAMPLES, check_result, query_rows
+from geo_pipeline.defs.factory import EXAMPLES, WARN, check_result, query_rows
 from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.store.db import Conn
 
@@ -13,13 +13,18 @@ from geo_pipeline.store.db import Conn
 def zero_unexplained(conn: Conn, run_id: str) -> dg.AssetCheckResult:
     """R23: our ledger and the platform's statement agree, line by line, or the difference is
     explained by THE predicate ``domain.billing.EXPLAINED`` (the summary, the gauge and the alert
-    apply the same one: pending, price change, day total, usage cost)."""
+    apply the same one: pending, price change, day total, usage cost).
+
+    An unexplained difference is a business signal, a WARN that blocks nothing (billing is a
+    leaf): the operations alert's ``reconciliation`` incident is what tells on-call (issue 36).
+    """
     rows = query_rows(conn, "unexplained_lines", run_id=run_id, explained=list(EXPLAINED))
     diff = sum(int(r["difference_minor"]) for r in rows)
     return check_result(
         names.CHECK_ZERO_UNEXPLAINED,
         names.BILLING_RECONCILIATION,
         not rows,
+        WARN,
         unexplained_lines=len(rows),
         unexplained_difference_minor=diff,
         examples=[

@@ -7,7 +7,13 @@ import dagster as dg
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.collection import checks
-from geo_pipeline.defs.factory import load_run, pipeline_asset, status_metadata, tag_run
+from geo_pipeline.defs.factory import (
+    for_partition,
+    load_run,
+    pipeline_asset,
+    status_metadata,
+    tag_run,
+)
 from geo_pipeline.defs.partitions import run_channel_partitions, split_key
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource
 from geo_pipeline.store import runs as runstore
@@ -76,7 +82,7 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
             "cancelled": cancelled,
             **status_metadata(status),
         },
-        check_results=results,
+        check_results=for_partition(context, results),
     )
 
 
@@ -162,5 +168,5 @@ def collection_results(
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=results,
+        check_results=for_partition(context, results),
     )

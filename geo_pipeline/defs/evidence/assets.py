@@ -5,7 +5,13 @@ import dagster as dg
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.evidence import checks
-from geo_pipeline.defs.factory import load_run, pipeline_asset, status_metadata, tag_run
+from geo_pipeline.defs.factory import (
+    for_partition,
+    load_run,
+    pipeline_asset,
+    status_metadata,
+    tag_run,
+)
 from geo_pipeline.defs.partitions import run_channel_partitions, split_key
 from geo_pipeline.defs.resources import (
     EvidenceStorageResource,
@@ -85,5 +91,5 @@ def validated_evidence(
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=results,
+        check_results=for_partition(context, results),
     )
