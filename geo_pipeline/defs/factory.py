@@ -21,7 +21,24 @@ from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import fetch_all
 
-GROUP = "geo"
+# Every asset of the project says whose it is and what it is part of, the same way (issue 36):
+# its group is its domain (the stage of the pipeline it belongs to, as the defs folder is split),
+# its owner the team, its tags the domain again (filterable across groups in a shared instance).
+# ``code_version``: bump an asset's when its computation changes what it writes, so Dagster
+# marks its materialisations stale.
+OWNERS = ["team:geo-pipeline"]
+CODE_VERSION = "1"
+COLLECTION = "collection"
+EVIDENCE = "evidence"
+ANALYSIS = "analysis"
+BILLING = "billing"
+OPERATIONS = "operations"
+DOMAIN_TAG = "geo/domain"
+
+
+def domain_tags(domain: str) -> dict[str, str]:
+    return {DOMAIN_TAG: domain}
+
 
 # Every pipeline asset talks to services (PostgreSQL; validated_evidence also object storage,
 # billing_reconciliation the platforms' statement endpoints). A transient failure of one (a
@@ -69,19 +86,25 @@ def check_spec(
 def pipeline_asset(
     key: dg.AssetKey,
     *,
+    domain: str,
     partitions_def: dg.PartitionsDefinition,
     pool: str,
     kinds: set[str],
     checks: Sequence[CheckDecl],
     deps: Sequence[dg.AssetKey | dg.AssetDep] = (),
+    code_version: str = CODE_VERSION,
 ) -> Callable[[Callable[..., dg.MaterializeResult]], dg.AssetsDefinition]:
-    """``@dg.asset`` with the arguments every pipeline asset shares: the group, the service
-    retry policy, a concurrency pool (defs/pools.py), and its checks partitioned like it."""
+    """``@dg.asset`` with the arguments every pipeline asset shares: its domain as group and
+    tag, the owner, a code version, the service retry policy, a concurrency pool
+    (defs/pools.py), and its checks partitioned like it."""
     return dg.asset(
         key=key,
         partitions_def=partitions_def,
         deps=list(deps) or None,
-        group_name=GROUP,
+        group_name=domain,
+        owners=OWNERS,
+        tags=domain_tags(domain),
+        code_version=code_version,
         retry_policy=SERVICE_RETRY,
         pool=pool,
         kinds=kinds,

@@ -17,6 +17,7 @@ from geo_pipeline.defs.analysis.metadata import (
     visibility_table_metadata,
 )
 from geo_pipeline.defs.factory import (
+    ANALYSIS,
     for_partition,
     load_run,
     pipeline_asset,
@@ -32,6 +33,7 @@ from geo_pipeline.store.queries import Q
 # --------------------------------------------------------------------------- brand_analysis
 @pipeline_asset(
     names.BRAND_ANALYSIS,
+    domain=ANALYSIS,
     partitions_def=run_channel_partitions,
     deps=[names.VALIDATED_EVIDENCE],
     pool=names.POOL_DOWNSTREAM,
@@ -78,6 +80,7 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
 # --------------------------------------------------------------------------- analyst tables
 @pipeline_asset(
     names.BRAND_VISIBILITY,
+    domain=ANALYSIS,
     partitions_def=run_channel_partitions,
     deps=[names.BRAND_ANALYSIS],
     pool=names.POOL_DOWNSTREAM,

@@ -5,7 +5,7 @@ import dagster as dg
 from geo_pipeline.billing.ledger import run_ledger
 from geo_pipeline.defs import names
 from geo_pipeline.defs.billing import checks
-from geo_pipeline.defs.factory import for_partition, pipeline_asset, tag_run
+from geo_pipeline.defs.factory import BILLING, for_partition, pipeline_asset, tag_run
 from geo_pipeline.defs.partitions import ALL_CHANNELS_OF_RUN, runs_partitions
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
@@ -20,6 +20,7 @@ from geo_pipeline.store import status as statusmod
 # --------------------------------------------------------------------------- billing
 @pipeline_asset(
     names.BILLING_RECONCILIATION,
+    domain=BILLING,
     partitions_def=runs_partitions,
     deps=[dg.AssetDep(names.COLLECTION_RESULTS, partition_mapping=ALL_CHANNELS_OF_RUN)],
     pool=names.POOL_BILLING,

@@ -8,6 +8,7 @@ import dagster as dg
 from geo_pipeline.defs import names
 from geo_pipeline.defs.collection import checks
 from geo_pipeline.defs.factory import (
+    COLLECTION,
     for_partition,
     load_run,
     pipeline_asset,
@@ -24,6 +25,7 @@ from geo_pipeline.store.queries import Q
 # --------------------------------------------------------------------------- sampling_plan
 @pipeline_asset(
     names.SAMPLING_PLAN,
+    domain=COLLECTION,
     partitions_def=run_channel_partitions,
     pool=names.POOL_PLAN,
     kinds={"postgres"},
@@ -89,6 +91,7 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
 # --------------------------------------------------------------------------- collection_results
 @pipeline_asset(
     names.COLLECTION_RESULTS,
+    domain=COLLECTION,
     partitions_def=run_channel_partitions,
     deps=[names.SAMPLING_PLAN],
     pool=names.POOL_DOWNSTREAM,

@@ -6,6 +6,7 @@ import dagster as dg
 from geo_pipeline.defs import names
 from geo_pipeline.defs.evidence import checks
 from geo_pipeline.defs.factory import (
+    EVIDENCE,
     for_partition,
     load_run,
     pipeline_asset,
@@ -24,6 +25,7 @@ from geo_pipeline.store import status as statusmod
 # --------------------------------------------------------------------------- validated_evidence
 @pipeline_asset(
     names.VALIDATED_EVIDENCE,
+    domain=EVIDENCE,
     partitions_def=run_channel_partitions,
     deps=[names.COLLECTION_RESULTS],
     pool=names.POOL_DOWNSTREAM,

@@ -21,6 +21,7 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.factory import CODE_VERSION, OPERATIONS, OWNERS, domain_tags
 from geo_pipeline.defs.jobs import DEFAULT_TZ, cron_for
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
@@ -88,7 +89,10 @@ def _streams(
 
 @dg.asset(
     key=names.RETENTION_PASS,
-    group_name="operations",
+    group_name=OPERATIONS,
+    owners=OWNERS,
+    tags=domain_tags(OPERATIONS),
+    code_version=CODE_VERSION,
     description="One retention pass (D9): raw evidence and raw answer text past each tenant's "
     "window, the execution log past its window, published outbox rows, settled dead letters, "
     "and the Redis streams trimmed; aggregates, analysis and the ledger kept.",
