@@ -17,7 +17,7 @@ from geo_pipeline.defs.factory import (
 )
 from geo_pipeline.defs.partitions import run_channel_partitions, split_key
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource
-from geo_pipeline.store import runs as runstore
+from geo_pipeline.flows.create_run import dispatch_gate
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.queries import Q
 
@@ -40,24 +40,23 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     the run's frozen config snapshot (R2, R3, R5), and their collect hints in the outbox.
 
     The run and all its samples are written in one transaction when the run is created; this
-    asset checks the partition's share of the plan and then dispatches it. Dispatch is
-    idempotent (a sample gets one collect hint, ever), so re-materialising never duplicates
-    work. A plan that fails a check is not dispatched: no engine is asked, nothing is charged.
+    asset checks the partition's share of the plan and then dispatches it, through the one
+    dispatch gate: a run that is not confirmed (no reservation) or cancelled, or whose plan
+    fails a check, is not dispatched (``dispatch_refused`` says why): no engine is asked,
+    nothing is charged. Dispatch is idempotent (a sample gets one collect hint, ever), so
+    re-materialising never duplicates work.
     """
     run_id, channel = split_key(context)
     tag_run(context, run_id, channel)
     with db.connect() as conn:
         run, config = load_run(conn, run_id, channel)
-        rows = checks.partition_samples(conn, run_id, channel)  # one read for three checks
-        results = [
-            checks.plan_volume(conn, config, run_id, channel, rows),
-            checks.plan_identities(conn, run_id, channel, rows),
-            checks.plan_batches(conn, config, run_id, channel, rows),
-        ]
+        # THE dispatch gate (flows.create_run.dispatch_gate, also behind `runs create` and
+        # `billing confirm`): confirmed, not cancelled, every plan check passed. Its checks are
+        # this asset's blocking checks.
+        gate = dispatch_gate(conn, run_id, channel)
+        results = [checks.plan_result(c) for c in gate.checks]
         cancelled = run["cancel_requested_at"] is not None
-        dispatched_now = 0
-        if all(r.passed for r in results) and not cancelled:
-            dispatched_now = runstore.dispatch(conn, run_id, channel)
+        dispatched_now = gate.queued
         with conn.cursor() as cur:
             cur.execute(Q("dagster.dispatched_count"), {"run_id": run_id, "channel": channel})
             row = cur.fetchone()
@@ -82,6 +81,7 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
             "dispatched_now": dispatched_now,
             "dispatched_total": dispatched,
             "cancelled": cancelled,
+            **({"dispatch_refused": gate.refused} if gate.refused else {}),
             **status_metadata(status),
         },
         check_results=for_partition(context, results),

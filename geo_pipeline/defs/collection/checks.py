@@ -8,47 +8,20 @@ run: numbers that cannot be trusted must not reach analysts.
 
 from __future__ import annotations
 
-from typing import Any
-
 import dagster as dg
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.factory import EXAMPLES, check_result, query_rows
-from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.states import AggregateStatus, Publication
 from geo_pipeline.flows import create_run as plan_checks
 from geo_pipeline.store.db import Conn
 
+
 # --------------------------------------------------------------------------- sampling_plan
-Rows = list[dict[str, Any]]
-
-
-def _plan_result(c: plan_checks.PlanCheck) -> dg.AssetCheckResult:
+def plan_result(c: plan_checks.PlanCheck) -> dg.AssetCheckResult:
+    """A plan check of flows.create_run (R3, R5; the dispatch gate runs them) as the
+    sampling_plan asset's check result."""
     return check_result(c.name, names.SAMPLING_PLAN, c.passed, **c.metadata)
-
-
-def partition_samples(conn: Conn, run_id: str, channel: str) -> Rows:
-    """The partition's samples, read once for all three plan checks."""
-    return plan_checks.partition_samples(conn, run_id, channel)
-
-
-def plan_volume(
-    conn: Conn, config: NormalisedConfig, run_id: str, channel: str, rows: Rows
-) -> dg.AssetCheckResult:
-    """R3 (flows.create_run.plan_volume, which also gates `runs create`)."""
-    return _plan_result(plan_checks.plan_volume(config, channel, rows))
-
-
-def plan_identities(conn: Conn, run_id: str, channel: str, rows: Rows) -> dg.AssetCheckResult:
-    """R5 (flows.create_run.plan_identities, which also gates `runs create`)."""
-    return _plan_result(plan_checks.plan_identities(run_id, channel, rows))
-
-
-def plan_batches(
-    conn: Conn, config: NormalisedConfig, run_id: str, channel: str, rows: Rows
-) -> dg.AssetCheckResult:
-    """R3 (flows.create_run.plan_batches, which also gates `runs create`)."""
-    return _plan_result(plan_checks.plan_batches(conn, config, run_id, channel, rows))
 
 
 # --------------------------------------------------------------------------- collection_results
