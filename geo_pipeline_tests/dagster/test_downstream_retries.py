@@ -29,6 +29,8 @@ from geo_pipeline.defs.collection.sensors import (
     MAX_REQUEST_ATTEMPTS,
     attempt_run_key,
     completion_sensor,
+    cursor_time,
+    cursor_ts,
     sampling_plan_sensor,
 )
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
@@ -121,7 +123,7 @@ def tick(
 def sweep_due(cursor: str | None) -> str:
     """The same cursor, as the next tick after ``sweep_interval_seconds`` (300) sees it."""
     data = json.loads(cursor or "{}")
-    data["swept"] = float(data.get("swept", 0.0)) - 301
+    data["swept"] = cursor_time((cursor_ts(data.get("swept")) or 0.0) - 301)
     return json.dumps(data, sort_keys=True)
 
 

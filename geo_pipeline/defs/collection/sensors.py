@@ -4,10 +4,11 @@ The completion stream tells the completion sensor *where to look*; PostgreSQL de
 finished* (principle 1). A trimmed or lost stream therefore delays a request, never
 loses it: the sensor also sweeps the unfinished partitions of recent runs from PostgreSQL.
 
-Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept": <unix time of
-the last PostgreSQL sweep>, "deadlines": <database time up to which passed publish deadlines
-were looked for>}``. A tick reads at most ``max_entries_per_tick`` entries with
-bounded ``XRANGE ... COUNT`` pages and never blocks (a tick has 60 s).
+Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept": <time of the
+last PostgreSQL sweep>, "deadlines": <database time up to which passed publish deadlines were
+looked for>}``, times in ISO 8601 UTC (a cursor holding unix seconds, as before, is read too). A
+tick reads at most ``max_entries_per_tick`` entries with bounded ``XRANGE ... COUNT`` pages and
+never blocks (a tick has 60 s).
 
 A run key is launched once by the daemon, so a request whose run failed (to launch, on a loaded
 machine whose code server did not answer, or later) is asked again under a fresh key
@@ -43,20 +44,33 @@ WILL_RETRY_TAG = "dagster/will_retry"
 MAX_REQUEST_ATTEMPTS = 3
 
 
+def cursor_time(ts: float) -> str:
+    """A cursor's time as people read it: ISO 8601 in UTC, to the microsecond (lossless)."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")
+
+
+def cursor_ts(value: Any) -> float | None:
+    """A cursor time back to unix seconds: ISO 8601, or the unix seconds older cursors hold."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return datetime.fromisoformat(str(value)).timestamp()
+
+
 def _load_cursor(raw: str | None) -> dict[str, Any]:
     fresh: dict[str, Any] = {"id": None, "swept": 0.0, "deadlines": None}
     if not raw:
         return fresh
     try:
         data = json.loads(raw)
+        return {
+            "id": data.get("id"),
+            "swept": cursor_ts(data.get("swept")) or 0.0,
+            "deadlines": cursor_ts(data.get("deadlines")),
+        }
     except ValueError:
         return fresh
-    deadlines = data.get("deadlines")
-    return {
-        "id": data.get("id"),
-        "swept": float(data.get("swept", 0.0)),
-        "deadlines": float(deadlines) if deadlines is not None else None,
-    }
 
 
 # --------------------------------------------------------------------------- fresh attempts
@@ -66,7 +80,10 @@ def attempt_run_key(key: str, attempt: int) -> str:
 
 
 def fresh_run_keys(
-    instance: dg.DagsterInstance, keys: Iterable[str], max_attempts: int = MAX_REQUEST_ATTEMPTS
+    instance: dg.DagsterInstance,
+    keys: Iterable[str],
+    max_attempts: int = MAX_REQUEST_ATTEMPTS,
+    latest_runs: dict[str, dg.DagsterRun] | None = None,
 ) -> dict[str, str | None]:
     """For each request key, the key to request now (None: attempts exhausted).
 
@@ -74,7 +91,8 @@ def fresh_run_keys(
     in flight, succeeded, cancelled (an operator's decision) or about to be re-executed by
     Dagster's run retries -> that attempt's key again (a no-op for the daemon); the last
     attempt's latest run failed and will not be retried -> the next attempt's key, fresh. One
-    query to the instance for every key of the tick."""
+    query to the instance for every key of the tick. ``latest_runs``, when given, receives each
+    key's latest run (what a skipped tick names)."""
     keys = sorted(set(keys))
     family = {attempt_run_key(k, n): (k, n) for k in keys for n in range(1, max_attempts + 1)}
     if not family:
@@ -85,6 +103,8 @@ def fresh_run_keys(
         order = (n, rec.storage_id)  # a run retry carries its parent's key: the newest counts
         if key not in latest or order > latest[key][0]:
             latest[key] = (order, rec.dagster_run)
+    if latest_runs is not None:
+        latest_runs.update({key: run for key, (_, run) in latest.items()})
     out: dict[str, str | None] = {}
     for key in keys:
         if key not in latest:
@@ -292,8 +312,8 @@ def evaluate_completions(
     new_cursor = json.dumps(
         {
             "id": read.last_id,
-            "swept": now if sweep else cursor["swept"],
-            "deadlines": checked_at.timestamp(),
+            "swept": cursor_time(now if sweep else cursor["swept"]),
+            "deadlines": cursor_time(checked_at.timestamp()),
         },
         sort_keys=True,
     )
@@ -317,7 +337,11 @@ def evaluate_completions(
     adds = add_requests(adopted, existing_runs, existing_pairs)
     if not requests:
         return dg.SensorResult(
-            skip_reason=f"{read.entries} entries read, no partition publishable",
+            skip_reason=f"{read.entries} entries read ({len(read.pairs)} partitions touched), "
+            f"{'swept PostgreSQL' if sweep else 'no sweep due'}"
+            f"{f' ({read.gap})' if read.gap else ''}, {len(crossed)} deadlines passed: no "
+            "partition publishable (every sample terminal, or past its run's deadline)"
+            + (f"; {len(exhausted)} not requested again after failed runs" if exhausted else ""),
             cursor=new_cursor,
             dynamic_partitions_requests=adds,
         )
@@ -385,7 +409,13 @@ def sampling_plan_sensor(
     seen |= {partition_key(rid, ch) for rid, ch in pairs if (rid, ch) not in undispatched}
     cursor = json.dumps({"dispatched": sorted(seen)})
     if not undispatched:
-        return dg.SensorResult(skip_reason="no undispatched partitions", cursor=cursor)
+        partitions = sum(len(r["channels"]) for r in recent)
+        return dg.SensorResult(
+            skip_reason=f"nothing to dispatch: {_count(partitions, 'partition')} of "
+            f"{_count(len(recent), 'recent run')} (created in the last {settings.recent_run_days} "
+            f"days, not cancelled) are planned or dispatched",
+            cursor=cursor,
+        )
     # A run created outside Dagster (CLI) has no partitions yet: add them with the requests,
     # every channel of the run (the daemon applies them before launching the requests).
     channels_of = {r["run_id"]: list(r["channels"]) for r in recent}
@@ -403,16 +433,53 @@ def sampling_plan_sensor(
         context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS),
     )
     # Still undispatched after its run failed (to launch, or a failed plan check): asked again
-    # under a fresh key, boundedly, as the completion sensor does.
-    keys = fresh_run_keys(context.instance, [names.plan_run_key(r, c) for r, c in undispatched])
-    requests = [
-        dg.RunRequest(
-            run_key=run_key,
-            partition_key=partition_key(rid, ch),
-            job_name=sampling_plan_job.name,
-            tags={"geo/run_id": rid, "geo/channel": ch, **scheduled.get(rid, {})},
+    # under a fresh key, boundedly, as the completion sensor does. A key whose run the daemon
+    # already launched is not asked again (the daemon would skip it without a word): the tick
+    # names the partition and the run it waits on instead.
+    latest: dict[str, dg.DagsterRun] = {}
+    keys = fresh_run_keys(
+        context.instance, [names.plan_run_key(r, c) for r, c in undispatched], latest_runs=latest
+    )
+    requests: list[dg.RunRequest] = []
+    waiting: list[str] = []
+    exhausted: list[str] = []
+    for rid, ch in sorted(undispatched):
+        base = names.plan_run_key(rid, ch)
+        run_key, run = keys[base], latest.get(base)
+        if run_key is None:
+            exhausted.append(partition_key(rid, ch))
+        elif run is not None and run.tags.get(RUN_KEY_TAG) == run_key:
+            waiting.append(f"{partition_key(rid, ch)} ({run.status.value}, run {run.run_id[:8]})")
+        else:
+            requests.append(
+                dg.RunRequest(
+                    run_key=run_key,
+                    partition_key=partition_key(rid, ch),
+                    job_name=sampling_plan_job.name,
+                    tags={"geo/run_id": rid, "geo/channel": ch, **scheduled.get(rid, {})},
+                )
+            )
+    why = []
+    if waiting:
+        why.append(
+            f"{_count(len(waiting), 'partition')} wait on runs already launched: "
+            + ", ".join(waiting[:10])
+            + (", ..." if len(waiting) > 10 else "")
         )
-        for rid, ch in sorted(undispatched)
-        if (run_key := keys[names.plan_run_key(rid, ch)]) is not None
-    ]
+    if exhausted:
+        why.append(
+            f"{_count(len(exhausted), 'partition')} not requested again after "
+            f"{MAX_REQUEST_ATTEMPTS} failed runs each (see their failures): "
+            + ", ".join(exhausted[:10])
+        )
+    if why:
+        context.log.info("sampling plans not requested: %s", "; ".join(why))
+    if not requests:
+        return dg.SensorResult(
+            skip_reason="; ".join(why), dynamic_partitions_requests=adds, cursor=cursor
+        )
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
+
+
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
