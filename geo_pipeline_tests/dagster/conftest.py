@@ -300,3 +300,10 @@ def check_severity(result: dg.ExecuteInProcessResult, name: str) -> dg.AssetChec
         if e.check_name == name:
             return e.severity
     raise KeyError(name)
+
+
+def op_metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
+    """The output metadata of an op (the ops output Nothing: their results are metadata)."""
+    [event] = [e for e in result.all_events if e.is_successful_output and e.node_name == node]
+    assert event.step_output_data is not None
+    return {k: v.value for k, v in event.step_output_data.metadata.items()}

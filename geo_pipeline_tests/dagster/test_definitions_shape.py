@@ -118,3 +118,21 @@ def test_the_folder_loader_and_the_package_walker_find_the_same_shape() -> None:
         geo_pipeline.defs, resources=definitions.resources_from_env()
     )
     assert shape(walked) == shape(definitions.defs)
+
+
+def test_ops_return_nothing_for_the_io_manager_to_store() -> None:
+    """Issue 36: an op's return value goes through the I/O manager, which pickles it into
+    DAGSTER_HOME/storage; our ops' results are metadata (the run id, the planner's table), so
+    every op outputs Nothing and writes nothing there."""
+    from geo_pipeline.definitions import defs
+
+    repo = defs.get_repository_def()
+    stored = sorted(
+        f"{job.name}.{node.name}.{out.name}"
+        for job in repo.get_all_jobs()
+        if not job.asset_layer.executable_asset_keys
+        for node in job.graph.nodes
+        for out in node.definition.output_defs
+        if not out.dagster_type.is_nothing
+    )
+    assert stored == []

@@ -12,6 +12,7 @@ planner's answer (expected half-width per channel, repeats needed and their cost
 creating or reserving anything. Every job runs its steps in the run's own process.
 """
 
+import json
 from typing import Any
 
 import dagster as dg
@@ -41,6 +42,7 @@ from geo_pipeline.domain.config import (
 )
 from geo_pipeline.domain.plan import Plan, QuoteError
 from geo_pipeline.flows.create_run import create_run, quoted_plan
+from geo_pipeline.jsonable import json_default
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 
@@ -121,13 +123,18 @@ def refusal(exc: Exception) -> dg.Failure:
     return dg.Failure(description=str(exc), metadata=metadata, allow_retries=False)
 
 
-@dg.op(description="Validate the config, create the run and add its partition.")
+# The ops' results are their output metadata (the run id, the planner's table); the output is
+# Nothing, so the I/O manager stores nothing in DAGSTER_HOME/storage (issue 36).
+NOTHING = dg.Out(dg.Nothing)
+
+
+@dg.op(description="Validate the config, create the run and add its partition.", out=NOTHING)
 def create_run_op(
     context: dg.OpExecutionContext,
     config: CreateCollectionRunConfig,
     db: PostgresResource,
     registry: ConnectorRegistryResource,
-) -> str:
+) -> None:
     refuse_environment_references(context.run.run_config, context.op.name)
     collection = config.collection_config()
     with db.connect() as conn:
@@ -163,7 +170,6 @@ def create_run_op(
         run_id,
         summary["formula"],
     )
-    return run_id
 
 
 @dg.job(
@@ -211,14 +217,15 @@ def precision_table(rows: list[dict[str, Any]]) -> dg.TableMetadataValue:
 @dg.op(
     description="Validate and quote the config and show what its sample buys: the expected 95 % "
     "half-width of the brand's mention rate per channel, and the repeats (and their cost) a "
-    "target needs. Writes nothing: no run, no reservation, no partition."
+    "target needs. Writes nothing: no run, no reservation, no partition.",
+    out=NOTHING,
 )
 def plan_collection_op(
     context: dg.OpExecutionContext,
     config: PlanCollectionRunConfig,
     db: PostgresResource,
     registry: ConnectorRegistryResource,
-) -> dict[str, Any]:
+) -> None:
     refuse_environment_references(context.run.run_config, context.op.name)
     if not 0 < config.target_half_width < 0.5:
         raise dg.Failure(
@@ -251,6 +258,12 @@ def plan_collection_op(
             "precision table": precision_table(shown),
             **{f"{row['channel']} expected ±95%": row["expected ±95%"] for row in precision},
             "duplicates_removed": [str(d) for d in summary["duplicates_removed"]],
+            # For a machine (what `runs plan --json` gives): null where a target is unreachable.
+            "plan": dg.MetadataValue.json(
+                json.loads(
+                    json.dumps({"summary": summary, "precision": precision}, default=json_default)
+                )
+            ),
         }
     )
     context.log.info(
@@ -258,7 +271,6 @@ def plan_collection_op(
         summary["formula"],
         ", ".join(f"{r['channel']} ±{r['expected ±95%']}" for r in precision),
     )
-    return {"summary": summary, "precision": precision}
 
 
 @dg.job(

@@ -132,13 +132,16 @@ class ResampleMonitorConfig(dg.Config):
     )
 
 
-@dg.op(description="Create (or find) a monitor's run for the day and add its partitions.")
+@dg.op(
+    description="Create (or find) a monitor's run for the day and add its partitions.",
+    out=dg.Out(dg.Nothing),  # the run id is output metadata: nothing for the I/O manager
+)
 def resample_monitor_op(
     context: dg.OpExecutionContext,
     config: ResampleMonitorConfig,
     db: PostgresResource,
     registry: ConnectorRegistryResource,
-) -> str:
+) -> None:
     day = resample_day(config.day, config.backfill, resample_zone())
     with db.connect() as conn:
         with conn.cursor() as cur:
@@ -173,7 +176,6 @@ def resample_monitor_op(
         config.monitor_id,
         day,
     )
-    return run_id
 
 
 @dg.job(
