@@ -166,7 +166,7 @@ def _sensor_setup(partitions: int) -> tuple[Any, dict[str, Any], str]:
     from dagster_sensor import config as sensor_config
     from dagster_sensor import publish
 
-    from geo_pipeline.defs.jobs import plan_from_config
+    from geo_pipeline.defs.collection.jobs import plan_from_config
     from geo_pipeline.defs.partitions import register_run_partitions
     from geo_pipeline.defs.resources import (
         ConnectorRegistryResource,
@@ -219,7 +219,7 @@ def measure_sensor_tick(partitions: int) -> dict[str, float]:
 
     import dagster as dg
 
-    from geo_pipeline.defs.sensors import completion_sensor
+    from geo_pipeline.defs.collection.sensors import completion_sensor
 
     instance, resources, url = _sensor_setup(partitions)
     ctx = dg.build_sensor_context(

@@ -131,7 +131,7 @@ def launch_to_visibility(
     run_id: str,
 ) -> dict[str, Any]:
     from geo_pipeline.defs import names
-    from geo_pipeline.defs.sensors import completion_sensor, sampling_plan_sensor
+    from geo_pipeline.defs.collection.sensors import completion_sensor, sampling_plan_sensor
     from geo_pipeline_tests.dagster.conftest import finish
 
     def tick(sensor: Any) -> list[dg.RunRequest]:

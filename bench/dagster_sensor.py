@@ -39,6 +39,7 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 from _machine import REDIS_URL, print_table, scratch  # noqa: E402
 
 from geo_pipeline.billing import ledger  # noqa: E402
+from geo_pipeline.defs.collection.sensors import completion_sensor  # noqa: E402
 from geo_pipeline.defs.jobs import plan_from_config  # noqa: E402
 from geo_pipeline.defs.partitions import register_run_partitions  # noqa: E402
 from geo_pipeline.defs.resources import (  # noqa: E402
@@ -47,7 +48,6 @@ from geo_pipeline.defs.resources import (  # noqa: E402
     PostgresResource,
     RedisResource,
 )
-from geo_pipeline.defs.sensors import completion_sensor  # noqa: E402
 from geo_pipeline.flows.create_run import create_run  # noqa: E402
 from geo_pipeline.store import migrate  # noqa: E402
 

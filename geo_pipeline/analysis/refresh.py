@@ -13,9 +13,16 @@ from __future__ import annotations
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
-TABLES = ("brand_metrics", "channel_brand_metrics", "share_of_voice", "source_domains")
+# The run's rows of each analyst table, deleted before the insert rewrites them (query names in
+# full, so a test can see every named query is used).
+DELETES = (
+    "analysis.refresh_delete_brand_metrics",
+    "analysis.refresh_delete_channel_brand_metrics",
+    "analysis.refresh_delete_share_of_voice",
+    "analysis.refresh_delete_source_domains",
+)
 # Updates that add the question-clustered columns to the rows the insert just wrote.
-CLUSTERED = ("refresh_channel", "refresh_share_of_voice")
+CLUSTERED = ("honest.refresh_channel", "honest.refresh_share_of_voice")
 
 
 def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
@@ -23,13 +30,13 @@ def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
     params = {"run_id": run_id}
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(Q("analysis.tune"))
-        for table in TABLES:
-            cur.execute(Q(f"analysis.refresh_delete_{table}"), params)
+        for query in DELETES:
+            cur.execute(Q(query), params)
         # Every table in one statement: the run's per-sample status is computed once.
         cur.execute(Q("analysis.refresh_insert_tables"), params)
         row = cur.fetchone()
         assert row is not None
         counts = {k: int(v) for k, v in row.items()}
-        for name in CLUSTERED:
-            cur.execute(Q(f"honest.{name}"), params)
+        for query in CLUSTERED:
+            cur.execute(Q(query), params)
     return counts

@@ -2,7 +2,8 @@
 rate per channel and day of the run's monitor (``analytics.brand_trends``), with the changes
 ``analytics.brand_changes`` flagged after false-discovery-rate control. One implementation for
 both shells: the report (geo_pipeline.ops.report) and the ``brand_visibility`` asset
-(geo_pipeline.defs.assets), which draw it with :func:`geo_pipeline.analysis.charts.trend_charts`.
+(geo_pipeline.defs.analysis.assets), which draw it with
+:func:`geo_pipeline.analysis.charts.trend_charts`.
 """
 
 from __future__ import annotations

@@ -437,7 +437,7 @@ def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
     retention windows (D9), published outbox rows and settled dead letters; aggregates, analysis
     and the ledger stay. Dry run unless --apply."""
     from geo_pipeline.evidence.backend import archive_from_url
-    from geo_pipeline.ops import retention
+    from geo_pipeline.flows import retention
 
     try:
         archive = archive_from_url()

@@ -1,5 +1,19 @@
-"""The Dagster shell around the pipeline (docs/design.md section 5): resources, partitions,
-assets with their checks, the run-creation job, sensors and schedules.
+"""The Dagster shell around the pipeline (docs/design.md section 5), by domain:
+
+- ``collection/``: sampling_plan and collection_results with their checks, the launchpad's jobs
+  (create and plan a run), the daily re-sampling of monitors, the sampling_plan and completion
+  sensors;
+- ``evidence/``: validated_evidence and its checks;
+- ``analysis/``: brand_analysis and brand_visibility with their checks and metadata;
+- ``billing/``: billing_reconciliation and its checks;
+- ``operations/``: the retention pass (asset, job, schedule), the partition retention sensor,
+  the alerts sensor.
+
+Shared by them, at this level: ``names`` (every key and check name), ``partitions``,
+``resources``, ``pools``, ``factory`` (the arguments every pipeline asset shares, and the
+check results' shape), ``jobs`` (the asset jobs the sensors launch, and the run tags),
+``launchpad`` (the typed form) and ``markdown``. A domain imports the shared modules, never
+another domain (the asset jobs select by key, so a sensor needs no asset module).
 
 This package is the project's defs folder ([tool.dg] in pyproject.toml):
 ``geo_pipeline.definitions`` loads it with ``dg.load_from_defs_folder``, which imports every

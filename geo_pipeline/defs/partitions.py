@@ -29,7 +29,7 @@ run_channel_partitions = dg.DynamicPartitionsDefinition(name=RUN_CHANNEL_PARTITI
 # run to "the keys starting with run|", and no custom mappings, so the dependency maps to all
 # collection_results partitions; it only informs the UI's lineage. What actually runs billing is
 # the completion sensor, which requests the billing partition of a run once every channel of
-# that run is publishable (defs/sensors.py).
+# that run is publishable (defs/collection/sensors.py).
 ALL_CHANNELS_OF_RUN = dg.AllPartitionMapping()
 
 

@@ -1,6 +1,6 @@
 """Concurrency pools: how many steps of each kind may work on PostgreSQL at once (D8).
 
-Every pipeline asset names its pool (``pool=`` in defs/assets.py), so the limit holds on every
+Every pipeline asset names its pool (``pool=`` through defs/factory.py), so the limit holds on every
 launch path: sensor and schedule runs, a "Materialize" click in the UI (the implicit asset job,
 which carries no job tags), ``dagster asset materialize`` and in-process runs. dagster.yaml sets
 op granularity (a step holds a slot while it runs) and a conservative default for a pool without

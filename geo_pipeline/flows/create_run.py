@@ -3,11 +3,13 @@ snapshot, quote, run, batches, samples, the ledger's estimate and -- when confir
 reservation and the first dispatch, in ONE transaction (R2, R23): a short balance writes
 nothing at all. The CLI, the launchpad job and the daily schedule all create runs here.
 
-The plan checks (R3, R5) gate every dispatch: the ``sampling_plan`` asset runs them per
-partition before it dispatches (its blocking asset checks), and a run dispatched at creation
-(``geo-pipeline runs create``, the demo) runs the same functions over every channel first. A run
-whose plan fails a check is kept, undispatched, and :class:`PlanChecksFailed` says which check
-failed and how to dispatch it once fixed; no engine is asked and nothing is charged.
+Every dispatch goes through ONE gate, :func:`dispatch_gate`: the ``sampling_plan`` asset (one
+channel, its results are the asset's blocking checks), ``create_run`` (a run dispatched at
+creation: ``geo-pipeline runs create``, the demo) and :func:`dispatch_checked` (`runs create`
+again, `billing confirm`). Its preconditions: the run is confirmed (its reservation held, R23),
+not cancelled, and its plan passes every plan check (R3, R5). A run whose plan fails a check is
+kept, undispatched, and :class:`PlanChecksFailed` says which check failed and how to dispatch
+it once fixed; no engine is asked and nothing is charged.
 """
 
 from __future__ import annotations
@@ -209,19 +211,67 @@ def check_plan(conn: Conn, config: NormalisedConfig, run_id: str) -> list[PlanCh
     ]
 
 
-def dispatch_checked(conn: Conn, run_id: str) -> int:
-    """Dispatch a confirmed, not cancelled run whose plan passes every check; returns how many
-    samples were queued now (0 for a run already dispatched, unconfirmed or cancelled).
-    Raises :class:`PlanChecksFailed` (nothing dispatched) when a check fails."""
+@dataclass(frozen=True)
+class Gate:
+    """What :func:`dispatch_gate` decided: the plan checks it ran, how many samples it queued
+    now, and why it queued nothing (None: the gate was open)."""
+
+    checks: list[PlanCheck]
+    queued: int
+    refused: str | None
+
+    @property
+    def failed(self) -> list[PlanCheck]:
+        return [c for c in self.checks if not c.passed]
+
+
+NOT_CONFIRMED = "not confirmed: no reservation is held"
+CANCELLED = "cancelled"
+
+
+def dispatch_gate(
+    conn: Conn, run_id: str, channel: str | None = None, *, new_run: bool = False
+) -> Gate:
+    """THE dispatch gate: queue the run's (or one channel's) never-dispatched work when the run
+    is confirmed, not cancelled, and its plan passes every plan check (:func:`check_plan`, or
+    :func:`check_partition` for one channel) -- in one transaction (a savepoint inside the
+    caller's). Idempotent: work already queued is not queued again. ``new_run``: the run was
+    inserted in the caller's transaction, so its first dispatch needs no look at the outbox.
+    Raises ``runs.RunNotFound`` for an unknown run."""
     with conn.transaction():
         run = runs.get_run(conn, run_id)
-        if run["confirmed_at"] is None or run["cancel_requested_at"] is not None:
-            return 0
         config = runs.run_config(conn, run_id)
-        failed = [c for c in check_plan(conn, config, run_id) if not c.passed]
-    if failed:
-        raise PlanChecksFailed(run_id, failed)
-    return runs.dispatch(conn, run_id)
+        checks = (
+            check_partition(conn, config, run_id, channel)
+            if channel is not None
+            else check_plan(conn, config, run_id)
+        )
+        refused = None
+        if run["confirmed_at"] is None:
+            refused = NOT_CONFIRMED
+        elif run["cancel_requested_at"] is not None:
+            refused = CANCELLED
+        elif any(not c.passed for c in checks):
+            names = sorted({c.name for c in checks if not c.passed})
+            refused = f"a blocking plan check failed: {', '.join(names)}"
+        if refused is not None:
+            return Gate(checks, 0, refused)
+        if new_run and channel is None:
+            runs.dispatch_new_run(conn, run_id)
+            queued = int(run["sample_count"])  # a new run: every sample queued now
+        else:
+            queued = runs.dispatch(conn, run_id, channel)
+    return Gate(checks, queued, None)
+
+
+def dispatch_checked(conn: Conn, run_id: str) -> int:
+    """:func:`dispatch_gate` for a whole run (`runs create`, `billing confirm`): how many samples
+    were queued now (0 for a run already dispatched, unconfirmed or cancelled). Raises
+    :class:`PlanChecksFailed` (nothing dispatched) when a check fails."""
+    gate = dispatch_gate(conn, run_id)
+    if gate.failed:
+        raise PlanChecksFailed(run_id, gate.failed)
+    return gate.queued
 
 
 def new_run_id(today: date | None = None) -> str:
@@ -294,9 +344,7 @@ def create_run(
             return plan.run_id, False
         ledger.record_run_created(conn, plan, confirm)
         if dispatch and confirm:
-            failed = [c for c in check_plan(conn, plan.config, plan.run_id) if not c.passed]
-            if not failed:
-                runs.dispatch_new_run(conn, plan.run_id)
+            failed = dispatch_gate(conn, plan.run_id, new_run=True).failed
     if failed:
         raise PlanChecksFailed(plan.run_id, failed)
     return plan.run_id, True

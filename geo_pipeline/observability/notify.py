@@ -1,4 +1,5 @@
-"""Alert delivery: a Slack-compatible webhook and e-mail (SMTP), configured from the environment.
+"""Alert delivery: a Slack-compatible webhook and e-mail (SMTP), configured by the
+typed ``alert_*`` settings (geo_pipeline.settings, the variables below).
 
     GEO_ALERT_WEBHOOK_URL    POST {"text": ...} (Slack incoming webhooks, Mattermost, Rocket.Chat)
     GEO_ALERT_SMTP_HOST      with GEO_ALERT_SMTP_PORT (25), GEO_ALERT_EMAIL_FROM, GEO_ALERT_EMAIL_TO
@@ -21,7 +22,7 @@ from typing import Any, Protocol
 
 import httpx
 
-from geo_pipeline.settings import environment
+from geo_pipeline.settings import Settings, settings
 
 RUNBOOK = "docs/operations.md"
 
@@ -93,30 +94,34 @@ class SmtpNotifier:
             smtp.send_message(msg)
 
 
-def _flag(value: str | None) -> bool:
-    return (value or "").strip().lower() in ("1", "true", "yes")
-
-
-def notifiers_from_env(env: Mapping[str, str] | None = None) -> list[Notifier]:
-    """The notifiers the environment configures (module docstring); a half-configured SMTP is an
-    error naming the missing variables, not a silent drop."""
-    env = environment() if env is None else env
+def notifiers_from_env(env: Settings | None = None) -> list[Notifier]:
+    """The notifiers the settings configure (module docstring; the typed ``alert_*`` fields of
+    geo_pipeline.settings, default ``settings()``); a half-configured SMTP is an error naming
+    the missing variables, not a silent drop."""
+    env = settings() if env is None else env
     out: list[Notifier] = []
-    if env.get("GEO_ALERT_WEBHOOK_URL"):
-        out.append(WebhookNotifier(env["GEO_ALERT_WEBHOOK_URL"]))
-    if env.get("GEO_ALERT_SMTP_HOST"):
-        missing = [k for k in ("GEO_ALERT_EMAIL_FROM", "GEO_ALERT_EMAIL_TO") if not env.get(k)]
-        if missing:
+    if env.alert_webhook_url:
+        out.append(WebhookNotifier(env.alert_webhook_url))
+    if env.alert_smtp_host:
+        missing = [
+            name
+            for name, value in (
+                ("GEO_ALERT_EMAIL_FROM", env.alert_email_from),
+                ("GEO_ALERT_EMAIL_TO", env.alert_email_to),
+            )
+            if not value
+        ]
+        if missing or env.alert_email_from is None or env.alert_email_to is None:
             raise ValueError(f"GEO_ALERT_SMTP_HOST is set but {', '.join(missing)} not")
         out.append(
             SmtpNotifier(
-                host=env["GEO_ALERT_SMTP_HOST"],
-                port=int(env.get("GEO_ALERT_SMTP_PORT", "25")),
-                sender=env["GEO_ALERT_EMAIL_FROM"],
-                recipients=[a.strip() for a in env["GEO_ALERT_EMAIL_TO"].split(",") if a.strip()],
-                username=env.get("GEO_ALERT_SMTP_USER") or None,
-                password=env.get("GEO_ALERT_SMTP_PASSWORD") or None,
-                starttls=_flag(env.get("GEO_ALERT_SMTP_STARTTLS")),
+                host=env.alert_smtp_host,
+                port=env.alert_smtp_port,
+                sender=env.alert_email_from,
+                recipients=[a.strip() for a in env.alert_email_to.split(",") if a.strip()],
+                username=env.alert_smtp_user,
+                password=env.alert_smtp_password,
+                starttls=Settings.flag(env.alert_smtp_starttls),
             )
         )
     return out

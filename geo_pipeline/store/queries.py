@@ -1,13 +1,16 @@
 """Named SQL queries loaded from ``sql/queries/*.sql``.
 
 Business code never assembles SQL strings: it asks for a query by name, e.g.
-``Q("samples.claim")``, and binds parameters (STYLE.md, riverqueue/river). A file holds blocks::
+``Q("execution.claim")``, and binds parameters (STYLE.md, riverqueue/river). A file holds
+blocks::
 
     -- name: claim
     -- Claims due samples for one worker (R11).
     UPDATE ...;
 
-The block's name is prefixed with the file's stem: ``samples.sql`` + ``claim`` -> ``samples.claim``.
+The block's name is prefixed with the file's stem: ``execution.sql`` + ``claim`` ->
+``execution.claim``. Every name is used somewhere and every name asked for exists
+(geo_pipeline_tests/unit/store/test_named_queries_used.py).
 """
 
 from __future__ import annotations

@@ -18,7 +18,7 @@ import redis as redis_lib
 from psycopg.rows import dict_row
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.defs.jobs import plan_from_config
+from geo_pipeline.defs.collection.jobs import plan_from_config
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
@@ -300,3 +300,10 @@ def check_severity(result: dg.ExecuteInProcessResult, name: str) -> dg.AssetChec
         if e.check_name == name:
             return e.severity
     raise KeyError(name)
+
+
+def op_metadata(result: dg.ExecuteInProcessResult, node: str) -> dict[str, Any]:
+    """The output metadata of an op (the ops output Nothing: their results are metadata)."""
+    [event] = [e for e in result.all_events if e.is_successful_output and e.node_name == node]
+    assert event.step_output_data is not None
+    return {k: v.value for k, v in event.step_output_data.metadata.items()}

@@ -17,7 +17,11 @@ import dagster as dg
 import pytest
 from aiosmtpd.controller import Controller
 
-from geo_pipeline.defs.alerts import blocking_check_incidents, operations_alerts, run_alerts
+from geo_pipeline.defs.operations.alerts import (
+    blocking_check_incidents,
+    operations_alerts,
+    run_alerts,
+)
 from geo_pipeline.defs.resources import PostgresResource
 from geo_pipeline.observability.notify import Alert, WebhookNotifier
 from geo_pipeline_tests.ops.helpers import make_run

@@ -9,12 +9,9 @@ import dagster as dg
 import pytest
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.assets import (
-    billing_reconciliation,
-    collection_results,
-    sampling_plan,
-    validated_evidence,
-)
+from geo_pipeline.defs.billing.assets import billing_reconciliation
+from geo_pipeline.defs.collection.assets import collection_results, sampling_plan
+from geo_pipeline.defs.evidence.assets import validated_evidence
 from geo_pipeline.defs.partitions import partition_key
 from geo_pipeline.defs.resources import PipelineSettingsResource
 from geo_pipeline_tests.dagster.conftest import (
@@ -301,7 +298,7 @@ def test_partition_keys_are_run_and_channel(channel: str) -> None:
 def test_analysis_and_visibility_materialise_with_passing_checks(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
-    from geo_pipeline.defs.assets import brand_analysis, brand_visibility
+    from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
 
     run_id = create_run(conn, dg_instance)
     finish(conn, run_id, WEB, fail=1, invalid=1)
@@ -350,8 +347,8 @@ def test_analysis_and_visibility_materialise_with_passing_checks(
 def test_analysis_and_visibility_checks_fail_on_broken_data(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
-    from geo_pipeline.defs import checks
-    from geo_pipeline.defs.assets import brand_analysis, brand_visibility
+    from geo_pipeline.defs.analysis import checks
+    from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
 
     run_id = create_run(conn, dg_instance)
     done = finish(conn, run_id, WEB)
@@ -409,3 +406,49 @@ def test_archived_object_missing_or_altered_fails_the_evidence_check(
     problems = evaluation.metadata["problems"].value  # type: ignore[attr-defined]
     assert any(a in p and "answer_raw" in p for p in problems)
     assert any(b in p and "screenshot" in p for p in problems)
+
+
+def test_an_unexplained_difference_warns_and_leaves_billing_green(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
+) -> None:
+    """Issue 36: a fee statement that disagrees with our charge (amount_mismatch) is a business
+    signal — the operations alert's ``reconciliation`` incident tells on-call — not a broken
+    invariant: the billing run stays green, and the check fails as a non-blocking WARN that
+    names the run's partition."""
+    from collections import defaultdict
+
+    from geo_pipeline.billing import reconcile
+    from geo_pipeline.connectors.base import FeeLine, FeeStatement
+    from geo_pipeline.store.queries import fetch_all
+
+    run_id = create_run(conn, dg_instance)
+    for ch in ("deepseek__web", "qwen__app"):
+        finish(conn, run_id, ch)
+    charges = fetch_all(conn, "billing.run_charges", {"run_id": run_id})
+    assert charges
+    statements: dict[tuple[str, str, str], list[FeeLine]] = defaultdict(list)
+    for i, c in enumerate(charges):
+        day = (str(c["platform"]), c["charged_on"].isoformat(), str(c["currency"]))
+        for j, (item, amount) in enumerate(sorted(c["details"]["items"].items())):
+            theirs = int(amount) + (5 if i == j == 0 else 0)  # one task 5 minor units off
+            statements[day].append(FeeLine(str(c["upstream_id"]), item, theirs, str(c["currency"])))
+    for (platform, day, currency), lines in statements.items():
+        reconcile.import_statement(conn, FeeStatement(platform, day, currency, tuple(lines)))
+    resources = {**resources, "settings": PipelineSettingsResource(import_fee_statements=False)}
+
+    result = materialise([billing_reconciliation], run_id, dg_instance, resources)
+
+    assert result.success, result.all_events
+    assert metadata(result, names.BILLING_RECONCILIATION)["classifications"]["amount_mismatch"] == 1
+    assert check_results(result)[names.CHECK_ZERO_UNEXPLAINED] is False
+    assert check_severity(result, names.CHECK_ZERO_UNEXPLAINED) == dg.AssetCheckSeverity.WARN
+    [evaluation] = [
+        e
+        for e in result.get_asset_check_evaluations()
+        if e.check_name == names.CHECK_ZERO_UNEXPLAINED
+    ]
+    assert evaluation.metadata["partition"].value == run_id
+    spec = billing_reconciliation.get_spec_for_check_key(
+        dg.AssetCheckKey(names.BILLING_RECONCILIATION, names.CHECK_ZERO_UNEXPLAINED)
+    )
+    assert spec.blocking is False

@@ -169,7 +169,8 @@ def test_defs_folder_counts_an_object_imported_twice_once() -> None:
     imports is listed by both modules: it must be the same object (Dagster then keeps one), and
     no name may stand for two different objects."""
     from geo_pipeline import definitions
-    from geo_pipeline.defs import jobs, sensors
+    from geo_pipeline.defs import jobs
+    from geo_pipeline.defs.collection import sensors
 
     loaded = dg.load_from_defs_folder(path_within_project=definitions.DEFS_FOLDER)
     by_name: dict[str, set[int]] = {}

@@ -10,7 +10,7 @@ from typing import Any
 import dagster as dg
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.defs.jobs import create_collection_run
+from geo_pipeline.defs.collection.jobs import create_collection_run
 from geo_pipeline.defs.launchpad import EXAMPLE, fund_launchpad_example
 from geo_pipeline_tests.dagster.conftest import collection_config
 from geo_pipeline_tests.dagster.test_schedule_and_job import failure_text, launch

@@ -24,16 +24,18 @@ import redis as redis_lib
 
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
-from geo_pipeline.defs.assets import collection_results
-from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
-from geo_pipeline.defs.partitions import partition_key
-from geo_pipeline.defs.resources import PostgresResource
-from geo_pipeline.defs.sensors import (
+from geo_pipeline.defs.collection.assets import collection_results
+from geo_pipeline.defs.collection.sensors import (
     MAX_REQUEST_ATTEMPTS,
     attempt_run_key,
     completion_sensor,
+    cursor_time,
+    cursor_ts,
     sampling_plan_sensor,
 )
+from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
+from geo_pipeline.defs.partitions import partition_key
+from geo_pipeline.defs.resources import PostgresResource
 from geo_pipeline.store.db import Conn
 from geo_pipeline_tests.dagster.conftest import create_run, finish
 
@@ -121,7 +123,7 @@ def tick(
 def sweep_due(cursor: str | None) -> str:
     """The same cursor, as the next tick after ``sweep_interval_seconds`` (300) sees it."""
     data = json.loads(cursor or "{}")
-    data["swept"] = float(data.get("swept", 0.0)) - 301
+    data["swept"] = cursor_time((cursor_ts(data.get("swept")) or 0.0) - 301)
     return json.dumps(data, sort_keys=True)
 
 

@@ -14,16 +14,12 @@ import pytest
 
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
-from geo_pipeline.defs.jobs import (
-    billing_job,
-    create_collection_run,
-    partition_downstream_job,
-    sampling_plan_job,
-)
+from geo_pipeline.defs.collection.jobs import create_collection_run
+from geo_pipeline.defs.collection.sensors import completion_sensor, sampling_plan_sensor
+from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
 from geo_pipeline.defs.partitions import partition_key
 from geo_pipeline.defs.resources import EvidenceStorageResource
-from geo_pipeline.defs.sensors import completion_sensor, sampling_plan_sensor
-from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, fund
+from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, fund, op_metadata
 from geo_pipeline_tests.faults.harness import Cluster, start_simulator
 
 ERROR = dg.AssetCheckSeverity.ERROR
@@ -90,7 +86,7 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
         instance=dg_instance,
     )
     assert created.success
-    run_id = created.output_for_node("create_run_op")
+    run_id = op_metadata(created, "create_run_op")["run_id"]
 
     completion_cursor = tick(completion_sensor).cursor  # nothing finished yet
     plans = tick(sampling_plan_sensor).run_requests or []

@@ -12,7 +12,7 @@ import pytest
 
 from geo_pipeline.cli.runs import precision_plans
 from geo_pipeline.defs import names
-from geo_pipeline.defs.jobs import (
+from geo_pipeline.defs.collection.jobs import (
     CreateCollectionRunConfig,
     create_collection_run,
     plan_collection_run,
@@ -28,7 +28,7 @@ from geo_pipeline.defs.launchpad import (
 )
 from geo_pipeline.defs.resources import ConnectorRegistryResource
 from geo_pipeline.domain.config import BrandIn, ChannelIn, CollectionConfig, load_config_file
-from geo_pipeline_tests.dagster.conftest import collection_config, fund
+from geo_pipeline_tests.dagster.conftest import collection_config, fund, op_metadata
 from geo_pipeline_tests.dagster.test_schedule_and_job import failure_text, row_counts
 
 REPO = Path(__file__).resolve().parents[2]
@@ -130,7 +130,7 @@ def test_the_prefilled_example_is_valid_and_creates_its_run(
         raise_on_error=False,
     )
     assert result.success, failure_text(result)
-    run_id = result.output_for_node("create_run_op")
+    run_id = op_metadata(result, "create_run_op")["run_id"]
     row = conn.execute("SELECT sample_count FROM geo.runs WHERE run_id = %s", (run_id,)).fetchone()
     assert row["sample_count"] == 8
     assert dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS) == [run_id]
@@ -171,7 +171,7 @@ def test_the_planner_job_reports_precision_and_cost_and_writes_nothing(
     # Nothing created, nothing reserved, no partition.
     assert row_counts(conn) == before
     assert dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS) == []
-    out = result.output_for_node("plan_collection_op")
+    out = op_metadata(result, "plan_collection_op")["plan"]
     rows = {r["channel"]: r for r in out["precision"]}
     assert set(rows) == {"deepseek__web", "qwen__app"}
     # The same numbers as `geo-pipeline runs plan --target-half-width 0.05` (the same planner).

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from geo_pipeline.defs import assets
+from geo_pipeline.defs.analysis import metadata
 
 EVIL = "**Evil** | [x](javascript:alert(1)) <img src=x onerror=alert(1)> `c` _u_ #h\nnext line"
 
@@ -28,7 +28,7 @@ def _row(brand: str, target: bool = False) -> dict:
 
 
 def test_brand_names_are_escaped_in_the_visibility_table():
-    md = assets._markdown([_row("Luckin", True), _row(EVIL)])
+    md = metadata.visibility_markdown([_row("Luckin", True), _row(EVIL)])
     lines = md.split("\n")
     assert len(lines) == 4  # header, rule, two rows: the newline in the name did not split a row
     evil = lines[3]

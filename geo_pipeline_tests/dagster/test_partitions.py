@@ -16,14 +16,10 @@ from dagster._core.storage.asset_check_execution_record import (
 )
 
 from geo_pipeline.defs import names, partitions
-from geo_pipeline.defs.assets import (
-    billing_reconciliation,
-    brand_analysis,
-    brand_visibility,
-    collection_results,
-    sampling_plan,
-    validated_evidence,
-)
+from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
+from geo_pipeline.defs.billing.assets import billing_reconciliation
+from geo_pipeline.defs.collection.assets import collection_results, sampling_plan
+from geo_pipeline.defs.evidence.assets import validated_evidence
 from geo_pipeline.defs.partitions import partition_key, register_run_partitions
 from geo_pipeline.defs.resources import PipelineSettingsResource
 from geo_pipeline_tests.dagster.conftest import CHANNELS, create_run, finish, sample_ids
@@ -279,7 +275,7 @@ def test_brand_visibility_emits_plottable_mention_rates_per_brand(
 
 
 def test_metadata_keys_of_brands_are_stable_safe_and_distinct() -> None:
-    from geo_pipeline.defs.assets import brand_metadata_keys
+    from geo_pipeline.defs.analysis.metadata import brand_metadata_keys
 
     assert brand_metadata_keys(["Acme", "阿克米 Co/Ltd"]) == {
         "Acme": "acme",

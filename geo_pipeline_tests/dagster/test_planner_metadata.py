@@ -8,8 +8,8 @@ from typing import Any
 
 import dagster as dg
 
-from geo_pipeline.defs.jobs import plan_collection_run
-from geo_pipeline_tests.dagster.conftest import collection_config
+from geo_pipeline.defs.collection.jobs import plan_collection_run
+from geo_pipeline_tests.dagster.conftest import collection_config, op_metadata
 from geo_pipeline_tests.dagster.test_launchpad import plan_run_config
 
 NEEDED = ("repeats needed", "samples needed", "cost needed (minor)")
@@ -38,7 +38,7 @@ def test_an_unreachable_target_says_so_in_a_structured_table(
     for row in rows.values():
         assert all(row[n] == "unreachable" for n in NEEDED), row
     # The op's own output (what the CLI's --json also gives) keeps null for a machine.
-    out = result.output_for_node("plan_collection_op")
+    out = op_metadata(result, "plan_collection_op")["plan"]
     assert all(r["repeats needed"] is None for r in out["precision"])
 
 
@@ -56,7 +56,7 @@ def test_a_reachable_target_shows_its_numbers(
     assert result.success
     [output] = [e for e in result.all_events if e.is_successful_output]
     table = output.step_output_data.metadata["precision table"]
-    out = {r["channel"]: r for r in result.output_for_node("plan_collection_op")["precision"]}
+    out = {r["channel"]: r for r in op_metadata(result, "plan_collection_op")["plan"]["precision"]}
     for record in table.records:
         row = out[record.data["channel"]]
         assert row["repeats needed"] is not None

@@ -10,15 +10,12 @@ import dagster as dg
 import redis as redis_lib
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.assets import (
-    brand_analysis,
-    brand_visibility,
-    collection_results,
-    validated_evidence,
-)
+from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
+from geo_pipeline.defs.collection.assets import collection_results
+from geo_pipeline.defs.collection.sensors import completion_sensor
+from geo_pipeline.defs.evidence.assets import validated_evidence
 from geo_pipeline.defs.partitions import partition_key
 from geo_pipeline.defs.resources import PipelineSettingsResource
-from geo_pipeline.defs.sensors import completion_sensor
 from geo_pipeline_tests.dagster.conftest import (
     check_results,
     collection_config,

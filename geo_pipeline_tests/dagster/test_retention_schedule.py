@@ -11,7 +11,11 @@ import pytest
 import redis as redis_lib
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.retention import build_daily_retention, daily_retention, retention_pass
+from geo_pipeline.defs.operations.retention import (
+    build_daily_retention,
+    daily_retention,
+    retention_pass,
+)
 from geo_pipeline_tests.ops.helpers import complete, fail, make_run
 
 

@@ -11,16 +11,22 @@ import dagster as dg
 import pytest
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.jobs import create_collection_run
-from geo_pipeline.defs.schedules import (
+from geo_pipeline.defs.collection.jobs import create_collection_run
+from geo_pipeline.defs.collection.resampling import (
     build_daily_resampling,
     cron_for,
     daily_resampling,
     resample_monitor_job,
     resample_run_key,
 )
-from geo_pipeline.defs.sensors import sampling_plan_sensor
-from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, create_run, fund
+from geo_pipeline.defs.collection.sensors import sampling_plan_sensor
+from geo_pipeline_tests.dagster.conftest import (
+    CHANNELS,
+    collection_config,
+    create_run,
+    fund,
+    op_metadata,
+)
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
@@ -49,7 +55,7 @@ def test_job_creates_the_run_and_its_partition_without_dispatching(
     fund(conn)
     result = launch(collection_config(), dg_instance, resources, run_id="r-launchpad-1")
     assert result.success
-    assert result.output_for_node("create_run_op") == "r-launchpad-1"
+    assert op_metadata(result, "create_run_op")["run_id"] == "r-launchpad-1"
     run = conn.execute(
         "SELECT sample_count, confirmed_at FROM geo.runs WHERE run_id = 'r-launchpad-1'"
     ).fetchone()
@@ -218,7 +224,7 @@ def test_resample_job_creates_the_days_run_once_and_the_plan_sensor_requests_it(
     expected = f"daily-acme-{today:%Y%m%d}"
     first = resample(dg_instance, resources, "daily-acme", today)
     assert first.success
-    assert first.output_for_node("resample_monitor_op") == expected
+    assert op_metadata(first, "resample_monitor_op")["run_id"] == expected
     row = conn.execute(
         "SELECT monitor_id, scheduled_for, confirmed_at FROM geo.runs WHERE run_id = %s",
         (expected,),

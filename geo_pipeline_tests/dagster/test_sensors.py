@@ -11,13 +11,10 @@ import dagster as dg
 import redis as redis_lib
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.collection.sensors import completion_sensor, sampling_plan_sensor
+from geo_pipeline.defs.collection.stream import read_completions
+from geo_pipeline.defs.operations.partition_retention import partition_retention_sensor
 from geo_pipeline.defs.partitions import partition_key
-from geo_pipeline.defs.sensors import (
-    completion_sensor,
-    partition_retention_sensor,
-    read_completions,
-    sampling_plan_sensor,
-)
 from geo_pipeline_tests.dagster.conftest import create_run, finish
 
 WEB, APP = "deepseek__web", "qwen__app"

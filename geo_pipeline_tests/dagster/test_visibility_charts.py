@@ -13,12 +13,9 @@ from typing import Any
 import dagster as dg
 
 from geo_pipeline.defs import names
-from geo_pipeline.defs.assets import (
-    brand_analysis,
-    brand_visibility,
-    collection_results,
-    validated_evidence,
-)
+from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
+from geo_pipeline.defs.collection.assets import collection_results
+from geo_pipeline.defs.evidence.assets import validated_evidence
 from geo_pipeline.defs.markdown import md_svg_image
 from geo_pipeline.defs.partitions import partition_key
 from geo_pipeline_tests.dagster.conftest import collection_config, create_run, finish

@@ -5,7 +5,8 @@ from __future__ import annotations
 from datetime import timedelta
 
 from geo_pipeline.evidence.archive import LocalArchive
-from geo_pipeline.ops import export, report, retention
+from geo_pipeline.flows import retention
+from geo_pipeline.ops import export, report
 from geo_pipeline_tests.ops.helpers import add_evidence, complete, make_run
 from geo_pipeline_tests.processes import run_ok
 

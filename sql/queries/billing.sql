@@ -101,12 +101,6 @@ SELECT run_id, tenant_id, currency, estimated_minor, reserved_minor, overrun_min
 FROM geo.run_accounts WHERE run_id = %(run_id)s
 FOR UPDATE;
 
--- name: run_account
-SELECT run_id, tenant_id, currency, estimated_minor, reserved_minor, overrun_minor,
-       charged_minor, released_minor, refunded_minor, entries,
-       reserved_minor + overrun_minor - charged_minor - released_minor AS reservation_left_minor
-FROM geo.run_accounts WHERE run_id = %(run_id)s;
-
 -- name: charge_context
 -- Read after the run account is locked (a fresh snapshot): a duplicate posted meanwhile is seen.
 SELECT

@@ -12,27 +12,6 @@ SELECT revision, content_sha256, validity, validity_reason
   FROM geo.answers WHERE sample_id = %(sample_id)s
  ORDER BY revision DESC LIMIT 1;
 
--- name: insert_answer
--- A new answer revision; earlier revisions are never updated (R21).
-INSERT INTO geo.answers
-  (sample_id, revision, attempt_no, upstream_id, raw_text, sanitized_html, raw_sha256,
-   content_sha256, captured_at, provider_truncated, validity, validity_reason,
-   validity_rule_version, warnings)
-VALUES
-  (%(sample_id)s, %(revision)s, %(attempt_no)s, %(upstream_id)s, %(raw_text)s,
-   %(sanitized_html)s, %(raw_sha256)s, %(content_sha256)s, %(captured_at)s,
-   %(provider_truncated)s, %(validity)s, %(validity_reason)s, %(validity_rule_version)s,
-   %(warnings)s);
-
--- name: insert_citation
-INSERT INTO geo.citations
-  (sample_id, revision, ordinal, citation_key, relation, raw_url, normalized_url,
-   registrable_domain, title, span_start, span_end, cited_text)
-VALUES
-  (%(sample_id)s, %(revision)s, %(ordinal)s, %(citation_key)s, %(relation)s, %(raw_url)s,
-   %(normalized_url)s, %(registrable_domain)s, %(title)s, %(span_start)s, %(span_end)s,
-   %(cited_text)s);
-
 -- name: insert_object
 -- Content-addressed and idempotent: the same bytes of the same kind for the same sample are one
 -- row (UNIQUE (sample_id, kind, sha256)); new bytes take the kind's next revision.
@@ -123,7 +102,7 @@ SELECT s.sample_id, s.tenant_id, s.run_id, s.screenshot_policy, s.evidence_state
  WHERE s.sample_id = ANY(%(sample_ids)s::text[]);
 
 -- name: insert_answers
--- New answer revisions of a batch (insert_answer, one statement); never updated later (R21).
+-- New answer revisions of a batch, in one statement; never updated later (R21).
 INSERT INTO geo.answers
   (sample_id, revision, attempt_no, upstream_id, raw_text, sanitized_html, raw_sha256,
    content_sha256, captured_at, provider_truncated, validity, validity_reason,

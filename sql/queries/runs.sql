@@ -50,9 +50,6 @@ SELECT r.*, q.currency, q.estimated_max_minor
 FROM geo.runs r JOIN geo.quote_snapshots q USING (quote_id)
 WHERE r.run_id = %(run_id)s;
 
--- name: get_run_for_update
-SELECT * FROM geo.runs WHERE run_id = %(run_id)s FOR UPDATE;
-
 -- name: insert_run
 INSERT INTO geo.runs (run_id, tenant_id, monitor_id, snapshot_id, quote_id, scheduled_for,
                       priority, sample_count)

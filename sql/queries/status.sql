@@ -33,12 +33,6 @@ JOIN geo.samples s
 GROUP BY p.run_id, p.channel
 HAVING bool_and(s.collection_state IN ('completed', 'failed'));
 
--- name: question_counts
--- Per question revision of a run: counts by collection state (for question-level status).
-SELECT question_revision, question_index, collection_state AS state, count(*) AS n
-FROM geo.samples WHERE run_id = %(run_id)s
-GROUP BY 1, 2, 3 ORDER BY question_index;
-
 -- name: publication_states
 -- Of the given (run, channel) pairs: how many samples, how many are terminal in the collection
 -- layer, the others by exclusion reason (geo.exclusion_reason), and the run's publish deadline

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from datetime import date, timedelta
 
-from geo_pipeline.defs.alerts import AlertThresholds, database_incidents
+from geo_pipeline.defs.operations.alerts import AlertThresholds, database_incidents
 
 
 def plant_day(db, day: date, brand: str, n: int, mentions: int, question: str = "q1") -> None:

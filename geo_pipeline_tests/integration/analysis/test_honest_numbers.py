@@ -201,7 +201,7 @@ def test_one_mention_rate_interval_under_one_name_everywhere(db, monitored):
     interval wherever questions are pooled (Wilson on one question, where they coincide) -- in
     analytics.channel_brand_metrics, analytics.brand_trends, the terminal report's query and the
     Dagster plots; plain Wilson is named as such; each row says its method and effective n."""
-    from geo_pipeline.defs.assets import PLOTTED_RATES, _rate_plots, brand_metadata_keys
+    from geo_pipeline.defs.analysis.metadata import PLOTTED_RATES, brand_metadata_keys, rate_plots
     from geo_pipeline.store.queries import fetch_all
 
     chan = {
@@ -230,7 +230,7 @@ def test_one_mention_rate_interval_under_one_name_everywhere(db, monitored):
     run = "r-h-20261102"
     report = {r["brand"]: r for r in fetch_all(db, "ops.report_mention_rates", {"run_id": run})}
     table = fetch_all(db, "dagster.channel_visibility", {"run_id": run, "channel": "kimi__web"})
-    plots = _rate_plots(table)
+    plots = rate_plots(table)
     keys = brand_metadata_keys(r["brand"] for r in table)
     assert "mention_rate_lower" in PLOTTED_RATES
     for r in table:

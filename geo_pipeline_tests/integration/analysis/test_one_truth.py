@@ -12,9 +12,13 @@ import json
 from geo_pipeline.analysis import analyse_run
 from geo_pipeline.billing import reconcile
 from geo_pipeline.cli.ops import _rate
-from geo_pipeline.defs import checks
-from geo_pipeline.defs.alerts import AlertThresholds, database_incidents
-from geo_pipeline.defs.assets import _rate_plots, _table, brand_metadata_keys
+from geo_pipeline.defs.analysis.metadata import (
+    brand_metadata_keys,
+    rate_plots,
+    visibility_table_metadata,
+)
+from geo_pipeline.defs.billing import checks
+from geo_pipeline.defs.operations.alerts import AlertThresholds, database_incidents
 from geo_pipeline.domain.words import status_text
 from geo_pipeline.ops import export, report
 from geo_pipeline.store import business_gauges
@@ -78,9 +82,11 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
     dagster_rows = fetch_all(
         db, "dagster.channel_visibility", {"run_id": "r-one", "channel": "kimi__web"}
     )
-    plots = _rate_plots(dagster_rows)
+    plots = rate_plots(dagster_rows)
     key = brand_metadata_keys(r["brand"] for r in dagster_rows)[LUCKIN]
-    typed = next(r.data for r in _table(dagster_rows).records if r.data["brand"] == LUCKIN)
+    typed = next(
+        r.data for r in visibility_table_metadata(dagster_rows).records if r.data["brand"] == LUCKIN
+    )
     lower, upper = round(view["mention_rate_lower"], 3), round(view["mention_rate_upper"], 3)
     assert (terminal["rate_lower_95"], terminal["rate_upper_95"]) == (lower, upper)
     assert (as_json["rate_lower_95"], as_json["rate_upper_95"]) == (lower, upper)

@@ -16,7 +16,7 @@ from geo_pipeline.billing import ledger, reconcile
 from geo_pipeline.billing.ledger import ChargeRequest
 from geo_pipeline.connectors.base import FeeLine, FeeStatement, SubmitRequest
 from geo_pipeline.connectors.protocols import SyncProtocolConnector
-from geo_pipeline.defs import checks
+from geo_pipeline.defs.billing import checks
 from geo_pipeline.domain.catalogue import parse_catalogue
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote

@@ -7,8 +7,8 @@ line never fails the blocking check or raises an alert that the summary calls ex
 from __future__ import annotations
 
 from geo_pipeline.billing import ledger, reconcile
-from geo_pipeline.defs import checks
-from geo_pipeline.defs.alerts import AlertThresholds, database_incidents
+from geo_pipeline.defs.billing import checks
+from geo_pipeline.defs.operations.alerts import AlertThresholds, database_incidents
 from geo_pipeline.domain import billing as rules
 from geo_pipeline.store import business_gauges
 from geo_pipeline_tests.integration.billing.helpers import create

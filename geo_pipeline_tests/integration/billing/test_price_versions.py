@@ -273,7 +273,7 @@ def test_every_path_that_creates_a_run_quotes_the_versions_in_effect(db, cli, tm
     """`runs create` and the launchpad job quote through the database's price versions, so a
     version imported with `prices import` is what their quote snapshots freeze."""
     from geo_pipeline.cli.runs import plan_from_file
-    from geo_pipeline.defs.jobs import plan_from_config
+    from geo_pipeline.defs.collection.jobs import plan_from_config
     from geo_pipeline.defs.resources import ConnectorRegistryResource
 
     prices = tmp_path / "prices.yaml"

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from geo_pipeline.billing import ledger
 from geo_pipeline.cli.main import cli as root
-from geo_pipeline.defs.jobs import plan_from_config
+from geo_pipeline.defs.collection.jobs import plan_from_config
 from geo_pipeline.defs.resources import ConnectorRegistryResource
 
 PRICES = (

@@ -29,7 +29,7 @@ import dagster as dg
 from geo_pipeline.defs.resources import PostgresResource
 from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.observability.notify import Alert, Notifier, deliver, notifiers_from_env
-from geo_pipeline.settings import environment
+from geo_pipeline.settings import Settings, settings
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -42,13 +42,14 @@ class AlertThresholds:
     recent_days: int = 7
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str] | None = None) -> "AlertThresholds":
-        env = environment() if env is None else env
+    def from_env(cls, env: Settings | None = None) -> "AlertThresholds":
+        """The thresholds the settings hold (GEO_ALERT_*; default ``settings()``)."""
+        env = settings() if env is None else env
         return cls(
-            dead_letters=int(env.get("GEO_ALERT_DEAD_LETTERS", "10")),
-            uncertain=int(env.get("GEO_ALERT_UNCERTAIN", "50")),
-            stuck_grace_s=int(env.get("GEO_ALERT_STUCK_GRACE_S", "900")),
-            recent_days=int(env.get("GEO_ALERT_RECENT_DAYS", "7")),
+            dead_letters=env.alert_dead_letters,
+            uncertain=env.alert_uncertain,
+            stuck_grace_s=env.alert_stuck_grace_s,
+            recent_days=env.alert_recent_days,
         )
 
 
@@ -184,9 +185,10 @@ def _failed_partitions(
 ) -> list[tuple[str | None, str]]:
     """(partition, Dagster run id) of each partition whose latest evaluation of ``check`` failed.
 
-    A partitioned check (defs/checks.py) is read from the status the UI shows per partition
-    (Dagster's asset check state), so a partition that failed stays an incident however many
-    other partitions pass after it. An unpartitioned check is read from its recent history."""
+    A partitioned check (defs/factory.py: check_spec) is read from the status the UI shows per
+    partition (Dagster's asset check state), so a partition that failed stays an incident
+    however many other partitions pass after it. An unpartitioned check is read from its recent
+    history."""
     from dagster._core.definitions.partitions.subset import PartitionsSubset
     from dagster._core.event_api import PartitionKeyFilter
     from dagster._core.storage.asset_check_execution_record import (

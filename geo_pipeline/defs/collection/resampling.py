@@ -18,7 +18,7 @@ import dagster as dg
 from pydantic import Field
 
 from geo_pipeline.billing.ledger import InsufficientFunds
-from geo_pipeline.defs.jobs import QUEUE_TAG, RETRIED
+from geo_pipeline.defs.jobs import DEFAULT_TZ, QUEUE_TAG, RETRIED, cron_for
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.catalogue import RegistryError
@@ -30,21 +30,6 @@ from geo_pipeline.settings import settings
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
-
-RESAMPLE_AT_ENV = "GEO_RESAMPLE_AT"
-RESAMPLE_TZ_ENV = "GEO_RESAMPLE_TZ"
-DEFAULT_TZ = "Asia/Shanghai"
-
-
-def cron_for(at: str) -> str:
-    """``HH:MM`` -> a daily cron expression; a clear error for anything else."""
-    try:
-        hh, mm = (int(p) for p in at.split(":"))
-    except ValueError:
-        raise ValueError(f"{RESAMPLE_AT_ENV}={at!r}: expected HH:MM, e.g. 06:00") from None
-    if not (0 <= hh < 24 and 0 <= mm < 60):
-        raise ValueError(f"{RESAMPLE_AT_ENV}={at!r}: hour 0-23, minute 0-59")
-    return f"{mm} {hh} * * *"
 
 
 def monitor_run_id(monitor_id: str, day: date) -> str:
@@ -151,13 +136,16 @@ class ResampleMonitorConfig(dg.Config):
     )
 
 
-@dg.op(description="Create (or find) a monitor's run for the day and add its partitions.")
+@dg.op(
+    description="Create (or find) a monitor's run for the day and add its partitions.",
+    out=dg.Out(dg.Nothing),  # the run id is output metadata: nothing for the I/O manager
+)
 def resample_monitor_op(
     context: dg.OpExecutionContext,
     config: ResampleMonitorConfig,
     db: PostgresResource,
     registry: ConnectorRegistryResource,
-) -> str:
+) -> None:
     day = resample_day(config.day, config.backfill, resample_zone())
     with db.connect() as conn:
         with conn.cursor() as cur:
@@ -200,7 +188,6 @@ def resample_monitor_op(
         config.monitor_id,
         day,
     )
-    return run_id
 
 
 @dg.job(

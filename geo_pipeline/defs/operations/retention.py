@@ -21,13 +21,14 @@ from zoneinfo import ZoneInfo
 import dagster as dg
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.factory import CODE_VERSION, OPERATIONS, OWNERS, domain_tags
+from geo_pipeline.defs.jobs import DEFAULT_TZ, cron_for
 from geo_pipeline.defs.resources import (
     ConnectorRegistryResource,
     EvidenceStorageResource,
     PostgresResource,
     RedisResource,
 )
-from geo_pipeline.defs.schedules import DEFAULT_TZ, cron_for
 from geo_pipeline.flows.retention import RetentionReport, TableWindows, apply_retention
 from geo_pipeline.flows.retention import database_now as db_now
 from geo_pipeline.settings import Settings, settings
@@ -88,7 +89,10 @@ def _streams(
 
 @dg.asset(
     key=names.RETENTION_PASS,
-    group_name="operations",
+    group_name=OPERATIONS,
+    owners=OWNERS,
+    tags=domain_tags(OPERATIONS),
+    code_version=CODE_VERSION,
     description="One retention pass (D9): raw evidence and raw answer text past each tenant's "
     "window, the execution log past its window, published outbox rows, settled dead letters, "
     "and the Redis streams trimmed; aggregates, analysis and the ledger kept.",
@@ -174,7 +178,7 @@ def build_daily_retention(at: str | None = None, tz: str | None = None) -> dg.Sc
 
     @dg.schedule(
         name="daily_retention",
-        cron_schedule=cron_for(at),
+        cron_schedule=cron_for(at, RETENTION_AT_ENV),
         execution_timezone=tz,
         job=retention_job,
         default_status=dg.DefaultScheduleStatus.RUNNING,

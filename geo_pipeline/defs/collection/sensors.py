@@ -1,11 +1,14 @@
-"""Sensors. The completion stream tells the completion sensor *where to look*; PostgreSQL decides
-*what is finished* (principle 1). A trimmed or lost stream therefore delays a request, never
+"""The collection sensors: the sampling_plan sensor and the completion sensor.
+
+The completion stream tells the completion sensor *where to look*; PostgreSQL decides *what is
+finished* (principle 1). A trimmed or lost stream therefore delays a request, never
 loses it: the sensor also sweeps the unfinished partitions of recent runs from PostgreSQL.
 
-Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept": <unix time of
-the last PostgreSQL sweep>, "deadlines": <database time up to which passed publish deadlines
-were looked for>}``. A tick reads at most ``max_entries_per_tick`` entries with
-bounded ``XRANGE ... COUNT`` pages and never blocks (a tick has 60 s).
+Cursor of the completion sensor (JSON): ``{"id": <last stream id read>, "swept": <time of the
+last PostgreSQL sweep>, "deadlines": <database time up to which passed publish deadlines were
+looked for>}``, times in ISO 8601 UTC (a cursor holding unix seconds, as before, is read too). A
+tick reads at most ``max_entries_per_tick`` entries with bounded ``XRANGE ... COUNT`` pages and
+never blocks (a tick has 60 s).
 
 A run key is launched once by the daemon, so a request whose run failed (to launch, on a loaded
 machine whose code server did not answer, or later) is asked again under a fresh key
@@ -15,7 +18,6 @@ machine whose code server did not answer, or later) is asked again under a fresh
 import json
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
@@ -23,20 +25,14 @@ import dagster as dg
 import redis as redis_lib
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.collection.stream import Pair, StreamRead, read_completions
+from geo_pipeline.defs.factory import query_rows
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
-from geo_pipeline.defs.partitions import (
-    add_requests,
-    parse_partition_key,
-    partition_key,
-    run_partition_keys,
-)
+from geo_pipeline.defs.partitions import add_requests, partition_key, run_partition_keys
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
 from geo_pipeline.domain.states import Publication
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
-from geo_pipeline.store.queries import fetch_all
-
-Pair = tuple[str, str]  # (run_id, channel)
 
 # Dagster's system tags: the key the daemon launched a run under (copied to its run retries),
 # and whether the run-retry daemon will re-execute a failed run (dagster.yaml run_retries).
@@ -48,85 +44,18 @@ WILL_RETRY_TAG = "dagster/will_retry"
 MAX_REQUEST_ATTEMPTS = 3
 
 
-# --------------------------------------------------------------------------- stream reading
-@dataclass
-class StreamRead:
-    pairs: set[Pair] = field(default_factory=set)
-    last_id: str | None = None
-    entries: int = 0
-    gap: str | None = None  # why a PostgreSQL sweep is needed (trimmed, lost, reset)
+def cursor_time(ts: float) -> str:
+    """A cursor's time as people read it: ISO 8601 in UTC, to the microsecond (lossless)."""
+    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")
 
 
-def _id_tuple(stream_id: str) -> tuple[int, int]:
-    ms, _, seq = stream_id.partition("-")
-    return int(ms), int(seq or 0)
-
-
-# One page of XRANGE, reduced on the server to its distinct (run_id, channel) pairs: the sensor
-# needs only where to look, and shipping 50k entries of five fields each to Python costs seconds
-# of RESP parsing (measured: 11 s vs < 1 s for 50k entries, bench/dagster_sensor.py).
-# Returns {last id read, entries read, ["run_id<TAB>channel", ...]}. Ids never contain a tab.
-_PAIRS_LUA = """
-local entries = redis.call('XRANGE', KEYS[1], ARGV[1], '+', 'COUNT', tonumber(ARGV[2]))
-local seen, out, last = {}, {}, ''
-for _, e in ipairs(entries) do
-  last = e[1]
-  local f, run, ch = e[2], nil, nil
-  for j = 1, #f, 2 do
-    if f[j] == 'run_id' then run = f[j + 1] elseif f[j] == 'channel' then ch = f[j + 1] end
-  end
-  if run and ch then
-    local k = run .. '\t' .. ch
-    if not seen[k] then seen[k] = true; out[#out + 1] = k end
-  end
-end
-return {last, #entries, out}
-"""
-
-
-def read_completions(
-    client: redis_lib.Redis, stream: str, after: str | None, page: int, limit: int
-) -> StreamRead:
-    """Entries after ``after`` (exclusive), at most ``limit``, in pages of ``page``; notices
-    when entries we never read are gone (trimmed) or the stream was lost or recreated."""
-    out = StreamRead(last_id=after)
-    try:
-        info: dict[str, Any] = client.xinfo_stream(stream)
-    except redis_lib.ResponseError:
-        # No such key: never written, or lost with Redis (no persistence, failover).
-        out.gap = "stream missing" if after else None
-        return out
-    if after is not None:
-        first = info.get("first-entry")
-        last_generated = str(info.get("last-generated-id") or "0-0")
-        if _id_tuple(last_generated) < _id_tuple(after):
-            out.gap = "stream recreated (ids went back)"
-            after = None  # read the new stream from its start
-        elif _id_tuple(str(info.get("max-deleted-entry-id") or "0-0")) > _id_tuple(after):
-            out.gap = "entries after the cursor were deleted"  # XDEL (Redis >= 7 reports it)
-        elif first is None and _id_tuple(last_generated) > _id_tuple(after):
-            out.gap = "stream trimmed to nothing"
-        elif first is not None and _id_tuple(str(first[0])) > _id_tuple(after):
-            # The stream's head moved past our cursor: more entries were added since the last
-            # tick than MAXLEN keeps, so some we never read may be gone. (Trimming entries we
-            # already read leaves the head at or before the cursor and is no gap.)
-            out.gap = "entries after the cursor may have been trimmed"
-    start = f"({after}" if after else "-"
-    script = client.register_script(_PAIRS_LUA)
-    while out.entries < limit:
-        count = min(page, limit - out.entries)
-        last_id, n, pairs = script(keys=[stream], args=[start, count])
-        if not n:
-            break
-        for pair in pairs:
-            run_id, _, channel = str(pair).partition("\t")
-            out.pairs.add((run_id, channel))
-        out.entries += int(n)
-        out.last_id = str(last_id)
-        start = f"({out.last_id}"
-        if int(n) < count:
-            break
-    return out
+def cursor_ts(value: Any) -> float | None:
+    """A cursor time back to unix seconds: ISO 8601, or the unix seconds older cursors hold."""
+    if value is None:
+        return None
+    if isinstance(value, int | float):
+        return float(value)
+    return datetime.fromisoformat(str(value)).timestamp()
 
 
 def _load_cursor(raw: str | None) -> dict[str, Any]:
@@ -135,14 +64,13 @@ def _load_cursor(raw: str | None) -> dict[str, Any]:
         return fresh
     try:
         data = json.loads(raw)
+        return {
+            "id": data.get("id"),
+            "swept": cursor_ts(data.get("swept")) or 0.0,
+            "deadlines": cursor_ts(data.get("deadlines")),
+        }
     except ValueError:
         return fresh
-    deadlines = data.get("deadlines")
-    return {
-        "id": data.get("id"),
-        "swept": float(data.get("swept", 0.0)),
-        "deadlines": float(deadlines) if deadlines is not None else None,
-    }
 
 
 # --------------------------------------------------------------------------- fresh attempts
@@ -152,7 +80,10 @@ def attempt_run_key(key: str, attempt: int) -> str:
 
 
 def fresh_run_keys(
-    instance: dg.DagsterInstance, keys: Iterable[str], max_attempts: int = MAX_REQUEST_ATTEMPTS
+    instance: dg.DagsterInstance,
+    keys: Iterable[str],
+    max_attempts: int = MAX_REQUEST_ATTEMPTS,
+    latest_runs: dict[str, dg.DagsterRun] | None = None,
 ) -> dict[str, str | None]:
     """For each request key, the key to request now (None: attempts exhausted).
 
@@ -160,7 +91,8 @@ def fresh_run_keys(
     in flight, succeeded, cancelled (an operator's decision) or about to be re-executed by
     Dagster's run retries -> that attempt's key again (a no-op for the daemon); the last
     attempt's latest run failed and will not be retried -> the next attempt's key, fresh. One
-    query to the instance for every key of the tick."""
+    query to the instance for every key of the tick. ``latest_runs``, when given, receives each
+    key's latest run (what a skipped tick names)."""
     keys = sorted(set(keys))
     family = {attempt_run_key(k, n): (k, n) for k in keys for n in range(1, max_attempts + 1)}
     if not family:
@@ -171,6 +103,8 @@ def fresh_run_keys(
         order = (n, rec.storage_id)  # a run retry carries its parent's key: the newest counts
         if key not in latest or order > latest[key][0]:
             latest[key] = (order, rec.dagster_run)
+    if latest_runs is not None:
+        latest_runs.update({key: run for key, (_, run) in latest.items()})
     out: dict[str, str | None] = {}
     for key in keys:
         if key not in latest:
@@ -190,10 +124,6 @@ def fresh_run_keys(
 
 
 # --------------------------------------------------------------------------- PostgreSQL side
-def _rows(conn: Conn, name: str, **params: Any) -> list[dict[str, Any]]:
-    return fetch_all(conn, f"dagster.{name}", params)
-
-
 def _key(pair: Pair) -> str | None:
     """The partition key of a (run, channel) pair; None for a pair that cannot be one (a stream
     entry naming a run id with ``|``): no such partition exists, nothing is requested."""
@@ -208,7 +138,7 @@ def run_channels(conn: Conn, run_ids: Iterable[str]) -> dict[str, list[str]]:
     ids = sorted(set(run_ids))
     if not ids:
         return {}
-    return {r["run_id"]: list(r["channels"]) for r in _rows(conn, "run_channels", run_ids=ids)}
+    return {r["run_id"]: list(r["channels"]) for r in query_rows(conn, "run_channels", run_ids=ids)}
 
 
 def recent_unfinished(
@@ -218,7 +148,7 @@ def recent_unfinished(
     runs whose billing is not."""
     pairs: set[Pair] = set()
     runs: set[str] = set()
-    for r in _rows(conn, "recent_runs", days=days, live_only=False):
+    for r in query_rows(conn, "recent_runs", days=days, live_only=False):
         if r["run_id"] not in billed_runs:
             runs.add(r["run_id"])
         for ch in r["channels"]:
@@ -234,7 +164,7 @@ def recent_runs_among(conn: Conn, run_ids: set[str], days: int, now_ts: float) -
     horizon = now_ts - days * 86400
     return {
         r["run_id"]
-        for r in _rows(conn, "runs_created", run_ids=sorted(run_ids))
+        for r in query_rows(conn, "runs_created", run_ids=sorted(run_ids))
         if r["created_at"].timestamp() >= horizon
     }
 
@@ -245,7 +175,7 @@ def publishable_runs(conn: Conn, run_ids: Iterable[str]) -> dict[str, Publicatio
     ids = sorted(set(run_ids))
     if not ids:
         return {}
-    channels = {r["run_id"]: r["channels"] for r in _rows(conn, "run_channels", run_ids=ids)}
+    channels = {r["run_id"]: r["channels"] for r in query_rows(conn, "run_channels", run_ids=ids)}
     return {
         rid: pub
         for rid, pub in statusmod.run_publications(conn, channels).items()
@@ -382,8 +312,8 @@ def evaluate_completions(
     new_cursor = json.dumps(
         {
             "id": read.last_id,
-            "swept": now if sweep else cursor["swept"],
-            "deadlines": checked_at.timestamp(),
+            "swept": cursor_time(now if sweep else cursor["swept"]),
+            "deadlines": cursor_time(checked_at.timestamp()),
         },
         sort_keys=True,
     )
@@ -407,7 +337,11 @@ def evaluate_completions(
     adds = add_requests(adopted, existing_runs, existing_pairs)
     if not requests:
         return dg.SensorResult(
-            skip_reason=f"{read.entries} entries read, no partition publishable",
+            skip_reason=f"{read.entries} entries read ({len(read.pairs)} partitions touched), "
+            f"{'swept PostgreSQL' if sweep else 'no sweep due'}"
+            f"{f' ({read.gap})' if read.gap else ''}, {len(crossed)} deadlines passed: no "
+            "partition publishable (every sample terminal, or past its run's deadline)"
+            + (f"; {len(exhausted)} not requested again after failed runs" if exhausted else ""),
             cursor=new_cursor,
             dynamic_partitions_requests=adds,
         )
@@ -452,7 +386,7 @@ def sampling_plan_sensor(
     seen: set[str] = set(json.loads(context.cursor)["dispatched"]) if context.cursor else set()
     planned = context.instance.get_materialized_partitions(names.SAMPLING_PLAN)
     with db.connect() as conn:
-        recent = _rows(conn, "recent_runs", days=settings.recent_run_days, live_only=True)
+        recent = query_rows(conn, "recent_runs", days=settings.recent_run_days, live_only=True)
         pairs = sorted(
             (r["run_id"], ch)
             for r in recent
@@ -463,7 +397,7 @@ def sampling_plan_sensor(
         )
         undispatched = {
             (r["run_id"], r["channel"])
-            for r in _rows(
+            for r in query_rows(
                 conn,
                 "undispatched_pairs",
                 run_ids=[p[0] for p in pairs],
@@ -475,7 +409,13 @@ def sampling_plan_sensor(
     seen |= {partition_key(rid, ch) for rid, ch in pairs if (rid, ch) not in undispatched}
     cursor = json.dumps({"dispatched": sorted(seen)})
     if not undispatched:
-        return dg.SensorResult(skip_reason="no undispatched partitions", cursor=cursor)
+        partitions = sum(len(r["channels"]) for r in recent)
+        return dg.SensorResult(
+            skip_reason=f"nothing to dispatch: {_count(partitions, 'partition')} of "
+            f"{_count(len(recent), 'recent run')} (created in the last {settings.recent_run_days} "
+            f"days, not cancelled) are planned or dispatched",
+            cursor=cursor,
+        )
     # A run created outside Dagster (CLI) has no partitions yet: add them with the requests,
     # every channel of the run (the daemon applies them before launching the requests).
     channels_of = {r["run_id"]: list(r["channels"]) for r in recent}
@@ -493,73 +433,53 @@ def sampling_plan_sensor(
         context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS),
     )
     # Still undispatched after its run failed (to launch, or a failed plan check): asked again
-    # under a fresh key, boundedly, as the completion sensor does.
-    keys = fresh_run_keys(context.instance, [names.plan_run_key(r, c) for r, c in undispatched])
-    requests = [
-        dg.RunRequest(
-            run_key=run_key,
-            partition_key=partition_key(rid, ch),
-            job_name=sampling_plan_job.name,
-            tags={"geo/run_id": rid, "geo/channel": ch, **scheduled.get(rid, {})},
+    # under a fresh key, boundedly, as the completion sensor does. A key whose run the daemon
+    # already launched is not asked again (the daemon would skip it without a word): the tick
+    # names the partition and the run it waits on instead.
+    latest: dict[str, dg.DagsterRun] = {}
+    keys = fresh_run_keys(
+        context.instance, [names.plan_run_key(r, c) for r, c in undispatched], latest_runs=latest
+    )
+    requests: list[dg.RunRequest] = []
+    waiting: list[str] = []
+    exhausted: list[str] = []
+    for rid, ch in sorted(undispatched):
+        base = names.plan_run_key(rid, ch)
+        run_key, run = keys[base], latest.get(base)
+        if run_key is None:
+            exhausted.append(partition_key(rid, ch))
+        elif run is not None and run.tags.get(RUN_KEY_TAG) == run_key:
+            waiting.append(f"{partition_key(rid, ch)} ({run.status.value}, run {run.run_id[:8]})")
+        else:
+            requests.append(
+                dg.RunRequest(
+                    run_key=run_key,
+                    partition_key=partition_key(rid, ch),
+                    job_name=sampling_plan_job.name,
+                    tags={"geo/run_id": rid, "geo/channel": ch, **scheduled.get(rid, {})},
+                )
+            )
+    why = []
+    if waiting:
+        why.append(
+            f"{_count(len(waiting), 'partition')} wait on runs already launched: "
+            + ", ".join(waiting[:10])
+            + (", ..." if len(waiting) > 10 else "")
         )
-        for rid, ch in sorted(undispatched)
-        if (run_key := keys[names.plan_run_key(rid, ch)]) is not None
-    ]
+    if exhausted:
+        why.append(
+            f"{_count(len(exhausted), 'partition')} not requested again after "
+            f"{MAX_REQUEST_ATTEMPTS} failed runs each (see their failures): "
+            + ", ".join(exhausted[:10])
+        )
+    if why:
+        context.log.info("sampling plans not requested: %s", "; ".join(why))
+    if not requests:
+        return dg.SensorResult(
+            skip_reason="; ".join(why), dynamic_partitions_requests=adds, cursor=cursor
+        )
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
 
 
-# --------------------------------------------------------------------------- retention
-def expired_partitions(conn: Conn, keys: list[str], days: int, now_ts: float) -> list[str]:
-    """Of the given run ids, the runs older than the retention age and the runs PostgreSQL no
-    longer has (their business rows were purged by the business retention policy, D9)."""
-    if not keys:
-        return []
-    created = {r["run_id"]: r["created_at"] for r in _rows(conn, "runs_created", run_ids=keys)}
-    horizon = now_ts - days * 86400
-    return sorted(k for k in keys if k not in created or created[k].timestamp() < horizon)
-
-
-@dg.sensor(
-    name="partition_retention_sensor",
-    minimum_interval_seconds=3600,
-    default_status=dg.DefaultSensorStatus.RUNNING,
-    description="Deletes the partitions (collection_runs and collection_run_channels) of runs "
-    "older than the retention age; keeps each asset well under 100k partitions. Business "
-    "tables keep history on their own policy.",
-)
-def partition_retention_sensor(
-    context: dg.SensorEvaluationContext, db: PostgresResource, settings: PipelineSettingsResource
-) -> dg.SensorResult:
-    run_keys = list(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
-    pair_keys = list(context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS))
-    run_of: dict[str, str | None] = {}
-    for key in pair_keys:
-        try:
-            run_of[key] = parse_partition_key(key)[0]
-        except ValueError:
-            run_of[key] = None  # not a run|channel key: nothing can materialise it
-    run_ids = sorted(set(run_keys) | {rid for rid in run_of.values() if rid is not None})
-    with db.connect() as conn:
-        expired = set(
-            expired_partitions(conn, run_ids, settings.partition_retention_days, time.time())
-        )
-    runs_gone = sorted(k for k in run_keys if k in expired)
-    pairs_gone = sorted(k for k, rid in run_of.items() if rid is None or rid in expired)
-    if not runs_gone and not pairs_gone:
-        return dg.SensorResult(
-            skip_reason=f"{len(run_keys)} runs, {len(pair_keys)} run|channel partitions, "
-            "none expired"
-        )
-    context.log.info(
-        "deleting the partitions of %d expired runs (%d run|channel keys)",
-        len(expired),
-        len(pairs_gone),
-    )
-    # Both kinds in one tick. An expired run is never "recent", so no sensor adds its keys back
-    # (the adoption of unregistered runs looks only at recent ones).
-    requests = []
-    if pairs_gone:
-        requests.append(dg.DeleteDynamicPartitionsRequest(names.RUN_CHANNEL_PARTITIONS, pairs_gone))
-    if runs_gone:
-        requests.append(dg.DeleteDynamicPartitionsRequest(names.RUNS_PARTITIONS, runs_gone))
-    return dg.SensorResult(dynamic_partitions_requests=requests)
+def _count(n: int, what: str) -> str:
+    return f"{n} {what}{'' if n == 1 else 's'}"
