@@ -15,11 +15,11 @@ import dagster as dg
 import pytest
 import yaml
 from click.testing import CliRunner, Result
+from geo_pipeline.defs.schedules import daily_resampling, resample_monitor_job
 
 from geo_pipeline.cli.monitors import monitors_group
-from geo_pipeline.defs.monitors import monitor_lifecycle_job, monitor_resampling
-from geo_pipeline.defs.schedules import daily_resampling, resample_monitor_job
-from geo_pipeline_tests.dagster.conftest import collection_config, fund
+from geo_pipeline.defs.collection.monitors import monitor_lifecycle_job, monitor_resampling
+from geo_pipeline_tests.dagster.conftest import collection_config, fund, op_metadata
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
 
@@ -150,7 +150,7 @@ def test_lifecycle_cadence_and_snapshots(
     today = datetime.now(SHANGHAI).date()
     first = resample(dg_instance, resources, "acme-default", today.isoformat())
     assert first.success
-    run1 = first.output_for_node("resample_monitor_op")
+    run1 = op_metadata(first, "resample_monitor_op")["run_id"]
     snap1 = conn.execute("SELECT snapshot_id FROM geo.runs WHERE run_id = %s", (run1,)).fetchone()
     new_cfg = config_file(
         tmp_path, "d3", monitor="acme-default",
@@ -169,7 +169,7 @@ def test_lifecycle_cadence_and_snapshots(
     tomorrow = today.fromordinal(today.toordinal() + 1)
     second = resample(dg_instance, resources, "acme-default", tomorrow.isoformat())
     assert second.success
-    run2 = second.output_for_node("resample_monitor_op")
+    run2 = op_metadata(second, "resample_monitor_op")["run_id"]
     counts = conn.execute(
         "SELECT run_id, sample_count FROM geo.runs WHERE run_id = ANY(%s) ORDER BY run_id",
         ([run1, run2],),
@@ -277,7 +277,7 @@ def test_the_launchpad_job_pauses_resumes_changes_cadence_and_retires(
     assert lifecycle(dg_instance, resources, monitor_id="from-ui", action="resume").success
     cadence = lifecycle(dg_instance, resources, monitor_id="from-ui", action="set_cadence",
                         cron="0 9 * * 1", timezone="UTC")  # fmt: skip
-    assert cadence.success and cadence.output_for_node("monitor_lifecycle_op") == 2
+    assert cadence.success and op_metadata(cadence, "monitor_lifecycle_op")["revision"] == 2
     bad = lifecycle(
         dg_instance, resources, monitor_id="from-ui", action="set_cadence", cron="* * * * *"
     )
@@ -348,7 +348,7 @@ def test_an_update_during_the_days_resample_is_not_reverted_by_it(
     assert result.success
     run = conn.execute(
         "SELECT sample_count FROM geo.runs WHERE run_id = %s",
-        (result.output_for_node("resample_monitor_op"),),
+        (op_metadata(result, "resample_monitor_op")["run_id"],),
     ).fetchone()
     assert run["sample_count"] == 8  # the run froze the config it read (2 repeats)
     monitor = conn.execute(

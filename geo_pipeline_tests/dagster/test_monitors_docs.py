@@ -16,8 +16,8 @@ import pytest
 from click.testing import CliRunner
 
 from geo_pipeline.cli.main import cli
+from geo_pipeline.defs.operations.tenant_alerts import tenant_alerts
 from geo_pipeline.defs.resources import PostgresResource
-from geo_pipeline.defs.tenant_alerts import tenant_alerts
 from geo_pipeline_tests.dagster.test_monitors import resample
 from geo_pipeline_tests.dagster.test_tenant_alerts import hooks  # noqa: F401
 

@@ -18,7 +18,13 @@ from click.testing import CliRunner
 
 from geo_pipeline.analysis import analyse_run
 from geo_pipeline.cli.monitors import monitors_group, questions_group
-from geo_pipeline_tests.dagster.conftest import CHANNELS, collection_config, finish, fund
+from geo_pipeline_tests.dagster.conftest import (
+    CHANNELS,
+    collection_config,
+    finish,
+    fund,
+    op_metadata,
+)
 from geo_pipeline_tests.dagster.test_monitors import resample
 
 CSV = """question,topic,intent,persona,market
@@ -87,7 +93,7 @@ def test_tagged_questions_from_csv_to_rates_by_tag(
     today = datetime.now(ZoneInfo("Asia/Shanghai")).date()
     result = resample(dg_instance, resources, "tagged", today.isoformat())
     assert result.success
-    run_id = result.output_for_node("resample_monitor_op")
+    run_id = op_metadata(result, "resample_monitor_op")["run_id"]
     # Answers: everything mentions Acme, except the first repeat of "which crm is cheapest?".
     for ch in CHANNELS:
         finish(conn, run_id, ch)

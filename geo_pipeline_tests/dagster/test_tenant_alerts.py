@@ -20,8 +20,8 @@ import pytest
 from click.testing import CliRunner
 
 from geo_pipeline.cli.monitors import monitors_group
+from geo_pipeline.defs.operations.tenant_alerts import tenant_alerts
 from geo_pipeline.defs.resources import PostgresResource
-from geo_pipeline.defs.tenant_alerts import tenant_alerts
 from geo_pipeline_tests.dagster.test_alerts import _plant, _Receiver, smtp  # noqa: F401
 from geo_pipeline_tests.dagster.test_monitors import config_file, resample
 

@@ -209,7 +209,7 @@ def resample_requests(
     day = context.scheduled_execution_time.astimezone(ZoneInfo(tz)).date()
     with db.connect() as conn:
         with conn.cursor() as cur:
-            # Monitors with a cadence of their own: defs/monitors.py's monitor_resampling.
+            # Monitors with a cadence of their own: monitors.py's monitor_resampling.
             cur.execute(Q("monitors.default_cadence"))
             monitors = [str(r["monitor_id"]) for r in cur.fetchall()]
     if not monitors:

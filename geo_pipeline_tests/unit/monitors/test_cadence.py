@@ -7,7 +7,7 @@ from zoneinfo import ZoneInfo
 
 import pytest
 
-from geo_pipeline.defs.monitors import CATCH_UP, due_monitors
+from geo_pipeline.defs.collection.monitors import CATCH_UP, due_monitors
 from geo_pipeline.domain.cadence import CadenceError, parse_cadence
 
 BERLIN = ZoneInfo("Europe/Berlin")

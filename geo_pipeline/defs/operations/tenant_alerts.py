@@ -21,7 +21,7 @@ from typing import Any
 
 import dagster as dg
 
-from geo_pipeline.defs.alerts import AlertThresholds, _num, _pct
+from geo_pipeline.defs.operations.alerts import AlertThresholds, _num, _pct
 from geo_pipeline.defs.resources import PostgresResource
 from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.observability.notify import Alert

@@ -1,6 +1,6 @@
 """Each monitor on its own cadence (issue 37): cron + time zone per monitor.
 
-``daily_resampling`` (schedules.py) keeps the monitors without a cadence of their own at the
+``daily_resampling`` (resampling.py) keeps the monitors without a cadence of their own at the
 deployment's GEO_RESAMPLE_AT. This schedule ticks every TICK_MINUTES and asks for the monitors
 whose own cadence fired within the last CATCH_UP (a tick the daemon missed is made up on the
 next); it requests the same ``resample_monitor_job`` with the same run key
@@ -16,8 +16,12 @@ from typing import Any, Literal
 import dagster as dg
 from pydantic import Field
 
+from geo_pipeline.defs.collection.resampling import (
+    monitor_run_id,
+    resample_monitor_job,
+    resample_run_key,
+)
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
-from geo_pipeline.defs.schedules import monitor_run_id, resample_monitor_job, resample_run_key
 from geo_pipeline.domain.cadence import CadenceError, parse_cadence
 from geo_pipeline.flows import monitors as flow
 from geo_pipeline.settings import settings
@@ -100,13 +104,16 @@ class MonitorLifecycleConfig(dg.Config):
 ACTION_EVENTS = {"pause": "paused", "resume": "resumed", "retire": "retired"}
 
 
-@dg.op(description="Apply one lifecycle change to a monitor, recorded with who and why.")
+@dg.op(
+    description="Apply one lifecycle change to a monitor, recorded with who and why.",
+    out=dg.Out(dg.Nothing),  # the revision is output metadata: nothing for the I/O manager
+)
 def monitor_lifecycle_op(
     context: dg.OpExecutionContext,
     config: MonitorLifecycleConfig,
     db: PostgresResource,
     registry: ConnectorRegistryResource,
-) -> int:
+) -> None:
     actor = f"dagster:{context.run_id}"
     with db.connect() as conn:
         try:
@@ -134,7 +141,6 @@ def monitor_lifecycle_op(
     context.add_output_metadata(
         {"monitor_id": change.monitor_id, "event": change.event, "revision": change.revision}
     )
-    return change.revision
 
 
 @dg.job(
