@@ -29,7 +29,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from geo_pipeline.billing.ledger import ChargeRequest
-from geo_pipeline.connectors.base import Acceptance, ConnectorError, Evidence, SubmitRequest
+from geo_pipeline.connectors.base import (
+    Acceptance,
+    ConnectorError,
+    Evidence,
+    SubmitRequest,
+    TransientError,
+)
 from geo_pipeline.domain.retry import ErrorFacts, RetryPolicy, classify, poll_interval
 from geo_pipeline.evidence.archive import ArchiveError
 from geo_pipeline.evidence.write_ahead import HeldResponse, get_response, put_response
@@ -50,6 +56,11 @@ from geo_pipeline.worker.settings import UNCERTAIN_PARK_S
 from geo_pipeline.worker.waits import waiting
 
 log = logging.getLogger("geo_pipeline.worker")
+
+
+class TimedOut(TransientError):
+    """An accepted task still collecting past the retry policy's total bound (R13)."""
+
 
 # Outcomes of a re-send that say the platform did not take the request (so the key is free).
 DEFINITE_REJECTIONS = ("invalid_params", "no_permission")
@@ -402,6 +413,17 @@ class Attempt:
                     pr = await lane.connector.poll(upstream_id)
                 state = pr.state
                 poll_errors = 0
+                if state not in ("completed", "failed") and self.overdue(started):
+                    # Still collecting past the total bound, on a platform where one task can
+                    # be stopped: give up and cancel it (it would hold a concurrency slot and
+                    # could still bill). Elsewhere the task runs on and is followed: it will be
+                    # billed whether we wait or not (cloro), so giving up would lose a paid
+                    # result.
+                    await self.fail_accepted(
+                        TimedOut(f"{lane.platform} task {upstream_id} still {state}"),
+                        "poll:timed_out",
+                    )
+                    return
             except ConnectorError as exc:
                 poll_errors += 1
                 d = classify(
@@ -472,6 +494,7 @@ class Attempt:
         """An accepted task we cannot follow any further: fail it with the upstream id kept on
         the sample and no charge we cannot prove; reconciliation will see the platform's line
         and an operator can follow up (R13, R23)."""
+        await self.release_upstream(self.h.upstream_id or self.h.row.get("upstream_id"))
         await self.end(
             completion.Finish(
                 self.h.sample_id,
@@ -483,6 +506,42 @@ class Attempt:
                 error_detail=str(exc)[:300],
             )
         )
+
+    def overdue(self, started: float) -> bool:
+        caps = self.lane.caps
+        return (
+            caps.cancellable
+            and caps.cancel_scope == "task"
+            and time.monotonic() - started > self.policy().max_total_s
+        )
+
+    async def release_upstream(self, upstream_id: str | None) -> None:
+        """A task we give up on is cancelled upstream where one task can be (Bright Data: an
+        abandoned snapshot holds the dataset's concurrency cap until it ends). Best effort: a
+        failed cancel is logged, the sample's end is written all the same."""
+        caps = self.lane.caps
+        if upstream_id is None or not caps.cancellable or caps.cancel_scope != "task":
+            return
+        try:
+            async with self.lane.calls:
+                result = await self.lane.connector.cancel(upstream_id)
+            log.info(
+                "abandoned upstream task cancelled",
+                extra={
+                    "sample_id": self.h.sample_id,
+                    "upstream_id": upstream_id,
+                    "cancelled": result.upstream_cancelled,
+                },
+            )
+        except Exception as exc:  # a cancel must never keep the sample from ending
+            log.warning(
+                "cancel of an abandoned upstream task failed",
+                extra={
+                    "sample_id": self.h.sample_id,
+                    "upstream_id": upstream_id,
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
 
     async def upstream_failed(self, upstream_id: str, ev: Evidence | None = None) -> None:
         """The accepted task failed upstream: charge per the platform's rule (billing decides),

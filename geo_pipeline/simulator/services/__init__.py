@@ -2,8 +2,8 @@
 
 Each service lives in its own module with its own envelope, state, clock and per-key counts,
 and is mounted on the simulator's application under a path prefix (``/cloro``,
-``/dataforseo``, ``/serpapi``), so a connector pointed at ``<simulator>/cloro`` sees the
-vendor's own paths (``/v1/async/task``...).
+``/dataforseo``, ``/serpapi``, ``/brightdata``), so a connector pointed at
+``<simulator>/cloro`` sees the vendor's own paths (``/v1/async/task``...).
 Control routes: ``/_control/services/<name>/{profile,advance,stats,reset}``.
 """
 
@@ -14,18 +14,19 @@ from typing import Any
 
 from aiohttp import web
 
+from geo_pipeline.simulator.services.brightdata import BrightDataService
 from geo_pipeline.simulator.services.cloro import CloroService
 from geo_pipeline.simulator.services.dataforseo import DataForSeoService
 from geo_pipeline.simulator.services.serpapi import SerpApiService
 
-SERVICES: dict[str, type[CloroService] | type[DataForSeoService] | type[SerpApiService]] = {
+Service = CloroService | DataForSeoService | SerpApiService | BrightDataService
+
+SERVICES: dict[str, type[Service]] = {
     "cloro": CloroService,
     "dataforseo": DataForSeoService,
     "serpapi": SerpApiService,
+    "brightdata": BrightDataService,
 }
-
-
-Service = CloroService | DataForSeoService | SerpApiService
 
 
 def mount_services(
