@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0032_day_total_apportioned, 24 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0036_credit_cost, 25 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -2011,7 +2011,7 @@ CREATE TABLE geo.reconciliation_lines (
     reconciled_at timestamp with time zone DEFAULT now() NOT NULL,
     fee_class text DEFAULT 'to_verify'::text NOT NULL,
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text, 'apportioned'::text]))),
+    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text, 'apportioned'::text, 'credit_cost'::text, 'credits_missing'::text]))),
     CONSTRAINT reconciliation_lines_fee_class_check CHECK ((fee_class = ANY (ARRAY['completed'::text, 'failed'::text, 'to_verify'::text])))
 );
 

@@ -230,6 +230,7 @@ class BrightDataConnector:
             web_search_used=bool(queries) or flag is True,
             search_queries=queries,
             page_html=html.encode("utf-8") if isinstance(html, str) and html else None,
+            vendor_credits=1,  # research §2.3 "Price": billed per record
         )
 
     def _failed(self, upstream_id: str, request: SubmitRequest, raw: bytes, error: str) -> Evidence:
@@ -243,6 +244,7 @@ class BrightDataConnector:
             raw_mime_type="application/json",
             captured_at=datetime.now(UTC),
             warnings=(f"RECORD_ERROR:{error[:120]}",),
+            vendor_credits=0,  # an errored input is not a collected record (inf.)
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:

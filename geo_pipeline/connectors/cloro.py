@@ -231,6 +231,8 @@ class CloroConnector:
                 for s in result.get("sources") or []
             )
             queries = result.get("searchQueries") or []
+            charged = (data.get("credits") or {}).get("creditsCharged")
+            credits = None if charged is None else int(charged)
         except (UpstreamFailed, TransientError):
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -257,6 +259,9 @@ class CloroConnector:
             warnings=tuple(warnings),
             # The fan-out: the consumer product searched when it listed search queries.
             web_search_used=bool(queries),
+            search_queries=tuple(str(q) for q in queries),
+            # research §2.1 "Poll": credits.creditsCharged, set once the task is terminal.
+            vendor_credits=credits,
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:

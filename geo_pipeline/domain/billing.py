@@ -48,6 +48,13 @@ USAGE_MISSING = "usage_missing"
 # explained by that apportionment. The part of the total no run of ours expects (other usage on
 # the account) is one 'amount_mismatch' line on the day's first run, never one per run.
 APPORTIONED = "apportioned"
+# A service that bills credits (statement_source credits, issue 31): their amount is the credits
+# the vendor reported for the task x the credit price of the frozen price version, rounded once.
+# Our per-answer price is that rounded UP (PriceList.credit_price): a difference is explained
+# by the arithmetic the detail shows. A completed task whose vendor reported no credits has an
+# unknown cost (never zero): unexplained.
+CREDIT_COST = "credit_cost"
+CREDITS_MISSING = "credits_missing"
 ALL_CLASSIFICATIONS: tuple[str, ...] = (
     *CLASSIFICATIONS,
     PRICE_CHANGE,
@@ -55,6 +62,8 @@ ALL_CLASSIFICATIONS: tuple[str, ...] = (
     USAGE_COST,
     USAGE_MISSING,
     APPORTIONED,
+    CREDIT_COST,
+    CREDITS_MISSING,
 )
 # THE "explained difference" predicate (issue #34): the one rule the reconciliation summary, the
 # blocking check zero_unexplained_difference, the R26 gauge and the reconciliation alert apply
@@ -70,6 +79,7 @@ EXPLAINED: tuple[str, ...] = (
     IN_DAY_TOTAL,
     USAGE_COST,
     APPORTIONED,
+    CREDIT_COST,
 )
 
 
@@ -375,6 +385,7 @@ class ReconciliationSummary:
     price_change_difference_minor: int = 0
     usage_cost_difference_minor: int = 0
     apportioned_difference_minor: int = 0
+    credit_cost_difference_minor: int = 0  # credits x credit price vs our rounded-up price
 
     @property
     def explained_difference_minor(self) -> int:
@@ -385,6 +396,7 @@ class ReconciliationSummary:
             self.price_change_difference_minor
             + self.usage_cost_difference_minor
             + self.apportioned_difference_minor
+            + self.credit_cost_difference_minor
         )
 
     @property
@@ -410,6 +422,7 @@ class ReconciliationSummary:
             "price_change_difference_minor": self.price_change_difference_minor,
             "usage_cost_difference_minor": self.usage_cost_difference_minor,
             "apportioned_difference_minor": self.apportioned_difference_minor,
+            "credit_cost_difference_minor": self.credit_cost_difference_minor,
             "explained_difference_minor": self.explained_difference_minor,
             "clean": self.clean,
         }
@@ -424,7 +437,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
     n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
-    apportioned = 0
+    apportioned = credit_cost = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -441,6 +454,8 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             usage_cost += line.difference_minor
         elif line.classification == APPORTIONED:
             apportioned += line.difference_minor
+        elif line.classification == CREDIT_COST:
+            credit_cost += line.difference_minor
         elif not is_explained(line.classification):
             unexplained += line.difference_minor
         # in_day_total: no money of its own, the day's line compares it
@@ -459,4 +474,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         price_change_difference_minor=price_change,
         usage_cost_difference_minor=usage_cost,
         apportioned_difference_minor=apportioned,
+        credit_cost_difference_minor=credit_cost,
     )

@@ -769,4 +769,5 @@ def charge_for(h: Held, upstream_id: str, outcome: str, ev: Evidence | None) -> 
         web_search_used=bool(ev and ev.web_search_used),
         screenshot_used=bool(ev and ev.screenshot_used),
         usage=ev.usage if ev else None,  # request-level tokens, recorded with the attempt
+        vendor_credits=ev.vendor_credits if ev else None,
     )
