@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -204,7 +205,29 @@ class CloroConnector:
             if resp.status_code != 200:
                 raise status_error(resp, what=what, not_found_is_missing=True)
             raw = resp.content
-        return self.parse_result(upstream_id, request, raw)
+        evidence = self.parse_result(upstream_id, request, raw)
+        return await self._with_html(evidence, raw)
+
+    async def _with_html(self, evidence: Evidence, raw: bytes) -> Evidence:
+        """The rendered page behind ``html`` (a URL that expires 24 h after completion, research
+        §2.1 "ChatGPT result fields"), fetched now so it is archived with the answer (evidence,
+        R20) before the vendor's URL expires. An expired or unreachable page is a warning on
+        the evidence, never a failed answer."""
+        try:
+            url = json.loads(raw)["response"].get("html")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return evidence
+        if not isinstance(url, str) or not url:
+            return evidence
+        try:
+            resp = await self.client.get(url, timeout=self.read_timeout)
+        except httpx.HTTPError as exc:
+            return replace(evidence, warnings=(*evidence.warnings, f"HTML_UNFETCHED:{exc!r}"[:160]))
+        if resp.status_code != 200:
+            return replace(
+                evidence, warnings=(*evidence.warnings, f"HTML_UNFETCHED:{resp.status_code}")
+            )
+        return replace(evidence, page_html=resp.content)
 
     def parse_result(self, upstream_id: str, request: SubmitRequest, raw: bytes) -> Evidence:
         """A task body (``GET /v1/async/task/{id}``) as evidence, from bytes alone: also how an

@@ -455,7 +455,7 @@ class Attempt:
                         )
                     )
                     return
-                await self.fail_accepted(exc, d.reason)
+                await self.fail_accepted(exc, self.gone_reason(exc, started) or d.reason)
                 return
         if state == "failed":
             await self.upstream_failed(upstream_id)
@@ -469,6 +469,10 @@ class Attempt:
             if exc.error_class == "unparseable":
                 # Keep the raw bytes, send to review, never re-ask (R13).
                 await self.complete(upstream_id, None, unparseable=exc)
+                return
+            gone = self.gone_reason(exc, started)
+            if gone is not None:
+                await self.fail_accepted(exc, gone)
                 return
             if time.monotonic() - started > self.policy().max_total_s:
                 # Accepted long ago and the result still cannot be fetched: R13's total bound.
@@ -506,6 +510,26 @@ class Attempt:
                 error_detail=str(exc)[:300],
             )
         )
+
+    def gone_reason(self, exc: ConnectorError, started: float) -> str | None:
+        """A platform that keeps results for a stated time (``result_retention_s``: cloro 24 h,
+        DataForSEO and Bright Data 30 days) answering "not found" for an accepted task: the
+        result is gone upstream (expired, or never kept), whatever we do next. The sample ends
+        in a state that says so -- never a silent loss, never polled on (issue 31)."""
+        retention = self.lane.caps.result_retention_s
+        if exc.error_class != "not_found" or retention is None:
+            return None
+        age = int(time.monotonic() - started)
+        log.warning(
+            "result gone upstream",
+            extra={
+                "sample_id": self.h.sample_id,
+                "upstream_id": self.h.upstream_id,
+                "accepted_for_s": age,
+                "retention_s": int(retention),
+            },
+        )
+        return f"result_gone_upstream:not_found:retention_{int(retention)}s"
 
     def overdue(self, started: float) -> bool:
         caps = self.lane.caps
