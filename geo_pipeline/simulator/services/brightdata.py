@@ -52,6 +52,7 @@ from aiohttp import web
 from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.simulator.answers import generate_answer, unit
 from geo_pipeline.simulator.profiles import Profile
+from geo_pipeline.simulator.services import persist
 
 PREFIX = "/brightdata"
 V3 = PREFIX + "/datasets/v3"
@@ -158,6 +159,15 @@ class Snapshot:
         return len(self.inputs) - len(self.errors_at)
 
 
+_SNAP_CLOCKS = ("running_at", "ready_at", "cancelled_at")
+_SNAP_TIMES = ("created", "created_wall", _SNAP_CLOCKS)
+_SNAP_KW: dict[str, Any] = {
+    "anchor": "created",
+    "anchor_wall": "created_wall",
+    "clocks": _SNAP_CLOCKS,
+}
+
+
 def _iso(ts: datetime) -> str:
     return ts.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
@@ -171,6 +181,7 @@ class BrightDataService:
     def __init__(self, seed: int, profile: Mapping[str, Any] | None = None) -> None:
         self.seed = seed
         self.initial = BrightDataProfile().with_overrides(profile or {})
+        self.write: persist.Write | None = None  # the --state-file journal, when there is one
         self.reset()
 
     def reset(self) -> None:
@@ -273,8 +284,8 @@ class BrightDataService:
                 kind,
             )
         snap = self._new(dataset_id, body, now)
-        for key in keys:
-            self.created[key].append(snap.id)
+        self._index(snap)
+        self.journal({"op": "snapshot", **persist.dump(snap, *_SNAP_TIMES)})
         self.requests[f"{kind}:200"] += 1
         draw = f"{keys[0]}#{self.triggers[keys[0]]}"
         if unit(self.seed, draw, "bd-lost") < self.profile.lost_rate:
@@ -456,6 +467,7 @@ class BrightDataService:
         self.cancels[snap.id] += 1
         if snap.collecting(now) and snap.cancelled_at is None:
             snap.cancelled_at = now
+            self.journal({"op": "cancel", "id": snap.id, "after": now - snap.created})
         self.requests[f"{kind}:200"] += 1
         return web.Response(text="OK", content_type="text/plain")
 
@@ -545,6 +557,7 @@ class BrightDataService:
         if seconds < 0:
             return web.json_response({"error": {"message": "seconds must be >= 0"}}, status=400)
         self.offset += seconds
+        self.journal({"op": "advance", "seconds": seconds})
         return web.json_response({"offset_s": self.offset})
 
     async def control_stats(self, request: web.Request) -> web.Response:
@@ -552,7 +565,35 @@ class BrightDataService:
 
     async def control_reset(self, request: web.Request) -> web.Response:
         self.reset()
+        self.journal({"op": "reset"})
         return web.json_response({"reset": True})
+
+    def _index(self, snap: Snapshot) -> None:
+        self.snapshots[snap.id] = snap
+        for item in snap.inputs:
+            self.created[input_key(item)].append(snap.id)
+
+    # ------------------------------------------------------------------ --state-file
+    def journal(self, record: dict[str, Any]) -> None:
+        if self.write is not None:
+            self.write(record)
+
+    def restore(self, record: dict[str, Any]) -> None:
+        """Replay one journal record (simulator.services.persist) on a fresh service."""
+        op = record.get("op")
+        if op == "reset":
+            self.reset()
+        elif op == "advance":
+            self.offset += float(record["seconds"])
+        elif op == "snapshot":
+            snap = persist.load(Snapshot, record, **_SNAP_KW, now=self.now(), wall=self.wall())
+            self._index(snap)
+            for item in snap.inputs:
+                self.triggers[input_key(item)] += 1
+        elif op == "cancel":
+            found = self.snapshots.get(record["id"])
+            if found is not None:
+                found.cancelled_at = found.created + float(record["after"])
 
 
 __all__ = ["DATASETS", "BrightDataProfile", "BrightDataService", "Snapshot", "input_key"]

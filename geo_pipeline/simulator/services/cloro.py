@@ -40,6 +40,7 @@ from aiohttp import web
 from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.simulator.answers import generate_answer, unit
 from geo_pipeline.simulator.profiles import Profile
+from geo_pipeline.simulator.services import persist
 
 PREFIX = "/cloro"
 DAY_S = 24 * 3600.0
@@ -146,6 +147,7 @@ class CloroService:
     def __init__(self, seed: int, profile: Mapping[str, Any] | None = None) -> None:
         self.seed = seed
         self.initial = CloroProfile().with_overrides(profile or {})
+        self.write: persist.Write | None = None  # the --state-file journal, when there is one
         self.reset()
 
     def reset(self) -> None:
@@ -361,11 +363,15 @@ class CloroService:
             refusal=unit(self.seed, salt, "refusal") < prof.refusal_rate,
             credits=credits,
         )
-        self.tasks[tid] = task
-        if key is not None:
-            self.by_key[key] = tid
-        self.created[key or "-"].append(tid)
+        self._index(task)
+        self.journal({"op": "task", **persist.dump(task, *_TASK_TIMES)})
         return task
+
+    def _index(self, task: CloroTask) -> None:
+        self.tasks[task.id] = task
+        if task.key is not None:
+            self.by_key[task.key] = task.id
+        self.created[task.key or "-"].append(task.id)
 
     async def get_task(self, request: web.Request) -> web.Response:
         kind = "poll"
@@ -473,6 +479,7 @@ class CloroService:
             return denied
         now = self.now()
         queued = [t for t in self.tasks.values() if t.status(now) == "QUEUED"]
+        self.journal({"op": "clear", "ids": [t.id for t in queued]})
         for task in queued:
             del self.tasks[task.id]
             self.cleared[task.id] = task
@@ -546,6 +553,7 @@ class CloroService:
         if seconds < 0:
             return web.json_response({"error": {"message": "seconds must be >= 0"}}, status=400)
         self.offset += seconds
+        self.journal({"op": "advance", "seconds": seconds})
         return web.json_response({"offset_s": self.offset})
 
     async def control_stats(self, request: web.Request) -> web.Response:
@@ -553,7 +561,40 @@ class CloroService:
 
     async def control_reset(self, request: web.Request) -> web.Response:
         self.reset()
+        self.journal({"op": "reset"})
         return web.json_response({"reset": True})
+
+    # ------------------------------------------------------------------ --state-file
+    def journal(self, record: dict[str, Any]) -> None:
+        if self.write is not None:
+            self.write(record)
+
+    def restore(self, record: dict[str, Any]) -> None:
+        """Replay one journal record (simulator.services.persist) on a fresh service."""
+        op = record.get("op")
+        if op == "reset":
+            self.reset()
+        elif op == "advance":
+            self.offset += float(record["seconds"])
+        elif op == "task":
+            task = persist.load(CloroTask, record, **_TIMES_KW, now=self.now(), wall=self.wall())
+            self._index(task)
+            self.submit_calls[task.key or "-"] += 1
+        elif op == "clear":
+            for tid in record["ids"]:
+                task = self.tasks.pop(tid, None)
+                if task is not None:
+                    self.cleared[tid] = task
+                    if task.key is not None and self.by_key.get(task.key) == tid:
+                        del self.by_key[task.key]
+
+
+_TASK_TIMES = ("created", "created_wall", ("started", "done"))
+_TIMES_KW: dict[str, Any] = {
+    "anchor": "created",
+    "anchor_wall": "created_wall",
+    "clocks": ("started", "done"),
+}
 
 
 def i_completed(task: CloroTask, now: float) -> bool:
