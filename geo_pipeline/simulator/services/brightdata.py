@@ -107,10 +107,10 @@ class BrightDataProfile:
             elif isinstance(current, bool) or isinstance(current, str):
                 changes[key] = type(current)(value)
             elif isinstance(current, int):
-                number = int(value)
-                if number < 0:
+                whole = int(value)
+                if whole < 0:
                     raise ValueError(f"brightdata.{key}: {value!r} must be >= 0")
-                changes[key] = number
+                changes[key] = whole
             else:
                 number = float(value)
                 if key.endswith("_rate") and not 0.0 <= number <= 1.0:
