@@ -33,6 +33,7 @@ COMMAND_MODULES = (
     "connectors_check",
     "dagster_instance",
     "accounts",
+    "webhooks",
 )
 
 

@@ -91,6 +91,9 @@ class CloroConnector:
             entry.options.get("include") or {"markdown": True, "searchQueries": True}
         )
         self.priority = int(entry.options.get("priority", 1))
+        # research §2.1 "Submit": webhook?:{url}. The deployment's receiver URL (it carries its
+        # secret: from the environment, never logged); empty = no callbacks, polling only.
+        self.webhook_url = str(entry.options.get("webhook_url") or "")
         self.submit_timeout = timeout_from(entry.options, "submit_timeout_s", 15.0)
         self.read_timeout = timeout_from(entry.options, "read_timeout_s", 15.0)
         self._held: OrderedDict[str, bytes] = OrderedDict()
@@ -119,6 +122,8 @@ class CloroConnector:
                 "include": self.include,
             },
         }
+        if self.webhook_url:
+            body["webhook"] = {"url": self.webhook_url}
         try:
             resp = await self.client.post(
                 self.base + "/v1/async/task",

@@ -44,6 +44,7 @@ from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import ACCEPT_LATENCY, EXECUTION_TIME, PROCESSED, RETRIES
 from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
+from geo_pipeline.store.webhooks import task_for_key as webhook_task_for_key
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.evidence_bridge import (
     archive_for_completion,
@@ -142,8 +143,7 @@ class Attempt:
             if exc.error_class == "acceptance_unknown":
                 return await self.after_unknown()
             if exc.error_class == "already_accepted":
-                await self.held_upstream()
-                return None
+                return await self.held_upstream()
             await self.submit_failed(exc)
             return None
         crashpoint("accepted_not_recorded")
@@ -238,8 +238,7 @@ class Attempt:
                 acc = await self.send()
             except ConnectorError as exc:
                 if exc.error_class == "already_accepted":
-                    await self.held_upstream()
-                    return None
+                    return await self.held_upstream()
                 if exc.error_class in DEFINITE_REJECTIONS:
                     if self.lane.caps.lookup_by_key:
                         # A rejection of the RE-send says nothing certain about the first send,
@@ -268,11 +267,23 @@ class Attempt:
         await self.park_uncertain(f"acceptance_unknown:resend_{what}", self.c.s.retry.max_delay_s)
         return None
 
-    async def held_upstream(self) -> None:
+    async def held_upstream(self) -> Acceptance | None:
         """The platform says it holds a task under this attempt's key but not which (cloro's
-        409): accepted, id unknown (R12). A new key would pay twice; the sample waits for the
-        id (webhook, operator: `samples resolve`) instead."""
+        409): accepted, id unknown (R12). A new key would pay twice. If the service's callback
+        already named the task for this key (``geo.webhook_deliveries``), follow it; otherwise
+        the sample waits for the id (a later callback, an operator: `samples resolve`)."""
+        entry = getattr(self.lane.connector, "entry", None)
+        task_id = None
+        if entry is not None and self.c.pool is not None:
+            task_id = await self.c.db(
+                webhook_task_for_key, entry.protocol, self.req.idempotency_key
+            )
+        if task_id is not None:
+            acc = Acceptance(upstream_id=task_id)
+            await self.accepted(acc, "webhook")
+            return acc
         await self.park_uncertain("accepted_upstream:id_unknown", UNCERTAIN_PARK_S)
+        return None
 
     async def recover(self) -> Acceptance | None:
         """A take-over of an attempt whose request may have left (its record says 'sending' or

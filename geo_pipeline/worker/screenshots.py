@@ -68,6 +68,7 @@ async def screenshots(ctx: Context, lane: Lane) -> None:
                 waiting[sid] = e.message_id
                 retry[e.message_id] = time.monotonic() + ctx.s.screenshot_retry_s
 
+
 async def one_screenshot(ctx: Context, lane: Lane, e: sc.Entry) -> bool:
     row = await ctx.db(ex.sample_for_screenshot, e.sample_id or "")
     if (
