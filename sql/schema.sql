@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 29 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 31 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -2258,7 +2258,7 @@ CREATE TABLE geo.reconciliation_lines (
     reconciled_at timestamp with time zone DEFAULT now() NOT NULL,
     fee_class text DEFAULT 'to_verify'::text NOT NULL,
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text, 'apportioned'::text]))),
+    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text, 'apportioned'::text, 'credit_cost'::text, 'credits_missing'::text]))),
     CONSTRAINT reconciliation_lines_fee_class_check CHECK ((fee_class = ANY (ARRAY['completed'::text, 'failed'::text, 'to_verify'::text])))
 );
 
@@ -2530,6 +2530,24 @@ CREATE TABLE geo.warc_records (
 );
 
 ALTER TABLE geo.warc_records OWNER TO geo_owner;
+
+--
+-- Name: webhook_deliveries; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.webhook_deliveries (
+    platform text NOT NULL,
+    upstream_id text NOT NULL,
+    idempotency_key text,
+    status text,
+    deliveries integer DEFAULT 1 NOT NULL,
+    first_received_at timestamp with time zone DEFAULT now() NOT NULL,
+    last_received_at timestamp with time zone DEFAULT now() NOT NULL,
+    outcome text DEFAULT ''::text NOT NULL,
+    CONSTRAINT webhook_deliveries_deliveries_check CHECK ((deliveries >= 1))
+);
+
+ALTER TABLE geo.webhook_deliveries OWNER TO geo_owner;
 
 --
 -- Name: brand_metrics brand_metrics_pkey; Type: CONSTRAINT; Schema: analytics; Owner: geo_owner
@@ -2936,6 +2954,13 @@ ALTER TABLE ONLY geo.upstream_requests
 
 ALTER TABLE ONLY geo.warc_records
     ADD CONSTRAINT warc_records_pkey PRIMARY KEY (object_key, record_offset);
+
+--
+-- Name: webhook_deliveries webhook_deliveries_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.webhook_deliveries
+    ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (platform, upstream_id);
 
 --
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
@@ -4596,6 +4621,12 @@ GRANT SELECT ON TABLE geo.upstream_requests TO geo_analyst;
 
 GRANT SELECT,INSERT,DELETE ON TABLE geo.warc_records TO geo_service;
 GRANT SELECT ON TABLE geo.warc_records TO geo_analyst;
+
+--
+-- Name: TABLE webhook_deliveries; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.webhook_deliveries TO geo_service;
 
 -- Rows the migrations seed.
 --

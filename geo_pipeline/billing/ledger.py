@@ -83,6 +83,9 @@ class ChargeRequest:
     # Request-level usage the engine reported with the response (None: none reported). Not
     # part of the charge: recorded on the attempt by the completion write, for reconciliation.
     usage: Usage | None = None
+    # Credits the vendor reported for the task (services that bill credits; None: none
+    # reported). Not part of the charge: kept in its details for reconciliation (issue 31).
+    vendor_credits: int | None = None
 
     @property
     def idempotency_key(self) -> str:
@@ -603,6 +606,11 @@ def post_charge(conn: Conn, charge: ChargeRequest) -> int | None:
                     "items": dict(decision.items),
                     "free_reason": decision.free_reason,
                     "unquoted": list(decision.unquoted),
+                    **(
+                        {"vendor_credits": charge.vendor_credits}
+                        if charge.vendor_credits is not None
+                        else {}
+                    ),
                 },
                 **common,
             )
@@ -822,7 +830,9 @@ def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
                                 "upstream_outcome": c.upstream_outcome,
                                 "retry_fee_rule": rule, "items": dict(decision.items),
                                 "free_reason": decision.free_reason,
-                                "unquoted": list(decision.unquoted)}}))  # fmt: skip
+                                "unquoted": list(decision.unquoted),
+                                **({"vendor_credits": c.vendor_credits}
+                                   if c.vendor_credits is not None else {})}}))  # fmt: skip
                 left -= decision.amount_minor
                 if decision.amount_minor > 0:
                     charged.add(c.sample_id)

@@ -25,7 +25,12 @@ from typing import TYPE_CHECKING, Any
 from psycopg.types.json import Jsonb
 
 from geo_pipeline.billing.prices import find_price_list
-from geo_pipeline.connectors.protocols import DAY_TOTAL_PREFIX, USAGE_FIELDS, statement_source
+from geo_pipeline.connectors.protocols import (
+    CREDITS,
+    DAY_TOTAL_PREFIX,
+    USAGE_FIELDS,
+    statement_source,
+)
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain import billing as rules
 from geo_pipeline.domain.billing import USAGE_COST, USAGE_MISSING, ReconciliationSummary, ReconLine
@@ -218,6 +223,7 @@ def reconcile_run(
     currency = _run_currency(conn, run_id)
     entries = _entries(registry)
     by_usage = {p: e for p, e in entries.items() if statement_source(e) == USAGE_FIELDS}
+    by_credits = {p: e for p, e in entries.items() if statement_source(e) == CREDITS}
     usage_rows = {
         (str(r["platform"]), str(r["upstream_id"])): r
         for r in (run_attempt_usage(conn, run_id) if by_usage else [])
@@ -247,6 +253,7 @@ def reconcile_run(
                 "day": r["charged_on"],
                 "free_reason": details.get("free_reason"),
                 "refunded_minor": int(r["refunded_minor"]),
+                "vendor_credits": details.get("vendor_credits"),
             }
         cur.execute(Q("billing.run_upstream_tasks"), {"run_id": run_id})
         for r in cur.fetchall():
@@ -319,6 +326,22 @@ def reconcile_run(
             meta = info[k]
             mine = ours.get(k)
             theirs_items = theirs.get(k)
+            if platform in by_credits and theirs_items is None:
+                version, mode = charged_with.get(upstream_id) or (quoted.get(platform, ""), "")
+                key = (platform, version)
+                if key not in price_cache:
+                    price_cache[key] = find_price_list(
+                        cur.connection,
+                        platform,
+                        version,
+                        {platform: by_credits[platform].capabilities},
+                    )
+                lines.append(
+                    _credit_line(
+                        upstream_id, meta, mine, currency, version, mode, price_cache[key], platform
+                    )
+                )
+                continue
             if platform in by_usage and theirs_items is None:
                 version = (charged_with.get(upstream_id) or (quoted.get(platform, ""), ""))[0]
                 lines.append(
@@ -542,6 +565,98 @@ def _usage_line(
             f"{usage.output_tokens} out x version {version} = {cost.exact} minor units"
         )
     return line("matched" if cost.amount_minor == ours else USAGE_COST, cost.amount_minor)
+
+
+def _credit_line(
+    upstream_id: str,
+    meta: dict[str, Any],
+    mine: dict[str, int] | None,
+    currency: str,
+    version: str,
+    mode: str,
+    prices: PriceList | None,
+    platform: str,
+) -> ReconLine:
+    """One task of a service that bills credits: our charge against the credits the vendor
+    reported for it x the credit price of the frozen version ``version`` (issue 31). One
+    conversion: the per-answer price in the quote is the same credits x price, rounded up."""
+    ours = sum((mine or {}).values())
+    outcome = meta.get("outcome")
+    credits = meta.get("vendor_credits")
+    detail: dict[str, Any] = {
+        "source": f"credits reported by the vendor x credit price of price version {version}",
+        "statement_source": CREDITS,
+        "price_version": version,
+        "ours_items": mine,
+        "our_day": meta["day"].isoformat(),
+    }
+    for extra in ("free_reason", "request_state", "refunded_minor"):
+        if meta.get(extra):
+            detail[extra] = meta[extra]
+
+    def line(cls: str, theirs: int) -> ReconLine:
+        return ReconLine(
+            upstream_id=upstream_id,
+            platform=platform,
+            classification=cls,
+            fee_class=rules.fee_class(cls, outcome),
+            ours_minor=ours,
+            theirs_minor=theirs,
+            currency=currency,
+            sample_id=meta.get("sample_id"),
+            attempt_no=meta.get("attempt_no"),
+            detail=detail,
+        )
+
+    if credits is None:
+        if mine is None or outcome not in ("completed", "failed"):
+            # Never answered or never charged: nothing reported to price (as with a statement).
+            return line(rules.classify(mine, None, statement_imported=True), 0)
+        if meta.get("free_reason") or outcome == "failed":
+            # A failed task reports nothing to us (its body never came): the platform's rule
+            # decided our charge; the vendor's credits for it are not known here.
+            detail["missing"] = (
+                "the task failed and its vendor reported no credits to us; check the vendor's "
+                "credit usage for this task"
+            )
+            if ours == 0:
+                return line("matched", 0)
+            return line(rules.CREDITS_MISSING, 0)
+        detail["missing"] = (
+            "the task was answered but its vendor reported no credits: its cost is unknown "
+            "(not zero)"
+        )
+        return line(rules.CREDITS_MISSING, 0)
+    if prices is None or prices.credit_price is None:
+        detail["missing"] = f"price version {version!r} states no credit price"
+        return line(rules.CREDITS_MISSING, 0)
+    if prices.currency != currency:
+        detail["missing"] = f"price version {version!r} is in {prices.currency}, the run {currency}"
+        return line(rules.CREDITS_MISSING, 0)
+    cp = prices.credit_price
+    cost = cp.cost(int(credits))
+    detail["credits"] = int(credits)
+    detail["credits_quoted"] = prices.credits.get(mode)
+    detail["credit_price"] = {"minor": cp.minor, "per_credits": cp.per_credits}
+    detail["cost_exact_minor"] = cost.exact
+    detail["rounding"] = "credits x price exact, rounded once half up to a whole minor unit"
+    if cost.amount_minor == ours:
+        return line("matched", cost.amount_minor)
+    quoted = prices.credits.get(mode)
+    if ours == 0 or quoted is None or int(credits) != quoted:
+        # Not the rounding of the quoted credits: the vendor billed credits the price version
+        # does not say an answer costs (a surcharge, a task we counted free). A person looks.
+        detail["unmatched"] = (
+            f"the vendor billed {credits} credits; price version {version} quotes {quoted} "
+            f"for mode {mode!r} and we charged {ours}"
+        )
+        return line("amount_mismatch", cost.amount_minor)
+    detail["explained_by"] = (
+        f"we charge a per-answer price ({prices.credits.get(mode)} credits rounded up to a whole "
+        f"minor unit); the vendor billed {credits} credits x {cp.minor}/{cp.per_credits} = "
+        f"{cost.exact} minor units"
+    )
+    return line(rules.CREDIT_COST, cost.amount_minor)
 
 
 def _in_day_total(

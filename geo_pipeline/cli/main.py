@@ -35,6 +35,7 @@ COMMAND_MODULES = (
     "accounts",
     "monitors",
     "deploy",
+    "webhooks",
 )
 
 

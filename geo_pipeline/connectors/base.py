@@ -216,6 +216,10 @@ class Evidence:
     capture: Mapping[str, str] = field(default_factory=dict)
     # The exchange the raw body came in, when the connector kept it (WARC request/response).
     exchange: HttpExchange | None = None
+    # What a service that bills credits says this task cost, in its credits (cloro's
+    # creditsCharged, Bright Data's billed records, one DataForSEO task, one SerpApi search);
+    # None: not reported. Priced with the frozen price version's credit_price (issue 31).
+    vendor_credits: int | None = None
 
 
 @dataclass(frozen=True)

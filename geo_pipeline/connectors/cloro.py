@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 from collections import OrderedDict
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any
 
@@ -90,6 +91,9 @@ class CloroConnector:
             entry.options.get("include") or {"markdown": True, "searchQueries": True}
         )
         self.priority = int(entry.options.get("priority", 1))
+        # research §2.1 "Submit": webhook?:{url}. The deployment's receiver URL (it carries its
+        # secret: from the environment, never logged); empty = no callbacks, polling only.
+        self.webhook_url = str(entry.options.get("webhook_url") or "")
         self.submit_timeout = timeout_from(entry.options, "submit_timeout_s", 15.0)
         self.read_timeout = timeout_from(entry.options, "read_timeout_s", 15.0)
         self._held: OrderedDict[str, bytes] = OrderedDict()
@@ -118,6 +122,8 @@ class CloroConnector:
                 "include": self.include,
             },
         }
+        if self.webhook_url:
+            body["webhook"] = {"url": self.webhook_url}
         try:
             resp = await self.client.post(
                 self.base + "/v1/async/task",
@@ -204,7 +210,29 @@ class CloroConnector:
             if resp.status_code != 200:
                 raise status_error(resp, what=what, not_found_is_missing=True)
             raw = resp.content
-        return self.parse_result(upstream_id, request, raw)
+        evidence = self.parse_result(upstream_id, request, raw)
+        return await self._with_html(evidence, raw)
+
+    async def _with_html(self, evidence: Evidence, raw: bytes) -> Evidence:
+        """The rendered page behind ``html`` (a URL that expires 24 h after completion, research
+        §2.1 "ChatGPT result fields"), fetched now so it is archived with the answer (evidence,
+        R20) before the vendor's URL expires. An expired or unreachable page is a warning on
+        the evidence, never a failed answer."""
+        try:
+            url = json.loads(raw)["response"].get("html")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            return evidence
+        if not isinstance(url, str) or not url:
+            return evidence
+        try:
+            resp = await self.client.get(url, timeout=self.read_timeout)
+        except httpx.HTTPError as exc:
+            return replace(evidence, warnings=(*evidence.warnings, f"HTML_UNFETCHED:{exc!r}"[:160]))
+        if resp.status_code != 200:
+            return replace(
+                evidence, warnings=(*evidence.warnings, f"HTML_UNFETCHED:{resp.status_code}")
+            )
+        return replace(evidence, page_html=resp.content)
 
     def parse_result(self, upstream_id: str, request: SubmitRequest, raw: bytes) -> Evidence:
         """A task body (``GET /v1/async/task/{id}``) as evidence, from bytes alone: also how an
@@ -231,6 +259,8 @@ class CloroConnector:
                 for s in result.get("sources") or []
             )
             queries = result.get("searchQueries") or []
+            charged = (data.get("credits") or {}).get("creditsCharged")
+            credits = None if charged is None else int(charged)
         except (UpstreamFailed, TransientError):
             raise
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -257,6 +287,9 @@ class CloroConnector:
             warnings=tuple(warnings),
             # The fan-out: the consumer product searched when it listed search queries.
             web_search_used=bool(queries),
+            search_queries=tuple(str(q) for q in queries),
+            # research §2.1 "Poll": credits.creditsCharged, set once the task is terminal.
+            vendor_credits=credits,
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:

@@ -294,6 +294,8 @@ class DataForSeoConnector:
             ),
             warnings=("SCREENSHOT_UNAVAILABLE",) if request.screenshot else (),
             web_search_used=bool(fan_out) or bool(retrieved),
+            # One task, billed at task_post (research §2.2 "Submit"); task_get is free.
+            vendor_credits=1,
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:

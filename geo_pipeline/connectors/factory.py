@@ -12,6 +12,7 @@ from types import TracebackType
 import httpx
 
 from geo_pipeline.connectors.base import Connector
+from geo_pipeline.connectors.brightdata import BrightDataConnector
 from geo_pipeline.connectors.cloro import CloroConnector
 from geo_pipeline.connectors.dataforseo import DataForSeoConnector
 from geo_pipeline.connectors.http import new_client
@@ -26,6 +27,7 @@ SERVICE_CONNECTORS: dict[str, Callable[[PlatformEntry, httpx.AsyncClient | None]
     "cloro": CloroConnector,
     "dataforseo": DataForSeoConnector,
     "serpapi": SerpApiConnector,
+    "brightdata": BrightDataConnector,
 }
 PROTOCOLS = ("simulator", "browser", *BUILDERS, *SERVICE_CONNECTORS)
 

@@ -371,7 +371,10 @@ COST_API_SOURCES: dict[str, Callable[[date], tuple[str, dict[str, Any]]]] = {
     "anthropic_cost_report": _anthropic_costs,
 }
 USAGE_FIELDS = "usage_fields"
-STATEMENT_SOURCES = (*COST_API_SOURCES, USAGE_FIELDS, "simulator")
+# A service that bills credits (issue 31): each task's vendor cost is the credits it reported
+# x the frozen price version's credit_price -- the default of a platform whose prices state one.
+CREDITS = "credits"
+STATEMENT_SOURCES = (*COST_API_SOURCES, USAGE_FIELDS, "simulator", CREDITS)
 _DEFAULT_SOURCE = {
     "openai_chat": "openai_costs",  # only OpenAI itself; other vendors must say usage_fields
     "openai_responses": "openai_costs",
@@ -388,6 +391,8 @@ def statement_source(entry: PlatformEntry) -> str:
     API: request-level usage recorded with each attempt x the frozen price version). Stated
     per platform as ``options.statement_source``; the protocol's default otherwise."""
     declared = entry.options.get("statement_source")
+    if not declared and entry.capabilities.prices.credit_price is not None:
+        declared = CREDITS
     source = str(declared or _DEFAULT_SOURCE.get(entry.protocol, USAGE_FIELDS))
     if source not in STATEMENT_SOURCES:
         raise ValueError(

@@ -178,6 +178,9 @@ class SerpApiConnector:
             ),
             warnings=warnings + (("SCREENSHOT_UNAVAILABLE",) if request.screenshot else ()),
             web_search_used=True,  # an AI Mode / Overview answer is grounded in Google Search
+            # One search billed: every request sets no_cache=true, so it is never a free
+            # cached hit (research §2.4 "Cache"); the page itself reports no credits.
+            vendor_credits=1,
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:

@@ -48,6 +48,13 @@ USAGE_MISSING = "usage_missing"
 # explained by that apportionment. The part of the total no run of ours expects (other usage on
 # the account) is one 'amount_mismatch' line on the day's first run, never one per run.
 APPORTIONED = "apportioned"
+# A service that bills credits (statement_source credits, issue 31): their amount is the credits
+# the vendor reported for the task x the credit price of the frozen price version, rounded once.
+# Our per-answer price is that rounded UP (PriceList.credit_price): a difference is explained
+# by the arithmetic the detail shows. A completed task whose vendor reported no credits has an
+# unknown cost (never zero): unexplained.
+CREDIT_COST = "credit_cost"
+CREDITS_MISSING = "credits_missing"
 ALL_CLASSIFICATIONS: tuple[str, ...] = (
     *CLASSIFICATIONS,
     PRICE_CHANGE,
@@ -55,6 +62,8 @@ ALL_CLASSIFICATIONS: tuple[str, ...] = (
     USAGE_COST,
     USAGE_MISSING,
     APPORTIONED,
+    CREDIT_COST,
+    CREDITS_MISSING,
 )
 # THE "explained difference" predicate (issue #34): the one rule the reconciliation summary, the
 # blocking check zero_unexplained_difference, the R26 gauge and the reconciliation alert apply
@@ -70,6 +79,7 @@ EXPLAINED: tuple[str, ...] = (
     IN_DAY_TOTAL,
     USAGE_COST,
     APPORTIONED,
+    CREDIT_COST,
 )
 
 
@@ -379,6 +389,7 @@ class ReconciliationSummary:
     # explain, the figure the R26 gauge adds up (signed differences of two lines can cancel).
     unexplained_absolute_minor: int = 0
     unexplained_lines: int = 0
+    credit_cost_difference_minor: int = 0  # credits x credit price vs our rounded-up price
 
     @property
     def explained_difference_minor(self) -> int:
@@ -389,6 +400,7 @@ class ReconciliationSummary:
             self.price_change_difference_minor
             + self.usage_cost_difference_minor
             + self.apportioned_difference_minor
+            + self.credit_cost_difference_minor
         )
 
     @property
@@ -416,6 +428,7 @@ class ReconciliationSummary:
             "price_change_difference_minor": self.price_change_difference_minor,
             "usage_cost_difference_minor": self.usage_cost_difference_minor,
             "apportioned_difference_minor": self.apportioned_difference_minor,
+            "credit_cost_difference_minor": self.credit_cost_difference_minor,
             "explained_difference_minor": self.explained_difference_minor,
             "clean": self.clean,
         }
@@ -430,7 +443,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
     n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
-    apportioned = absolute = unexplained_lines = 0
+    apportioned = absolute = unexplained_lines = credit_cost = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -447,6 +460,8 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             usage_cost += line.difference_minor
         elif line.classification == APPORTIONED:
             apportioned += line.difference_minor
+        elif line.classification == CREDIT_COST:
+            credit_cost += line.difference_minor
         elif not is_explained(line.classification):
             unexplained += line.difference_minor
             absolute += abs(line.difference_minor)
@@ -469,4 +484,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         apportioned_difference_minor=apportioned,
         unexplained_absolute_minor=absolute,
         unexplained_lines=unexplained_lines,
+        credit_cost_difference_minor=credit_cost,
     )

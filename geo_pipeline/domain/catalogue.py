@@ -284,6 +284,8 @@ PRICE_FIELDS = (
     "screenshot",
     "retry_fee_rule",
     "source",
+    "credits",
+    "credit_price",
 )
 _PRICE_KEYS = frozenset(PRICE_FIELDS)
 _RETRY_FEE_RULES = ("charged", "free_after_failure", "free")
@@ -358,6 +360,8 @@ def parse_price_versions(
                 f"datetime with a zone, got {spec.get('effective_from')!r}"
             )
         base = spec.get("base")
+        if base is None and isinstance(spec.get("credits"), Mapping) and spec["credits"]:
+            base = dict(spec["credits"])  # the modes; the amounts are computed from the credits
         if not isinstance(base, Mapping) or not base:
             problems.append(f"{at}.base: required, a mapping of mode to minor units")
             base = {}
@@ -406,11 +410,16 @@ def parse_price_versions(
             seen.setdefault((platform, version), at)
         if len(problems) > before or when is None:
             continue
+        try:
+            prices = PriceList.from_mapping(spec)
+        except (ValueError, TypeError) as exc:
+            problems.append(f"{at}: {exc}")
+            continue
         out.append(
             PriceVersion(
                 platform=platform,
                 effective_from=when,
-                prices=PriceList.from_mapping(spec),
+                prices=prices,
                 source=str(spec.get("source", default_source) or ""),
             )
         )
@@ -429,6 +438,17 @@ def price_list_mapping(prices: PriceList) -> dict[str, Any]:
         "web_search": prices.web_search,
         "screenshot": prices.screenshot,
         "retry_fee_rule": prices.retry_fee_rule,
+        **(
+            {
+                "credits": dict(sorted(prices.credits.items())),
+                "credit_price": {
+                    "minor": prices.credit_price.minor,
+                    "per_credits": prices.credit_price.per_credits,
+                },
+            }
+            if prices.credit_price is not None
+            else {}
+        ),
     }
 
 

@@ -22,6 +22,41 @@ first accepted attempt of a sample is billed. The platform's rule, never our ass
 
 
 @dataclass(frozen=True)
+class CreditCost:
+    amount_minor: int  # rounded once, half up
+    exact: str  # the unrounded amount in minor units, as a decimal string (6 places)
+
+
+@dataclass(frozen=True)
+class CreditPrice:
+    """What a vendor's credit costs (answer-scraping services bill credits, or records, or
+    searches: one "credit" each): ``minor`` minor units buy ``per_credits`` credits. cloro's
+    entry plan, $30 for 37,500 credits, is ``CreditPrice(3000, 37500)``."""
+
+    minor: int
+    per_credits: int
+
+    def __post_init__(self) -> None:
+        for name, value in (("minor", self.minor), ("per_credits", self.per_credits)):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise ValueError(f"credit_price.{name} must be a non-negative integer: {value!r}")
+        if self.per_credits == 0:
+            raise ValueError("credit_price.per_credits must be at least 1")
+
+    def cost(self, credits: int) -> CreditCost:
+        """``credits`` x the price, exact, rounded ONCE half up to a whole minor unit."""
+        scaled = credits * self.minor * 1_000_000 // self.per_credits  # micro-minor, floored
+        whole, rest = divmod(scaled, 1_000_000)
+        remainder = credits * self.minor - whole * self.per_credits  # exact, in 1/per_credits
+        half_up = whole + (1 if 2 * remainder >= self.per_credits else 0)
+        return CreditCost(half_up, f"{whole}.{rest:06d}")
+
+    def ceil_minor(self, credits: int) -> int:
+        """The whole minor units a per-answer price must be to cover ``credits``."""
+        return -(-credits * self.minor // self.per_credits)
+
+
+@dataclass(frozen=True)
 class PriceList:
     """A platform's published prices, in integer minor units (R4, R23)."""
 
@@ -34,19 +69,52 @@ class PriceList:
     web_search: int = 0
     screenshot: int = 0
     retry_fee_rule: RetryFeeRule = "charged"
+    # Services that bill credits (issue 31): the credits one answer costs, per mode, and what a
+    # credit costs. The per-answer ``base`` is then credits x credit price rounded UP to a whole
+    # minor unit (computed when the list gives no base; a stated base must equal it), and
+    # reconciliation prices the credits the vendor reports with the same ``credit_price``.
+    credits: dict[str, int] = field(default_factory=dict)
+    credit_price: CreditPrice | None = None
 
     @classmethod
     def from_mapping(cls, p: Mapping[str, Any]) -> PriceList:
         """From the registry's (or a simulator profile's) ``prices`` mapping; missing
-        surcharges are 0, a missing retry_fee_rule is 'charged'."""
+        surcharges are 0, a missing retry_fee_rule is 'charged'. With ``credits`` and
+        ``credit_price: {minor, per_credits}`` the base may be left out: it is computed."""
+        credits = {str(k): int(v) for k, v in (p.get("credits") or {}).items()}
+        cp = p.get("credit_price")
+        credit_price = None
+        if cp is not None:
+            if not isinstance(cp, Mapping) or set(cp) != {"minor", "per_credits"}:
+                raise ValueError(
+                    f"prices.credit_price: {cp!r} must be {{minor: <minor units>, "
+                    "per_credits: <credits they buy>}"
+                )
+            credit_price = CreditPrice(cp["minor"], cp["per_credits"])
+        if credits and credit_price is None:
+            raise ValueError("prices.credits needs prices.credit_price (what a credit costs)")
+        computed = (
+            {m: credit_price.ceil_minor(n) for m, n in credits.items()} if credit_price else {}
+        )
+        base_spec = p.get("base")
+        base = {str(k): int(v) for k, v in base_spec.items()} if base_spec else dict(computed)
+        for mode, minor_units in computed.items():
+            if base.get(mode) != minor_units:
+                raise ValueError(
+                    f"prices.base.{mode}: {base.get(mode)!r}, but {credits[mode]} credits x "
+                    f"{credit_price.minor}/{credit_price.per_credits} rounded up is "  # type: ignore[union-attr]
+                    f"{minor_units}: leave base out, it is computed from the credits"
+                )
         return cls(
             version=str(p["version"]),
             currency=str(p["currency"]),
-            base={str(k): int(v) for k, v in p["base"].items()},
+            base=base,
             deep_thinking=int(p.get("deep_thinking", 0)),
             web_search=int(p.get("web_search", 0)),
             screenshot=int(p.get("screenshot", 0)),
             retry_fee_rule=p.get("retry_fee_rule", "charged"),
+            credits=credits,
+            credit_price=credit_price,
         )
 
     def __post_init__(self) -> None:

@@ -86,6 +86,24 @@ class Journal:
             record["cost"] = [protocol, model, at.isoformat(), minor]
         self._write(record)
 
+    def service(self, name: str, record: dict[str, Any]) -> None:
+        """One change of an answer-scraping service's state (simulator.services.persist)."""
+        self._write({"k": "svc", "svc": name, **record})
+
+    def service_records(self) -> list[dict[str, Any]]:
+        """The services' records in the order they were written (a torn line is skipped)."""
+        if not self.path.exists():
+            return []
+        out = []
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            try:
+                r = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(r, dict) and r.get("k") == "svc":
+                out.append(r)
+        return out
+
     def reset(self) -> None:
         self._fh.close()
         self._fh = self.path.open("w", encoding="utf-8")

@@ -799,7 +799,7 @@ def create_app(config: SimulatorConfig, state_file: Path | None = None) -> web.A
         sim.journal.replay(sim.state, sim.sync_costs)
     app = web.Application(client_max_size=1024**2)
     app[STATE_KEY] = sim
-    sim.services = mount_services(app, config.seed, config.services)  # cloro, dataforseo, ...
+    sim.services = mount_services(app, config.seed, config.services, sim.journal)  # cloro, ...
     app.add_routes(
         [
             web.post("/v1/{platform}/tasks", sim.submit),

@@ -29,7 +29,13 @@ from collections.abc import Mapping
 from typing import Any
 
 from geo_pipeline.billing.ledger import ChargeRequest
-from geo_pipeline.connectors.base import Acceptance, ConnectorError, Evidence, SubmitRequest
+from geo_pipeline.connectors.base import (
+    Acceptance,
+    ConnectorError,
+    Evidence,
+    SubmitRequest,
+    TransientError,
+)
 from geo_pipeline.domain.retry import ErrorFacts, RetryPolicy, classify, poll_interval
 from geo_pipeline.evidence.archive import ArchiveError
 from geo_pipeline.evidence.write_ahead import HeldResponse, get_response, put_response
@@ -38,6 +44,7 @@ from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import ACCEPT_LATENCY, EXECUTION_TIME, PROCESSED, RETRIES
 from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
+from geo_pipeline.store.webhooks import task_for_key as webhook_task_for_key
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.evidence_bridge import (
     archive_for_completion,
@@ -50,6 +57,11 @@ from geo_pipeline.worker.settings import UNCERTAIN_PARK_S
 from geo_pipeline.worker.waits import waiting
 
 log = logging.getLogger("geo_pipeline.worker")
+
+
+class TimedOut(TransientError):
+    """An accepted task still collecting past the retry policy's total bound (R13)."""
+
 
 # Outcomes of a re-send that say the platform did not take the request (so the key is free).
 DEFINITE_REJECTIONS = ("invalid_params", "no_permission")
@@ -131,8 +143,7 @@ class Attempt:
             if exc.error_class == "acceptance_unknown":
                 return await self.after_unknown()
             if exc.error_class == "already_accepted":
-                await self.held_upstream()
-                return None
+                return await self.held_upstream()
             await self.submit_failed(exc)
             return None
         crashpoint("accepted_not_recorded")
@@ -227,8 +238,7 @@ class Attempt:
                 acc = await self.send()
             except ConnectorError as exc:
                 if exc.error_class == "already_accepted":
-                    await self.held_upstream()
-                    return None
+                    return await self.held_upstream()
                 if exc.error_class in DEFINITE_REJECTIONS:
                     if self.lane.caps.lookup_by_key:
                         # A rejection of the RE-send says nothing certain about the first send,
@@ -257,11 +267,23 @@ class Attempt:
         await self.park_uncertain(f"acceptance_unknown:resend_{what}", self.c.s.retry.max_delay_s)
         return None
 
-    async def held_upstream(self) -> None:
+    async def held_upstream(self) -> Acceptance | None:
         """The platform says it holds a task under this attempt's key but not which (cloro's
-        409): accepted, id unknown (R12). A new key would pay twice; the sample waits for the
-        id (webhook, operator: `samples resolve`) instead."""
+        409): accepted, id unknown (R12). A new key would pay twice. If the service's callback
+        already named the task for this key (``geo.webhook_deliveries``), follow it; otherwise
+        the sample waits for the id (a later callback, an operator: `samples resolve`)."""
+        entry = getattr(self.lane.connector, "entry", None)
+        task_id = None
+        if entry is not None and self.c.pool is not None:
+            task_id = await self.c.db(
+                webhook_task_for_key, entry.protocol, self.req.idempotency_key
+            )
+        if task_id is not None:
+            acc = Acceptance(upstream_id=task_id)
+            await self.accepted(acc, "webhook")
+            return acc
         await self.park_uncertain("accepted_upstream:id_unknown", UNCERTAIN_PARK_S)
+        return None
 
     async def recover(self) -> Acceptance | None:
         """A take-over of an attempt whose request may have left (its record says 'sending' or
@@ -405,6 +427,17 @@ class Attempt:
                     pr = await lane.connector.poll(upstream_id)
                 state = pr.state
                 poll_errors = 0
+                if state not in ("completed", "failed") and self.overdue(started):
+                    # Still collecting past the total bound, on a platform where one task can
+                    # be stopped: give up and cancel it (it would hold a concurrency slot and
+                    # could still bill). Elsewhere the task runs on and is followed: it will be
+                    # billed whether we wait or not (cloro), so giving up would lose a paid
+                    # result.
+                    await self.fail_accepted(
+                        TimedOut(f"{lane.platform} task {upstream_id} still {state}"),
+                        "poll:timed_out",
+                    )
+                    return
             except ConnectorError as exc:
                 poll_errors += 1
                 d = classify(
@@ -436,7 +469,7 @@ class Attempt:
                         )
                     )
                     return
-                await self.fail_accepted(exc, d.reason)
+                await self.fail_accepted(exc, self.gone_reason(exc, started) or d.reason)
                 return
         if state == "failed":
             await self.upstream_failed(upstream_id)
@@ -450,6 +483,10 @@ class Attempt:
             if exc.error_class == "unparseable":
                 # Keep the raw bytes, send to review, never re-ask (R13).
                 await self.complete(upstream_id, None, unparseable=exc)
+                return
+            gone = self.gone_reason(exc, started)
+            if gone is not None:
+                await self.fail_accepted(exc, gone)
                 return
             if time.monotonic() - started > self.policy().max_total_s:
                 # Accepted long ago and the result still cannot be fetched: R13's total bound.
@@ -475,6 +512,7 @@ class Attempt:
         """An accepted task we cannot follow any further: fail it with the upstream id kept on
         the sample and no charge we cannot prove; reconciliation will see the platform's line
         and an operator can follow up (R13, R23)."""
+        await self.release_upstream(self.h.upstream_id or self.h.row.get("upstream_id"))
         await self.end(
             completion.Finish(
                 self.h.sample_id,
@@ -486,6 +524,62 @@ class Attempt:
                 error_detail=str(exc)[:300],
             )
         )
+
+    def gone_reason(self, exc: ConnectorError, started: float) -> str | None:
+        """A platform that keeps results for a stated time (``result_retention_s``: cloro 24 h,
+        DataForSEO and Bright Data 30 days) answering "not found" for an accepted task: the
+        result is gone upstream (expired, or never kept), whatever we do next. The sample ends
+        in a state that says so -- never a silent loss, never polled on (issue 31)."""
+        retention = self.lane.caps.result_retention_s
+        if exc.error_class != "not_found" or retention is None:
+            return None
+        age = int(time.monotonic() - started)
+        log.warning(
+            "result gone upstream",
+            extra={
+                "sample_id": self.h.sample_id,
+                "upstream_id": self.h.upstream_id,
+                "accepted_for_s": age,
+                "retention_s": int(retention),
+            },
+        )
+        return f"result_gone_upstream:not_found:retention_{int(retention)}s"
+
+    def overdue(self, started: float) -> bool:
+        caps = self.lane.caps
+        return (
+            caps.cancellable
+            and caps.cancel_scope == "task"
+            and time.monotonic() - started > self.policy().max_total_s
+        )
+
+    async def release_upstream(self, upstream_id: str | None) -> None:
+        """A task we give up on is cancelled upstream where one task can be (Bright Data: an
+        abandoned snapshot holds the dataset's concurrency cap until it ends). Best effort: a
+        failed cancel is logged, the sample's end is written all the same."""
+        caps = self.lane.caps
+        if upstream_id is None or not caps.cancellable or caps.cancel_scope != "task":
+            return
+        try:
+            async with self.lane.calls:
+                result = await self.lane.connector.cancel(upstream_id)
+            log.info(
+                "abandoned upstream task cancelled",
+                extra={
+                    "sample_id": self.h.sample_id,
+                    "upstream_id": upstream_id,
+                    "cancelled": result.upstream_cancelled,
+                },
+            )
+        except Exception as exc:  # a cancel must never keep the sample from ending
+            log.warning(
+                "cancel of an abandoned upstream task failed",
+                extra={
+                    "sample_id": self.h.sample_id,
+                    "upstream_id": upstream_id,
+                    "error": f"{type(exc).__name__}: {exc}",
+                },
+            )
 
     async def upstream_failed(self, upstream_id: str, ev: Evidence | None = None) -> None:
         """The accepted task failed upstream: charge per the platform's rule (billing decides),
@@ -713,4 +807,5 @@ def charge_for(h: Held, upstream_id: str, outcome: str, ev: Evidence | None) -> 
         web_search_used=bool(ev and ev.web_search_used),
         screenshot_used=bool(ev and ev.screenshot_used),
         usage=ev.usage if ev else None,  # request-level tokens, recorded with the attempt
+        vendor_credits=ev.vendor_credits if ev else None,
     )

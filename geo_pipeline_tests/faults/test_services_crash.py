@@ -117,3 +117,54 @@ def test_dataforseo_worker_killed_between_send_and_record(
         "SELECT sample_id, count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge' GROUP BY 1",
     )
     assert len(charges) == N and all(c["n"] == 1 for c in charges)
+
+
+def test_brightdata_worker_killed_between_send_and_record(
+    cluster: Cluster, db_url, monkeypatch
+) -> None:
+    """Bright Data takes no key and has no look-up by one: the next worker cannot tell whether
+    the dead worker's trigger created a snapshot, so the sample waits for review -- never a
+    second trigger (a second billed record), judged from the simulator's per-input counts."""
+    for name, value in {
+        "GEO_BRIGHTDATA_URL": f"{cluster.sim_url}/brightdata",
+        "GEO_BRIGHTDATA_API_KEY": "sim-brightdata-key",
+    }.items():
+        monkeypatch.setenv(name, value)
+        cluster.env[name] = value
+    platform = "chatgpt_brightdata"
+    ids = make_cloro_run(db_url, load_registry(), "r-bd-crash", N, platform=platform)
+    cluster.relay()
+    cluster.sweeper()
+    w1 = cluster.worker(crash_at="accepted_not_recorded", platforms=(platform,))
+    assert cluster.wait_dead(w1, timeout_s=START_S) == -signal.SIGKILL
+    w2 = cluster.worker(platforms=(platform,))
+    cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
+    cluster.wait(settled(db_url, N), RECOVERY_S, "every sample completed or sent to review")
+    cluster.stop(w2)
+    check_invariants(db_url, expected_samples=N)
+    rows = fetch(
+        db_url,
+        "SELECT s.sample_id, s.attempt_no, s.collection_state, s.submission_state, s.region, "
+        "q.text, coalesce(s.submission_reason, '') || ' ' || coalesce(s.collection_reason, '') "
+        "AS why FROM geo.samples s JOIN geo.question_revisions q USING (question_revision)",
+    )
+    parked = [r for r in rows if r["submission_state"] == "uncertain"]
+    completed = [r for r in rows if r["collection_state"] == "completed"]
+    assert parked, "the killed worker's triggered-but-unrecorded snapshot must wait for review"
+    assert len(parked) + len(completed) == N
+    assert all("acceptance_unknown:no_lookup" in r["why"] for r in parked), parked
+    assert all(r["attempt_no"] == 1 for r in rows)
+    stats = httpx.get(f"{cluster.sim_url}/_control/services/brightdata/stats", timeout=10).json()
+    keys = stats["keys"]
+    inputs = {r["sample_id"]: f"{r['region'].upper()}|{r['text']}" for r in rows}
+    assert set(keys) == set(inputs.values()) and len(ids) == N
+    assert max(v["trigger_calls"] for v in keys.values()) == 1  # never triggered twice
+    assert stats["max_snapshots_per_input"] == 1
+    charges = fetch(
+        db_url,
+        "SELECT sample_id, count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge' GROUP BY 1",
+    )
+    assert all(c["n"] == 1 for c in charges)
+    assert {c["sample_id"] for c in charges} == {r["sample_id"] for r in completed}
+    for r in completed:  # every charge is for a record Bright Data billed
+        assert keys[inputs[r["sample_id"]]]["records_billed"] == 1

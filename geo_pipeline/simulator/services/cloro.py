@@ -14,7 +14,9 @@ canned refusals (short text, no sources) billed all the same; ``html`` URLs that
 after completion; task records (and the key binding) deleted 24 h after creation;
 ``DELETE /v1/async/queue`` that drops every QUEUED task of the organisation and nothing else;
 ``GET /v1/async/status``; 429 without Retry-After; lost responses after the task was created.
-Not reproduced: webhooks, the batch endpoint, sync endpoints, concurrency slots and the 100k
+Webhooks: a POST to ``webhook.url`` on a terminal state, a new ``X-Cloro-Webhook-Id`` per
+attempt, retries at ~2/4/8/16 minutes of the service clock, lost and duplicated deliveries.
+Not reproduced: the batch endpoint, sync endpoints, concurrency slots and the 100k
 queue cap, server-side retries, rawResponse / entities / map fields, the credits API.
 
 The clock is the process's monotonic clock plus an offset that ``/_control/services/cloro/advance``
@@ -24,6 +26,7 @@ moves forward, so a test sees 24 h pass without waiting.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import json
 import re
@@ -40,6 +43,7 @@ from aiohttp import web
 from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.simulator.answers import generate_answer, unit
 from geo_pipeline.simulator.profiles import Profile
+from geo_pipeline.simulator.services import persist
 
 PREFIX = "/cloro"
 DAY_S = 24 * 3600.0
@@ -84,6 +88,11 @@ class CloroProfile:
     rate_limited_rate: float = 0.0  # 429 RATE_LIMIT_EXCEEDED, without Retry-After
     retention_s: float = DAY_S  # research §2.1 "Errors": 404 once a task passes 24 h retention
     html_expiry_s: float = DAY_S  # research §2.1 "ChatGPT result fields": html expires after 24 h
+    # research §2.1 "Webhook": a delivery attempt that never arrives (retried at ~2, 4, 8, 16
+    # minutes, 5 attempts in all), and one delivered again, each time with a new
+    # X-Cloro-Webhook-Id ("redelivers at least once", §2.6).
+    webhook_lost_rate: float = 0.0
+    webhook_duplicate_rate: float = 0.0
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> CloroProfile:
         known = {f.name for f in dataclasses.fields(self)}
@@ -129,6 +138,10 @@ class CloroTask:
     refusal: bool
     credits: int
     fetched: int = 0  # result bodies served (GET with response of a COMPLETED task)
+    webhook_url: str | None = None  # research §2.1 "Submit": webhook?:{url}
+    hook_attempts: int = 0
+    hook_next: float = 0.0  # service clock: the next delivery attempt
+    hook_done: bool = False
 
     def status(self, now: float) -> str:
         if now < self.started:
@@ -146,6 +159,7 @@ class CloroService:
     def __init__(self, seed: int, profile: Mapping[str, Any] | None = None) -> None:
         self.seed = seed
         self.initial = CloroProfile().with_overrides(profile or {})
+        self.write: persist.Write | None = None  # the --state-file journal, when there is one
         self.reset()
 
     def reset(self) -> None:
@@ -161,6 +175,7 @@ class CloroService:
         self.expired: dict[str, CloroTask] = {}  # deleted by retention, kept for the counts
         self.cleared: dict[str, CloroTask] = {}  # dropped by DELETE /v1/async/queue
         self.requests: Counter[str] = Counter()
+        self.hooks: Counter[str] = Counter()  # webhook attempts: sent, lost, duplicate, failed
         self.seq = 0
 
     def now(self) -> float:
@@ -184,6 +199,66 @@ class CloroService:
                 web.post("/_control/services/cloro/reset", self.control_reset),
             ]
         )
+        app.on_startup.append(self._start_hooks)
+        app.on_cleanup.append(self._stop_hooks)
+
+    # ------------------------------------------------------------------ webhooks
+    async def _start_hooks(self, app: web.Application) -> None:
+        self._hook_task = asyncio.create_task(self._hook_loop())
+
+    async def _stop_hooks(self, app: web.Application) -> None:
+        self._hook_task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._hook_task
+
+    async def _hook_loop(self) -> None:
+        import aiohttp
+
+        async with aiohttp.ClientSession() as session:
+            while True:
+                await asyncio.sleep(0.05)
+                now = self.now()
+                due = [
+                    t
+                    for t in list(self.tasks.values())
+                    if t.webhook_url
+                    and not t.hook_done
+                    and t.hook_attempts < 5
+                    and t.status(now) in ("COMPLETED", "FAILED")
+                    and now >= t.hook_next
+                ]
+                for task in due:
+                    await self._deliver(session, task, now)
+
+    async def _deliver(self, session: Any, task: CloroTask, now: float) -> None:
+        """research §2.1 "Webhook": a POST on a terminal state, acknowledged by any 2xx, retried
+        5 times at ~2, 4, 8, 16 minutes; X-Cloro-Webhook-Id changes with every attempt. The body
+        is the task as a poll shows it without ``response`` (inf.: the receiver polls for it)."""
+        task.hook_attempts += 1
+        draw = f"{task.id}#{task.hook_attempts}"
+        task.hook_next = now + 120.0 * 2 ** (task.hook_attempts - 1)
+        if unit(self.seed, draw, "hook-lost") < self.profile.webhook_lost_rate:
+            self.hooks["lost"] += 1
+            return
+        status = task.status(now)
+        body = {"task": self._summary(task, now), "credits": self._credits(task, status)}
+        copies = 2 if unit(self.seed, draw, "hook-dup") < self.profile.webhook_duplicate_rate else 1
+        for _ in range(copies):
+            try:
+                async with session.post(
+                    str(task.webhook_url),
+                    json=body,
+                    headers={"X-Cloro-Webhook-Id": str(uuid.uuid4())},
+                    timeout=aiohttp_timeout(),
+                ) as resp:
+                    ok = 200 <= resp.status < 300
+            except Exception:
+                ok = False
+            self.hooks["sent" if ok else "failed"] += 1
+            if ok:
+                task.hook_done = True
+        if copies == 2:
+            self.hooks["duplicate"] += 1
 
     # ------------------------------------------------------------------ envelope
     def _error(
@@ -360,12 +435,17 @@ class CloroService:
             fails=unit(self.seed, salt, "fail") < prof.fail_rate,
             refusal=unit(self.seed, salt, "refusal") < prof.refusal_rate,
             credits=credits,
+            webhook_url=(body.get("webhook") or {}).get("url"),
         )
-        self.tasks[tid] = task
-        if key is not None:
-            self.by_key[key] = tid
-        self.created[key or "-"].append(tid)
+        self._index(task)
+        self.journal({"op": "task", **persist.dump(task, *_TASK_TIMES)})
         return task
+
+    def _index(self, task: CloroTask) -> None:
+        self.tasks[task.id] = task
+        if task.key is not None:
+            self.by_key[task.key] = task.id
+        self.created[task.key or "-"].append(task.id)
 
     async def get_task(self, request: web.Request) -> web.Response:
         kind = "poll"
@@ -473,6 +553,7 @@ class CloroService:
             return denied
         now = self.now()
         queued = [t for t in self.tasks.values() if t.status(now) == "QUEUED"]
+        self.journal({"op": "clear", "ids": [t.id for t in queued]})
         for task in queued:
             del self.tasks[task.id]
             self.cleared[task.id] = task
@@ -526,6 +607,7 @@ class CloroService:
             "requests": dict(sorted(self.requests.items())),
             "expired": len(self.expired),
             "cleared": len(self.cleared),
+            "webhooks": dict(sorted(self.hooks.items())),
         }
 
     async def control_profile(self, request: web.Request) -> web.Response:
@@ -546,6 +628,7 @@ class CloroService:
         if seconds < 0:
             return web.json_response({"error": {"message": "seconds must be >= 0"}}, status=400)
         self.offset += seconds
+        self.journal({"op": "advance", "seconds": seconds})
         return web.json_response({"offset_s": self.offset})
 
     async def control_stats(self, request: web.Request) -> web.Response:
@@ -553,7 +636,46 @@ class CloroService:
 
     async def control_reset(self, request: web.Request) -> web.Response:
         self.reset()
+        self.journal({"op": "reset"})
         return web.json_response({"reset": True})
+
+    # ------------------------------------------------------------------ --state-file
+    def journal(self, record: dict[str, Any]) -> None:
+        if self.write is not None:
+            self.write(record)
+
+    def restore(self, record: dict[str, Any]) -> None:
+        """Replay one journal record (simulator.services.persist) on a fresh service."""
+        op = record.get("op")
+        if op == "reset":
+            self.reset()
+        elif op == "advance":
+            self.offset += float(record["seconds"])
+        elif op == "task":
+            task = persist.load(CloroTask, record, **_TIMES_KW, now=self.now(), wall=self.wall())
+            self._index(task)
+            self.submit_calls[task.key or "-"] += 1
+        elif op == "clear":
+            for tid in record["ids"]:
+                task = self.tasks.pop(tid, None)
+                if task is not None:
+                    self.cleared[tid] = task
+                    if task.key is not None and self.by_key.get(task.key) == tid:
+                        del self.by_key[task.key]
+
+
+_TASK_TIMES = ("created", "created_wall", ("started", "done"))
+_TIMES_KW: dict[str, Any] = {
+    "anchor": "created",
+    "anchor_wall": "created_wall",
+    "clocks": ("started", "done"),
+}
+
+
+def aiohttp_timeout() -> Any:
+    import aiohttp
+
+    return aiohttp.ClientTimeout(total=10)
 
 
 def i_completed(task: CloroTask, now: float) -> bool:

@@ -36,6 +36,7 @@ from aiohttp import web
 from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.simulator.answers import generate_answer, unit
 from geo_pipeline.simulator.profiles import Profile
+from geo_pipeline.simulator.services import persist
 
 PREFIX = "/dataforseo"
 ENDPOINT = "/v3/ai_optimization/chat_gpt/llm_scraper"
@@ -112,10 +113,15 @@ class DfsTask:
     fetched: int = 0
 
 
+_TASK_TIMES = ("posted", "posted_wall", ("done",))
+_TASK_KW: dict[str, Any] = {"anchor": "posted", "anchor_wall": "posted_wall", "clocks": ("done",)}
+
+
 class DataForSeoService:
     def __init__(self, seed: int, profile: Mapping[str, Any] | None = None) -> None:
         self.seed = seed
         self.initial = DataForSeoProfile().with_overrides(profile or {})
+        self.write: persist.Write | None = None  # the --state-file journal, when there is one
         self.reset()
 
     def reset(self) -> None:
@@ -261,6 +267,7 @@ class DataForSeoService:
             )
             self.tasks[tid] = task
             self.created[tag or "-"].append(tid)
+            self.journal({"op": "task", **persist.dump(task, *_TASK_TIMES)})
             lost = lost or unit(self.seed, draw, "dfs-lost") < self.profile.lost_rate
             out.append(
                 self._task_entry(
@@ -351,6 +358,7 @@ class DataForSeoService:
                 [self._task_entry(tid, 40103, "Task Failed. Please resubmit the task.")], kind=kind
             )
         task.collected = True
+        self.journal({"op": "collected", "id": task.id})
         task.fetched += 1
         return self._envelope(
             [
@@ -484,6 +492,7 @@ class DataForSeoService:
         if seconds < 0:
             return web.json_response({"error": {"message": "seconds must be >= 0"}}, status=400)
         self.offset += seconds
+        self.journal({"op": "advance", "seconds": seconds})
         return web.json_response({"offset_s": self.offset})
 
     async def control_stats(self, request: web.Request) -> web.Response:
@@ -491,4 +500,27 @@ class DataForSeoService:
 
     async def control_reset(self, request: web.Request) -> web.Response:
         self.reset()
+        self.journal({"op": "reset"})
         return web.json_response({"reset": True})
+
+    # ------------------------------------------------------------------ --state-file
+    def journal(self, record: dict[str, Any]) -> None:
+        if self.write is not None:
+            self.write(record)
+
+    def restore(self, record: dict[str, Any]) -> None:
+        """Replay one journal record (simulator.services.persist) on a fresh service."""
+        op = record.get("op")
+        if op == "reset":
+            self.reset()
+        elif op == "advance":
+            self.offset += float(record["seconds"])
+        elif op == "task":
+            task = persist.load(DfsTask, record, **_TASK_KW, now=self.now(), wall=self.wall())
+            self.tasks[task.id] = task
+            self.created[task.tag or "-"].append(task.id)
+            self.posts[task.tag or "-"] += 1
+        elif op == "collected":
+            found = self.tasks.get(record["id"])
+            if found is not None:
+                found.collected = True

@@ -68,6 +68,8 @@ def test_the_predicate_names_every_classification_once():
         "in_day_total",
         "usage_cost",
         "apportioned",
+        "credit_cost",
     }
     assert not rules.is_explained("usage_missing")
+    assert not rules.is_explained("credits_missing")
     assert not rules.is_explained("amount_mismatch")

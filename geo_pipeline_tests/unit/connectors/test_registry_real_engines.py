@@ -42,6 +42,7 @@ SERVICES = {
     "chatgpt_dataforseo": ("GEO_DATAFORSEO_CREDENTIALS", "dataforseo", "USD"),
     "aimode_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
     "aioverview_serpapi": ("GEO_SERPAPI_API_KEY", "serpapi", "USD"),
+    "chatgpt_brightdata": ("GEO_BRIGHTDATA_API_KEY", "brightdata", "USD"),
 }
 # The browser lane's channels (issue #32): disabled until the profiles directory is named.
 BROWSER = {
