@@ -68,7 +68,9 @@ def test_every_line_has_the_schema(items: list[tuple[int, dict[str, Any]]]) -> N
         attrs = obj["attributes"]
         assert isinstance(attrs, list), f"{where}: attributes={attrs!r} is not a list"
         for attr in attrs:
-            assert attr in ATTRIBUTES, f"{where}: attributes contains {attr!r}, allowed {ATTRIBUTES}"
+            assert attr in ATTRIBUTES, (
+                f"{where}: attributes contains {attr!r}, allowed {ATTRIBUTES}"
+            )
         assert len(set(attrs)) == len(attrs), f"{where}: attributes repeat: {attrs!r}"
 
 
