@@ -91,7 +91,8 @@ def test_the_context_is_in_its_language(items: list[tuple[int, dict[str, Any]]])
 
 def test_ids_and_labelled_pairs_are_unique(items: list[tuple[int, dict[str, Any]]]) -> None:
     ids = Counter(obj["id"] for _, obj in items)
-    assert not [i for i, n in ids.items() if n > 1], [i for i, n in ids.items() if n > 1]
+    repeated = sorted(i for i, n in ids.items() if n > 1)
+    assert not repeated, f"ids used more than once: {repeated}"
     pairs = Counter((obj["brand"], obj["context"]) for _, obj in items)
     dupes = [p for p, n in pairs.items() if n > 1]
     assert not dupes, f"the same (brand, context) is labelled twice: {dupes}"
