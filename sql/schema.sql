@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0032_day_total_apportioned, 24 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0034_share_of_voice_by_day, 26 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -369,7 +369,9 @@ DECLARE
   bad record;
 BEGIN
   SELECT n.sample_id, l.lyr, l.state INTO bad
-  FROM new_samples n
+  FROM (SELECT DISTINCT ON (submission_state, collection_state, evidence_state, analysis_state)
+               sample_id, submission_state, collection_state, evidence_state, analysis_state
+        FROM new_samples) n
   CROSS JOIN LATERAL (VALUES ('submission', n.submission_state), ('collection', n.collection_state),
                              ('evidence', n.evidence_state), ('analysis', n.analysis_state))
     AS l(lyr, state)
@@ -1150,6 +1152,7 @@ CREATE TABLE geo.samples (
     CONSTRAINT completed_needs_acceptance CHECK (((collection_state <> 'completed'::text) OR (submission_state = 'accepted'::text))),
     CONSTRAINT evidence_after_completion CHECK (((evidence_state = ANY (ARRAY['pending'::text, 'failed'::text])) OR (collection_state = 'completed'::text))),
     CONSTRAINT running_holds_lease CHECK (((collection_state <> 'running'::text) OR (lease_until IS NOT NULL))),
+    CONSTRAINT sample_id_is_identity_hash CHECK ((sample_id = ('s'::text || "left"(encode(sha256(convert_to(concat_ws(chr(31), run_id, question_revision, platform, device, region, mode, (repeat_index)::text), 'UTF8'::name)), 'hex'::text), 24)))),
     CONSTRAINT samples_analysis_state_check CHECK ((analysis_state = ANY (ARRAY['pending'::text, 'accepted'::text, 'review'::text, 'failed'::text]))),
     CONSTRAINT samples_attempt_no_check CHECK ((attempt_no >= 0)),
     CONSTRAINT samples_collection_state_check CHECK ((collection_state = ANY (ARRAY['queued'::text, 'running'::text, 'completed'::text, 'failed'::text]))),
@@ -2586,13 +2589,6 @@ ALTER TABLE ONLY geo.runs
     ADD CONSTRAINT runs_run_id_tenant_id_key UNIQUE (run_id, tenant_id);
 
 --
--- Name: samples samples_identity; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
---
-
-ALTER TABLE ONLY geo.samples
-    ADD CONSTRAINT samples_identity UNIQUE (run_id, platform, device, region, mode, question_revision, repeat_index);
-
---
 -- Name: samples samples_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -2652,6 +2648,12 @@ CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monit
 --
 
 CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics USING btree (monitor_id, channel, brand, scheduled_for);
+
+--
+-- Name: share_of_voice_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX share_of_voice_monitor_day ON analytics.share_of_voice USING btree (monitor_id, scheduled_for);
 
 --
 -- Name: analyst_logins_tenant; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -2766,6 +2768,12 @@ CREATE INDEX samples_queued_tenant_due ON geo.samples USING btree (tenant_id, pl
 --
 
 CREATE INDEX samples_queued_tenant_priority ON geo.samples USING btree (tenant_id, platform, priority DESC, next_attempt_at) WHERE (collection_state = 'queued'::text);
+
+--
+-- Name: samples_run_channel; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX samples_run_channel ON geo.samples USING btree (run_id, channel);
 
 --
 -- Name: samples_running_tenant; Type: INDEX; Schema: geo; Owner: geo_owner
