@@ -1,8 +1,8 @@
 -- What a sample costs to insert (issue 39): a 100,000-sample run is one COPY, and each row's
 -- index and trigger work is most of create_run. Measured with a server-side COPY of 100,000
--- rows (backend CPU, bench notes in bench/_scale_core.py), the 7-column samples_identity index
--- was the dearest part (+0.75-1.1 s of ~3.3 s: seven text comparisons per B-tree step); an
--- index on (run_id, channel) costs +0.15 s and the check below +0.18 s.
+-- rows (backend CPU; each index, check, trigger and key alone on a bare table), the 7-column
+-- samples_identity index was the dearest part (+0.75-1.1 s of ~3.3 s: seven text comparisons
+-- per B-tree step); an index on (run_id, channel) costs +0.15 s and the check below +0.18 s.
 --
 -- R5 stays enforced by the database, more strictly than before: every sample id IS the hash of
 -- its identity (the one rule of geo_pipeline.domain.plan.sample_id_for: 's' + the first 24 hex
