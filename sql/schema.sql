@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 31 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 34 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -324,6 +324,18 @@ $$;
 ALTER FUNCTION geo.claimable(run_id text, channel text, platform text, submission_state text, lookup_platforms text[]) OWNER TO geo_owner;
 
 --
+-- Name: delete_samples_of_deleted_runs(); Type: FUNCTION; Schema: geo; Owner: -
+--
+
+CREATE FUNCTION geo.delete_samples_of_deleted_runs() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  DELETE FROM geo.samples s USING old_runs o WHERE s.run_id = o.run_id;
+  RETURN NULL;
+END $$;
+
+--
 -- Name: exclusion_reason(text, text, integer); Type: FUNCTION; Schema: geo; Owner: geo_owner
 --
 
@@ -359,6 +371,18 @@ END $$;
 ALTER FUNCTION geo.forbid_change() OWNER TO geo_owner;
 
 --
+-- Name: forbid_key_change(); Type: FUNCTION; Schema: geo; Owner: -
+--
+
+CREATE FUNCTION geo.forbid_key_change() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  RAISE EXCEPTION 'geo: the key (run, tenant) of %.% may not change', TG_TABLE_SCHEMA, TG_TABLE_NAME
+    USING ERRCODE = 'foreign_key_violation';
+END $$;
+
+--
 -- Name: guard_sample_insert(); Type: FUNCTION; Schema: geo; Owner: geo_owner
 --
 
@@ -368,8 +392,22 @@ CREATE FUNCTION geo.guard_sample_insert() RETURNS trigger
 DECLARE
   bad record;
 BEGIN
+  SELECT n.run_id, n.tenant_id INTO bad
+  FROM (SELECT DISTINCT run_id, tenant_id FROM new_samples) n
+  LEFT JOIN LATERAL (SELECT true AS found FROM geo.runs r
+                      WHERE r.run_id = n.run_id AND r.tenant_id = n.tenant_id
+                      FOR KEY SHARE OF r) k ON true
+  WHERE k.found IS NULL
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: sample of run % (tenant %): no such run of that tenant',
+      bad.run_id, bad.tenant_id USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  -- The insert guard checks each distinct combination of initial states once (0033).
   SELECT n.sample_id, l.lyr, l.state INTO bad
-  FROM new_samples n
+  FROM (SELECT DISTINCT ON (submission_state, collection_state, evidence_state, analysis_state)
+               sample_id, submission_state, collection_state, evidence_state, analysis_state
+        FROM new_samples) n
   CROSS JOIN LATERAL (VALUES ('submission', n.submission_state), ('collection', n.collection_state),
                              ('evidence', n.evidence_state), ('analysis', n.analysis_state))
     AS l(lyr, state)
@@ -1279,6 +1317,7 @@ CREATE TABLE geo.samples (
     CONSTRAINT completed_needs_acceptance CHECK (((collection_state <> 'completed'::text) OR (submission_state = 'accepted'::text))),
     CONSTRAINT evidence_after_completion CHECK (((evidence_state = ANY (ARRAY['pending'::text, 'failed'::text])) OR (collection_state = 'completed'::text))),
     CONSTRAINT running_holds_lease CHECK (((collection_state <> 'running'::text) OR (lease_until IS NOT NULL))),
+    CONSTRAINT sample_id_is_identity_hash CHECK ((sample_id = ('s'::text || "left"(encode(sha256(convert_to(concat_ws(chr(31), run_id, question_revision, platform, device, region, mode, (repeat_index)::text), 'UTF8'::name)), 'hex'::text), 24)))),
     CONSTRAINT samples_analysis_state_check CHECK ((analysis_state = ANY (ARRAY['pending'::text, 'accepted'::text, 'review'::text, 'failed'::text]))),
     CONSTRAINT samples_attempt_no_check CHECK ((attempt_no >= 0)),
     CONSTRAINT samples_collection_state_check CHECK ((collection_state = ANY (ARRAY['queued'::text, 'running'::text, 'completed'::text, 'failed'::text]))),
@@ -2900,13 +2939,6 @@ ALTER TABLE ONLY geo.runs
     ADD CONSTRAINT runs_run_id_tenant_id_key UNIQUE (run_id, tenant_id);
 
 --
--- Name: samples samples_identity; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
---
-
-ALTER TABLE ONLY geo.samples
-    ADD CONSTRAINT samples_identity UNIQUE (run_id, platform, device, region, mode, question_revision, repeat_index);
-
---
 -- Name: samples samples_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -2973,6 +3005,12 @@ CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monit
 --
 
 CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics USING btree (monitor_id, channel, brand, scheduled_for);
+
+--
+-- Name: share_of_voice_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX share_of_voice_monitor_day ON analytics.share_of_voice USING btree (monitor_id, scheduled_for);
 
 --
 -- Name: account_sends_by_question; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3101,6 +3139,12 @@ CREATE INDEX samples_queued_tenant_due ON geo.samples USING btree (tenant_id, pl
 CREATE INDEX samples_queued_tenant_priority ON geo.samples USING btree (tenant_id, platform, priority DESC, next_attempt_at) WHERE (collection_state = 'queued'::text);
 
 --
+-- Name: samples_run_channel; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX samples_run_channel ON geo.samples USING btree (run_id, channel);
+
+--
 -- Name: samples_running_tenant; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -3215,6 +3259,18 @@ CREATE TRIGGER run_accounts_maintained_by_ledger BEFORE INSERT OR DELETE OR UPDA
 CREATE TRIGGER run_fee_rules_immutable BEFORE UPDATE ON geo.run_fee_rules FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
 
 --
+-- Name: runs runs_delete_samples; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER runs_delete_samples AFTER DELETE ON geo.runs REFERENCING OLD TABLE AS old_runs FOR EACH STATEMENT EXECUTE FUNCTION geo.delete_samples_of_deleted_runs();
+
+--
+-- Name: runs runs_key_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER runs_key_immutable BEFORE UPDATE OF run_id, tenant_id ON geo.runs FOR EACH ROW WHEN (((old.run_id IS DISTINCT FROM new.run_id) OR (old.tenant_id IS DISTINCT FROM new.tenant_id))) EXECUTE FUNCTION geo.forbid_key_change();
+
+--
 -- Name: samples samples_guard_insert; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
@@ -3225,6 +3281,12 @@ CREATE TRIGGER samples_guard_insert AFTER INSERT ON geo.samples REFERENCING NEW 
 --
 
 CREATE TRIGGER samples_id_immutable BEFORE UPDATE OF sample_id ON geo.samples FOR EACH ROW WHEN ((old.sample_id IS DISTINCT FROM new.sample_id)) EXECUTE FUNCTION geo.forbid_change();
+
+--
+-- Name: samples samples_tenant_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER samples_tenant_immutable BEFORE UPDATE OF tenant_id ON geo.samples FOR EACH ROW WHEN ((old.tenant_id IS DISTINCT FROM new.tenant_id)) EXECUTE FUNCTION geo.forbid_key_change();
 
 --
 -- Name: samples samples_touch; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -3502,13 +3564,6 @@ ALTER TABLE ONLY geo.runs
 
 ALTER TABLE ONLY geo.runs
     ADD CONSTRAINT runs_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
-
---
--- Name: samples samples_run; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
---
-
-ALTER TABLE ONLY geo.samples
-    ADD CONSTRAINT samples_run FOREIGN KEY (run_id, tenant_id) REFERENCES geo.runs(run_id, tenant_id) ON DELETE CASCADE;
 
 --
 -- Name: tenant_platform_limits tenant_platform_limits_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner

@@ -420,19 +420,13 @@ def reconcile_run(
                     others.append((other, day_split.upstream_id, day_split.lines_for(other)))
         # Idempotent rewrite: the run's previous result is replaced, never added to.
         cur.execute(Q("billing.delete_reconciliation"), {"run_id": run_id})
-        cur.executemany(
-            Q("billing.insert_reconciliation_line"),
-            [_line_params(run_id, line) for line in lines],
-        )
+        _insert_lines(cur, run_id, lines)
         for other, upstream_id, other_lines in others:
             cur.execute(
                 Q("billing.delete_day_total_lines"), {"run_id": other, "upstream_id": upstream_id}
             )
             if cur.fetchall():
-                cur.executemany(
-                    Q("billing.insert_reconciliation_line"),
-                    [_line_params(other, line) for line in other_lines],
-                )
+                _insert_lines(cur, other, other_lines)
     summary = rules.summarise(run_id, currency, lines)
     # R26: one meaning for the gauge, the unexplained difference over every run per currency
     # (the query business_gauges.refresh sets it from); the asset keeps each run's own.
@@ -711,20 +705,26 @@ def _expected_minor(row: dict[str, Any], entry: PlatformEntry | None) -> tuple[i
         return charged, "charge"
 
 
-def _line_params(run_id: str, line: ReconLine) -> dict[str, Any]:
-    return {
-        "run_id": run_id,
-        "upstream_id": line.upstream_id,
-        "sample_id": line.sample_id,
-        "attempt_no": line.attempt_no,
-        "platform": line.platform,
-        "classification": line.classification,
-        "ours_minor": line.ours_minor,
-        "theirs_minor": line.theirs_minor,
-        "currency": line.currency,
-        "fee_class": line.fee_class,
-        "detail": Jsonb(line.detail),
-    }
+def _insert_lines(cur: Any, run_id: str, lines: list[ReconLine]) -> None:
+    """The run's lines in one statement, whatever their number (issue 39)."""
+    if not lines:
+        return
+    cur.execute(
+        Q("billing.insert_reconciliation_lines"),
+        {
+            "run_id": run_id,
+            "upstream_ids": [x.upstream_id for x in lines],
+            "sample_ids": [x.sample_id for x in lines],
+            "attempt_nos": [x.attempt_no for x in lines],
+            "platforms": [x.platform for x in lines],
+            "classifications": [x.classification for x in lines],
+            "ours_minor": [x.ours_minor for x in lines],
+            "theirs_minor": [x.theirs_minor for x in lines],
+            "currencies": [x.currency for x in lines],
+            "fee_classes": [x.fee_class for x in lines],
+            "details": [Jsonb(x.detail) for x in lines],
+        },
+    )
 
 
 @dataclass(frozen=True)

@@ -19,6 +19,7 @@ from collections import Counter
 from collections.abc import Collection, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime
+from operator import itemgetter
 from typing import Any
 
 from geo_pipeline.billing import ledger, prices
@@ -34,6 +35,8 @@ CHECK_PLAN_VOLUME = "plan_volume_matches_snapshot"
 CHECK_PLAN_IDENTITIES = "sample_identities_unique"
 CHECK_PLAN_BATCHES = "batches_within_cap"
 EXAMPLES = 20  # a failing check lists at most this many ids or problems
+# A sample row's identity after its run (R5), in sample_id_for's order.
+IDENTITY = itemgetter("question_revision", "platform", "device", "region", "mode", "repeat_index")
 
 Rows = list[dict[str, Any]]
 
@@ -89,13 +92,13 @@ def plan_volume(config: NormalisedConfig, channel: str, rows: Rows) -> PlanCheck
 def plan_identities(run_id: str, channel: str, rows: Rows) -> PlanCheck:
     """R5: identities are unique and every sample id is the hash of its identity (so a retry
     or a re-plan can never create a second sample for the same identity)."""
-    keys = ("question_revision", "platform", "device", "region", "mode", "repeat_index")
-    identity = Counter(tuple(r[k] for k in keys) for r in rows)
+    identities = list(map(IDENTITY, rows))  # each row's identity built once (100k rows)
+    identity = Counter(identities)
     duplicated = [k for k, n in identity.items() if n > 1]
     wrong_ids = [
         r["sample_id"]
-        for r in rows
-        if r["sample_id"] != sample_id_for(run_id, *(r[k] for k in keys))
+        for r, key in zip(rows, identities, strict=True)
+        if r["sample_id"] != sample_id_for(run_id, *key)
     ]
     examples = [*map(str, duplicated), *wrong_ids][:EXAMPLES]
     return PlanCheck(

@@ -117,17 +117,14 @@ def insert_run(
                 "sample_count": len(plan.samples),
             },
         )
-        cur.executemany(
-            Q("runs.insert_batch"),
-            [
-                {
-                    "run_id": plan.run_id,
-                    "batch_no": b.batch_no,
-                    "size": b.size,
-                    "platform_counts": Jsonb(b.platform_counts),
-                }
-                for b in plan.batches
-            ],
+        cur.execute(
+            Q("runs.insert_batches"),
+            {
+                "run_id": plan.run_id,
+                "batch_nos": [b.batch_no for b in plan.batches],
+                "sizes": [b.size for b in plan.batches],
+                "platform_counts": [Jsonb(b.platform_counts) for b in plan.batches],
+            },
         )
         # COPY: a 100k-sample run is one round trip of rows, not 100k statements.
         with cur.copy(Q("runs.copy_samples")) as copy:  # type: ignore[arg-type]

@@ -79,10 +79,10 @@ def test_sampling_plan_checks_fail_on_a_broken_plan_and_nothing_is_dispatched(
     run_id = create_run(conn, dg_instance)
     ids = sample_ids(conn, run_id, WEB)
     # Break the plan three ways: a batch over its cap, a lost sample, and a duplicate identity
-    # under a made-up id (the identity constraint dropped to let the bad row in).
+    # under a made-up id (the id-is-identity-hash check dropped to let the bad row in).
     conn.execute("UPDATE geo.batches SET size = size + 500 WHERE run_id = %s", (run_id,))
     conn.execute("DELETE FROM geo.samples WHERE sample_id = %s", (ids[0],))
-    conn.execute("ALTER TABLE geo.samples DROP CONSTRAINT samples_identity")
+    conn.execute("ALTER TABLE geo.samples DROP CONSTRAINT sample_id_is_identity_hash")
     conn.execute(
         """INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,
              question_index, platform, device, region, mode, repeat_index, screenshot_policy)

@@ -262,13 +262,21 @@ WHERE run_id = %(run_id)s AND (upstream_id = %(upstream_id)s
                                OR upstream_id = %(upstream_id)s || ':not-ours')
 RETURNING upstream_id;
 
--- name: insert_reconciliation_line
+-- name: insert_reconciliation_lines
+-- A run's reconciliation lines in one statement (issue 39: a 100,000-charge run is one insert,
+-- not 100,000), in the order given (ORDER BY the arrays' ordinality).
 INSERT INTO geo.reconciliation_lines (run_id, upstream_id, sample_id, attempt_no, platform,
                                       classification, ours_minor, theirs_minor, currency,
                                       fee_class, detail)
-VALUES (%(run_id)s, %(upstream_id)s, %(sample_id)s, %(attempt_no)s, %(platform)s,
-        %(classification)s, %(ours_minor)s, %(theirs_minor)s, %(currency)s,
-        %(fee_class)s, %(detail)s);
+SELECT %(run_id)s, l.upstream_id, l.sample_id, l.attempt_no, l.platform, l.classification,
+       l.ours_minor, l.theirs_minor, l.currency, l.fee_class, l.detail
+FROM unnest(%(upstream_ids)s::text[], %(sample_ids)s::text[], %(attempt_nos)s::int[],
+            %(platforms)s::text[], %(classifications)s::text[], %(ours_minor)s::bigint[],
+            %(theirs_minor)s::bigint[], %(currencies)s::text[], %(fee_classes)s::text[],
+            %(details)s::jsonb[])
+  WITH ORDINALITY AS l(upstream_id, sample_id, attempt_no, platform, classification, ours_minor,
+                       theirs_minor, currency, fee_class, detail, ord)
+ORDER BY l.ord;
 
 -- name: reconciliation_lines
 SELECT upstream_id, sample_id, attempt_no, platform, classification, fee_class, ours_minor,

@@ -19,7 +19,7 @@ ORDER BY sample_id;
 -- name: batches_with_counts
 -- The given batches of a run with the number of samples that really carry each batch number,
 -- per platform (R3: a batch is within the submit cap and each platform's cap). One grouped pass
--- over the run's samples (found by the run_id prefix of the samples_identity index), not a
+-- over the run's samples (found by the run_id prefix of the samples_run_channel index), not a
 -- count per batch: a plan check costs the run's rows, whatever its batches and channels.
 SELECT b.batch_no, b.size, b.platform_counts,
        coalesce(a.actual_counts, '{}'::jsonb) AS actual_counts

@@ -56,9 +56,13 @@ INSERT INTO geo.runs (run_id, tenant_id, monitor_id, snapshot_id, quote_id, sche
 VALUES (%(run_id)s, %(tenant_id)s, %(monitor_id)s, %(snapshot_id)s, %(quote_id)s,
         %(scheduled_for)s, %(priority)s, %(sample_count)s);
 
--- name: insert_batch
+-- name: insert_batches
+-- Every batch of a run in one statement (a 100,000-sample run has 1,000): the statements of
+-- create_run do not grow with the run (issue 39).
 INSERT INTO geo.batches (run_id, batch_no, size, platform_counts)
-VALUES (%(run_id)s, %(batch_no)s, %(size)s, %(platform_counts)s);
+SELECT %(run_id)s, b.batch_no, b.size, b.platform_counts
+FROM unnest(%(batch_nos)s::int[], %(sizes)s::int[], %(platform_counts)s::jsonb[])
+  AS b(batch_no, size, platform_counts);
 
 -- name: copy_samples
 COPY geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision, question_index,

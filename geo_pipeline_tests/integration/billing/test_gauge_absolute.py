@@ -10,7 +10,7 @@ words (``domain.words.difference_text``) and in the signed figures beside it."""
 from __future__ import annotations
 
 from geo_pipeline.billing import ledger
-from geo_pipeline.defs import checks
+from geo_pipeline.defs.billing import checks
 from geo_pipeline.defs.alerts import AlertThresholds, database_incidents
 from geo_pipeline.store import business_gauges
 from geo_pipeline_tests.integration.billing.helpers import create

@@ -26,3 +26,18 @@ def test_settling_a_run_grows_linearly_with_its_charges(db: Any) -> None:
         assert settled.summary.counts["matched"] == len(plan.samples), settled.summary.counts
         work[questions] = w
     assert_linear("settle_run", work[2], work[20])
+
+
+def test_settling_sends_the_same_statements_whatever_the_run_size(db: Any) -> None:
+    """The reconciliation lines of a run are one set-based insert, not a statement per line."""
+    ledger.deposit(db, "growth", 10**12, "CNY", "growth-deposit")
+    db.commit()
+    statements = {}
+    for questions in (1, 5):  # 200 and 1,000 charges
+        plan = charged_run(db, questions, f"stmts-{questions}")
+        with measured(db) as w:
+            settled = settle_run(db, plan.run_id, registry=None)
+        assert settled.summary.counts["matched"] == len(plan.samples), settled.summary.counts
+        statements[questions] = w.statements
+    assert statements[1] > 0
+    assert statements[5] == statements[1], statements

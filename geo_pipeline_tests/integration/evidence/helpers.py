@@ -13,6 +13,7 @@ from typing import Any
 from PIL import Image
 
 from geo_pipeline.connectors.base import Attachment, Citation, Evidence
+from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.evidence import SampleRef
 
 ANSWER = (
@@ -31,7 +32,8 @@ def seed_sample(db: Any, tenant_id: str = "tenant-a", policy: str = "required") 
     quote = hashlib.sha256(uuid.uuid4().bytes).hexdigest()
     qrev = "q" + uuid.uuid4().hex[:20]
     run_id = f"run-{_hex(8)}"
-    sample_id = "s" + uuid.uuid4().hex[:24]
+    # The database keeps every sample id the hash of its identity (R5, migration 0033).
+    sample_id = sample_id_for(run_id, qrev, "deepseek", "web", "cn", "default", 0)
     with db.transaction():
         db.execute(
             "INSERT INTO geo.tenants (tenant_id, name) VALUES (%s, %s) ON CONFLICT DO NOTHING",

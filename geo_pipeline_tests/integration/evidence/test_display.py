@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.evidence import (
     DigestMismatch,
     archive_evidence,
@@ -130,10 +131,15 @@ def test_materialise_stores_the_display_before_the_text_may_go(db, archive):
 
 
 def _same_run(db, ref, repeat_index):
-    # Another id in the same run: the last byte moved by repeat_index, so never the seed's own
-    # (replacing it with "01"/"02" collided when the random seed id already ended so: CI saw a
-    # samples_pkey violation).
-    sample_id = f"{ref.sample_id[:-2]}{(int(ref.sample_id[-2:], 16) + repeat_index) % 256:02x}"
+    # Another sample of the same run: another repeat, under its identity's id (the database
+    # keeps every sample id the hash of its identity, migration 0033).
+    seed = db.execute(
+        "SELECT run_id, question_revision, platform, device, region, mode FROM geo.samples"
+        " WHERE sample_id = %s",
+        (ref.sample_id,),
+    ).fetchone()
+    keys = ("run_id", "question_revision", "platform", "device", "region", "mode")
+    sample_id = sample_id_for(*(seed[k] for k in keys), repeat_index)
     with db.transaction():
         db.execute(
             "INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,"

@@ -124,8 +124,10 @@ def test_short_balance_refuses_the_run_and_writes_nothing(db):
 
 
 def test_sample_identity_is_unique_in_the_database(db):
+    # A second sample of an identity under another id is refused: every id is its identity's
+    # hash (migration 0033), so the id's own sample collides on the primary key.
     create_run(db, make_plan())
-    with pytest.raises(psycopg.errors.UniqueViolation):
+    with pytest.raises(psycopg.errors.CheckViolation):
         db.execute(
             """INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,
                  question_index, platform, device, region, mode, repeat_index, screenshot_policy)

@@ -1,0 +1,177 @@
+"""What inserting a run's samples costs, and what it still guarantees (issue 39, migration 0033).
+
+create_run sends the same statements whatever the run's size (its batches are one statement, its
+samples one COPY); work is counted by PostgreSQL (geo_pipeline.store.work), never timed. The
+7-column identity index is gone (the dearest per-row cost of the COPY); R5 is kept by the
+database: a sample id is the hash of its identity, so a second sample of one identity collides
+on the primary key, and a made-up id or a changed identity is refused.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import psycopg
+import pytest
+
+from geo_pipeline.billing import ledger
+from geo_pipeline.domain.plan import sample_id_for
+from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.store.work import measured
+from geo_pipeline_tests.growth import plan_of
+from geo_pipeline_tests.integration.evidence.helpers import seed_sample
+
+COPY_ONE = """INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,
+                question_index, platform, device, region, mode, repeat_index, screenshot_policy)
+              SELECT %(id)s, run_id, tenant_id, batch_no, question_revision, question_index,
+                     platform, device, region, mode, %(repeat)s, screenshot_policy
+              FROM geo.samples WHERE sample_id = %(of)s"""
+
+
+@pytest.fixture
+def run(db: Any) -> dict[str, Any]:
+    """A funded tenant and one small run, committed; one of its samples."""
+    ledger.deposit(db, "growth", 10**12, "CNY", "growth-deposit")
+    db.commit()
+    create_run(db, plan_of(1, "insert-cost"), dispatch=False)
+    db.commit()
+    row = db.execute(
+        "SELECT * FROM geo.samples WHERE run_id = 'insert-cost' ORDER BY sample_id LIMIT 1"
+    ).fetchone()
+    return dict(row)
+
+
+def test_create_run_sends_the_same_statements_whatever_its_size(db: Any) -> None:
+    ledger.deposit(db, "growth", 10**12, "CNY", "growth-deposit")
+    db.commit()
+    work = {}
+    for questions in (5, 50):  # 1,000 and 10,000 samples: 10 and 100 batches
+        plan = plan_of(questions, f"stmts-{questions}")
+        with measured(db) as w:
+            assert create_run(db, plan) == (plan.run_id, True)
+        work[questions] = w
+    assert work[5].statements > 0
+    assert work[50].statements == work[5].statements, (work[5], work[50])
+
+
+def test_every_sample_id_in_the_database_is_its_identity_hash(db: Any, run: dict[str, Any]) -> None:
+    keys = ("question_revision", "platform", "device", "region", "mode", "repeat_index")
+    rows = db.execute("SELECT * FROM geo.samples WHERE run_id = 'insert-cost'").fetchall()
+    assert len(rows) == 200
+    assert all(r["sample_id"] == sample_id_for(r["run_id"], *(r[k] for k in keys)) for r in rows)
+
+
+def test_a_made_up_sample_id_is_refused(db: Any, run: dict[str, Any]) -> None:
+    """A new identity (another repeat) under an id that is not its hash."""
+    with pytest.raises(psycopg.errors.CheckViolation, match="sample_id_is_identity_hash"):
+        db.execute(COPY_ONE, {"id": "s" + "f" * 24, "repeat": 999, "of": run["sample_id"]})
+    db.rollback()
+
+
+def test_a_second_sample_of_one_identity_is_refused(db: Any, run: dict[str, Any]) -> None:
+    """R5: the identity's own id is taken already (and any other id fails the check above)."""
+    with pytest.raises(psycopg.errors.UniqueViolation, match="samples_pkey"):
+        db.execute(
+            COPY_ONE,
+            {"id": run["sample_id"], "repeat": run["repeat_index"], "of": run["sample_id"]},
+        )
+    db.rollback()
+
+
+def test_a_samples_identity_cannot_change(db: Any, run: dict[str, Any]) -> None:
+    with pytest.raises(psycopg.errors.CheckViolation, match="sample_id_is_identity_hash"):
+        db.execute(
+            "UPDATE geo.samples SET repeat_index = repeat_index + 1000 WHERE sample_id = %s",
+            (run["sample_id"],),
+        )
+    db.rollback()
+
+
+def test_samples_of_a_partition_are_found_by_index(db: Any, run: dict[str, Any]) -> None:
+    """The (run, channel) partition queries reach their rows by the samples_run_channel index."""
+    db.execute("SET LOCAL enable_seqscan = off")
+    plan = db.execute(
+        "EXPLAIN (FORMAT JSON) SELECT sample_id FROM geo.samples"
+        " WHERE run_id = %s AND channel = %s",
+        (run["run_id"], run["channel"]),
+    ).fetchone()
+    text = str(plan)
+    assert "samples_run_channel" in text, text
+    db.rollback()
+
+
+# ------------------------------------------------------------------ the run key (migration 0035)
+def test_create_run_looks_its_run_up_once_not_once_per_sample(db: Any) -> None:
+    """The run of the inserted samples is checked per statement: index scans do not follow the
+    samples (the foreign key made one scan of geo.runs per sample: 1,097 -> 10,232 scans)."""
+    ledger.deposit(db, "growth", 10**12, "CNY", "growth-deposit")
+    db.commit()
+    work = {}
+    for questions in (5, 50):  # 1,000 and 10,000 samples
+        plan = plan_of(questions, f"scans-{questions}")
+        with measured(db) as w:
+            create_run(db, plan)
+        work[questions] = w
+    assert work[5].scans > 0
+    # 9,000 more samples: per-batch scans remain (the outbox's hint per batch and channel, 100
+    # samples a batch), but fewer than one scan per 10 samples (the key made one per sample).
+    assert work[50].scans - work[5].scans < 9_000 / 10, (work[5], work[50])
+
+
+def _insert(db: Any, run_id: str, tenant_id: str, like: dict[str, Any]) -> None:
+    keys = ("question_revision", "platform", "device", "region", "mode")
+    db.execute(
+        "INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,"
+        " question_index, platform, device, region, mode, repeat_index, screenshot_policy)"
+        " VALUES (%s, %s, %s, 0, %s, 0, %s, %s, %s, %s, 77, 'off')",
+        (sample_id_for(run_id, *(like[k] for k in keys), 77), run_id, tenant_id,
+         *(like[k] for k in keys)),
+    )  # fmt: skip
+
+
+def test_a_sample_of_a_missing_run_is_refused(db: Any, run: dict[str, Any]) -> None:
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        _insert(db, "no-such-run", run["tenant_id"], run)
+    db.rollback()
+
+
+def test_a_sample_of_another_tenants_run_is_refused(db: Any, run: dict[str, Any]) -> None:
+    db.execute("INSERT INTO geo.tenants (tenant_id, name) VALUES ('other', 'other')")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        _insert(db, run["run_id"], "other", run)
+    db.rollback()
+
+
+def test_a_sample_cannot_move_to_another_tenant(db: Any, run: dict[str, Any]) -> None:
+    db.execute("INSERT INTO geo.tenants (tenant_id, name) VALUES ('other', 'other')")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        db.execute(
+            "UPDATE geo.samples SET tenant_id = 'other' WHERE sample_id = %s", (run["sample_id"],)
+        )
+    db.rollback()
+
+
+def test_a_runs_key_cannot_change(db: Any, run: dict[str, Any]) -> None:
+    db.execute("INSERT INTO geo.tenants (tenant_id, name) VALUES ('other', 'other')")
+    with pytest.raises(psycopg.errors.ForeignKeyViolation):
+        db.execute("UPDATE geo.runs SET tenant_id = 'other' WHERE run_id = %s", (run["run_id"],))
+    db.rollback()
+
+
+def test_deleting_a_run_deletes_its_samples(db: Any) -> None:
+    ref = seed_sample(db)  # a run without ledger entries (the ledger keeps a run otherwise)
+    with db.transaction():
+        db.execute("DELETE FROM geo.runs WHERE run_id = %s", (ref.run_id,))
+    n = db.execute("SELECT count(*) AS n FROM geo.samples WHERE run_id = %s", (ref.run_id,))
+    assert n.fetchone()["n"] == 0
+
+
+def test_a_run_being_filled_cannot_be_deleted(db: Any, db_url: str, run: dict[str, Any]) -> None:
+    """The insert holds the run row (KEY SHARE, as the key did) until it commits: a concurrent
+    delete waits for it (here: gives up at its lock timeout)."""
+    _insert(db, run["run_id"], run["tenant_id"], run)  # not committed
+    with psycopg.connect(db_url, autocommit=True) as other:
+        other.execute("SET lock_timeout = '100ms'")
+        with pytest.raises(psycopg.errors.LockNotAvailable):
+            other.execute("DELETE FROM geo.runs WHERE run_id = %s", (run["run_id"],))
+    db.rollback()
