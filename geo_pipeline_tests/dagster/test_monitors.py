@@ -15,10 +15,10 @@ import dagster as dg
 import pytest
 import yaml
 from click.testing import CliRunner, Result
-from geo_pipeline.defs.schedules import daily_resampling, resample_monitor_job
 
 from geo_pipeline.cli.monitors import monitors_group
 from geo_pipeline.defs.collection.monitors import monitor_lifecycle_job, monitor_resampling
+from geo_pipeline.defs.collection.resampling import daily_resampling, resample_monitor_job
 from geo_pipeline_tests.dagster.conftest import collection_config, fund, op_metadata
 
 SHANGHAI = ZoneInfo("Asia/Shanghai")
@@ -330,7 +330,7 @@ def test_an_update_during_the_days_resample_is_not_reverted_by_it(
     # The resample op reads the monitor's config, quotes it, then creates the run. An update
     # committed in between (another person, `monitors update`) must survive: the run freezes
     # what was read, the monitor keeps the new revision's config for the next run (R2).
-    import geo_pipeline.defs.schedules as schedules
+    import geo_pipeline.defs.collection.resampling as schedules
 
     fund(conn)
     cli("create", config_file(tmp_path, "r", monitor="raced"))

@@ -161,7 +161,7 @@ def test_a_suspended_account_is_an_alert_until_resumed(
     """A captcha suspends an account: the operations alert path (the sensor's incidents) names
     it and what to do, not only a log line; resuming it resolves the incident. An account that
     needs a login is one too (its samples wait for a person)."""
-    from geo_pipeline.defs.alerts import AlertThresholds, database_incidents, run_alerts
+    from geo_pipeline.defs.operations.alerts import AlertThresholds, database_incidents, run_alerts
 
     for acct in ("a1", "a2", "a3"):
         cli("add", "doubao", acct, "--min-gap-s", "0", "--jitter-s", "0")

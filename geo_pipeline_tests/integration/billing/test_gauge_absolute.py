@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from geo_pipeline.billing import ledger
 from geo_pipeline.defs.billing import checks
-from geo_pipeline.defs.alerts import AlertThresholds, database_incidents
+from geo_pipeline.defs.operations.alerts import AlertThresholds, database_incidents
 from geo_pipeline.store import business_gauges
 from geo_pipeline_tests.integration.billing.helpers import create
 from geo_pipeline_tests.integration.billing.test_explained_difference import _plant
