@@ -39,6 +39,7 @@ The baseline's rules, each tested in geo_pipeline_tests/unit/analysis/test_stanc
 
 from __future__ import annotations
 
+import itertools
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -523,9 +524,8 @@ _ATTRS: dict[str, tuple[str, ...]] = {
 
 _CONTRAST_EN = ("but", "however", "although", "though", "while", "whereas", "yet")
 _CONTRAST_ZH = ("但是", "不过", "然而", "可是", "虽然", "尽管", "只是", "但")
-_COORD = re.compile(
-    r"^[\s*_`\"'“”‘’()（）/&、,，]*(?:and|or|as well as|以及|和|与|及|或|跟|、)?[\s*_`\"'“”‘’()（）/&、]*$"
-)
+_COORD_PUNCT = "[\\s*_`\"'“”‘’()（）/&、,，]*"
+_COORD = re.compile(f"^{_COORD_PUNCT}(?:and|or|as well as|以及|和|与|及|或|跟|、)?{_COORD_PUNCT}$")
 
 _LATIN = re.compile(r"[a-z0-9]")
 
@@ -639,7 +639,7 @@ def _clauses(folded: str, spans: Mapping[str, Sequence[Span]]) -> list[_Clause]:
     points = sorted(c for c in cuts if not any(s < c < e for s, e in inside))
     out: list[_Clause] = []
     bi = 0
-    for a, b in zip(points, points[1:], strict=False):
+    for a, b in itertools.pairwise(points):
         if not folded[a:b].strip(" \t\n,，:：.。"):
             continue
         while bi + 1 < len(blocks) and blocks[bi + 1] <= a:
