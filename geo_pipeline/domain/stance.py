@@ -531,10 +531,16 @@ _LATIN = re.compile(r"[a-z0-9]")
 
 
 def _term_pattern(term: str) -> str:
-    esc = re.escape(term)
-    start = r"(?<![a-z0-9])" if _LATIN.match(term[0]) else ""
+    # The start boundary is checked by _starts_word after the match: a look-behind in front of
+    # the alternatives would stop the regex engine from skipping to their possible first chars.
     end = r"(?![a-z0-9])" if _LATIN.match(term[-1]) else ""
-    return start + esc + end
+    return re.escape(term) + end
+
+
+def _starts_word(text: str, m: re.Match[str]) -> bool:
+    """A Latin term matched where a word starts (not ``good`` in ``feelgood``)."""
+    i = m.start()
+    return not (i and _LATIN.match(m.group()[0]) and _LATIN.match(text[i - 1]))
 
 
 def _alternation(terms: Sequence[str]) -> str:
@@ -546,7 +552,12 @@ for _kind, _terms in _CUES.items():
     for _t in _terms:
         _CUE_KIND.setdefault(_t, _kind)
 _CUE_RE = re.compile(_alternation(list(_CUE_KIND)))
-_ATTR_RES = {a: re.compile(_alternation(terms)) for a, terms in _ATTRS.items()}
+# One pass per text: every attribute term in one alternation, each term -> its attributes.
+_ATTR_OF: dict[str, set[str]] = {}
+for _a, _terms in _ATTRS.items():
+    for _t in _terms:
+        _ATTR_OF.setdefault(_t, set()).add(_a)
+_ATTR_RE = re.compile(_alternation(list(_ATTR_OF)))
 
 # Sentence ends; a Latin full stop only before whitespace or the end (not in 3.5 or v1.2).
 _SENTENCE_END = re.compile(r"[。！？；!?;]+|\.(?=\s|$)|\n")
@@ -595,6 +606,8 @@ def _score(text: str) -> _Score:
     s = _Score()
     floor = 0
     for m in _CUE_RE.finditer(text):
+        if not _starts_word(text, m):
+            continue
         kind = _CUE_KIND[m.group()]
         neg = _negated(text, m.start(), floor)
         floor = m.end()
@@ -617,7 +630,11 @@ def _polarity(text: str) -> int:
 
 
 def _attributes(text: str) -> set[str]:
-    return {a for a, rx in _ATTR_RES.items() if rx.search(text)}
+    found: set[str] = set()
+    for m in _ATTR_RE.finditer(text):
+        if _starts_word(text, m):
+            found |= _ATTR_OF[m.group()]
+    return found
 
 
 # --------------------------------------------------------------------------- segmentation
@@ -635,17 +652,26 @@ def _clauses(folded: str, spans: Mapping[str, Sequence[Span]]) -> list[_Clause]:
     cuts.update(m.end() for m in _SENTENCE_END.finditer(folded))
     cuts.update(m.start() for m in _CLAUSE_BREAK.finditer(folded))
     # Never cut inside a brand name (a name may hold a comma or a "but").
-    inside = [(s, e) for v in spans.values() for s, e in v]
-    points = sorted(c for c in cuts if not any(s < c < e for s, e in inside))
+    hits = sorted((sp, brand) for brand, v in spans.items() for sp in v)
+    covered = set()
+    for (s, e), _ in hits:
+        covered.update(range(s + 1, e))
+    points = sorted(cuts - covered)
     out: list[_Clause] = []
     bi = 0
+    hi = 0
     for a, b in itertools.pairwise(points):
-        if not folded[a:b].strip(" \t\n,，:：.。"):
+        named: dict[str, list[Span]] = {}
+        while hi < len(hits) and hits[hi][0][0] < b:
+            sp, brand = hits[hi]
+            if sp[0] >= a:
+                named.setdefault(brand, []).append(sp)
+            hi += 1
+        if not named and not folded[a:b].strip(" \t\n,，:：.。"):
             continue
         while bi + 1 < len(blocks) and blocks[bi + 1] <= a:
             bi += 1
-        named = {brand: [sp for sp in v if a <= sp[0] < b] for brand, v in spans.items()}
-        out.append(_Clause(a, b, bi, {k: v for k, v in named.items() if v}))
+        out.append(_Clause(a, b, bi, named))
     return out
 
 
@@ -711,24 +737,37 @@ class LexiconStanceDetector:
         live = {b: list(v) for b, v in spans.items() if v}
         clauses = _clauses(folded, live)
         owners = _owners(clauses)
+        mine: dict[str, list[int]] = {b: [] for b in live}
+        for i, own in enumerate(owners):
+            for b in own:
+                mine[b].append(i)
+        # A clause without a brand is read once, whichever brands it belongs to.
+        seen: dict[str, tuple[_Score, set[str]]] = {}
         out: dict[str, MentionStance] = {}
         for brand in live:
             score = _Score()
             attrs: set[str] = set()
             prev_fav = False
-            for c, own in zip(clauses, owners, strict=True):
-                if brand not in own:
-                    prev_fav = False
-                    continue
+            prev = -2
+            for i in mine[brand]:
+                c = clauses[i]
+                if i != prev + 1:
+                    prev_fav = False  # a clause of another brand came between
+                prev = i
                 if brand in c.brands:
                     words, fixed = _owned_text(folded, c, brand)
                 else:
                     words, fixed = folded[c.start : c.end], None
-                s = fixed or _score(words)
-                if prev_fav and _CONTRAST_START.match(words) and s.unfav == 0:
+                if fixed is not None:
+                    s, found = fixed, _attributes(words)
+                else:
+                    if words not in seen:
+                        seen[words] = (_score(words), _attributes(words))
+                    s, found = seen[words]
+                if prev_fav and s.unfav == 0 and _CONTRAST_START.match(words):
                     s = _Score(s.fav, s.unfav + 1, s.strong_neg)
                 score.add(s)
-                attrs |= _attributes(words)
+                attrs |= found
                 prev_fav = s.fav > 0
             for sp in live[brand]:
                 if _LIST_ONE.search(folded[max(0, sp[0] - 12) : sp[0]]):

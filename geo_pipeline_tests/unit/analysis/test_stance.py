@@ -62,6 +62,8 @@ def test_fullwidth_text_spans_point_into_the_original() -> None:
         # plain recommendation / description, both languages
         ("I recommend Luckin for its low prices.", {"Luckin": ("recommended", ("price",))}),
         ("星巴克是一家美国咖啡连锁品牌。", {"Starbucks": ("neutral", ())}),
+        # Latin cues match whole words only ("popular" is not in "unpopular")
+        ("Manner seems unpopular here.", {"Manner": ("neutral", ())}),
         # negation
         (
             "Starbucks is not recommended for a tight budget.",
