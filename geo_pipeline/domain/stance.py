@@ -309,7 +309,7 @@ def _clauses(folded: str, spans: Mapping[str, Sequence[Span]]) -> list[_Clause]:
     cuts.update(m.start() for m in _CLAUSE_BREAK.finditer(folded))
     # Never cut inside a brand name (a name may hold a comma or a "but").
     hits = sorted((sp, brand) for brand, v in spans.items() for sp in v)
-    covered = set()
+    covered: set[int] = set()
     for (s, e), _ in hits:
         covered.update(range(s + 1, e))
     points = sorted(cuts - covered)
