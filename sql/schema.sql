@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0047_question_tags, 34 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0048_mention_stances, 35 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1723,6 +1723,193 @@ CREATE TABLE analytics.source_domains (
 ALTER TABLE analytics.source_domains OWNER TO geo_owner;
 
 --
+-- Name: mention_stances; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.mention_stances (
+    sample_id text NOT NULL,
+    detector_version text NOT NULL,
+    answer_revision integer NOT NULL,
+    brand text NOT NULL,
+    stance_version text NOT NULL,
+    stance text NOT NULL,
+    attributes text[] DEFAULT '{}'::text[] NOT NULL,
+    computed_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT mention_stances_attributes_check CHECK ((attributes <@ ARRAY['price'::text, 'quality'::text, 'service'::text, 'taste'::text, 'convenience'::text, 'availability'::text, 'safety'::text, 'sustainability'::text, 'brand_reputation'::text, 'design'::text, 'other'::text])),
+    CONSTRAINT mention_stances_stance_check CHECK ((stance = ANY (ARRAY['recommended'::text, 'neutral'::text, 'cautioned'::text, 'negative'::text])))
+);
+
+ALTER TABLE geo.mention_stances OWNER TO geo_owner;
+
+--
+-- Name: stance_question_counts; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.stance_question_counts WITH (security_invoker='true') AS
+ SELECT st.tenant_id,
+    st.run_id,
+    r.monitor_id,
+    r.scheduled_for,
+    st.channel,
+    m.brand,
+    bool_or(m.is_target) AS is_target,
+    st.question_revision,
+    ms.stance_version,
+    s.stance,
+    (count(*))::double precision AS m,
+    (count(*) FILTER (WHERE (ms.stance = s.stance)))::double precision AS x
+   FROM ((((analytics.sample_status st
+     JOIN geo.runs r ON ((r.run_id = st.run_id)))
+     JOIN geo.mentions m ON (((m.sample_id = st.sample_id) AND (m.detector_version = st.detector_version) AND (m.answer_revision = st.analysed_revision) AND m.mentioned)))
+     JOIN geo.mention_stances ms ON (((ms.sample_id = m.sample_id) AND (ms.detector_version = m.detector_version) AND (ms.answer_revision = m.answer_revision) AND (ms.brand = m.brand))))
+     CROSS JOIN unnest(ARRAY['recommended'::text, 'neutral'::text, 'cautioned'::text, 'negative'::text]) s(stance))
+  WHERE (st.mention_status = 'known'::text)
+  GROUP BY st.tenant_id, st.run_id, r.monitor_id, r.scheduled_for, st.channel, m.brand, st.question_revision, ms.stance_version, s.stance;
+
+ALTER TABLE analytics.stance_question_counts OWNER TO geo_owner;
+
+--
+-- Name: stance_rates; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.stance_rates WITH (security_invoker='true') AS
+ WITH agg AS (
+         SELECT stance_question_counts.tenant_id,
+            stance_question_counts.run_id,
+            stance_question_counts.monitor_id,
+            stance_question_counts.scheduled_for,
+            stance_question_counts.channel,
+            stance_question_counts.brand,
+            bool_or(stance_question_counts.is_target) AS is_target,
+            stance_question_counts.stance_version,
+            stance_question_counts.stance,
+            count(*) AS k,
+            sum(stance_question_counts.m) AS m,
+            sum(stance_question_counts.x) AS x,
+            sum((stance_question_counts.x * stance_question_counts.x)) AS sxx,
+            sum((stance_question_counts.x * stance_question_counts.m)) AS sxm,
+            sum((stance_question_counts.m * stance_question_counts.m)) AS smm
+           FROM analytics.stance_question_counts
+          GROUP BY stance_question_counts.tenant_id, stance_question_counts.run_id, stance_question_counts.monitor_id, stance_question_counts.scheduled_for, stance_question_counts.channel, stance_question_counts.brand, stance_question_counts.stance_version, stance_question_counts.stance
+        ), est AS (
+         SELECT a.tenant_id,
+            a.run_id,
+            a.monitor_id,
+            a.scheduled_for,
+            a.channel,
+            a.brand,
+            a.is_target,
+            a.stance_version,
+            a.stance,
+            a.k,
+            a.m,
+            a.x,
+            a.sxx,
+            a.sxm,
+            a.smm,
+            (a.x / a.m) AS rate,
+            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff
+           FROM agg a
+        )
+ SELECT est.tenant_id,
+    est.run_id,
+    est.monitor_id,
+    est.scheduled_for,
+    est.channel,
+    est.brand,
+    est.is_target,
+    est.stance_version,
+    est.stance,
+    (est.k)::integer AS questions,
+    (est.m)::integer AS n,
+    (est.x)::integer AS stance_count,
+    est.rate AS stance_rate,
+    est.n_eff AS n_effective,
+    analytics.clustered_wilson_lower(est.rate, est.n_eff, ((est.k - 1))::integer) AS stance_rate_lower,
+    analytics.clustered_wilson_upper(est.rate, est.n_eff, ((est.k - 1))::integer) AS stance_rate_upper,
+        CASE
+            WHEN (est.k >= 2) THEN (('question-clustered, '::text || est.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS interval_method
+   FROM est;
+
+ALTER TABLE analytics.stance_rates OWNER TO geo_owner;
+
+--
+-- Name: stance_rates_by_tag; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.stance_rates_by_tag WITH (security_invoker='true') AS
+ WITH agg AS (
+         SELECT q.tenant_id,
+            q.run_id,
+            q.monitor_id,
+            q.scheduled_for,
+            q.channel,
+            q.brand,
+            bool_or(q.is_target) AS is_target,
+            t.tag,
+            t.value,
+            q.stance_version,
+            q.stance,
+            count(*) AS k,
+            sum(q.m) AS m,
+            sum(q.x) AS x,
+            sum((q.x * q.x)) AS sxx,
+            sum((q.x * q.m)) AS sxm,
+            sum((q.m * q.m)) AS smm
+           FROM (analytics.stance_question_counts q
+             JOIN analytics.question_tags t ON (((t.run_id = q.run_id) AND (t.question_revision = q.question_revision))))
+          GROUP BY q.tenant_id, q.run_id, q.monitor_id, q.scheduled_for, q.channel, q.brand, t.tag, t.value, q.stance_version, q.stance
+        ), est AS (
+         SELECT a.tenant_id,
+            a.run_id,
+            a.monitor_id,
+            a.scheduled_for,
+            a.channel,
+            a.brand,
+            a.is_target,
+            a.tag,
+            a.value,
+            a.stance_version,
+            a.stance,
+            a.k,
+            a.m,
+            a.x,
+            a.sxx,
+            a.sxm,
+            a.smm,
+            (a.x / a.m) AS rate,
+            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff
+           FROM agg a
+        )
+ SELECT est.tenant_id,
+    est.run_id,
+    est.monitor_id,
+    est.scheduled_for,
+    est.channel,
+    est.brand,
+    est.is_target,
+    est.tag,
+    est.value,
+    est.stance_version,
+    est.stance,
+    (est.k)::integer AS questions,
+    (est.m)::integer AS n,
+    (est.x)::integer AS stance_count,
+    est.rate AS stance_rate,
+    est.n_eff AS n_effective,
+    analytics.clustered_wilson_lower(est.rate, est.n_eff, ((est.k - 1))::integer) AS stance_rate_lower,
+    analytics.clustered_wilson_upper(est.rate, est.n_eff, ((est.k - 1))::integer) AS stance_rate_upper,
+        CASE
+            WHEN (est.k >= 2) THEN (('question-clustered, '::text || est.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS interval_method
+   FROM est;
+
+ALTER TABLE analytics.stance_rates_by_tag OWNER TO geo_owner;
+
+--
 -- Name: ledger_entries; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -2785,6 +2972,13 @@ ALTER TABLE ONLY geo.ledger_entries
     ADD CONSTRAINT ledger_entries_pkey PRIMARY KEY (entry_id);
 
 --
+-- Name: mention_stances mention_stances_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.mention_stances
+    ADD CONSTRAINT mention_stances_pkey PRIMARY KEY (sample_id, detector_version, answer_revision, brand, stance_version);
+
+--
 -- Name: mentions mentions_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -3433,6 +3627,13 @@ ALTER TABLE ONLY geo.ledger_entries
     ADD CONSTRAINT ledger_entries_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
 
 --
+-- Name: mention_stances mention_stances_sample_id_detector_version_answer_revision_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.mention_stances
+    ADD CONSTRAINT mention_stances_sample_id_detector_version_answer_revision_fkey FOREIGN KEY (sample_id, detector_version, answer_revision, brand) REFERENCES geo.mentions(sample_id, detector_version, answer_revision, brand) ON DELETE CASCADE;
+
+--
 -- Name: mentions mentions_sample_id_detector_version_answer_revision_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -3756,6 +3957,13 @@ CREATE POLICY analyst_tenant ON geo.evidence_objects FOR SELECT TO geo_analyst U
 CREATE POLICY analyst_tenant ON geo.ledger_entries FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
 
 --
+-- Name: mention_stances analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON geo.mention_stances FOR SELECT TO geo_analyst USING ((sample_id IN ( SELECT s.sample_id
+   FROM geo.samples s)));
+
+--
 -- Name: mentions analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
 --
 
@@ -3957,6 +4165,12 @@ ALTER TABLE geo.fee_statements ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE geo.ledger_entries ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: mention_stances; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.mention_stances ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: mentions; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
@@ -4381,6 +4595,34 @@ GRANT UPDATE(share_of_answers_upper) ON TABLE analytics.share_of_voice TO geo_se
 
 GRANT SELECT,INSERT,DELETE ON TABLE analytics.source_domains TO geo_service;
 GRANT SELECT ON TABLE analytics.source_domains TO geo_analyst;
+
+--
+-- Name: TABLE mention_stances; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE geo.mention_stances TO geo_service;
+GRANT SELECT ON TABLE geo.mention_stances TO geo_analyst;
+
+--
+-- Name: TABLE stance_question_counts; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.stance_question_counts TO geo_service;
+GRANT SELECT ON TABLE analytics.stance_question_counts TO geo_analyst;
+
+--
+-- Name: TABLE stance_rates; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.stance_rates TO geo_service;
+GRANT SELECT ON TABLE analytics.stance_rates TO geo_analyst;
+
+--
+-- Name: TABLE stance_rates_by_tag; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.stance_rates_by_tag TO geo_service;
+GRANT SELECT ON TABLE analytics.stance_rates_by_tag TO geo_analyst;
 
 --
 -- Name: TABLE ledger_entries; Type: ACL; Schema: geo; Owner: geo_owner

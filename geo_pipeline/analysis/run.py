@@ -24,8 +24,10 @@ from geo_pipeline.domain.mentions import (
     Detection,
     conclude,
     detect,
+    mention_spans,
     verdict_for,
 )
+from geo_pipeline.domain.stance import BASELINE as STANCE_DETECTOR
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
@@ -137,6 +139,7 @@ def _analyse_chunk(
 
     results: list[tuple[Any, ...]] = []
     mentions: list[tuple[Any, ...]] = []
+    stances: list[tuple[Any, ...]] = []  # stance per mentioned brand (issue 37, migration 0048)
     states: list[str] = []
     reasons: list[str | None] = []
     for r, rev in zip(rows, revisions, strict=True):
@@ -157,6 +160,13 @@ def _analyse_chunk(
                         m.position_bucket, m.domain_cited, m.domain_retrieved, m.ambiguous,
                     )
                 )  # fmt: skip
+            if any(m.mentioned for m in detection.mentions):
+                spans = mention_spans(r["raw_text"], brand_set)
+                for ms in STANCE_DETECTOR.detect(r["raw_text"], spans).values():
+                    stances.append(
+                        (r["sample_id"], version, rev, ms.brand, STANCE_DETECTOR.version,
+                         ms.stance, list(ms.attributes))
+                    )  # fmt: skip
 
     with conn.cursor() as cur:
         key = {"sample_ids": ids, "revisions": revisions, "detector_version": version}
@@ -167,6 +177,10 @@ def _analyse_chunk(
         if mentions:
             with cur.copy(Q("analysis.copy_mentions")) as copy:  # type: ignore[arg-type]
                 for row in mentions:
+                    copy.write_row(row)
+        if stances:
+            with cur.copy(Q("stance.copy")) as copy:  # type: ignore[arg-type]
+                for row in stances:
                     copy.write_row(row)
         cur.execute(
             Q("analysis.set_current"),

@@ -565,11 +565,8 @@ def _host_of(url: str) -> str:
     return host.rstrip(".")
 
 
-def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()) -> Detection:
-    """Mention facts for every tracked brand (in ``brand_set`` order, mentioned or not)."""
-    matcher = matcher_for(brand_set)
-    folded = fold_with_offsets(text)
-    ftext = folded.text
+def _prose_hits(matcher: Matcher, ftext: str) -> list[Hit]:
+    """The matcher's hits in a folded text, less those inside code blocks and URLs."""
     hits = matcher.find(ftext)
     # Fences and URLs need these substrings; a one-character test first (memchr) spares most
     # answers the substring searches.
@@ -581,6 +578,15 @@ def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()
     ):
         urls = _url_spans(ftext)
         hits = [h for h in hits if not _inside(urls, h[0])]
+    return hits
+
+
+def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()) -> Detection:
+    """Mention facts for every tracked brand (in ``brand_set`` order, mentioned or not)."""
+    matcher = matcher_for(brand_set)
+    folded = fold_with_offsets(text)
+    ftext = folded.text
+    hits = _prose_hits(matcher, ftext)
 
     # Per brand index: mention count (dict order: order of first mention), and each brand's
     # first offset in that order; ambiguous aliases per brand index.
@@ -690,3 +696,22 @@ def conclude(verdict: Verdict, detection: Detection | None) -> Verdict:
         aliases = ", ".join(detection.ambiguous_hits)
         return Verdict("review", f"ambiguous_alias:{aliases}"[:500], True)
     return verdict
+
+
+def mention_spans(text: str, brand_set: BrandSet) -> dict[str, tuple[tuple[int, int], ...]]:
+    """Every counted mention of each mentioned brand as (start, end) offsets in the original
+    text -- the same hits ``detect`` counts (ambiguous aliases, code and URLs excluded), for
+    detectors that read the words around a mention (geo_pipeline.domain.stance)."""
+    matcher = matcher_for(brand_set)
+    folded = fold_with_offsets(text)
+    shifted = bool(folded._fold_starts) or folded._full_map is not None
+    out: dict[str, list[tuple[int, int]]] = {}
+    for start, end, pat in _prose_hits(matcher, folded.text):
+        if pat.ambiguous:
+            continue
+        if shifted:
+            span = (folded.to_original(start), folded.to_original(end - 1) + 1)
+        else:
+            span = (start, end)
+        out.setdefault(matcher.names[pat.brands[0]], []).append(span)
+    return {b: tuple(v) for b, v in out.items()}
