@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0048_mention_stances, 35 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0048_mention_stances, 36 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -4315,6 +4315,12 @@ ALTER TABLE geo.upstream_requests ENABLE ROW LEVEL SECURITY;
 --
 
 ALTER TABLE geo.warc_records ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: webhook_deliveries; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.webhook_deliveries ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: SCHEMA analytics; Type: ACL; Schema: -; Owner: geo_owner

@@ -29,6 +29,10 @@ NOT_FOR_ANALYSTS = {
     "geo.alert_recipients": "the operator's routing of a tenant's alerts (addresses, variable "
     "names), managed with `monitors recipients`",
     "geo.alert_deliveries": "the operator's delivery log of tenant alerts",
+    "geo.account_sends": "the operator's browser-lane send journal (which shared account sent "
+    "which key), read by the lookup after a crash",
+    "geo.webhook_deliveries": "a service's callbacks as received (transport, keyed by the "
+    "vendor's task id), before they settle a sample",
 }
 # Granted, the same rows for every tenant, no tenant data.
 SHARED = {
