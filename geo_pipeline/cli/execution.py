@@ -9,7 +9,6 @@ and print what they held / did as JSON on stdout when they exit.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import logging
 import os
@@ -17,22 +16,22 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from geo_pipeline.cli.output import PORT, POSITIVE, POSITIVE_SECONDS, SECONDS, emit_json, emit_table
-from geo_pipeline.flows import preflight
-from geo_pipeline.observability import logs
-from geo_pipeline.settings import settings as app_settings
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store import execution as ex
+
+if TYPE_CHECKING:
+    from geo_pipeline.flows import preflight
 
 log = logging.getLogger("geo_pipeline.process")
 
 
 def _metrics(port: int | None) -> str:
     """Serve /metrics on ``port``; returns where, for the start-up line."""
+    from geo_pipeline.settings import settings as app_settings
+
     if not port:
         return "off (--metrics-port PORT to serve /metrics)"
     from geo_pipeline.observability.metrics import serve
@@ -43,12 +42,15 @@ def _metrics(port: int | None) -> str:
 
 def _log_level() -> int:
     """GEO_LOG_LEVEL (settings.log_level) as a logging level."""
+    from geo_pipeline.settings import settings as app_settings
+
     return int(getattr(logging, app_settings().log_level.upper()))
 
 
 def _preflight() -> preflight.Services:
     """PostgreSQL migrated and Redis answering, before the first side effect; else exit 3
     with what to do (geo_pipeline.cli.main turns PreflightError into that message)."""
+    from geo_pipeline.flows import preflight
     from geo_pipeline.streams.keys import namespace, redis_url
 
     return preflight.check(redis_url=redis_url(), namespace=namespace())
@@ -58,6 +60,8 @@ def _started(
     process: str, services: preflight.Services, streams: list[str], metrics: str, **extra: Any
 ) -> None:
     """One start-up line, written at once (not when the log buffer fills)."""
+    from geo_pipeline.observability import logs
+
     logs.event(
         log,
         f"{process}.starting",
@@ -186,6 +190,11 @@ def worker_cmd(
 ) -> None:
     """Run a worker: claim, submit, poll, archive and complete samples (SIGTERM: finish or hand
     back what it holds, report, exit 0)."""
+    import asyncio
+
+    from geo_pipeline.observability import logs
+    from geo_pipeline.store import db as dbmod
+
     del as_json
     import redis.asyncio as aioredis
 
@@ -295,6 +304,9 @@ def _stop_on_signals() -> threading.Event:
 @click.option("--json", "as_json", is_flag=True)
 def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool) -> None:
     """Publish outbox rows to Redis Streams and mark them published."""
+    from geo_pipeline.observability import logs
+    from geo_pipeline.store import db as dbmod
+
     del as_json
     from geo_pipeline.streams.keys import namespace, stream_key
     from geo_pipeline.streams.relay import run_relay
@@ -344,6 +356,9 @@ def sweeper_cmd(
 ) -> None:
     """Re-derive due and orphaned work from PostgreSQL (expired leases, lost hints, lookups),
     trim the streams, and export the database-wide gauges on --metrics-port."""
+    from geo_pipeline.observability import logs
+    from geo_pipeline.store import db as dbmod
+
     del as_json
     from geo_pipeline.streams.keys import (
         COMPLETIONS,
@@ -395,6 +410,9 @@ def sweeper_cmd(
 def cancel_cmd(run_id: str, actor: str | None, as_json: bool) -> None:
     """Cancel RUN_ID: record the intent, stop new submissions, ask upstream to stop accepted
     tasks where the platform supports it. Never refunds (billing decides, R24)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import execution as ex
+
     with dbmod.connect(autocommit=True) as conn:
         try:
             out = ex.cancel_run(conn, run_id, actor=_actor(actor))
@@ -421,6 +439,8 @@ def cancel_cmd(run_id: str, actor: str | None, as_json: bool) -> None:
 
 
 def _cancel_upstream(accepted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    import asyncio
+
     if not accepted:
         return []
     registry = _registry()
@@ -460,6 +480,9 @@ def _cancel_upstream(accepted: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @click.option("--json", "as_json", is_flag=True)
 def uncertain_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
     """Samples whose upstream acceptance is unknown, with what was tried (R12)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import execution as ex
+
     with dbmod.connect(autocommit=True) as conn:
         rows = ex.list_uncertain(conn, run_id, limit)
     if as_json:
@@ -501,6 +524,9 @@ def resolve_cmd(
     as_json: bool,
 ) -> None:
     """Record an operator's verdict on an uncertain sample as a guarded transition."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import execution as ex
+
     if bool(accepted_upstream_id) == bool(not_accepted):
         raise click.ClickException(
             "give exactly one of --accepted-upstream-id ID or --not-accepted"
