@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from geo_pipeline.analysis.refresh import refresh_analytics
+from geo_pipeline.domain.vocabulary import REVIEW_VERDICTS
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
-VERDICTS = ("accepted", "failed", "valid", "invalid")
+VERDICTS = REVIEW_VERDICTS
 
 
 class ReviewError(ValueError):

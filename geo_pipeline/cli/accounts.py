@@ -9,7 +9,6 @@ output or the logs (D2).
 
 from __future__ import annotations
 
-import asyncio
 import json
 from pathlib import Path
 from typing import Any
@@ -17,14 +16,6 @@ from typing import Any
 import click
 
 from geo_pipeline.cli.output import emit_json, emit_table
-from geo_pipeline.connectors.browser.accounts import profile_dir
-from geo_pipeline.connectors.browser.connector import (
-    chromium_path,
-    import_storage_state,
-    profiles_root,
-)
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store.accounts import AccountError, Pacing, add_account, list_accounts, set_state
 
 COLUMNS = [
     "platform",
@@ -99,6 +90,9 @@ def add_cmd(
     platform: str, account_id: str, daily_budget: int, min_gap_s: float, jitter_s: float
 ) -> None:
     """Register ACCOUNT_ID of PLATFORM (needs a login before it is used)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.accounts import AccountError, Pacing, add_account
+
     try:
         with dbmod.connect() as conn:
             created = add_account(
@@ -122,6 +116,9 @@ def add_cmd(
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(platform: str | None, as_json: bool) -> None:
     """Every account with its state, today's sends, pacing and lease."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.accounts import list_accounts
+
     with dbmod.connect() as conn:
         rows = list_accounts(conn, platform)
     if as_json:
@@ -131,6 +128,9 @@ def list_cmd(platform: str | None, as_json: bool) -> None:
 
 
 def _move(platform: str, account_id: str, state: str, reason: str) -> None:
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.accounts import AccountError, set_state
+
     try:
         with dbmod.connect() as conn:
             set_state(conn, platform, account_id, state, reason)
@@ -176,6 +176,17 @@ def resume_cmd(platform: str, account_id: str) -> None:
 def login_cmd(platform: str, account_id: str, state_file: Path, profiles_dir: Path | None) -> None:
     """Import a person's login into the account's browser profile and mark it ready. The cookies
     go only into the profile directory (never the database, output or logs)."""
+    import asyncio
+
+    from geo_pipeline.connectors.browser.accounts import profile_dir
+    from geo_pipeline.connectors.browser.connector import (
+        chromium_path,
+        import_storage_state,
+        profiles_root,
+    )
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.accounts import AccountError, list_accounts
+
     cookies = read_storage_state(state_file)
     try:
         target = profile_dir(profiles_dir or profiles_root(), platform, account_id)

@@ -8,14 +8,7 @@ import uuid
 
 import click
 
-from geo_pipeline.billing import ledger, reconcile
 from geo_pipeline.cli.output import emit_json, emit_table
-from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.money import Money, MoneyError
-from geo_pipeline.domain.words import reconciliation_text
-from geo_pipeline.flows.create_run import PlanChecksFailed, dispatch_checked
-from geo_pipeline.flows.settle import settle_run
-from geo_pipeline.store import db as dbmod
 
 
 @click.group("billing")
@@ -32,6 +25,9 @@ def _fail(exc: Exception) -> click.ClickException:
 @click.option("--json", "as_json", is_flag=True)
 def balance_cmd(tenant: str, as_json: bool) -> None:
     """Available, reserved and spent money of TENANT, summed from its ledger entries."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         try:
             b = ledger.balances(conn, tenant)
@@ -68,6 +64,10 @@ def deposit_cmd(
     tenant: str, amount: int, currency: str, idempotency_key: str | None, as_json: bool
 ) -> None:
     """Add AMOUNT minor units to TENANT's account."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.domain.money import Money, MoneyError
+    from geo_pipeline.store import db as dbmod
+
     key = idempotency_key or f"deposit:{tenant}:{uuid.uuid4().hex}"
     with dbmod.connect() as conn:
         try:
@@ -99,6 +99,10 @@ def confirm_cmd(run_id: str, no_dispatch: bool, as_json: bool) -> None:
     """Reserve the run's estimated maximum (refused when the balance is short), then queue its
     work through the same plan checks as `runs create` and the launchpad (a failing check keeps
     the run reserved and undispatched; confirming again re-runs them)."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.flows.create_run import PlanChecksFailed, dispatch_checked
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         try:
             reserved = ledger.confirm_run(conn, run_id)
@@ -128,6 +132,9 @@ def confirm_cmd(run_id: str, no_dispatch: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def close_cmd(run_id: str, force: bool, as_json: bool) -> None:
     """Release the unused reservation of RUN_ID. Refunds nothing (R24)."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         try:
             result = ledger.close_run(conn, run_id, force=force)
@@ -152,6 +159,10 @@ def close_cmd(run_id: str, force: bool, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def ledger_cmd(run_id: str, as_json: bool) -> None:
     """Every ledger entry of RUN_ID and its totals."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.domain.money import Money
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         try:
             data = ledger.run_ledger(conn, run_id)
@@ -207,6 +218,10 @@ def refund_cmd(
 ) -> None:
     """Refund part of what RUN_ID was charged for one upstream task (never more than charged;
     never automatic, R24)."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.domain.money import MoneyError
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         try:
             entry = ledger.refund(conn, run_id, upstream_id, amount, reason, idempotency_key)
@@ -231,6 +246,9 @@ def refund_cmd(
 def review_cmd(run_id: str | None, as_json: bool) -> None:
     """Charges that exceeded their run's reservation (covered by flagged adjustments), runs whose
     maintained account disagrees with its entries, and statement lines of tasks we never sent."""
+    from geo_pipeline.billing import ledger, reconcile
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         flagged = ledger.entries_for_review(conn, run_id)
         drift = ledger.account_drift(conn, run_id)
@@ -261,6 +279,13 @@ def review_cmd(run_id: str | None, as_json: bool) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -> None:
     """Match RUN_ID's charges to the platforms' fee statements and classify every difference."""
+    from geo_pipeline.billing import ledger, reconcile
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.money import Money, MoneyError
+    from geo_pipeline.domain.words import reconciliation_text
+    from geo_pipeline.flows.settle import settle_run
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         try:
             # Closing stays its own command (`billing close`, with --force): reconcile only.

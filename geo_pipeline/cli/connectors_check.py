@@ -8,13 +8,9 @@ variable. Exit 1 when a checked platform failed or nothing could be checked.
 
 from __future__ import annotations
 
-import asyncio
-
 import click
 
 from geo_pipeline.cli.output import emit_json, emit_table
-from geo_pipeline.connectors import check as checkmod
-from geo_pipeline.connectors.registry import load_registry
 
 COLUMNS = [
     "platform",
@@ -36,13 +32,20 @@ def connectors_group() -> None:
     """The engines of the connector registry."""
 
 
+def _check_question() -> str:
+    """The default question, read when the command runs (connectors.check imports httpx)."""
+    from geo_pipeline.connectors import check as checkmod
+
+    return checkmod.CHECK_QUESTION
+
+
 @connectors_group.command("check")
 @click.argument("platforms", nargs=-1)
 @click.option("--all", "every", is_flag=True, help="Also the platforms that need no key.")
 @click.option("--mode", default=None, help="Ask in this mode (default: web_search if offered).")
 @click.option(
     "--question",
-    default=checkmod.CHECK_QUESTION,
+    default=_check_question,
     show_default=False,
     help="The question to ask (default: a short one that invites a cited search).",
 )
@@ -65,6 +68,11 @@ def check_cmd(
 ) -> None:
     """Send one cheap, real request to each configured platform (the vendor bills it) and
     report auth, model availability, web search used, latency and the citations parsed."""
+    import asyncio
+
+    from geo_pipeline.connectors import check as checkmod
+    from geo_pipeline.connectors.registry import load_registry
+
     entries = checkmod.targets(load_registry(), platforms, every)
     results = asyncio.run(
         checkmod.check_platforms(entries, mode=mode, question=question, timeout_s=timeout_s)

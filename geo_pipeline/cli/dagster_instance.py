@@ -13,16 +13,20 @@ partitions").
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 import click
 
 from geo_pipeline.cli.output import emit_json
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store.queries import Q
+
+if TYPE_CHECKING:
+    from geo_pipeline.store import db as dbmod
 
 
 def runs_with_channels(conn: dbmod.Conn) -> list[tuple[str, list[str]]]:
     """Every run PostgreSQL has, with the channels of its frozen snapshot."""
+    from geo_pipeline.store.queries import Q
+
     with conn.cursor() as cur:
         cur.execute("SELECT run_id FROM geo.runs ORDER BY run_id")
         run_ids = [str(r["run_id"]) for r in cur.fetchall()]
@@ -46,6 +50,7 @@ def setup(as_json: bool) -> None:
     from geo_pipeline.defs import names
     from geo_pipeline.defs.partitions import migrate_partitions
     from geo_pipeline.defs.pools import POOL_LIMITS, apply_pool_limits
+    from geo_pipeline.store import db as dbmod
 
     # The run|channel-partitioned assets whose old materialisations carry over.
     migrated_assets = (names.SAMPLING_PLAN, *names.PARTITION_DOWNSTREAM)

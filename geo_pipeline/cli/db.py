@@ -5,8 +5,6 @@ from __future__ import annotations
 import click
 
 from geo_pipeline.cli.output import emit_json
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store import migrate
 
 
 @click.group("db")
@@ -18,6 +16,9 @@ def db_group() -> None:
 @click.option("--json", "as_json", is_flag=True)
 def upgrade(as_json: bool) -> None:
     """Apply pending migrations from sql/migrations (idempotent)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import migrate
+
     with dbmod.connect() as conn:
         done = migrate.upgrade(conn)
         have = migrate.applied(conn)

@@ -7,8 +7,7 @@ from pathlib import Path
 
 import click
 
-from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.ops.deploy_render import RenderError, RenderOptions, render, select_platforms
+from geo_pipeline.domain.vocabulary import DEFAULT_IMAGE
 
 
 @click.group("deploy")
@@ -31,7 +30,7 @@ def deploy_group() -> None:
     "cluster's Secret). Repeatable.",
 )
 @click.option("--all-registered", is_flag=True, help="Every registered platform.")
-@click.option("--image", default=RenderOptions.image, show_default=True)
+@click.option("--image", default=DEFAULT_IMAGE, show_default=True)
 @click.option("--max-replicas", type=click.IntRange(1, 1000), default=10, show_default=True)
 @click.option(
     "--backlog-per-replica", type=click.IntRange(1, 1_000_000), default=500, show_default=True
@@ -46,6 +45,9 @@ def render_cmd(
 ) -> None:
     """One worker Deployment and one ScaledObject per enabled platform (its key set here, or a
     simulator), plus those named by --platform."""
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.ops.deploy_render import RenderError, RenderOptions, render, select_platforms
+
     try:
         entries = select_platforms(load_registry(), platforms, all_registered)
     except RenderError as exc:

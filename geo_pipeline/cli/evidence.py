@@ -16,33 +16,22 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from geo_pipeline.cli.output import emit_json, emit_table
-from geo_pipeline.evidence.access import (
-    KINDS,
-    EvidenceAccessDenied,
-    EvidenceNotFound,
-    find_object,
-    list_objects,
-    read_object,
-)
-from geo_pipeline.evidence.archive import (
-    Archive,
-    ArchiveError,
-    PresignUnsupported,
-)
-from geo_pipeline.evidence.backend import archive_from_url
-from geo_pipeline.evidence.bundle import is_bundle_key
-from geo_pipeline.evidence.warc import is_record_key
-from geo_pipeline.store.db import connect
+from geo_pipeline.domain.vocabulary import EVIDENCE_KINDS
+
+if TYPE_CHECKING:
+    from geo_pipeline.evidence.archive import Archive
 
 _TEXT_KINDS = ("answer_raw", "answer_html", "citations")
 
 
 def _archive() -> Archive:
+    from geo_pipeline.evidence.backend import archive_from_url
+
     try:
         return archive_from_url()
     except ValueError as exc:
@@ -61,7 +50,7 @@ def evidence() -> None:
 @evidence.command("get")
 @click.argument("sample_id")
 @click.option("--tenant", "tenant_id", required=True, help="The tenant asking; must own it.")
-@click.option("--kind", type=click.Choice(KINDS), default="answer_raw", show_default=True)
+@click.option("--kind", type=click.Choice(EVIDENCE_KINDS), default="answer_raw", show_default=True)
 @click.option(
     "--revision",
     type=click.IntRange(1, 2**31 - 1),
@@ -85,6 +74,17 @@ def get(
     as_json: bool,
 ) -> None:
     """Fetch one evidence object of SAMPLE_ID for --tenant (to stdout, --out FILE or a URL)."""
+    from geo_pipeline.evidence.access import (
+        EvidenceAccessDenied,
+        EvidenceNotFound,
+        find_object,
+        read_object,
+    )
+    from geo_pipeline.evidence.archive import ArchiveError, PresignUnsupported
+    from geo_pipeline.evidence.bundle import is_bundle_key
+    from geo_pipeline.evidence.warc import is_record_key
+    from geo_pipeline.store.db import connect
+
     if out is not None and presign:
         raise click.UsageError("choose either --out or --presign")
     archive = _archive()
@@ -152,6 +152,9 @@ def get(
 @click.option("--json", "as_json", is_flag=True, help="Machine-readable output.")
 def list_(sample_id: str, tenant_id: str, as_json: bool) -> None:
     """List every archived object (kind, revision, digest, size, type) of SAMPLE_ID."""
+    from geo_pipeline.evidence.access import EvidenceAccessDenied, list_objects
+    from geo_pipeline.store.db import connect
+
     with connect() as conn:
         try:
             objects = list_objects(conn, tenant_id, sample_id)
@@ -182,6 +185,7 @@ def reparse_cmd(sample_ids: tuple[str, ...], run_id: str | None, no_analyse: boo
     judge validity and analyse again. Reads archived bytes only: the platform is never asked
     and nothing is charged (R13). Exit code 1 when any sample still does not parse."""
     from geo_pipeline.flows.reparse import reparse
+    from geo_pipeline.store.db import connect
 
     if not sample_ids and not run_id:
         raise click.UsageError("name SAMPLE_IDs or --run RUN_ID")
@@ -226,7 +230,10 @@ def reparse_cmd(sample_ids: tuple[str, ...], run_id: str | None, no_analyse: boo
 def export_cmd(run_id: str, tenant_id: str, fmt: str, out: Path, as_json: bool) -> None:
     """Export every evidence record of RUN_ID, verified, as a WACZ (WARC + CDXJ index + pages +
     datapackage digests)."""
+    from geo_pipeline.evidence.access import EvidenceAccessDenied
+    from geo_pipeline.evidence.archive import ArchiveError
     from geo_pipeline.evidence.wacz import export_wacz
+    from geo_pipeline.store.db import connect
 
     del fmt  # one format so far
     archive = _archive()
@@ -256,6 +263,7 @@ def verify_cmd(run_id: str, as_json: bool) -> None:
     their key names, or holding a record whose digest does not match the index). Exit code 1
     when any is torn."""
     from geo_pipeline.evidence.wacz import verify_run
+    from geo_pipeline.store.db import connect
 
     archive = _archive()
     with connect() as conn:

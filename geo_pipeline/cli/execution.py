@@ -9,7 +9,6 @@ and print what they held / did as JSON on stdout when they exit.
 
 from __future__ import annotations
 
-import asyncio
 import getpass
 import logging
 import os
@@ -17,23 +16,23 @@ import signal
 import socket
 import sys
 import threading
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from geo_pipeline.cli.output import PORT, POSITIVE, POSITIVE_SECONDS, SECONDS, emit_json, emit_table
-from geo_pipeline.flows import preflight
-from geo_pipeline.observability import logs
-from geo_pipeline.settings import settings as app_settings
-from geo_pipeline.store import bulk_resolution as bulk
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store import execution as ex
+from geo_pipeline.domain.vocabulary import BULK_POLICIES
+
+if TYPE_CHECKING:
+    from geo_pipeline.flows import preflight
 
 log = logging.getLogger("geo_pipeline.process")
 
 
 def _metrics(port: int | None) -> str:
     """Serve /metrics on ``port``; returns where, for the start-up line."""
+    from geo_pipeline.settings import settings as app_settings
+
     if not port:
         return "off (--metrics-port PORT to serve /metrics)"
     from geo_pipeline.observability.metrics import serve
@@ -44,12 +43,15 @@ def _metrics(port: int | None) -> str:
 
 def _log_level() -> int:
     """GEO_LOG_LEVEL (settings.log_level) as a logging level."""
+    from geo_pipeline.settings import settings as app_settings
+
     return int(getattr(logging, app_settings().log_level.upper()))
 
 
 def _preflight() -> preflight.Services:
     """PostgreSQL migrated and Redis answering, before the first side effect; else exit 3
     with what to do (geo_pipeline.cli.main turns PreflightError into that message)."""
+    from geo_pipeline.flows import preflight
     from geo_pipeline.streams.keys import namespace, redis_url
 
     return preflight.check(redis_url=redis_url(), namespace=namespace())
@@ -59,6 +61,8 @@ def _started(
     process: str, services: preflight.Services, streams: list[str], metrics: str, **extra: Any
 ) -> None:
     """One start-up line, written at once (not when the log buffer fills)."""
+    from geo_pipeline.observability import logs
+
     logs.event(
         log,
         f"{process}.starting",
@@ -125,6 +129,9 @@ def _resolve_run(
         raise click.UsageError("bulk resolution takes --run RUN and --policy POLICY, no SAMPLE_ID")
     if not dry_run and not note:
         raise click.UsageError("--note is required: say why (kept with every sample's decision)")
+    from geo_pipeline.store import bulk_resolution as bulk
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         result = bulk.resolve_run(
             conn, run_id, policy, note=note or "", actor=actor, dry_run=dry_run
@@ -226,6 +233,11 @@ def worker_cmd(
 ) -> None:
     """Run a worker: claim, submit, poll, archive and complete samples (SIGTERM: finish or hand
     back what it holds, report, exit 0)."""
+    import asyncio
+
+    from geo_pipeline.observability import logs
+    from geo_pipeline.store import db as dbmod
+
     del as_json
     import redis.asyncio as aioredis
 
@@ -337,6 +349,9 @@ def _stop_on_signals() -> threading.Event:
 @click.option("--json", "as_json", is_flag=True)
 def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool) -> None:
     """Publish outbox rows to Redis Streams and mark them published."""
+    from geo_pipeline.observability import logs
+    from geo_pipeline.store import db as dbmod
+
     del as_json
     from geo_pipeline.streams.keys import namespace, stream_key
     from geo_pipeline.streams.relay import run_relay
@@ -386,6 +401,9 @@ def sweeper_cmd(
 ) -> None:
     """Re-derive due and orphaned work from PostgreSQL (expired leases, lost hints, lookups),
     trim the streams, and export the database-wide gauges on --metrics-port."""
+    from geo_pipeline.observability import logs
+    from geo_pipeline.store import db as dbmod
+
     del as_json
     from geo_pipeline.streams.keys import (
         COMPLETIONS,
@@ -437,6 +455,9 @@ def sweeper_cmd(
 def cancel_cmd(run_id: str, actor: str | None, as_json: bool) -> None:
     """Cancel RUN_ID: record the intent, stop new submissions, ask upstream to stop accepted
     tasks where the platform supports it. Never refunds (billing decides, R24)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import execution as ex
+
     with dbmod.connect(autocommit=True) as conn:
         try:
             out = ex.cancel_run(conn, run_id, actor=_actor(actor))
@@ -463,6 +484,8 @@ def cancel_cmd(run_id: str, actor: str | None, as_json: bool) -> None:
 
 
 def _cancel_upstream(accepted: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    import asyncio
+
     if not accepted:
         return []
     registry = _registry()
@@ -502,6 +525,9 @@ def _cancel_upstream(accepted: list[dict[str, Any]]) -> list[dict[str, Any]]:
 @click.option("--json", "as_json", is_flag=True)
 def uncertain_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
     """Samples whose upstream acceptance is unknown, with what was tried (R12)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import execution as ex
+
     with dbmod.connect(autocommit=True) as conn:
         rows = ex.list_uncertain(conn, run_id, limit)
     if as_json:
@@ -538,7 +564,7 @@ def uncertain_cmd(run_id: str | None, limit: int, as_json: bool) -> None:
 )
 @click.option(
     "--policy",
-    type=click.Choice(sorted(bulk.POLICIES)),
+    type=click.Choice(sorted(BULK_POLICIES)),
     default=None,
     help="With --run: accept-possible-second-charge (a new attempt, new key: upstream may charge "
     "twice) or give-up (the samples end failed, nothing re-sent).",
@@ -563,6 +589,10 @@ def resolve_cmd(
         return
     if sample_id is None:
         raise click.UsageError("give SAMPLE_ID, or --run RUN --policy POLICY")
+
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import execution as ex
+
     if bool(accepted_upstream_id) == bool(not_accepted):
         raise click.ClickException(
             "give exactly one of --accepted-upstream-id ID or --not-accepted"

@@ -23,29 +23,29 @@ from typing import Any
 import click
 
 from geo_pipeline.cli.output import emit_json, emit_table
-from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.cadence import CadenceError, parse_cadence
-from geo_pipeline.domain.config import load_config_file, normalise_text
 from geo_pipeline.domain.question_tags import QuestionSheet, read_questions_csv, sheet_changes
-from geo_pipeline.flows import monitors as flow
-from geo_pipeline.observability.tenant_routing import TENANT_ALERT_KINDS
-from geo_pipeline.settings import settings
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store.queries import Q
+from geo_pipeline.domain.vocabulary import TENANT_ALERT_KINDS
 
 DEFAULT_TZ = "Asia/Shanghai"  # as defs/schedules.py: GEO_RESAMPLE_TZ unset
 
 
 def default_tz() -> str:
+    from geo_pipeline.settings import settings
+
     return settings().resample_tz or DEFAULT_TZ
 
 
 def default_cron() -> str:
+    from geo_pipeline.settings import settings
+
     hh, mm = (int(p) for p in settings().resample_at.split(":"))
     return f"{mm} {hh} * * *"
 
 
 def _actor(actor: str | None) -> str:
+    from geo_pipeline.settings import settings
+
     if actor:
         return actor
     try:
@@ -112,6 +112,11 @@ def create_cmd(
     as_json: bool,
 ) -> None:
     """Create the monitor CONFIG names (`monitor: ID`); the schedule makes its runs."""
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.flows import monitors as flow
+    from geo_pipeline.store import db as dbmod
+
     raw = dict(load_config_file(config))
     if questions_csv is not None:
         sheet = read_sheet(questions_csv)
@@ -146,6 +151,9 @@ def create_cmd(
 @JSON
 def list_cmd(tenant: str | None, show_all: bool, as_json: bool) -> None:
     """Monitors with their status, cadence, last run day and open failed re-samples."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.queries import Q
+
     with dbmod.connect() as conn, conn.cursor() as cur:
         cur.execute(Q("monitors.list"), {"tenant_id": tenant, "all": show_all})
         rows = [dict(r) for r in cur.fetchall()]
@@ -178,6 +186,10 @@ def list_cmd(tenant: str | None, show_all: bool, as_json: bool) -> None:
 def show_cmd(monitor_id: str, n_runs: int, as_json: bool) -> None:
     """A monitor: status, cadence, its history, its last runs (each with its snapshot) and the
     days whose re-sample failed, with the reason."""
+    from geo_pipeline.flows import monitors as flow
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.queries import Q
+
     with dbmod.connect() as conn:
         try:
             monitor = flow.get_monitor(conn, monitor_id)
@@ -234,6 +246,9 @@ def _state_cmd(name: str, event: str, verb: str) -> Any:
     @REASON
     @JSON
     def cmd(monitor_id: str, actor: str | None, reason: str, as_json: bool) -> None:
+        from geo_pipeline.flows import monitors as flow
+        from geo_pipeline.store import db as dbmod
+
         with dbmod.connect() as conn:
             try:
                 change = flow.change_state(conn, monitor_id, event, _actor(actor), reason)
@@ -283,6 +298,11 @@ def update_cmd(
     as_json: bool,
 ) -> None:
     """A new revision of MONITOR_ID, used from its next run on (runs made keep their snapshot)."""
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.flows import monitors as flow
+    from geo_pipeline.store import db as dbmod
+
     if config_path is None and cron is None and timezone is None and not default_cadence:
         raise click.UsageError(
             "nothing to change: give --config, --cron/--timezone or --default-cadence"
@@ -353,6 +373,10 @@ def recipients_add_cmd(
     as_json: bool,
 ) -> None:
     """Add a recipient of TENANT's alerts (or of one of its monitors)."""
+    from geo_pipeline.flows import monitors as flow
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.queries import Q
+
     if bool(webhook_env) == bool(email):
         raise click.UsageError("give exactly one of --webhook-env NAME or --email ADDRESS")
     if webhook_env and not WEBHOOK_ENV.match(webhook_env):
@@ -404,6 +428,9 @@ def recipients_add_cmd(
 @JSON
 def recipients_list_cmd(tenant: str | None, as_json: bool) -> None:
     """Recipients (a webhook shows the variable that holds its URL, never the URL)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.queries import Q
+
     with dbmod.connect() as conn, conn.cursor() as cur:
         cur.execute(Q("tenant_alerts.recipients"), {"tenant_id": tenant})
         rows = [dict(r) for r in cur.fetchall()]
@@ -418,6 +445,9 @@ def recipients_list_cmd(tenant: str | None, as_json: bool) -> None:
 @click.option("--tenant", required=True, help="The recipient's tenant (a check, not a filter).")
 def recipients_remove_cmd(recipient_id: int, tenant: str) -> None:
     """Remove a recipient of TENANT."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.queries import Q
+
     with dbmod.connect() as conn, conn.transaction(), conn.cursor() as cur:
         cur.execute(
             Q("tenant_alerts.remove_recipient"), {"recipient_id": recipient_id, "tenant_id": tenant}
@@ -461,6 +491,11 @@ def import_cmd(
 ) -> None:
     """Set MONITOR's questions and tags from CSV_FILE (columns: question, topic, intent, persona,
     market): a new revision used from its next run on. --dry-run shows the changes only."""
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import normalise_text
+    from geo_pipeline.flows import monitors as flow
+    from geo_pipeline.store import db as dbmod
+
     sheet = read_sheet(csv_file)
     with dbmod.connect() as conn:
         try:

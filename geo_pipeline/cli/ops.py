@@ -11,23 +11,21 @@ from __future__ import annotations
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
 from geo_pipeline.cli.output import PORT, POSITIVE, console, emit_json, emit_table
-from geo_pipeline.domain import words
-from geo_pipeline.ops import export as exportmod
-from geo_pipeline.ops import report as reportmod
-from geo_pipeline.settings import settings
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store import runs as runstore
+from geo_pipeline.domain.vocabulary import EXPORT_FORMATS
+
+if TYPE_CHECKING:
+    from geo_pipeline.ops import report as reportmod
 
 
 @click.command("export")
 @click.argument("run_id")
 @click.option(
-    "--format", "fmt", type=click.Choice(exportmod.FORMATS), default="json", show_default=True
+    "--format", "fmt", type=click.Choice(EXPORT_FORMATS), default="json", show_default=True
 )
 @click.option(
     "--out",
@@ -38,6 +36,11 @@ from geo_pipeline.store import runs as runstore
 @click.option("--json", "as_json", is_flag=True, help="Print a JSON summary of what was written.")
 def export_cmd(run_id: str, fmt: str, out: Path | None, as_json: bool) -> None:
     """Export RUN_ID's report (status, evidence, mention rates, money) as JSON, CSV or HTML."""
+    from geo_pipeline.ops import export as exportmod
+    from geo_pipeline.ops import report as reportmod
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import runs as runstore
+
     with dbmod.connect() as conn:
         try:
             report = reportmod.build_report(conn, run_id, link_for=_local_link_for())
@@ -67,6 +70,8 @@ def export_cmd(run_id: str, fmt: str, out: Path | None, as_json: bool) -> None:
 def _local_link_for() -> reportmod.LinkFor | None:
     """With a local evidence directory (the demo's default) the report can link files directly;
     with object storage it shows keys and the authorised download command instead (R20)."""
+    from geo_pipeline.ops import report as reportmod
+
     return reportmod.local_link_for()
 
 
@@ -169,6 +174,7 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
     until Ctrl-C."""
     from geo_pipeline.ops import demo, dev
     from geo_pipeline.ops.supervisor import ProcessFailed, Supervisor, sigterm_as_keyboard_interrupt
+    from geo_pipeline.store import db as dbmod
 
     opts = demo.DemoOptions(
         state_dir=state_dir,
@@ -217,6 +223,7 @@ def _fund_launchpad(database_url: str) -> str:
     the launchpad then shows the same refusal with what to do."""
     from geo_pipeline.billing.errors import BillingError
     from geo_pipeline.defs.launchpad import fund_launchpad_example
+    from geo_pipeline.store import db as dbmod
 
     try:
         with dbmod.connect(database_url) as conn:
@@ -321,6 +328,8 @@ def _rate(r: dict[str, Any]) -> str:
 
 
 def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
+    from geo_pipeline.domain import words
+
     st = rep.status
     c = ui.console
     c.rule(f"report of run {rep.run['run_id']}")
@@ -438,6 +447,8 @@ def retention_cmd(apply_: bool, limit: int, as_json: bool) -> None:
     and the ledger stay. Dry run unless --apply."""
     from geo_pipeline.evidence.backend import archive_from_url
     from geo_pipeline.flows import retention
+    from geo_pipeline.settings import settings
+    from geo_pipeline.store import db as dbmod
 
     try:
         archive = archive_from_url()

@@ -10,13 +10,9 @@ from pathlib import Path
 from typing import Any
 
 import click
-import yaml
 
-from geo_pipeline.billing import ledger, prices
 from geo_pipeline.cli.output import emit_json, emit_table
-from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.catalogue import PRICE_FIELDS, PriceFileError, parse_price_versions
-from geo_pipeline.store import db as dbmod
+from geo_pipeline.domain.catalogue import PRICE_FIELDS
 
 COLUMNS = [*PRICE_FIELDS[:3], "in_effect", *PRICE_FIELDS[3:]]
 
@@ -28,6 +24,8 @@ def prices_group() -> None:
 
 def read_price_file(path: Path) -> Any:
     """A price file's content: JSON by its suffix, YAML otherwise (YAML reads JSON too)."""
+    import yaml
+
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
@@ -46,6 +44,11 @@ def read_price_file(path: Path) -> Any:
 def import_cmd(file: Path, as_json: bool) -> None:
     """Store the price lists of FILE (YAML or JSON), all or none. Re-importing the same lists
     is a no-op; a published version never changes (import a new version instead)."""
+    from geo_pipeline.billing import ledger, prices
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.catalogue import PriceFileError, parse_price_versions
+    from geo_pipeline.store import db as dbmod
+
     caps = load_registry().capabilities()
     try:
         versions = parse_price_versions(read_price_file(file), caps)
@@ -70,6 +73,10 @@ def import_cmd(file: Path, as_json: bool) -> None:
 def list_cmd(platform: str | None, as_json: bool) -> None:
     """Every price version: the registry's fallback list, then the imported ones in order of
     taking effect; ``in_effect`` marks what a run created now is quoted with."""
+    from geo_pipeline.billing import prices
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.store import db as dbmod
+
     caps = load_registry().capabilities()
     if platform is not None and platform not in caps:
         raise click.ClickException(

@@ -9,14 +9,15 @@ state transition, logged with the operator as actor; the analyst tables pick it 
 from __future__ import annotations
 
 import getpass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from geo_pipeline.analysis import review as reviewmod
 from geo_pipeline.cli.output import POSITIVE, emit_json, emit_table
-from geo_pipeline.settings import settings
-from geo_pipeline.store import db as dbmod
+from geo_pipeline.domain.vocabulary import REVIEW_VERDICTS
+
+if TYPE_CHECKING:
+    from geo_pipeline.store import db as dbmod
 
 RAW_PREVIEW_CHARS = 160
 LIST_COLUMNS = (
@@ -32,6 +33,8 @@ LIST_COLUMNS = (
 
 
 def _default_actor() -> str:
+    from geo_pipeline.settings import settings
+
     try:
         return settings().actor or getpass.getuser()
     except (KeyError, OSError):
@@ -58,6 +61,9 @@ def review_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of a table.")
 def list_cmd(run_id: str | None, limit: int, show_raw: bool, as_json: bool) -> None:
     """List the samples waiting for review, oldest first."""
+    from geo_pipeline.analysis import review as reviewmod
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         rows = reviewmod.list_review_queue(conn, run_id, limit)
         if show_raw:
@@ -110,7 +116,7 @@ def _add_raw_previews(conn: dbmod.Conn, rows: list[dict[str, Any]]) -> None:
 @click.argument("sample_id")
 @click.option(
     "--verdict",
-    type=click.Choice(reviewmod.VERDICTS),
+    type=click.Choice(REVIEW_VERDICTS),
     required=True,
     help="accepted/failed: decide an analysis in review; valid/invalid: judge the answer.",
 )
@@ -119,6 +125,9 @@ def _add_raw_previews(conn: dbmod.Conn, rows: list[dict[str, Any]]) -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print JSON instead of text.")
 def resolve_cmd(sample_id: str, verdict: str, note: str, actor: str | None, as_json: bool) -> None:
     """Record a decision on SAMPLE_ID as a guarded transition in the log."""
+    from geo_pipeline.analysis import review as reviewmod
+    from geo_pipeline.store import db as dbmod
+
     who = actor if actor is not None else _default_actor()
     with dbmod.connect() as conn:
         try:

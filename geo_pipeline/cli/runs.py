@@ -6,47 +6,27 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from geo_pipeline.analysis import analyse_run
-from geo_pipeline.analysis.planning import (
-    channel_precision,
-    planning_priors,
-    precision_display,
-    precision_row,
-)
-from geo_pipeline.billing import ledger
 from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_table
-from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.config import load_config_file, normalise_and_validate
-from geo_pipeline.domain.money import Money
-from geo_pipeline.domain.plan import Plan
-from geo_pipeline.domain.planner import ChannelPlan, Prior
-from geo_pipeline.domain.words import (
-    analysis_text,
-    money_text,
-    money_with_minor,
-    reconciliation_text,
-    status_text,
-)
-from geo_pipeline.flows.create_run import (
-    PlanChecksFailed,
-    create_run,
-    dispatch_checked,
-    quoted_plan,
-)
-from geo_pipeline.flows.settle import describe, run_money, settle_run
-from geo_pipeline.store import db as dbmod
-from geo_pipeline.store import runs as runstore
-from geo_pipeline.store import status as statusmod
-from geo_pipeline.store.db import Conn
+
+if TYPE_CHECKING:
+    from geo_pipeline.domain.plan import Plan
+    from geo_pipeline.domain.planner import ChannelPlan, Prior
+    from geo_pipeline.flows.create_run import PlanChecksFailed
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store.db import Conn
 
 
 def plan_from_file(path: Path, run_id: str | None, conn: Conn) -> Plan:
     """The plan and quote of a config file, through the one quote path (``quoted_plan``: the
     price versions in effect now, which `runs create`'s quote snapshot then freezes)."""
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.flows.create_run import quoted_plan
+
     return quoted_plan(conn, load_config_file(path), load_registry().capabilities(), run_id)
 
 
@@ -81,6 +61,12 @@ def plan_cmd(
     half-width of each channel's mention rate and the repeats a target needs. Quoted at the
     price versions in effect in the database, as `runs create` will freeze them. Writes
     nothing; without --run-id it names no run id (`runs create` assigns one)."""
+    from geo_pipeline.analysis.planning import precision_display, precision_row
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.domain.config import load_config_file, normalise_and_validate
+    from geo_pipeline.flows.create_run import quoted_plan
+    from geo_pipeline.store import db as dbmod
+
     raw = load_config_file(config)
     normalise_and_validate(raw, load_registry().capabilities())  # every mistake, before any I/O
     with dbmod.connect() as conn:
@@ -102,6 +88,9 @@ def plan_cmd(
 
 def precision_plans(plan: Plan, target: float, monitor: str | None) -> list[ChannelPlan]:
     """The repeats planner over this plan, with the monitor's earlier runs as priors if given."""
+    from geo_pipeline.analysis.planning import channel_precision, planning_priors
+    from geo_pipeline.store import db as dbmod
+
     priors: dict[str, Prior] = {}
     if monitor:
         with dbmod.connect() as conn:
@@ -110,6 +99,8 @@ def precision_plans(plan: Plan, target: float, monitor: str | None) -> list[Chan
 
 
 def _print_plan(summary: dict) -> None:
+    from geo_pipeline.domain.words import money_with_minor
+
     rid = summary["run_id"] or "assigned by `geo-pipeline runs create`"
     click.echo(f"tenant {summary['tenant']}, run id: {rid}")
     click.echo(f"samples: {summary['formula']} (Q x T x R)")
@@ -163,6 +154,11 @@ def create_cmd(
     asset (volume, identities, batches; per channel). A failing check leaves the run created but
     undispatched and exits 1 naming it; re-running the command after the fix re-checks the
     (confirmed, undispatched) run and dispatches it."""
+    from geo_pipeline.billing import ledger
+    from geo_pipeline.flows.create_run import PlanChecksFailed, create_run, dispatch_checked
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import runs as runstore
+
     refused: PlanChecksFailed | None = None
     with dbmod.connect() as conn:
         plan = plan_from_file(config, run_id, conn)
@@ -201,6 +197,10 @@ def create_cmd(
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(tenant: str | None, limit: int, as_json: bool) -> None:
     """Recent runs with their aggregate status."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import runs as runstore
+    from geo_pipeline.store import status as statusmod
+
     with dbmod.connect() as conn:
         rows = runstore.list_runs(conn, tenant, limit)
         for r in rows:
@@ -235,6 +235,12 @@ def list_cmd(tenant: str | None, limit: int, as_json: bool) -> None:
 def show_cmd(run_id: str, as_json: bool) -> None:
     """A run's status (with its reason) per layer and per channel, batches, quote, money and
     whether it is settled."""
+    from geo_pipeline.domain.words import money_text, money_with_minor, status_text
+    from geo_pipeline.flows.settle import run_money
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import runs as runstore
+    from geo_pipeline.store import status as statusmod
+
     with dbmod.connect() as conn:
         try:
             run = runstore.get_run(conn, run_id)
@@ -338,6 +344,8 @@ def show_cmd(run_id: str, as_json: bool) -> None:
 
 # --------------------------------------------------------------------------- follow-up
 def _known_run(conn: dbmod.Conn, run_id: str) -> dict[str, Any]:
+    from geo_pipeline.store import runs as runstore
+
     try:
         return runstore.get_run(conn, run_id)
     except runstore.RunNotFound as exc:
@@ -364,6 +372,9 @@ def _progress(st: Any) -> str:
 @click.option("--json", "as_json", is_flag=True)
 def wait_cmd(run_id: str, timeout_s: float, every_s: float, as_json: bool) -> None:
     """Wait until every sample of RUN_ID is terminal (completed or failed); exit 1 on timeout."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import status as statusmod
+
     deadline = time.monotonic() + timeout_s
     with dbmod.connect(autocommit=True) as conn:
         _known_run(conn, run_id)
@@ -396,6 +407,11 @@ def analyse_cmd(run_id: str, channel: str | None, as_json: bool) -> None:
     """Analyse RUN_ID's stored answers for brand mentions and refresh its analyst tables: what
     the brand_analysis and brand_visibility assets do, for runs Dagster does not watch.
     Idempotent; answers collected later are analysed by the next call."""
+    from geo_pipeline.analysis import analyse_run
+    from geo_pipeline.domain.words import analysis_text
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import status as statusmod
+
     with dbmod.connect() as conn:
         _known_run(conn, run_id)
         summary = analyse_run(conn, run_id, channel=channel)
@@ -428,6 +444,11 @@ def settle_cmd(run_id: str, no_statements: bool, as_json: bool) -> None:
     """Close RUN_ID (release the unused reservation), fetch the fee statements of the days its
     fees fall on and reconcile: what the billing_reconciliation asset does. Exits 1 while the
     run is still collecting (it is reconciled, not closed); settling again is safe."""
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.flows.settle import describe, settle_run
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import status as statusmod
+
     with dbmod.connect() as conn:
         run = _known_run(conn, run_id)
         settled = settle_run(conn, run_id, registry=None if no_statements else load_registry())
@@ -446,6 +467,9 @@ def settle_cmd(run_id: str, no_statements: bool, as_json: bool) -> None:
 
 
 def _print_settlement(run_id: str, settled: Any, currency: str | None) -> None:
+    from geo_pipeline.domain.money import Money
+    from geo_pipeline.domain.words import reconciliation_text
+
     if settled.closed is not None:
         rel = settled.closed.released
         state = "closed now" if settled.closed.closed_now else "was already closed"

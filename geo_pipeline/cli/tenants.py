@@ -8,12 +8,14 @@ analyst's own tenant only: the database, not this tool, decides what a login see
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 import click
 
 from geo_pipeline.cli.output import emit_json, emit_table
-from geo_pipeline.store import analyst_guard, tenancy
-from geo_pipeline.store import db as dbmod
+
+if TYPE_CHECKING:
+    from geo_pipeline.store import tenancy
 
 
 @click.group("tenants")
@@ -38,6 +40,9 @@ def _fail(exc: tenancy.TenancyError) -> click.ClickException:
 )
 def create_cmd(tenant: str, name: str | None, currency: str, max_in_flight: int) -> None:
     """Create TENANT (a no-op if it exists)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import tenancy
+
     with dbmod.connect() as conn:
         try:
             created = tenancy.create_tenant(
@@ -53,6 +58,9 @@ def create_cmd(tenant: str, name: str | None, currency: str, max_in_flight: int)
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(as_json: bool) -> None:
     """Tenants with their number of analyst logins."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import tenancy
+
     with dbmod.connect() as conn:
         rows = tenancy.list_tenants(conn)
     if as_json:
@@ -76,6 +84,9 @@ def grant_cmd(tenant: str, login: str | None, rotate: bool) -> None:
     The password is generated, shown here and nowhere else; PostgreSQL keeps only its SCRAM
     verifier. Lost it? Run again with --rotate.
     """
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import tenancy
+
     with dbmod.connect() as conn:
         try:
             grant = tenancy.grant_analyst(conn, tenant, login, rotate=rotate)
@@ -91,6 +102,9 @@ def grant_cmd(tenant: str, login: str | None, rotate: bool) -> None:
 @click.option("--login", required=True, help="The analyst login to remove.")
 def revoke_cmd(tenant: str, login: str) -> None:
     """Remove an analyst login of TENANT: its binding, its role and its open sessions."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import tenancy
+
     with dbmod.connect() as conn:
         try:
             ended = tenancy.revoke_analyst(conn, tenant, login)
@@ -114,6 +128,9 @@ def guard_cmd(every: float | None) -> None:
     Run as the administrator (CREATEROLE and pg_signal_backend, or a superuser), next to the
     service; PostgreSQL lets every login change its own timeout, so this is what enforces it.
     """
+    from geo_pipeline.store import analyst_guard
+    from geo_pipeline.store import db as dbmod
+
     with dbmod.connect() as conn:
         while True:
             report = analyst_guard.enforce(conn)
@@ -134,6 +151,9 @@ def guard_cmd(every: float | None) -> None:
 @click.option("--json", "as_json", is_flag=True)
 def analysts_cmd(tenant: str | None, as_json: bool) -> None:
     """Analyst logins (of TENANT, or of every tenant)."""
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import tenancy
+
     with dbmod.connect() as conn:
         rows = tenancy.analyst_logins(conn, tenant)
     if as_json:
@@ -158,6 +178,8 @@ def limit_cmd(
 ) -> None:
     """Cap TENANT's submit rate on PLATFORM (R10); workers pick it up within seconds."""
     from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.store import db as dbmod
+    from geo_pipeline.store import tenancy
 
     known = set(load_registry().capabilities())
     if platform not in known:

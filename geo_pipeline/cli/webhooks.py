@@ -4,9 +4,6 @@
 from __future__ import annotations
 
 import click
-from aiohttp import web
-
-from geo_pipeline.worker.webhooks import SECRET_ENV, create_app
 
 
 @click.group("webhooks")
@@ -20,6 +17,10 @@ def webhooks_group() -> None:
 def serve_cmd(host: str, port: int) -> None:
     """Serve POST /webhooks/cloro/<secret> and GET /healthz. The secret is the deployment's
     GEO_WEBHOOK_SECRET; cloro is told the URL through GEO_CLORO_WEBHOOK_URL."""
+    from aiohttp import web
+
+    from geo_pipeline.worker.webhooks import SECRET_ENV, create_app
+
     try:
         app = create_app()
     except ValueError as exc:

@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from geo_pipeline.domain.vocabulary import EVIDENCE_KINDS
 from geo_pipeline.evidence.archive import Archive, ArchiveError, PresignUnsupported, verify
 from geo_pipeline.evidence.bundle import (
     BundleCorrupt,
@@ -34,17 +35,7 @@ from geo_pipeline.evidence.warc_store import read_record
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
-KINDS = (
-    "answer_raw",
-    "answer_html",
-    "citations",
-    "response_raw",
-    "screenshot",
-    "thumbnail",
-    # A browser capture's page as rendered (kept, never rendered by us) and how it was captured.
-    "page_html",
-    "capture",
-)
+KINDS = EVIDENCE_KINDS
 DERIVED_KIND, SOURCE_KIND = "answer_html", "answer_raw"  # the display, made from the text
 HTML_MIME = "text/html; charset=utf-8"
 PRESIGN_MAX_S = 3600

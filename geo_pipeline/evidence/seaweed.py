@@ -153,7 +153,9 @@ def start_s3(
         data = root / f"data-{attempt}"
         data.mkdir(exist_ok=True)
         args = [
-            binary, "mini", f"-dir={data}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            # glog's files go beside the data, not to TMPDIR where nothing removes them.
+            binary, f"-logdir={root}", "mini", f"-dir={data}",
+            "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
             f"-master.port={ports['master']}", f"-master.port.grpc={ports['master_grpc']}",
             f"-volume.port={ports['volume']}", f"-volume.port.grpc={ports['volume_grpc']}",
             f"-filer.port={ports['filer']}", f"-filer.port.grpc={ports['filer_grpc']}",

@@ -10,15 +10,10 @@ statements published since. The caller commits.
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
 from typing import Any
 
-import httpx
-
 from geo_pipeline.billing import ledger, reconcile
-from geo_pipeline.connectors.base import ConnectorError
-from geo_pipeline.connectors.factory import ConnectorSet
 from geo_pipeline.domain.billing import ReconciliationSummary
 from geo_pipeline.domain.catalogue import Registry, RegistryError
 from geo_pipeline.domain.words import reconciliation_text
@@ -54,6 +49,8 @@ def settle_run(
     imported: list[reconcile.ImportResult] = []
     unavailable: list[str] = []
     if registry is not None:
+        import asyncio
+
         needed = reconcile.statement_days_needed(conn, run_id)
         imported, unavailable = asyncio.run(_import_statements(conn, registry, needed))
     summary = reconcile.reconcile_run(conn, run_id)
@@ -63,6 +60,13 @@ def settle_run(
 async def _import_statements(
     conn: Conn, registry: Registry, needed: dict[str, list[str]]
 ) -> tuple[list[reconcile.ImportResult], list[str]]:
+    # Here, not at the top: `runs show` reads run_money below and needs no HTTP client (every
+    # connector, httpx) to start (issue 30).
+    import httpx
+
+    from geo_pipeline.connectors.base import ConnectorError
+    from geo_pipeline.connectors.factory import ConnectorSet
+
     imported: list[reconcile.ImportResult] = []
     unavailable: list[str] = []
     async with ConnectorSet(registry) as connectors:

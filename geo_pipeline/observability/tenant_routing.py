@@ -20,8 +20,6 @@ from dataclasses import dataclass
 
 from geo_pipeline.observability.notify import Alert, Notifier, SmtpNotifier, WebhookNotifier
 
-TENANT_ALERT_KINDS = ("mention_change", "resample_failed", "reconciliation", "stuck_partition")
-
 
 @dataclass(frozen=True)
 class TenantAlert:

@@ -22,9 +22,10 @@ from typing import Any
 import yaml
 
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry
+from geo_pipeline.domain.vocabulary import DEFAULT_IMAGE
 from geo_pipeline.streams import keys
 
-IMAGE = "geo-pipeline:0.1.0"
+IMAGE = DEFAULT_IMAGE
 SECRET = "geo-pipeline-env"
 CONFIG_MAP = "geo-pipeline-config"
 METRICS_PORT = 9400

@@ -21,6 +21,7 @@ import jinja2
 import markupsafe
 
 from geo_pipeline.analysis.charts import rate_bars_svg
+from geo_pipeline.domain.vocabulary import EXPORT_FORMATS
 from geo_pipeline.domain.words import (
     PENDING_SCREENSHOT_NOTE,
     definitions_text,
@@ -30,7 +31,7 @@ from geo_pipeline.domain.words import (
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.report import RunReport, trend_section
 
-FORMATS = ("json", "csv", "html")
+FORMATS = EXPORT_FORMATS
 
 # One row per sample; the columns an analyst filters on first, then states and evidence.
 CSV_COLUMNS = (

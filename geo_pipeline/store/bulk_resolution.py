@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from geo_pipeline.domain.vocabulary import BULK_POLICIES
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.execution import set_actor
 from geo_pipeline.store.queries import Q
@@ -26,6 +27,8 @@ POLICIES = {
     ),
     "give-up": ("bulk_resolution.give_up", "given_up"),
 }
+if set(POLICIES) != set(BULK_POLICIES):  # the CLI offers BULK_POLICIES without importing this
+    raise RuntimeError(f"bulk policies {sorted(POLICIES)} != vocabulary {sorted(BULK_POLICIES)}")
 
 
 @dataclass

@@ -12,6 +12,8 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -20,6 +22,7 @@ from typing import Any
 import httpx
 
 from geo_pipeline_tests.integration.execution.helpers import fetch, states
+from geo_pipeline_tests.processes import wait_progressing
 
 LEASE_S = 2.0
 SWEEP_S = 0.5
@@ -30,25 +33,50 @@ APP_PREFIX = "geo-fault-"  # application_name of each role's PostgreSQL sessions
 def start_simulator(
     sets: list[str] | None = None, *, port: int = 0, env: dict[str, str] | None = None
 ) -> tuple[subprocess.Popen[str], str]:
+    """Start the simulator and wait for its URL line while it makes progress (no wall-clock
+    bound: under load its start-up was seen taking over 30 s, the old flat bound). Its stderr
+    (the JSON log lines) goes to a temporary file, shown if it does not start."""
     args = [*CLI, "simulator", "--port", str(port), "--json", "--seed", "7"]
     for s in sets or []:
         args += ["--set", s]
-    proc = subprocess.Popen(
-        args, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env
-    )
+    err = tempfile.NamedTemporaryFile(mode="w", prefix="geo-sim-err-", delete=False)
+    err_path = Path(err.name)
+    with err:  # the child keeps its copy
+        proc = subprocess.Popen(args, stdout=subprocess.PIPE, stderr=err, text=True, env=env)
     assert proc.stdout is not None
-    deadline = time.time() + 30
-    while time.time() < deadline:
-        line = proc.stdout.readline()
-        if not line:
-            if proc.poll() is not None:
-                break
-            continue
-        m = re.search(r'"url":\s*"([^"]+)"', line)
-        if m:
-            return proc, m.group(1)
-    proc.kill()
-    raise RuntimeError("the simulator did not start")
+    stdout = proc.stdout
+    found: list[str] = []
+    said: list[str] = []  # stdout before the URL: a refusal is a JSON error line there
+
+    def read_url() -> None:
+        for line in stdout:
+            said.append(line.strip())
+            m = re.search(r'"url":\s*"([^"]+)"', line)
+            if m:
+                found.append(m.group(1))
+                return
+
+    reader = threading.Thread(target=read_url, daemon=True)
+    reader.start()
+
+    def stderr_tail() -> str:
+        return (
+            f"--- stdout ---\n{chr(10).join(said)[-2000:]}\n"
+            f"--- stderr ---\n{err_path.read_text(errors='replace').strip()[-2000:]}"
+        )
+
+    try:
+        wait_progressing(lambda: not reader.is_alive(), proc, what="the simulator did not start",
+                         files=[err_path], describe=stderr_tail)  # fmt: skip
+        if not found:
+            raise AssertionError(f"the simulator did not start: no URL line\n{stderr_tail()}")
+    except AssertionError as exc:
+        proc.kill()
+        proc.wait(timeout=10)
+        raise RuntimeError(str(exc)) from None
+    finally:
+        err_path.unlink(missing_ok=True)
+    return proc, found[0]
 
 
 class Cluster:
@@ -173,13 +201,17 @@ class Cluster:
             )[0]["n"]
         )
 
-    def wait_dead(self, proc: subprocess.Popen[str], timeout_s: float = 180) -> int:
-        # A bound, not an expectation: it returns when the process reaches its crash point,
-        # which under a load average of 15-33 was seen taking over 30 s (issue 30).
-        try:
-            return proc.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            raise AssertionError(f"process did not die: {self.states()}") from None
+    def wait_dead(self, proc: subprocess.Popen[str], stall_s: float = 60.0) -> int:
+        """Wait for ``proc`` to reach its crash point and exit, while it makes progress (uses
+        CPU or writes its log): under a load average of 15-33 that was seen taking over 30 s
+        (issue 30). Fails if it stops moving for ``stall_s`` without exiting."""
+        log = self.spawned[proc.pid][2] if proc.pid in self.spawned else None
+        wait_progressing(
+            lambda: proc.poll() is not None, proc, what="process did not die",
+            files=[log] if log else [], stall_s=stall_s,
+            describe=lambda: f"states {self.states()}\n{self.logs()}",
+        )  # fmt: skip
+        return int(proc.returncode)
 
     def states(self) -> dict[str, int]:
         return dict(states(self.db_url))

@@ -83,7 +83,7 @@ def test_worker_killed_after_the_send_click_looks_it_up_in_history(
     cluster.relay()
     cluster.sweeper()
     w1 = cluster.worker(crash_at="browser_sent_not_answered", platforms=(PLATFORM,))
-    assert cluster.wait_dead(w1, timeout_s=START_S) == -signal.SIGKILL
+    assert cluster.wait_dead(w1) == -signal.SIGKILL
     sent_before = web_counts(cluster)[APP]["a1"]["sends"]
     assert sent_before == 1  # the question reached the app before the kill
     web_faults(cluster, chunk_delay_s=0.0)

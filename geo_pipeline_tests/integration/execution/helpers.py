@@ -309,7 +309,14 @@ DB_INVARIANTS: dict[str, str] = {
 
 
 def invariant_violations(db_url: str) -> dict[str, list[dict[str, Any]]]:
-    """Every database invariant above with the rows that break it (empty list = holds)."""
+    """Every database invariant above with the rows that break it (empty list = holds).
+
+    The database is analysed first: several checks join a table to itself or to another, and a
+    planner without statistics (autovacuum is off on the test server, or has not run since the
+    storm) joined 100,123 state_transitions rows to themselves in a nested loop -- minutes of
+    CPU in the chaos soak (issue 30; test_invariant_statistics.py)."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        conn.execute("ANALYZE")
     return {name: fetch(db_url, sql) for name, sql in DB_INVARIANTS.items()}
 
 
