@@ -22,8 +22,8 @@ from typing import Any
 import click
 
 from geo_pipeline.cli.output import PORT, POSITIVE, POSITIVE_SECONDS, SECONDS, emit_json, emit_table
-from geo_pipeline.flows import preflight
 from geo_pipeline.observability import logs
+from geo_pipeline.runtime import preflight
 from geo_pipeline.settings import settings as app_settings
 from geo_pipeline.store import bulk_resolution as bulk
 from geo_pipeline.store import db as dbmod

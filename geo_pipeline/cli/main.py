@@ -14,7 +14,7 @@ import redis
 
 from geo_pipeline.domain.catalogue import RegistryError
 from geo_pipeline.domain.config import ConfigError
-from geo_pipeline.flows.preflight import PreflightError
+from geo_pipeline.runtime.preflight import PreflightError
 from geo_pipeline.settings import SettingsError, configure_domain
 from geo_pipeline.store.db import DatabaseUnavailable
 
