@@ -11,7 +11,7 @@ from typing import Any
 import click
 
 from geo_pipeline.analysis import analyse_run
-from geo_pipeline.analysis.planning import (
+from geo_pipeline.analysis.precision import (
     channel_precision,
     planning_priors,
     precision_display,
@@ -23,7 +23,7 @@ from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import load_config_file, normalise_and_validate
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
-from geo_pipeline.domain.planner import ChannelPlan, Prior
+from geo_pipeline.domain.precision import ChannelPlan, Prior
 from geo_pipeline.domain.words import (
     analysis_text,
     money_text,
