@@ -12,9 +12,9 @@ The run lifecycle:
   transaction. Freezes the platforms' retry fee rules for the run, posts the estimate and, with
   ``confirm``, reserves ``estimated_max`` (``InsufficientFunds`` rolls the whole creation back)
   and sets ``runs.confirmed_at``.
-- ``post_charge(conn, charge)``: called by the worker inside the fenced completion transaction
-  for each accepted attempt whose upstream task finished. Idempotent on
-  ``charge:<sample_id>:<attempt_no>``.
+- ``post_charges(conn, charges)``: called by ``flows.complete`` inside the fenced completion
+  transaction for the accepted attempts whose upstream task finished (``post_charge`` is the
+  same path for one charge). Idempotent on ``charge:<sample_id>:<attempt_no>``.
 - ``close_run(conn, run_id)``: releases what is left of the reservation, so that at close
   reserve + reservation adjustments = charge + release.
 
@@ -125,7 +125,8 @@ class CloseResult:
 
 
 class _Duplicate(Exception):
-    """Internal: the charge already exists; roll back the savepoint and post nothing."""
+    """Internal: a charge of the batch was posted by someone else between the locked read and
+    the insert; roll back the run's savepoint and decide its charges again."""
 
 
 # --------------------------------------------------------------------------- entries
@@ -516,109 +517,9 @@ def post_charge(conn: Conn, charge: ChargeRequest) -> int | None:
     Runs in the caller's transaction (a savepoint of the fenced completion). Returns the new
     charge's entry id, or None when the charge already exists (a replay) or the platform's rule
     makes the attempt free; a free attempt still gets a zero charge entry recording that
-    decision, so reconciliation can tell "free" from "never finished"."""
-    rules.minor(charge.attempt_no, "attempt_no")
-    key = charge.idempotency_key
-    try:
-        with conn.transaction():
-            account = _lock_account(conn, charge.run_id)
-            currency = str(account["currency"]).strip()
-            if account["tenant_id"] != charge.tenant_id:
-                raise BillingError(
-                    f"charge {key} names tenant {charge.tenant_id}, but run {charge.run_id} "
-                    f"is billed to {account['tenant_id']}"
-                )
-            with conn.cursor() as cur:
-                cur.execute(
-                    Q("billing.charge_context"),
-                    {
-                        "idempotency_key": key,
-                        "run_id": charge.run_id,
-                        "platform": charge.platform,
-                        "mode": charge.mode,
-                        "sample_id": charge.sample_id,
-                    },
-                )
-                ctx = dict(cur.fetchone() or {})
-            if ctx.get("existing_entry_id") is not None:
-                raise _Duplicate
-            rule = (
-                ctx.get("retry_fee_rule")
-                or _fee_rules_from_registry([charge.platform])[charge.platform]
-            )
-            prices = rules.unit_prices_from_quote(
-                ctx.get("quote_lines") or [], charge.platform, charge.mode
-            )
-            decision = rules.charge_for_attempt(
-                prices,
-                rule,
-                charge.upstream_outcome,
-                deep_thinking_used=charge.deep_thinking_used,
-                web_search_used=charge.web_search_used,
-                screenshot_used=charge.screenshot_used,
-                sample_already_charged=bool(ctx.get("sample_already_charged")),
-            )
-            overrun = rules.over_reservation(
-                decision.amount_minor, int(account["reservation_left_minor"])
-            )
-            common: dict[str, Any] = {
-                "tenant_id": charge.tenant_id,
-                "currency": currency,
-                "run_id": charge.run_id,
-                "sample_id": charge.sample_id,
-                "attempt_no": charge.attempt_no,
-                "upstream_id": charge.upstream_id,
-                "price_version": prices.price_version,
-            }
-            if overrun:
-                _post(
-                    conn,
-                    kind="adjustment",
-                    adjusts="reservation",
-                    amount_minor=overrun,
-                    idempotency_key=f"overrun:{charge.sample_id}:{charge.attempt_no}",
-                    details={
-                        "review": REVIEW_OVER_RESERVATION,
-                        "charge_minor": decision.amount_minor,
-                        "reservation_left_minor": int(account["reservation_left_minor"]),
-                    },
-                    **common,
-                )
-                log.warning(
-                    "charge %s of %d %s exceeds run %s's remaining reservation by %d; "
-                    "reservation adjusted and flagged for review",
-                    key,
-                    decision.amount_minor,
-                    currency,
-                    charge.run_id,
-                    overrun,
-                )
-            entry = _post(
-                conn,
-                kind="charge",
-                amount_minor=decision.amount_minor,
-                idempotency_key=key,
-                details={
-                    "platform": charge.platform,
-                    "mode": charge.mode,
-                    "upstream_outcome": charge.upstream_outcome,
-                    "retry_fee_rule": rule,
-                    "items": dict(decision.items),
-                    "free_reason": decision.free_reason,
-                    "unquoted": list(decision.unquoted),
-                    **(
-                        {"vendor_credits": charge.vendor_credits}
-                        if charge.vendor_credits is not None
-                        else {}
-                    ),
-                },
-                **common,
-            )
-            if entry is None:  # posted between our check and our insert: roll back the overrun
-                raise _Duplicate
-    except _Duplicate:
-        return None
-    return None if decision.free else entry
+    decision, so reconciliation can tell "free" from "never finished". One charge path: this is
+    ``post_charges`` of a batch of one."""
+    return post_charges(conn, [charge])[0]
 
 
 def refund(
@@ -740,6 +641,7 @@ __all__ = [
     "deposit",
     "entries_for_review",
     "post_charge",
+    "post_charges",
     "record_run_created",
     "refund",
     "run_ledger",
@@ -768,85 +670,110 @@ def post_charges(conn: Conn, charges: list[ChargeRequest]) -> list[int | None]:
         by_run.setdefault(c.run_id, []).append(i)
     for run_id in sorted(by_run):
         idx = by_run[run_id]
-        with conn.transaction():
-            account = _lock_account(conn, run_id)
-            currency = str(account["currency"]).strip()
-            left = int(account["reservation_left_minor"])
-            keys = [charges[i].idempotency_key for i in idx]
-            with conn.cursor() as cur:
-                cur.execute(Q("billing.charges_context"), {"run_id": run_id, "keys": keys,
-                            "sample_ids": [charges[i].sample_id for i in idx]})  # fmt: skip
-                ctx = dict(cur.fetchone() or {})
-            existing = set(ctx.get("existing_keys") or [])
-            fee_rules = dict(ctx.get("fee_rules") or {})
-            quote_lines = list(ctx.get("quote_lines") or [])
-            charged = set(ctx.get("charged_samples") or [])
-            posts: list[tuple[int | None, bool, dict[str, Any]]] = []  # (index, free, params)
-            for i in idx:
-                c = charges[i]
-                if c.tenant_id != account["tenant_id"]:
-                    raise BillingError(
-                        f"charge {c.idempotency_key} names tenant {c.tenant_id}, but run "
-                        f"{run_id} is billed to {account['tenant_id']}"
-                    )
-                if c.idempotency_key in existing:
-                    continue  # a replay: nothing posted, like post_charge
-                existing.add(c.idempotency_key)
-                rule = (
-                    fee_rules.get(c.platform) or _fee_rules_from_registry([c.platform])[c.platform]
-                )
-                prices = rules.unit_prices_from_quote(quote_lines, c.platform, c.mode)
-                decision = rules.charge_for_attempt(
-                    prices,
-                    rule,
-                    c.upstream_outcome,
-                    deep_thinking_used=c.deep_thinking_used,
-                    web_search_used=c.web_search_used,
-                    screenshot_used=c.screenshot_used,
-                    sample_already_charged=c.sample_id in charged,
-                )
-                overrun = rules.over_reservation(decision.amount_minor, left)
-                common: dict[str, Any] = {
-                    "tenant_id": c.tenant_id,
-                    "currency": currency,
-                    "run_id": c.run_id,
-                    "sample_id": c.sample_id,
-                    "attempt_no": c.attempt_no,
-                    "upstream_id": c.upstream_id,
-                    "price_version": prices.price_version,
-                }
-                if overrun:
-                    posts.append((None, False, {**common, "kind": "adjustment",
-                        "adjusts": "reservation", "amount_minor": overrun,
-                        "idempotency_key": f"overrun:{c.sample_id}:{c.attempt_no}",
-                        "details": {"review": REVIEW_OVER_RESERVATION,
-                                    "charge_minor": decision.amount_minor,
-                                    "reservation_left_minor": left}}))  # fmt: skip
-                    left += overrun
-                posts.append((i, decision.free, {**common, "kind": "charge", "adjusts": None,
-                    "amount_minor": decision.amount_minor,
-                    "idempotency_key": c.idempotency_key,
-                    "details": {"platform": c.platform, "mode": c.mode,
-                                "upstream_outcome": c.upstream_outcome,
-                                "retry_fee_rule": rule, "items": dict(decision.items),
-                                "free_reason": decision.free_reason,
-                                "unquoted": list(decision.unquoted),
-                                **({"vendor_credits": c.vendor_credits}
-                                   if c.vendor_credits is not None else {})}}))  # fmt: skip
-                left -= decision.amount_minor
-                if decision.amount_minor > 0:
-                    charged.add(c.sample_id)
-            if not posts:
+        for _ in range(len(idx) + 1):  # each retry sees at least one more existing key
+            try:
+                _post_run_charges(conn, run_id, charges, idx, results)
+                break
+            except _Duplicate:
                 continue
-            for _, _, p in posts:
-                Money(rules.minor(p["amount_minor"], f"{p['kind']} amount"), currency)
-            # One INSERT for the run's entries: a column per parameter, details as JSON text.
-            params: dict[str, Any] = {c: [p[c] for _, _, p in posts] for c in ENTRY_COLUMNS}
-            params["details"] = [json.dumps(p["details"]) for _, _, p in posts]
-            with conn.cursor() as cur:
-                cur.execute(Q("billing.insert_entries"), params)
-                ids = {r["idempotency_key"]: int(r["entry_id"]) for r in cur.fetchall()}
-            for j, free, p in posts:
-                if j is not None and not free:
-                    results[j] = ids.get(p["idempotency_key"])
+        else:
+            raise BillingError(f"charges of run {run_id} kept being posted concurrently")
     return results
+
+
+def _post_run_charges(
+    conn: Conn, run_id: str, charges: list[ChargeRequest], idx: list[int], results: list[int | None]
+) -> None:
+    """The charges ``charges[i]`` (i in ``idx``) of one run, in one savepoint; their entry ids
+    go into ``results``. Raises ``_Duplicate`` (the savepoint rolled back, nothing posted) when
+    one of them was posted by another transaction between the locked read and the insert."""
+    with conn.transaction():
+        account = _lock_account(conn, run_id)
+        currency = str(account["currency"]).strip()
+        left = int(account["reservation_left_minor"])
+        keys = [charges[i].idempotency_key for i in idx]
+        with conn.cursor() as cur:
+            cur.execute(Q("billing.charges_context"), {"run_id": run_id, "keys": keys,
+                        "sample_ids": [charges[i].sample_id for i in idx]})  # fmt: skip
+            ctx = dict(cur.fetchone() or {})
+        existing = set(ctx.get("existing_keys") or [])
+        fee_rules = dict(ctx.get("fee_rules") or {})
+        quote_lines = list(ctx.get("quote_lines") or [])
+        charged = set(ctx.get("charged_samples") or [])
+        posts: list[tuple[int | None, bool, dict[str, Any]]] = []  # (index, free, params)
+        for i in idx:
+            c = charges[i]
+            if c.tenant_id != account["tenant_id"]:
+                raise BillingError(
+                    f"charge {c.idempotency_key} names tenant {c.tenant_id}, but run "
+                    f"{run_id} is billed to {account['tenant_id']}"
+                )
+            if c.idempotency_key in existing:
+                continue  # a replay: nothing posted, like post_charge
+            existing.add(c.idempotency_key)
+            rule = fee_rules.get(c.platform) or _fee_rules_from_registry([c.platform])[c.platform]
+            prices = rules.unit_prices_from_quote(quote_lines, c.platform, c.mode)
+            decision = rules.charge_for_attempt(
+                prices,
+                rule,
+                c.upstream_outcome,
+                deep_thinking_used=c.deep_thinking_used,
+                web_search_used=c.web_search_used,
+                screenshot_used=c.screenshot_used,
+                sample_already_charged=c.sample_id in charged,
+            )
+            overrun = rules.over_reservation(decision.amount_minor, left)
+            common: dict[str, Any] = {
+                "tenant_id": c.tenant_id,
+                "currency": currency,
+                "run_id": c.run_id,
+                "sample_id": c.sample_id,
+                "attempt_no": c.attempt_no,
+                "upstream_id": c.upstream_id,
+                "price_version": prices.price_version,
+            }
+            if overrun:
+                posts.append((None, False, {**common, "kind": "adjustment",
+                    "adjusts": "reservation", "amount_minor": overrun,
+                    "idempotency_key": f"overrun:{c.sample_id}:{c.attempt_no}",
+                    "details": {"review": REVIEW_OVER_RESERVATION,
+                                "charge_minor": decision.amount_minor,
+                                "reservation_left_minor": left}}))  # fmt: skip
+                left += overrun
+                log.warning(
+                    "charge %s of %d %s exceeds run %s's remaining reservation by %d; "
+                    "reservation adjusted and flagged for review",
+                    c.idempotency_key,
+                    decision.amount_minor,
+                    currency,
+                    run_id,
+                    overrun,
+                )
+            posts.append((i, decision.free, {**common, "kind": "charge", "adjusts": None,
+                "amount_minor": decision.amount_minor,
+                "idempotency_key": c.idempotency_key,
+                "details": {"platform": c.platform, "mode": c.mode,
+                            "upstream_outcome": c.upstream_outcome,
+                            "retry_fee_rule": rule, "items": dict(decision.items),
+                            "free_reason": decision.free_reason,
+                            "unquoted": list(decision.unquoted),
+                            **({"vendor_credits": c.vendor_credits}
+                               if c.vendor_credits is not None else {})}}))  # fmt: skip
+            left -= decision.amount_minor
+            if decision.amount_minor > 0:
+                charged.add(c.sample_id)
+        if not posts:
+            return
+        for _, _, p in posts:
+            Money(rules.minor(p["amount_minor"], f"{p['kind']} amount"), currency)
+        # One INSERT for the run's entries: a column per parameter, details as JSON text.
+        params: dict[str, Any] = {c: [p[c] for _, _, p in posts] for c in ENTRY_COLUMNS}
+        params["details"] = [json.dumps(p["details"]) for _, _, p in posts]
+        with conn.cursor() as cur:
+            cur.execute(Q("billing.insert_entries"), params)
+            ids = {r["idempotency_key"]: int(r["entry_id"]) for r in cur.fetchall()}
+        if any(j is not None and p["idempotency_key"] not in ids for j, _, p in posts):
+            raise _Duplicate  # posted meanwhile: roll back this run's entries (and overruns)
+        for j, free, p in posts:
+            if j is not None and not free:
+                results[j] = ids[p["idempotency_key"]]

@@ -24,7 +24,7 @@ from geo_pipeline.cli.output import PORT, POSITIVE, POSITIVE_SECONDS, SECONDS, e
 from geo_pipeline.domain.vocabulary import BULK_POLICIES
 
 if TYPE_CHECKING:
-    from geo_pipeline.flows import preflight
+    from geo_pipeline.runtime import preflight
 
 log = logging.getLogger("geo_pipeline.process")
 
@@ -51,7 +51,7 @@ def _log_level() -> int:
 def _preflight() -> preflight.Services:
     """PostgreSQL migrated and Redis answering, before the first side effect; else exit 3
     with what to do (geo_pipeline.cli.main turns PreflightError into that message)."""
-    from geo_pipeline.flows import preflight
+    from geo_pipeline.runtime import preflight
     from geo_pipeline.streams.keys import namespace, redis_url
 
     return preflight.check(redis_url=redis_url(), namespace=namespace())

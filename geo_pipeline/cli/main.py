@@ -116,7 +116,7 @@ def _error(exc: BaseException) -> tuple[str, int] | None:
     ):
         return f"error: {exc}", 2
     if _raised(exc, "geo_pipeline.store.db", "DatabaseUnavailable") or _raised(
-        exc, "geo_pipeline.flows.preflight", "PreflightError"
+        exc, "geo_pipeline.runtime.preflight", "PreflightError"
     ):
         return f"error: {exc}", 3
     if _raised(exc, "psycopg", "Error"):

@@ -14,7 +14,7 @@ from geo_pipeline.cli.output import POSITIVE, POSITIVE_SECONDS, emit_json, emit_
 
 if TYPE_CHECKING:
     from geo_pipeline.domain.plan import Plan
-    from geo_pipeline.domain.planner import ChannelPlan, Prior
+    from geo_pipeline.domain.precision import ChannelPlan, Prior
     from geo_pipeline.flows.create_run import PlanChecksFailed
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store.db import Conn
@@ -61,7 +61,7 @@ def plan_cmd(
     half-width of each channel's mention rate and the repeats a target needs. Quoted at the
     price versions in effect in the database, as `runs create` will freeze them. Writes
     nothing; without --run-id it names no run id (`runs create` assigns one)."""
-    from geo_pipeline.analysis.planning import precision_display, precision_row
+    from geo_pipeline.analysis.precision import precision_display, precision_row
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.config import load_config_file, normalise_and_validate
     from geo_pipeline.flows.create_run import quoted_plan
@@ -88,7 +88,7 @@ def plan_cmd(
 
 def precision_plans(plan: Plan, target: float, monitor: str | None) -> list[ChannelPlan]:
     """The repeats planner over this plan, with the monitor's earlier runs as priors if given."""
-    from geo_pipeline.analysis.planning import channel_precision, planning_priors
+    from geo_pipeline.analysis.precision import channel_precision, planning_priors
     from geo_pipeline.store import db as dbmod
 
     priors: dict[str, Prior] = {}

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import dagster as dg
 
+from geo_pipeline.domain.streams import COMPLETIONS
+
 RUNS_PARTITIONS = "collection_runs"  # the dynamic partitions: one key per collection run
 # One key per (run, channel) of a run: "<run_id>|<platform>__<device>" (defs/partitions.py).
 RUN_CHANNEL_PARTITIONS = "collection_run_channels"
@@ -47,7 +49,7 @@ CHECK_VISIBILITY_MATCHES = "visibility_rows_match_analysis"
 CHECK_ZERO_UNEXPLAINED = "zero_unexplained_difference"
 CHECK_NO_DUPLICATE_CHARGE = "no_duplicate_charge"
 
-COMPLETIONS_STREAM = "completions"  # <GEO_REDIS_PREFIX>:completions, written by the workers
+COMPLETIONS_STREAM = COMPLETIONS  # <GEO_REDIS_PREFIX>:completions, written by the workers
 
 
 def plan_run_key(run_id: str, channel: str) -> str:

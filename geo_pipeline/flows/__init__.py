@@ -3,7 +3,6 @@
 ``create_run``: validate, plan, and persist a run with its estimate and reservation.
 ``complete``: the fenced end of attempts -- evidence rows, charges, layers, outbox.
 ``settle``: close a run, fetch the platforms' statements, reconcile.
-``preflight``: PostgreSQL migrated and Redis answering, checked before any side effect.
 
 Flows sit between the shells (cli, defs, ops, worker) and the parts (store, billing, evidence,
 connectors, ...): a shell calls a flow; a part never imports one.

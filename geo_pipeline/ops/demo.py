@@ -146,7 +146,7 @@ def services(opts: DemoOptions, say: Callable[[str], None]) -> Iterator[Stack]:
         handles.append(rd)
         # Every service answers before the first side effect (migration, deposit, run): a
         # Redis found down only by the relay would leave a reserved run nobody dispatches.
-        from geo_pipeline.flows.preflight import PreflightError, check_redis
+        from geo_pipeline.runtime.preflight import PreflightError, check_redis
 
         try:
             check_redis(rd.url)

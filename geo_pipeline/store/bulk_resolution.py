@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from geo_pipeline.domain.streams import STREAM_PARAMS
 from geo_pipeline.domain.vocabulary import BULK_POLICIES
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.execution import set_actor
@@ -65,7 +66,10 @@ def resolve_run(
         set_actor(conn, actor)
         ids = [s["sample_id"] for s in out.samples]
         why = f"{policy}: {note}"
-        cur.execute(Q(query), {"run_id": run_id, "sample_ids": ids, "note": why, "actor": actor})
+        cur.execute(
+            Q(query),
+            {**STREAM_PARAMS, "run_id": run_id, "sample_ids": ids, "note": why, "actor": actor},
+        )
         out.resolved = sorted(r["sample_id"] for r in cur.fetchall())
         cur.execute(
             Q("bulk_resolution.decisions"),

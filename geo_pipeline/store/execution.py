@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from geo_pipeline.domain.retry import Candidate, fair_pick
+from geo_pipeline.domain.streams import STREAM_PARAMS
 from geo_pipeline.observability.metrics import DB_WRITE_LATENCY, STALE_WRITES
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
@@ -205,7 +206,7 @@ def write_finish(conn: Conn, params: dict[str, Any]) -> dict[str, str]:
     see ``execution.finish``): sample layers, attempt rows, acceptance records and outbox rows
     in one statement. Returns sample_id -> the collection state written."""
     with conn.cursor() as cur:
-        cur.execute(Q("execution.finish"), params)
+        cur.execute(Q("execution.finish"), {**STREAM_PARAMS, **params})
         return {r["sample_id"]: r["collection_state"] for r in cur.fetchall()}
 
 
@@ -225,7 +226,7 @@ def sweep_expired(conn: Conn, *, actor: str, limit: int = 5000) -> list[str]:
     """Hand samples whose lease ran out back to the queue, each with a new hint."""
     with conn.transaction(), conn.cursor() as cur:
         set_actor(conn, actor)
-        cur.execute(Q("execution.sweep_expired"), {"limit": limit})
+        cur.execute(Q("execution.sweep_expired"), {**STREAM_PARAMS, "limit": limit})
         return [r["sample_id"] for r in cur.fetchall()]
 
 
@@ -243,6 +244,7 @@ def sweep_unhinted(
         cur.execute(
             Q("execution.sweep_unhinted"),
             {
+                **STREAM_PARAMS,
                 "grace_s": grace_s,
                 "hint_ttl_s": hint_ttl_s,
                 "lookup_platforms": list(lookup_platforms),
@@ -257,7 +259,7 @@ def sweep_cancelled(conn: Conn, *, actor: str, limit: int = 5000) -> list[str]:
     that are still open, each with its completion event: nothing else would end them."""
     with conn.transaction(), conn.cursor() as cur:
         set_actor(conn, actor)
-        cur.execute(Q("execution.sweep_cancelled"), {"limit": limit})
+        cur.execute(Q("execution.sweep_cancelled"), {**STREAM_PARAMS, "limit": limit})
         return [r["sample_id"] for r in cur.fetchall()]
 
 
@@ -265,7 +267,9 @@ def sweep_screenshots(conn: Conn, *, ttl_s: float, limit: int = 5000) -> list[st
     """Queue screenshot hints again for required screenshots still pending whose hint is older
     than ``ttl_s`` (Redis lost or trimmed it)."""
     with conn.transaction(), conn.cursor() as cur:
-        cur.execute(Q("execution.sweep_screenshots"), {"ttl_s": ttl_s, "limit": limit})
+        cur.execute(
+            Q("execution.sweep_screenshots"), {**STREAM_PARAMS, "ttl_s": ttl_s, "limit": limit}
+        )
         return [r["sample_id"] for r in cur.fetchall()]
 
 
@@ -321,7 +325,7 @@ def cancel_run(conn: Conn, run_id: str, *, actor: str) -> dict[str, Any]:
         row = cur.fetchone()
         if row is None:
             raise NotFoundError(f"no run with id {run_id!r}")
-        cur.execute(Q("execution.cancel_unsubmitted"), {"run_id": run_id})
+        cur.execute(Q("execution.cancel_unsubmitted"), {**STREAM_PARAMS, "run_id": run_id})
         cancelled = [r["sample_id"] for r in cur.fetchall()]
         cur.execute(Q("execution.accepted_of_run"), {"run_id": run_id})
         accepted = [dict(r) for r in cur.fetchall()]
@@ -359,6 +363,7 @@ def resolve_uncertain(
             cur.execute(
                 Q("execution.resolve_accepted"),
                 {
+                    **STREAM_PARAMS,
                     "sample_id": sample_id,
                     "upstream_id": accepted_upstream_id,
                     "note": note,
@@ -369,7 +374,7 @@ def resolve_uncertain(
         else:
             cur.execute(
                 Q("execution.resolve_not_accepted"),
-                {"sample_id": sample_id, "note": note, "actor": actor},
+                {**STREAM_PARAMS, "sample_id": sample_id, "note": note, "actor": actor},
             )
             verdict = "not_accepted"
         if cur.fetchone() is None:

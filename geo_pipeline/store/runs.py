@@ -15,6 +15,7 @@ from psycopg.types.json import Jsonb
 
 from geo_pipeline.domain.config import NormalisedConfig
 from geo_pipeline.domain.plan import Plan
+from geo_pipeline.domain.streams import STREAM_PARAMS
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -151,7 +152,7 @@ def insert_run(
 
 def dispatch_new_run(conn: Conn, run_id: str) -> None:
     """Queue the first collect hints of a run just inserted (in the caller's transaction)."""
-    conn.execute(Q("runs.dispatch_new_run"), {"run_id": run_id})
+    conn.execute(Q("runs.dispatch_new_run"), {**STREAM_PARAMS, "run_id": run_id})
 
 
 def dispatch(conn: Conn, run_id: str, channel: str | None = None) -> int:
@@ -160,7 +161,7 @@ def dispatch(conn: Conn, run_id: str, channel: str | None = None) -> int:
     with conn.transaction(), conn.cursor() as cur:
         params = {"run_id": run_id, "channel": channel}
         cur.execute(Q("runs.mark_dispatched"), params)  # workers may claim it from now on
-        cur.execute(Q("runs.dispatch_collect"), params)
+        cur.execute(Q("runs.dispatch_collect"), {**STREAM_PARAMS, **params})
         row = cur.fetchone()
     if row is None:
         return 0

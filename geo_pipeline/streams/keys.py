@@ -7,15 +7,16 @@ The outbox ``stream`` column holds the logical name (the part after ``<ns>:``), 
 
 from __future__ import annotations
 
+# The names are defined once in domain.streams; COMPLETIONS and DEAD are re-exported here.
+from geo_pipeline.domain.streams import COLLECT_PREFIX, SCREENSHOT_PREFIX
+from geo_pipeline.domain.streams import COMPLETIONS as COMPLETIONS
+from geo_pipeline.domain.streams import DEAD as DEAD
 from geo_pipeline.settings import settings
 
 PREFIX_ENV = "GEO_REDIS_PREFIX"
 REDIS_URL_ENV = "GEO_REDIS_URL"
 DEFAULT_PREFIX = "geo"
 GROUP = "workers"  # the consumer group every worker of a stream joins
-
-COMPLETIONS = "completions"
-DEAD = "dead"
 
 
 def namespace(explicit: str | None = None) -> str:
@@ -28,12 +29,12 @@ def redis_url(explicit: str | None = None) -> str:
 
 def collect_stream(platform: str) -> str:
     """Logical name of a platform's text-collection stream (R10)."""
-    return f"collect:{platform}"
+    return f"{COLLECT_PREFIX}{platform}"
 
 
 def screenshot_stream(platform: str) -> str:
     """Logical name of a platform's screenshot-download stream; apart from text (R10)."""
-    return f"screenshot:{platform}"
+    return f"{SCREENSHOT_PREFIX}{platform}"
 
 
 def stream_key(ns: str, logical: str) -> str:

@@ -101,23 +101,6 @@ SELECT run_id, tenant_id, currency, estimated_minor, reserved_minor, overrun_min
 FROM geo.run_accounts WHERE run_id = %(run_id)s
 FOR UPDATE;
 
--- name: charge_context
--- Read after the run account is locked (a fresh snapshot): a duplicate posted meanwhile is seen.
-SELECT
-  (SELECT entry_id FROM geo.ledger_entries WHERE idempotency_key = %(idempotency_key)s)
-    AS existing_entry_id,
-  (SELECT retry_fee_rule FROM geo.run_fee_rules
-    WHERE run_id = %(run_id)s AND platform = %(platform)s) AS retry_fee_rule,
-  (SELECT coalesce(jsonb_agg(jsonb_build_object(
-            'platform', ql.platform, 'mode', ql.mode, 'item', ql.item,
-            'unit_price_minor', ql.unit_price_minor, 'price_version', ql.price_version)), '[]')
-     FROM geo.runs r JOIN geo.quote_lines ql USING (quote_id)
-    WHERE r.run_id = %(run_id)s AND ql.platform = %(platform)s AND ql.mode = %(mode)s)
-    AS quote_lines,
-  EXISTS (SELECT 1 FROM geo.ledger_entries e
-           WHERE e.sample_id = %(sample_id)s AND e.kind = 'charge' AND e.amount_minor > 0)
-    AS sample_already_charged;
-
 -- name: insert_fee_rule
 INSERT INTO geo.run_fee_rules (run_id, platform, price_version, retry_fee_rule)
 VALUES (%(run_id)s, %(platform)s, %(price_version)s, %(retry_fee_rule)s)

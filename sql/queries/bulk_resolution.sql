@@ -30,7 +30,7 @@ WITH s AS (
   FROM s WHERE u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
 ), o AS (
   INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-  SELECT 'collect:' || platform, 'collect', sample_id, run_id, tenant_id,
+  SELECT %(collect_prefix)s::text || platform, 'collect', sample_id, run_id, tenant_id,
          jsonb_build_object('priority', priority, 'reason', 'operator')
   FROM s
 )
@@ -54,7 +54,7 @@ WITH s AS (
   FROM s WHERE u.sample_id = s.sample_id AND u.attempt_no = s.attempt_no
 ), o AS (
   INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-  SELECT 'completions', 'completion', sample_id, run_id, tenant_id,
+  SELECT %(completions_stream)s::text, 'completion', sample_id, run_id, tenant_id,
          jsonb_build_object('channel', channel, 'collection_state', 'failed')
   FROM s
 )

@@ -343,11 +343,11 @@ WITH h0 AS (
     AND (s.acc_upstream_id IS NOT NULL OR (s.req_state IS NOT NULL AND u.state <> 'accepted'))
 ), o AS (
   INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-  SELECT 'completions', 'completion', s.sample_id, s.run_id, s.tenant_id,
+  SELECT %(completions_stream)s::text, 'completion', s.sample_id, s.run_id, s.tenant_id,
          jsonb_build_object('channel', s.channel, 'collection_state', s.collection_state)
   FROM s WHERE s.collection_state IN ('completed', 'failed')
   UNION ALL
-  SELECT 'screenshot:' || s.platform, 'screenshot', s.sample_id, s.run_id, s.tenant_id,
+  SELECT %(screenshot_prefix)s::text || s.platform, 'screenshot', s.sample_id, s.run_id, s.tenant_id,
          jsonb_build_object('attempt_no', s.attempt_no)
   FROM s WHERE s.want_shot AND s.collection_state = 'completed'
 )
@@ -383,7 +383,7 @@ WITH x AS (
   RETURNING s.sample_id, s.run_id, s.tenant_id, s.platform, s.priority
 )
 INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-SELECT 'collect:' || platform, 'collect', sample_id, run_id, tenant_id,
+SELECT %(collect_prefix)s::text || platform, 'collect', sample_id, run_id, tenant_id,
        jsonb_build_object('priority', priority, 'reason', 'lease_expired')
 FROM s
 RETURNING sample_id;
@@ -409,7 +409,7 @@ WITH g AS (
   GROUP BY s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel
 )
 INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
-SELECT 'collect:' || g.platform, 'collect', g.run_id, g.tenant_id, g.batch_no, g.channel,
+SELECT %(collect_prefix)s::text || g.platform, 'collect', g.run_id, g.tenant_id, g.batch_no, g.channel,
        jsonb_build_object('priority', g.priority, 'samples', g.n, 'reason', 'sweep')
 FROM g
 WHERE NOT EXISTS (SELECT 1 FROM geo.outbox o  -- the live hint of its batch and channel
@@ -444,7 +444,7 @@ WITH x AS (
   RETURNING s.sample_id, s.run_id, s.tenant_id, s.channel
 )
 INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-SELECT 'completions', 'completion', sample_id, run_id, tenant_id,
+SELECT %(completions_stream)s::text, 'completion', sample_id, run_id, tenant_id,
        jsonb_build_object('channel', channel, 'collection_state', 'failed')
 FROM s
 RETURNING sample_id;
@@ -454,7 +454,7 @@ RETURNING sample_id;
 -- screenshot hint for ttl seconds (Redis lost or trimmed it): queue a new hint. The screenshot
 -- lane drops a hint for a sample it is already waiting on, and archiving is idempotent.
 INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-SELECT 'screenshot:' || s.platform, 'screenshot', s.sample_id, s.run_id, s.tenant_id,
+SELECT %(screenshot_prefix)s::text || s.platform, 'screenshot', s.sample_id, s.run_id, s.tenant_id,
        jsonb_build_object('attempt_no', s.attempt_no, 'reason', 'sweep')
 FROM geo.samples s
 WHERE s.evidence_reason = 'SCREENSHOT_PENDING' AND s.evidence_state = 'partial'
@@ -493,7 +493,7 @@ WITH s AS (
   RETURNING s.sample_id, s.run_id, s.tenant_id, s.channel
 )
 INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-SELECT 'completions', 'completion', sample_id, run_id, tenant_id,
+SELECT %(completions_stream)s::text, 'completion', sample_id, run_id, tenant_id,
        jsonb_build_object('channel', channel, 'collection_state', 'failed')
 FROM s
 RETURNING sample_id;
@@ -545,7 +545,7 @@ WITH s AS (
   FROM s WHERE a.sample_id = s.sample_id AND a.attempt_no = s.attempt_no
 ), o AS (
   INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-  SELECT 'collect:' || platform, 'collect', sample_id, run_id, tenant_id,
+  SELECT %(collect_prefix)s::text || platform, 'collect', sample_id, run_id, tenant_id,
          jsonb_build_object('priority', priority, 'reason', 'operator')
   FROM s
 )
@@ -568,7 +568,7 @@ WITH s AS (
   FROM s WHERE a.sample_id = s.sample_id AND a.attempt_no = s.attempt_no
 ), o AS (
   INSERT INTO geo.outbox (stream, kind, sample_id, run_id, tenant_id, payload)
-  SELECT 'collect:' || platform, 'collect', sample_id, run_id, tenant_id,
+  SELECT %(collect_prefix)s::text || platform, 'collect', sample_id, run_id, tenant_id,
          jsonb_build_object('priority', priority, 'reason', 'operator')
   FROM s
 )

@@ -75,7 +75,7 @@ FROM STDIN;
 -- plan order (migration 0010).
 WITH h AS (
   INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
-  SELECT 'collect:' || s.platform, 'collect', s.run_id, s.tenant_id, s.batch_no, s.channel,
+  SELECT %(collect_prefix)s::text || s.platform, 'collect', s.run_id, s.tenant_id, s.batch_no, s.channel,
          jsonb_build_object('priority', max(s.priority), 'samples', count(*))
   FROM geo.samples s
   WHERE s.run_id = %(run_id)s
@@ -128,7 +128,7 @@ WITH g AS (
   GROUP BY s.run_id, s.tenant_id, s.batch_no, s.platform, s.channel
 ), i AS (
   INSERT INTO geo.outbox (stream, kind, run_id, tenant_id, batch_no, channel, payload)
-  SELECT 'collect:' || g.platform, 'collect', g.run_id, g.tenant_id, g.batch_no, g.channel,
+  SELECT %(collect_prefix)s::text || g.platform, 'collect', g.run_id, g.tenant_id, g.batch_no, g.channel,
          jsonb_build_object('priority', g.priority, 'samples', g.n)
   FROM g
   WHERE NOT EXISTS (SELECT 1 FROM geo.outbox o

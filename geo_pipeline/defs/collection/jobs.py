@@ -18,7 +18,7 @@ from typing import Any
 import dagster as dg
 from pydantic import Field
 
-from geo_pipeline.analysis.planning import (
+from geo_pipeline.analysis.precision import (
     channel_precision,
     planning_priors,
     precision_display,

@@ -8,8 +8,8 @@ from datetime import date
 import pytest
 
 from geo_pipeline.analysis import analyse_run
-from geo_pipeline.analysis.planning import planning_priors
-from geo_pipeline.domain.planner import estimate_prior
+from geo_pipeline.analysis.precision import planning_priors
+from geo_pipeline.domain.precision import estimate_prior
 from geo_pipeline.domain.stats import (
     benjamini_hochberg,
     clustered_change,

@@ -10,7 +10,7 @@ from pathlib import Path
 from click.testing import CliRunner
 
 from geo_pipeline.cli.main import cli
-from geo_pipeline.domain.planner import DEFAULT_PRIOR, expected_half_width
+from geo_pipeline.domain.precision import DEFAULT_PRIOR, expected_half_width
 
 EXAMPLE = Path(__file__).resolve().parents[3] / "examples" / "collection.yaml"
 

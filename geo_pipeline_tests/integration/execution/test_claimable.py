@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import pytest
 
+from geo_pipeline.domain.streams import STREAM_PARAMS
 from geo_pipeline.store.queries import Q
 
 PARAMS = {
+    **STREAM_PARAMS,
     "platforms": ["deepseek", "qwen"],
     "k": 100,
     "lookup_platforms": ["deepseek"],

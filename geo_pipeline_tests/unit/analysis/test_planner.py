@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from geo_pipeline.domain.money import Money
-from geo_pipeline.domain.planner import (
+from geo_pipeline.domain.precision import (
     DEFAULT_PRIOR,
     Prior,
     estimate_prior,

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from geo_pipeline.domain.planner import Prior, expected_half_width
+from geo_pipeline.domain.precision import Prior, expected_half_width
 from geo_pipeline_tests.unit.analysis.test_honest_stats import RUNS, SCENARIOS, SMALL, coverage
 
 # Relative difference allowed between the planner and the simulated mean half-width.

@@ -1,4 +1,4 @@
-"""Priors for the repeats planner (geo_pipeline.domain.planner) from a monitor's earlier runs:
+"""Priors for the repeats planner (geo_pipeline.domain.precision) from a monitor's earlier runs:
 the target brand's mention rate and ICC per channel, estimated from the per-question counts
 of the analyst table ``analytics.brand_metrics``."""
 
@@ -10,8 +10,8 @@ from typing import Any
 
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.plan import Plan
-from geo_pipeline.domain.planner import ChannelPlan, Prior, estimate_prior, plan_repeats
 from geo_pipeline.domain.platforms import channel_key
+from geo_pipeline.domain.precision import ChannelPlan, Prior, estimate_prior, plan_repeats
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -37,7 +37,7 @@ def planning_priors(conn: Conn, monitor_id: str, last_runs: int = 7) -> dict[str
 def channel_precision(
     plan: Plan, target_half_width: float, priors: Mapping[str, Prior]
 ) -> list[ChannelPlan]:
-    """The repeats planner (geo_pipeline.domain.planner.plan_repeats) over a plan, for ``runs
+    """The repeats planner (geo_pipeline.domain.precision.plan_repeats) over a plan, for ``runs
     plan`` and the launchpad's ``plan_collection_run`` alike: per channel its questions, the
     samples per question (repeats x regions x modes) and the quote's price per sample of its
     platform."""
