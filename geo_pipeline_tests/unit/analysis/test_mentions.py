@@ -425,3 +425,28 @@ def test_a_question_that_is_only_brand_names_erases_nothing():
     for q in ("星巴克", "Starbucks or Luckin?"):
         d = detect("星巴克 and Starbucks or Luckin? Luckin.", COFFEE, question=q).by_brand()
         assert d["星巴克"].mention_count == 2 and d["瑞幸咖啡"].mention_count == 2, q
+
+
+@pytest.mark.parametrize(
+    "question", ["瑞幸和星巴克哪个更适合学生？", "Is Starbucks or Luckin better for students?"]
+)
+def test_simulated_answers_are_ranked_as_the_simulator_wrote_their_bodies(question):
+    # The simulator opens every answer by echoing the question (as engines do) and knows which
+    # brands it put in the body, in order; its source list titles (link text) count too, after.
+    from geo_pipeline.simulator.answers import generate_answer
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.simulator.profiles import DEFAULT_BRANDS, profile_from_registry
+
+    bs = BrandSet(tuple(Brand(b.name, b.aliases, b.domains) for b in DEFAULT_BRANDS))
+    profile = profile_from_registry(load_registry(), "deepseek").with_overrides(
+        {"bad_answer_rate": 0.0}
+    )
+    assert profile.brands == DEFAULT_BRANDS
+    names = {b.name for b in DEFAULT_BRANDS}
+    for k in range(60):
+        a = generate_answer(11, f"k{k}", question, profile)
+        titles = [c.title for c in a.citations if c.title in names]
+        expected = list(dict.fromkeys([*a.mentioned, *titles]))
+        d = detect(a.answer, bs, question=question)
+        got = sorted((m for m in d.mentions if m.mentioned), key=lambda m: m.rank or 0)
+        assert [m.brand for m in got] == expected, a.answer
