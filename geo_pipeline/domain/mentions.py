@@ -24,18 +24,19 @@ The rules, each tested in geo_pipeline_tests/unit/analysis/test_mentions.py:
   to the end) is not prose a reader takes as a recommendation -- ``pip install notion-client`` is
   not a mention. Inline code (`` `Notion` ``) is prose formatting and counts.
 * **URLs.** A name inside a URL (``https://...``, ``www....``, a Markdown link target) is not a
-  text mention; the link's visible text is. A brand's own domains are judged from the citations
+  text mention; the link's visible text is -- a source list's titles (``[3] [瑞幸咖啡](https://...)``)
+  included, as docs/analysts.md states. A brand's own domains are judged from the citations
   only, with ``cited`` (the answer points at it) and ``retrieved`` (the engine read it) apart.
-* **Question echo.** Engines often open by repeating the question (``关于「瑞幸和星巴克哪个更适合学生?」，
-  …``, ``Regarding “…”, …``). A brand named there was named by the user, not by the engine
-  (DESIGN.md section 1: "do the *answers* mention me"), so the echo is skipped like code and
-  URLs -- for counts, ranks and ambiguity alike. Given the question, an echo is (a) the question
-  repeated with the same letters, digits and CJK characters in order, whatever the punctuation
-  and spacing between them (``?``/``？``, quotes, spaces), after folding; or (b) a quoted span
-  (``「」 『』 “” ‘’ ""``) whose letters are at least ``ECHO_SIMILARITY`` similar to the
-  question's (a word dropped or changed). A question whose letters, less the tracked names in
-  it, are fewer than ``ECHO_MIN_OTHER_CHARS`` (``星巴克``, ``Starbucks or Luckin?``) is never
-  treated as echoed: repeating it is naming the brands.
+* **Question echo.** Engines often open by repeating the question
+  (``关于「瑞幸和星巴克哪个更适合学生?」，…``, ``Regarding “…”, …``). A brand named there was
+  named by the user, not by the engine (DESIGN.md section 1: "do the *answers* mention me"), so
+  the echo is skipped like code and URLs -- for counts, ranks and ambiguity alike. Given the
+  question, an echo is (a) the question repeated with the same letters, digits and CJK
+  characters in order, whatever the punctuation and spacing between them (``?``/``？``, quotes,
+  spaces), after folding; or (b) a quoted span (``「」 『』 “” ‘’ ""``) whose letters are at
+  least ``ECHO_SIMILARITY`` similar to the question's (a word dropped or changed). A question
+  whose letters, less the tracked names in it, are fewer than ``ECHO_MIN_OTHER_CHARS``
+  (``星巴克``, ``Starbucks or Luckin?``) is never treated as echoed: repeating it is naming them.
 * **Position.** ``first_block`` is the 0-based index of the paragraph, list item or heading
   holding the first mention; ``position_bucket`` splits the folded text in thirds by the first
   mention's offset: top / middle / bottom. ``rank`` orders mentioned brands by first mention.

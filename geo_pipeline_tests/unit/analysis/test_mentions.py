@@ -433,8 +433,8 @@ def test_a_question_that_is_only_brand_names_erases_nothing():
 def test_simulated_answers_are_ranked_as_the_simulator_wrote_their_bodies(question):
     # The simulator opens every answer by echoing the question (as engines do) and knows which
     # brands it put in the body, in order; its source list titles (link text) count too, after.
-    from geo_pipeline.simulator.answers import generate_answer
     from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.simulator.answers import generate_answer
     from geo_pipeline.simulator.profiles import DEFAULT_BRANDS, profile_from_registry
 
     bs = BrandSet(tuple(Brand(b.name, b.aliases, b.domains) for b in DEFAULT_BRANDS))
