@@ -146,7 +146,9 @@ def _analyse_chunk(
         verdict = verdict_for(r["validity"], r["validity_reason"])
         detection: Detection | None = None
         if verdict.run_detector:
-            detection = detect(r["raw_text"], brand_set, citations.get(r["sample_id"], ()))
+            detection = detect(
+                r["raw_text"], brand_set, citations.get(r["sample_id"], ()), r["question"]
+            )
             verdict = conclude(verdict, detection)
         results.append((r["sample_id"], version, rev, verdict.state, verdict.reason))
         states.append(verdict.state)
@@ -161,7 +163,7 @@ def _analyse_chunk(
                     )
                 )  # fmt: skip
             if any(m.mentioned for m in detection.mentions):
-                spans = mention_spans(r["raw_text"], brand_set)
+                spans = mention_spans(r["raw_text"], brand_set, r["question"])
                 for ms in STANCE_DETECTOR.detect(r["raw_text"], spans).values():
                     stances.append(
                         (r["sample_id"], version, rev, ms.brand, STANCE_DETECTOR.version,

@@ -46,7 +46,9 @@ def restance_run(
         for r in todo[i : i + chunk_size]:
             wanted = set(r["brands"])
             spans = {
-                b: v for b, v in mention_spans(r["raw_text"], brand_set).items() if b in wanted
+                b: v
+                for b, v in mention_spans(r["raw_text"], brand_set, r["question"]).items()
+                if b in wanted
             }
             for ms in detector.detect(r["raw_text"], spans).values():
                 rows.append(

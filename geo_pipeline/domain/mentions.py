@@ -24,8 +24,19 @@ The rules, each tested in geo_pipeline_tests/unit/analysis/test_mentions.py:
   to the end) is not prose a reader takes as a recommendation -- ``pip install notion-client`` is
   not a mention. Inline code (`` `Notion` ``) is prose formatting and counts.
 * **URLs.** A name inside a URL (``https://...``, ``www....``, a Markdown link target) is not a
-  text mention; the link's visible text is. A brand's own domains are judged from the citations
+  text mention; the link's visible text is -- a source list's titles (``[3] [瑞幸咖啡](https://...)``)
+  included, as docs/analysts.md states. A brand's own domains are judged from the citations
   only, with ``cited`` (the answer points at it) and ``retrieved`` (the engine read it) apart.
+* **Question echo.** Engines often open by repeating the question
+  (``关于「瑞幸和星巴克哪个更适合学生?」，…``, ``Regarding “…”, …``). A brand named there was
+  named by the user, not by the engine (DESIGN.md section 1: "do the *answers* mention me"), so
+  the echo is skipped like code and URLs -- for counts, ranks and ambiguity alike. Given the
+  question, an echo is (a) the question repeated with the same letters, digits and CJK
+  characters in order, whatever the punctuation and spacing between them (``?``/``？``, quotes,
+  spaces), after folding; or (b) a quoted span (``「」 『』 “” ‘’ ""``) whose letters are at
+  least ``ECHO_SIMILARITY`` similar to the question's (a word dropped or changed). A question
+  whose letters, less the tracked names in it, are fewer than ``ECHO_MIN_OTHER_CHARS``
+  (``星巴克``, ``Starbucks or Luckin?``) is never treated as echoed: repeating it is naming them.
 * **Position.** ``first_block`` is the 0-based index of the paragraph, list item or heading
   holding the first mention; ``position_bucket`` splits the folded text in thirds by the first
   mention's offset: top / middle / bottom. ``rank`` orders mentioned brands by first mention.
@@ -38,6 +49,7 @@ import unicodedata
 from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
+from difflib import SequenceMatcher
 from functools import lru_cache
 from operator import itemgetter
 from typing import Literal, NamedTuple
@@ -46,7 +58,9 @@ import ahocorasick
 
 from geo_pipeline.domain.config import Brand, NormalisedConfig
 
-DETECTOR_VERSION = "mentions-1"
+# mentions-2: the answer's echo of the question is not a mention (issue 34). A new version
+# re-analyses every answer once (analysis.candidate_ids); the mentions-1 rows stay as history.
+DETECTOR_VERSION = "mentions-2"
 
 PositionBucket = Literal["top", "middle", "bottom"]
 
@@ -565,9 +579,60 @@ def _host_of(url: str) -> str:
     return host.rstrip(".")
 
 
-def _prose_hits(matcher: Matcher, ftext: str) -> list[Hit]:
-    """The matcher's hits in a folded text, less those inside code blocks and URLs."""
+# --------------------------------------------------------------------------- question echo
+# A quoted span whose letters are this similar (difflib ratio) to the question's is its echo.
+ECHO_SIMILARITY = 0.8
+# Fewer letters than this in the question outside its tracked names: never treated as echoed.
+ECHO_MIN_OTHER_CHARS = 3
+# Quoted spans, on folded text (NFKC keeps these quotes; full-width ＂ folds to ").
+_QUOTED = re.compile(r"「[^「」\n]*」|『[^『』\n]*』|“[^“”\n]*”|‘[^‘’\n]*’|\"[^\"\n]*\"")
+_NOT_LETTER = re.compile(r"[\W_]+")
+
+
+class _Echo(NamedTuple):
+    letters: str  # the folded question's letters, digits and CJK characters
+    verbatim: re.Pattern[str]  # those letters in order, any non-letters between
+
+
+@lru_cache(maxsize=1024)
+def _echo_of(question: str, brand_set: BrandSet) -> _Echo | None:
+    fq = fold(question)
+    letters = _NOT_LETTER.sub("", fq)
+    # The question's tracked names (any brand, ambiguous or not) do not count towards its
+    # length: a question of names only, repeated, is the engine naming them.
+    named = sum(len(_NOT_LETTER.sub("", fq[s:e])) for s, e, _ in matcher_for(brand_set).find(fq))
+    if len(letters) - named < ECHO_MIN_OTHER_CHARS:
+        return None
+    return _Echo(letters, re.compile(r"[\W_]*".join(map(re.escape, letters))))
+
+
+def _echo_spans(ftext: str, echo: _Echo) -> list[tuple[int, int]]:
+    """Spans of the folded answer that repeat the question (see the module's rules)."""
+    spans = [(m.start(), m.end()) for m in echo.verbatim.finditer(ftext)]
+    n = len(echo.letters)
+    for m in _QUOTED.finditer(ftext):
+        if len(m.group()) - 2 < n // 2:
+            continue  # far too short to be the question (a quoted name, a word)
+        inner = _NOT_LETTER.sub("", m.group()[1:-1])
+        if not n * 0.5 <= len(inner) <= n * 2:
+            continue
+        if inner == echo.letters or SequenceMatcher(None, inner, echo.letters).ratio() >= (
+            ECHO_SIMILARITY
+        ):
+            spans.append((m.start(), m.end()))
+    return spans
+
+
+def _prose_hits(matcher: Matcher, ftext: str, question: str | None = None) -> list[Hit]:
+    """The matcher's hits in a folded text, less those inside code blocks, URLs and the echo
+    of ``question``."""
     hits = matcher.find(ftext)
+    if hits and question:
+        echo = _echo_of(question, matcher.brand_set)
+        if echo is not None:
+            spans = _echo_spans(ftext, echo)
+            if spans:
+                hits = [h for h in hits if not _inside(spans, h[0])]
     # Fences and URLs need these substrings; a one-character test first (memchr) spares most
     # answers the substring searches.
     if hits and (("`" in ftext and "```" in ftext) or ("~" in ftext and "~~~" in ftext)):
@@ -581,12 +646,18 @@ def _prose_hits(matcher: Matcher, ftext: str) -> list[Hit]:
     return hits
 
 
-def detect(text: str, brand_set: BrandSet, citations: Iterable[CitationRef] = ()) -> Detection:
-    """Mention facts for every tracked brand (in ``brand_set`` order, mentioned or not)."""
+def detect(
+    text: str,
+    brand_set: BrandSet,
+    citations: Iterable[CitationRef] = (),
+    question: str | None = None,
+) -> Detection:
+    """Mention facts for every tracked brand (in ``brand_set`` order, mentioned or not).
+    ``question``: the question the answer replies to; its echo in the answer is not counted."""
     matcher = matcher_for(brand_set)
     folded = fold_with_offsets(text)
     ftext = folded.text
-    hits = _prose_hits(matcher, ftext)
+    hits = _prose_hits(matcher, ftext, question)
 
     # Per brand index: mention count (dict order: order of first mention), and each brand's
     # first offset in that order; ambiguous aliases per brand index.
@@ -698,15 +769,18 @@ def conclude(verdict: Verdict, detection: Detection | None) -> Verdict:
     return verdict
 
 
-def mention_spans(text: str, brand_set: BrandSet) -> dict[str, tuple[tuple[int, int], ...]]:
+def mention_spans(
+    text: str, brand_set: BrandSet, question: str | None = None
+) -> dict[str, tuple[tuple[int, int], ...]]:
     """Every counted mention of each mentioned brand as (start, end) offsets in the original
-    text -- the same hits ``detect`` counts (ambiguous aliases, code and URLs excluded), for
-    detectors that read the words around a mention (geo_pipeline.domain.stance)."""
+    text -- the same hits ``detect`` counts (ambiguous aliases, code, URLs and the echo of
+    ``question`` excluded), for detectors that read the words around a mention
+    (geo_pipeline.domain.stance)."""
     matcher = matcher_for(brand_set)
     folded = fold_with_offsets(text)
     shifted = bool(folded._fold_starts) or folded._full_map is not None
     out: dict[str, list[tuple[int, int]]] = {}
-    for start, end, pat in _prose_hits(matcher, folded.text):
+    for start, end, pat in _prose_hits(matcher, folded.text, question):
         if pat.ambiguous:
             continue
         if shifted:

@@ -45,8 +45,10 @@ SELECT s.sample_id
 -- The chunk's locked samples that still need analysis, read after the locks were taken
 -- (lock_chunk): another analyser may have finished some before this one locked them.
 SELECT s.sample_id, s.analysis_state, a.revision AS answer_revision, a.raw_text,
-       coalesce(vd.verdict, a.validity) AS validity, a.validity_reason
+       coalesce(vd.verdict, a.validity) AS validity, a.validity_reason,
+       q.text AS question  -- its echo in the answer is not a mention (issue 34)
   FROM geo.samples s
+  JOIN geo.question_revisions q ON q.question_revision = s.question_revision
   CROSS JOIN LATERAL (SELECT a1.revision, a1.raw_text, a1.validity, a1.validity_reason
                         FROM geo.answers a1 WHERE a1.sample_id = s.sample_id
                        ORDER BY a1.revision DESC LIMIT 1) a

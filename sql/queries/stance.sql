@@ -10,8 +10,9 @@ FROM STDIN;
 -- Current analyses of a run with a mentioned brand but no stance of this stance version: the
 -- answer text of the analysed revision and its mentioned brands.
 SELECT ac.sample_id, ac.detector_version, ac.answer_revision, a.raw_text,
-       array_agg(m.brand ORDER BY m.brand) AS brands
+       q.text AS question, array_agg(m.brand ORDER BY m.brand) AS brands
   FROM geo.samples s
+  JOIN geo.question_revisions q ON q.question_revision = s.question_revision
   JOIN geo.analysis_current ac ON ac.sample_id = s.sample_id
   JOIN geo.answers a ON a.sample_id = ac.sample_id AND a.revision = ac.answer_revision
   JOIN geo.mentions m
@@ -22,5 +23,5 @@ SELECT ac.sample_id, ac.detector_version, ac.answer_revision, a.raw_text,
                     WHERE ms.sample_id = m.sample_id AND ms.detector_version = m.detector_version
                       AND ms.answer_revision = m.answer_revision AND ms.brand = m.brand
                       AND ms.stance_version = %(stance_version)s)
- GROUP BY ac.sample_id, ac.detector_version, ac.answer_revision, a.raw_text
+ GROUP BY ac.sample_id, ac.detector_version, ac.answer_revision, a.raw_text, q.text
  ORDER BY ac.sample_id;

@@ -19,6 +19,7 @@ from geo_pipeline.domain.mentions import (
     fold,
     fold_with_offsets,
     matcher_for,
+    mention_spans,
     position_bucket,
 )
 
@@ -340,3 +341,112 @@ def test_verdicts_for_valid_and_invalid_answers():
     assert conclude(v, detect("瑞幸咖啡", COFFEE)) == v
     # A doubtful invalid answer stays in review for its own reason.
     assert conclude(t, amb) == t
+
+
+# --------------------------------------------------------------------------- question echo
+# Engines often open by repeating the question ("关于「…」，综合多方信息…"): brands named there
+# were named by the user, not recommended by the engine (issue 34; newcomer finding 9).
+COTTI = Brand("库迪咖啡", ("库迪",))
+COFFEE4 = BrandSet((LUCKIN, STARBUCKS, MANNER, COTTI))
+ZH_Q = "瑞幸和星巴克哪个更适合学生?"
+EN_Q = "Is Starbucks or Luckin better for students?"
+
+
+def test_question_echoed_in_corner_brackets_is_not_a_mention_zh():
+    text = (
+        f"关于「{ZH_Q}」，综合多方信息，推荐如下：\n\n"
+        "1. **库迪咖啡**：价格亲民，口感稳定。 [2]\n\n总结：以上信息来自公开资料，仅供参考。"
+    )
+    d = detect(text, COFFEE4, question=ZH_Q).by_brand()
+    assert not d["瑞幸咖啡"].mentioned and d["瑞幸咖啡"].rank is None
+    assert not d["星巴克"].mentioned
+    assert d["库迪咖啡"].mentioned and d["库迪咖啡"].rank == 1
+    assert d["库迪咖啡"].first_offset == text.index("库迪咖啡")
+    # Without the question the echo counts (the behaviour the report showed).
+    assert detect(text, COFFEE4).by_brand()["库迪咖啡"].rank == 3
+
+
+def test_question_echoed_in_curly_quotes_and_verbatim_is_not_a_mention_en():
+    quoted = f"Regarding “{EN_Q}”, here is a summary:\n\n1. **Manner Coffee** is a solid choice."
+    d = detect(quoted, COFFEE, question=EN_Q).by_brand()
+    assert not d["瑞幸咖啡"].mentioned and not d["星巴克"].mentioned
+    assert d["Manner Coffee"].rank == 1
+    verbatim = f'{EN_Q} Short answer: Manner Coffee. You asked "{EN_Q}" -- see above.'
+    d2 = detect(verbatim, COFFEE, question=EN_Q).by_brand()
+    assert not d2["瑞幸咖啡"].mentioned and not d2["星巴克"].mentioned
+    assert d2["Manner Coffee"].mention_count == 1 and d2["Manner Coffee"].rank == 1
+
+
+def test_near_verbatim_echo_after_folding_is_not_a_mention():
+    # Full-width punctuation, a space, a dropped question mark: the same words after folding.
+    for echo, q in (
+        ("瑞幸和星巴克哪个更适合学生？", ZH_Q),
+        ("瑞幸 和 星巴克 哪个更适合学生", ZH_Q),
+        ("ＩＳ STARBUCKS or luckin better for students", EN_Q),
+    ):
+        text = f"{echo}\n\n推荐 Manner Coffee。"
+        d = detect(text, COFFEE, question=q).by_brand()
+        assert not d["瑞幸咖啡"].mentioned and not d["星巴克"].mentioned, echo
+        assert d["Manner Coffee"].rank == 1, echo
+    # A quoted paraphrase close to the question (one character dropped) is an echo too.
+    d = detect("关于「瑞幸和星巴克哪个适合学生」：推荐 Manner。", COFFEE, question=ZH_Q).by_brand()
+    assert not d["瑞幸咖啡"].mentioned and d["Manner Coffee"].rank == 1
+
+
+def test_brand_in_the_echo_and_in_the_body_counts_once_ranked_from_the_body():
+    text = f"关于「{ZH_Q}」：\n\n1. 库迪咖啡 最便宜。\n2. 星巴克 环境最好，星巴克 适合自习。"
+    d = detect(text, COFFEE4, question=ZH_Q).by_brand()
+    assert not d["瑞幸咖啡"].mentioned
+    assert d["库迪咖啡"].rank == 1
+    s = d["星巴克"]
+    assert (s.mention_count, s.rank, s.first_offset) == (2, 2, text.index("星巴克 环境"))
+    assert s.first_block == 2  # the list item, not the echo's paragraph
+
+
+def test_mention_spans_exclude_the_echo_like_detect():
+    text = f"关于「{ZH_Q}」：星巴克 环境最好。"
+    spans = mention_spans(text, COFFEE, question=ZH_Q)
+    assert set(spans) == {"星巴克"}
+    ((start, end),) = spans["星巴克"]
+    assert text[start:end] == "星巴克" and start == text.index("星巴克 环境")
+    assert detect(text, COFFEE, question=ZH_Q).by_brand()["星巴克"].mention_count == 1
+
+
+def test_an_ambiguous_alias_in_the_echo_does_not_send_the_answer_to_review():
+    bs = BrandSet((LUCKIN, Brand("Manner Coffee", ("咖啡",))))
+    q = "哪家咖啡最适合学生?"
+    assert detect(f"关于「{q}」：瑞幸。", bs).needs_review
+    d = detect(f"关于「{q}」：瑞幸。", bs, question=q)
+    assert not d.needs_review and d.by_brand()["瑞幸咖啡"].rank == 1
+
+
+def test_a_question_that_is_only_brand_names_erases_nothing():
+    # A question of (almost) nothing but tracked names: repeating it is naming them.
+    for q in ("星巴克", "Starbucks or Luckin?"):
+        d = detect("星巴克 and Starbucks or Luckin? Luckin.", COFFEE, question=q).by_brand()
+        assert d["星巴克"].mention_count == 2 and d["瑞幸咖啡"].mention_count == 2, q
+
+
+@pytest.mark.parametrize(
+    "question", ["瑞幸和星巴克哪个更适合学生？", "Is Starbucks or Luckin better for students?"]
+)
+def test_simulated_answers_are_ranked_as_the_simulator_wrote_their_bodies(question):
+    # The simulator opens every answer by echoing the question (as engines do) and knows which
+    # brands it put in the body, in order; its source list titles (link text) count too, after.
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.simulator.answers import generate_answer
+    from geo_pipeline.simulator.profiles import DEFAULT_BRANDS, profile_from_registry
+
+    bs = BrandSet(tuple(Brand(b.name, b.aliases, b.domains) for b in DEFAULT_BRANDS))
+    profile = profile_from_registry(load_registry(), "deepseek").with_overrides(
+        {"bad_answer_rate": 0.0}
+    )
+    assert profile.brands == DEFAULT_BRANDS
+    names = {b.name for b in DEFAULT_BRANDS}
+    for k in range(60):
+        a = generate_answer(11, f"k{k}", question, profile)
+        titles = [c.title for c in a.citations if c.title in names]
+        expected = list(dict.fromkeys([*a.mentioned, *titles]))
+        d = detect(a.answer, bs, question=question)
+        got = sorted((m for m in d.mentions if m.mentioned), key=lambda m: m.rank or 0)
+        assert [m.brand for m in got] == expected, a.answer
