@@ -168,9 +168,10 @@ def evidence_reason_text(reason: str, n: int = 1) -> str:
 # come? (A newcomer asked exactly that of the demo report.)
 PENDING_SCREENSHOT_NOTE = (
     "A pending screenshot is one the platform had not delivered when the report was made; the "
-    "answer's text is stored. A running worker asks for it again every few seconds and the "
-    "sample turns 'stored' (the status 'full success') when it arrives. With no worker running "
-    "(the demo stops its workers when the run ends) it stays pending until a worker runs again."
+    "answer's text is stored (and analysed). A running worker asks for it again every few "
+    "seconds and the sample's evidence turns 'stored' when it arrives; the run's status changes "
+    "only if nothing else is missing. With no worker running (the demo stops its workers when "
+    "the run ends) it stays pending until a worker runs again."
 )
 
 
@@ -260,3 +261,28 @@ def reconciliation_rows(lines: list[Mapping[str, Any]], currency: str) -> list[d
         }
         for r in lines
     ]
+
+
+# ------------------------------------------------- "partial" and friends, defined where shown
+# "partial" is a word of two scales (issue #34: a newcomer met it as a run status, an evidence
+# count and a channel status on one page): each view that shows one of these words prints its
+# definition beside it.
+EVIDENCE_WORDS: dict[str, str] = {
+    "stored": "evidence stored: the answer's text and every required screenshot are stored",
+    "partial": (
+        "evidence partial: the answer's text is stored, a required screenshot is missing "
+        "(reason beside it)"
+    ),
+    "failed": "evidence failed: no answer was stored (the sample's collection failed)",
+    "pending": (
+        "evidence pending: the answer's text is stored, its screenshot has not arrived yet"
+    ),
+}
+STATUS_WORDS: dict[str, str] = {
+    "full_success": "status full_success: every sample completed with its evidence stored",
+    "partial": (
+        "status partial: some sample failed or lacks evidence (the reasons follow the status); "
+        "the rest is complete and counted"
+    ),
+    "failed": "status failed: no sample completed",
+}

@@ -46,8 +46,10 @@ CSV_COLUMNS = (
     "repeat_index",
     "submission_state",
     "collection_state",
-    "evidence_state",
-    "evidence_status",  # THE word (domain.words.evidence_status): pending for a late screenshot
+    # THE evidence word (domain.words.evidence_status), the one the counts use: a late
+    # screenshot is "pending". The stored geo.samples.evidence_state (which says "partial" for
+    # it) is not a column of its own: one quantity, one column (issue #34).
+    "evidence_status",
     "analysis_state",
     "analysis_label",
     "evidence_missing_reason",
