@@ -340,6 +340,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         [{k: ev.get(k, 0) for k in ("stored", "partial", "failed", "pending")}],
         title="evidence completeness",
     )
+    for line in words.evidence_words_text(ev):
+        c.print(line, markup=False)
     if st["evidence_reasons"]:
         c.print(
             "evidence missing: "
@@ -369,6 +371,9 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         ],
         title="per channel",
     )
+    shown = [str(st["overall"])] + [str(d["overall"]) for d in rep.channels.values()]
+    for line in words.status_words_text(shown):
+        c.print(line, markup=False)
     if rep.mention_rates:
         emit_table(
             [

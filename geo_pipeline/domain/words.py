@@ -286,3 +286,31 @@ STATUS_WORDS: dict[str, str] = {
     ),
     "failed": "status failed: no sample completed",
 }
+
+
+def evidence_words_text(counts: Mapping[str, Any]) -> list[str]:
+    """The definition of each evidence word a count shows (counts above zero)."""
+    return [EVIDENCE_WORDS[k] for k in EVIDENCE_WORDS if int(counts.get(k, 0) or 0)]
+
+
+def status_words_text(statuses: list[str]) -> list[str]:
+    """The definition of each run/channel status word shown (as spelled in the tables)."""
+    return [STATUS_WORDS[k] for k in STATUS_WORDS if k in statuses]
+
+
+def modes_text(channel_modes: Mapping[str, list[str]]) -> list[str]:
+    """Which modes each channel's rates pool, e.g. ``deepseek__web: 2 modes pooled: standard,
+    deep_thinking`` (a newcomer could not tell why one channel had twice the samples)."""
+    out = []
+    for ch, modes in sorted(channel_modes.items()):
+        n = len(modes)
+        word = "mode" if n == 1 else "modes pooled"
+        out.append(f"{ch}: {n} {word}: {', '.join(modes)}")
+    return out
+
+
+# How the CSV/JSON indexes relate to the page's Q1 / repeat 1 (issue #34 item 13).
+INDEX_NOTE = (
+    "Questions and repeats count from 1 here (Q1, repeat 1); the CSV, JSON and analyst tables "
+    "count from 0: question_index 0 = Q1, repeat_index 0 = repeat 1."
+)

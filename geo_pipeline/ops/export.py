@@ -22,13 +22,17 @@ import markupsafe
 
 from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.domain.words import (
+    INDEX_NOTE,
     PENDING_SCREENSHOT_NOTE,
+    evidence_words_text,
+    modes_text,
+    status_words_text,
     definitions_text,
     evidence_reason_text,
     money_text,
 )
 from geo_pipeline.jsonable import json_default
-from geo_pipeline.ops.report import RunReport, trend_section
+from geo_pipeline.ops.report import RunReport, channel_modes, trend_section
 
 FORMATS = ("json", "csv", "html")
 
@@ -236,6 +240,12 @@ def to_html(report: RunReport) -> str:
             mention_table=MENTION_TABLE,
             definitions=definitions_text(),
             pending_note=PENDING_SCREENSHOT_NOTE,
+            evidence_words=evidence_words_text(report.status["evidence"]),
+            status_words=status_words_text(
+                [str(report.status["overall"])] + [str(c["overall"]) for c in report.channels.values()]
+            ),
+            modes_words=modes_text(channel_modes(report.samples)),
+            index_note=INDEX_NOTE,
             mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,
