@@ -317,7 +317,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
 def _rate(r: dict[str, Any]) -> str:
     if r["mention_rate"] is None:
         return "-"
-    return f"{r['mention_rate']:.2f} [{r['rate_lower_95']:.2f}, {r['rate_upper_95']:.2f}]"
+    return f"{r['mention_rate']:.2f} [{r['mention_rate_lower']:.2f}, {r['mention_rate_upper']:.2f}]"
 
 
 def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
@@ -383,7 +383,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "n": r["n"],
                     "mentions": r["mentions"],
                     "rate [95% interval]": _rate(r),
-                    "interval": r.get("interval_method") or "",
+                    "interval": r.get("mention_rate_interval") or "",
                     "n effective": r.get("n_effective"),
                     "invalid": r["invalid_samples"],
                     "analysing": r["analysing_samples"],

@@ -150,8 +150,8 @@ def mention_chart(report: RunReport) -> str:
             "channel": r["channel"],
             "brand": r["brand"],
             "rate": r.get("mention_rate"),
-            "lower": r.get("rate_lower_95"),
-            "upper": r.get("rate_upper_95"),
+            "lower": r.get("mention_rate_lower"),
+            "upper": r.get("mention_rate_upper"),
             "n": r.get("n"),
         }
         for r in report.mention_rates
@@ -194,9 +194,9 @@ def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
 
 def mention_row(row: dict[str, Any]) -> dict[str, Any]:
     """One row of the analyst table as the report shows it: the rate written with THE interval
-    (``rate_lower_95/upper_95``: question-clustered where questions are pooled), its method and
+    (``mention_rate_lower/upper``: question-clustered where questions are pooled), its method and
     its effective n, as the terminal report, the JSON export and the Dagster metadata show them."""
-    lower, upper = row.get("rate_lower_95"), row.get("rate_upper_95")
+    lower, upper = row.get("mention_rate_lower"), row.get("mention_rate_upper")
 
     def number(key: str, digits: int = 0) -> str:
         v = row.get(key)
@@ -208,7 +208,7 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
         "brand": row.get("brand"),
         "target": bool(row.get("is_target")),
         "rate": rate_text(row.get("mention_rate"), lower, upper, row.get("n")),
-        "interval_kind": row.get("interval_method") or "",
+        "interval_kind": row.get("mention_rate_interval") or "",
         "n_effective": number("n_effective", 1),
         **{
             k: number(k)

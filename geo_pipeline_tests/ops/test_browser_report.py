@@ -104,7 +104,7 @@ def test_html_report_mention_rates_read_as_people_write_them(db, tmp_path, brows
 
     table = page.locator("#mention-table")
     text = table.inner_text()
-    for raw in ("rate_lower_95", "rate_upper_95", "interval_method", "is_target",
+    for raw in ("mention_rate_lower", "mention_rate_upper", "mention_rate_interval", "is_target",
                 "mention_rate", "n_effective", "valid_samples", "True", "False"):  # fmt: skip
         assert raw not in text, (raw, text)
     headers = table.locator("th").all_inner_texts()
@@ -136,7 +136,7 @@ def test_html_report_mention_rates_read_as_people_write_them(db, tmp_path, brows
 
     # Only HTML is for people: JSON and CSV keep the machine columns.
     rows = json.loads(export.to_json(rep))["mention_rates"]
-    assert {"is_target", "rate_lower_95", "rate_upper_95", "mention_rate"} <= set(rows[0])
+    assert {"is_target", "mention_rate_lower", "mention_rate_upper", "mention_rate"} <= set(rows[0])
     header = next(csv.reader(io.StringIO(export.to_csv(rep))))
     assert header == list(export.CSV_COLUMNS)
 
