@@ -320,7 +320,13 @@ def _rate(r: dict[str, Any]) -> str:
     return f"{r['mention_rate']:.2f} [{r['mention_rate_lower']:.2f}, {r['mention_rate_upper']:.2f}]"
 
 
+# The terms of the terminal's mention-rate table that DEFINITIONS defines (issue #34 item 8).
+TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
+
+
 def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
+    from geo_pipeline.ops.report import channel_modes
+
     st = rep.status
     c = ui.console
     c.rule(f"report of run {rep.run['run_id']}")
@@ -387,13 +393,17 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "n effective": r.get("n_effective"),
                     "invalid": r["invalid_samples"],
                     "analysing": r["analysing_samples"],
+                    "review": r["review_samples"],
                 }
                 for r in rep.mention_rates
             ],
             title=f"mention rates (* = monitored brand; from {rep.mention_rates_source})",
         )
-        for line in words.definitions_text():
+        # only the columns this table shows (average rank and citation rate are in the HTML/JSON)
+        for line in words.definitions_text(TERMINAL_DEFINED):
             c.print(line, markup=False)
+        for line in words.modes_text(channel_modes(rep.samples)):
+            c.print(f"modes pooled per channel: {line}", markup=False)
     else:
         c.print("mention rates: not available yet (analysing, not 'not mentioned')")
     m = rep.money
