@@ -321,6 +321,7 @@ def _rate(r: dict[str, Any]) -> str:
 
 
 # The terms of the terminal's mention-rate table that DEFINITIONS defines (issue #34 item 8).
+RULE_MAX = 100
 TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
 
 
@@ -329,7 +330,10 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
 
     st = rep.status
     c = ui.console
-    c.rule(f"report of run {rep.run['run_id']}")
+    from rich.rule import Rule
+
+    # a rule as wide as a terminal, but never 4096 characters into a pipe or a file
+    c.print(Rule(f"report of run {rep.run['run_id']}"), width=min(c.width, RULE_MAX))
     c.print(f"status: {st.get('text') or st['overall']}", markup=False)
     c.print(
         f"samples {st['total']}, completed {st['collection'].get('completed', 0)}, "

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.domain.money import Money
 
 # Evidence reasons in words (geo.samples.evidence_reason); an unknown code is shown as it is.
@@ -131,7 +132,7 @@ def reconciliation_text(
     unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
     lines = [
         f"unexplained difference: {unexplained}",
-        f"explained difference (price changes, usage x token prices, day-total shares): "
+        f"explained difference (lines classified {', '.join(EXPLAINED)}): "
         f"{difference_text(explained_minor, currency)}",
     ]
     if pending_ours_minor:

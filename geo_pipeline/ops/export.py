@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import datetime
 from typing import Any
 
 import jinja2
@@ -128,6 +129,13 @@ def to_csv(report: RunReport) -> str:
     return buf.getvalue()
 
 
+def when(value: Any) -> str:
+    """A moment as the page writes every moment: ISO 8601 to the second (one format)."""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return "" if value is None else str(value)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("geo_pipeline.ops", "templates"),
@@ -136,6 +144,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=False,
     )
     env.filters["safe_url"] = safe_url
+    env.filters["when"] = when
     env.filters["evidence_url"] = evidence_url
     env.filters["money"] = money_text  # major units with the currency, where a person reads
     env.filters["evidence_reason"] = evidence_reason_text  # THE words, as the terminal says
@@ -251,7 +260,7 @@ def to_html(report: RunReport) -> str:
             money=report.money,
             retention=report.retention,
             trend=trend_section(report),
-            generated_at=report.generated_at.isoformat(timespec="seconds"),
+            generated_at=when(report.generated_at),
         )
     )
 
