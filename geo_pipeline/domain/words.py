@@ -315,3 +315,12 @@ INDEX_NOTE = (
     "Questions and repeats count from 1 here (Q1, repeat 1); the CSV, JSON and analyst tables "
     "count from 0: question_index 0 = Q1, repeat_index 0 = repeat 1."
 )
+
+
+def analysis_followup_text(summary: Mapping[str, Any]) -> str:
+    """The demo's line after analysing: what was done, and a pointer to the reasons only when
+    some answer is for review or invalid (issue #34 item 18)."""
+    line = analysis_text(summary)
+    if int(summary.get("review", 0)) or int(summary.get("failed", 0)):
+        line += "; their reasons are in the report below"
+    return line

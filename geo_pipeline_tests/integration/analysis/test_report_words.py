@@ -173,3 +173,13 @@ def test_a_newcomer_reads_no_contradiction(db, db_url, monkeypatch, capsys, tmp_
         "17: two timestamp formats in the page header",
     )
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_demo_points_to_reasons_only_when_there_are_some():
+    """Finding 18: "their reasons are in the report below" was said of 0 review and 0 invalid."""
+    from geo_pipeline.domain.words import analysis_followup_text
+
+    none = analysis_followup_text({"analysed": 50, "accepted": 50, "review": 0, "failed": 0})
+    assert "reasons" not in none, none
+    some = analysis_followup_text({"analysed": 50, "accepted": 49, "review": 0, "failed": 1})
+    assert some.endswith("their reasons are in the report below"), some
