@@ -25,12 +25,12 @@ from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.domain.words import (
     INDEX_NOTE,
     PENDING_SCREENSHOT_NOTE,
-    evidence_words_text,
-    modes_text,
-    status_words_text,
     definitions_text,
     evidence_reason_text,
+    evidence_words_text,
+    modes_text,
     money_text,
+    status_words_text,
 )
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.report import RunReport, channel_modes, trend_section
@@ -251,7 +251,8 @@ def to_html(report: RunReport) -> str:
             pending_note=PENDING_SCREENSHOT_NOTE,
             evidence_words=evidence_words_text(report.status["evidence"]),
             status_words=status_words_text(
-                [str(report.status["overall"])] + [str(c["overall"]) for c in report.channels.values()]
+                [str(report.status["overall"])]
+                + [str(c["overall"]) for c in report.channels.values()]
             ),
             modes_words=modes_text(channel_modes(report.samples)),
             index_note=INDEX_NOTE,

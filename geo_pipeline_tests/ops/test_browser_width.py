@@ -7,11 +7,11 @@ from __future__ import annotations
 
 import pytest
 
-from geo_pipeline.ops import export, report
-from geo_pipeline_tests.ops.conftest import ARTIFACTS
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.ops import export, report
+from geo_pipeline_tests.ops.conftest import ARTIFACTS
 from geo_pipeline_tests.ops.helpers import CAPS, PRICES, complete
 
 pytestmark = pytest.mark.browser

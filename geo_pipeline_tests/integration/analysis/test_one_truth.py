@@ -98,7 +98,9 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
     row = export.mention_row(terminal)
     assert row["rate"] in html and row["interval_kind"] == view["mention_rate_interval"]
     assert view["n"] == terminal["n"] == as_json["n"] == typed["n"] == 8  # the invalid one out
-    assert terminal["mention_rate_interval"] == as_json["mention_rate_interval"] == typed["interval"]
+    assert (
+        terminal["mention_rate_interval"] == as_json["mention_rate_interval"] == typed["interval"]
+    )
     assert float(terminal["n_effective"]) == round(view["n_effective"], 1)
 
     # ---- status with its reason, invalid answers with theirs

@@ -121,7 +121,7 @@ def test_the_report_says_each_thing_in_one_set_of_words(db, db_url, monkeypatch,
 def test_a_newcomer_reads_no_contradiction(db, db_url, monkeypatch, capsys, tmp_path):
     """The findings of a newcomer's read of `make demo` (issue #34), each checked; all failures
     are collected so that one run shows every one."""
-    rep, exported, page, terminal, pending_id = _said(db, db_url, monkeypatch, capsys, tmp_path)
+    rep, exported, page, terminal, _ = _said(db, db_url, monkeypatch, capsys, tmp_path)
     raw_page = export.to_html(rep)
     wrong: list[str] = []
 
@@ -142,7 +142,8 @@ def test_a_newcomer_reads_no_contradiction(db, db_url, monkeypatch, capsys, tmp_
     )
     # 3. the note promises no run status, and spells no status word differently from the tables
     check(
-        "full success" not in PENDING_SCREENSHOT_NOTE and "full_success" not in PENDING_SCREENSHOT_NOTE,
+        "full success" not in PENDING_SCREENSHOT_NOTE
+        and "full_success" not in PENDING_SCREENSHOT_NOTE,
         "3: the pending note promises the status 'full success'",
     )
     # 4. 'partial' is defined wherever a reader meets it: evidence and run/channel status
