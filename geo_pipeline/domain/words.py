@@ -55,7 +55,7 @@ def status_text(
     missing on deepseek__web``. ``status``/``channels``: ``AggregateStatus.as_dict()`` of the
     run and of each channel; with channels the reasons are said per channel."""
     overall = str(status["overall"])
-    head = overall.replace("_", " ")
+    head = overall  # one spelling: the word the per-channel tables print (full_success)
     if status.get("cancelled"):
         head = f"cancelled ({head} of what was collected)"
     total = int(status.get("total", 0))

@@ -38,7 +38,7 @@ def test_html_report_renders_in_chromium_without_running_hostile_content(
     page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
 
     assert page.inner_text("#run-id") == "run-ops"
-    assert page.inner_text("#overall").startswith("in progress: ")  # with its reason
+    assert page.inner_text("#overall").startswith("in_progress: ")  # with its reason
     cells = page.locator("#status-table tr").nth(1).locator("td").all_inner_texts()
     assert cells[:3] == ["8", "2", "1"]
     assert page.locator(".answer strong#ok").inner_text() == "first"  # sanitised HTML rendered
