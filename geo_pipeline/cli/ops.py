@@ -320,20 +320,13 @@ def _rate(r: dict[str, Any]) -> str:
     return f"{r['mention_rate']:.2f} [{r['mention_rate_lower']:.2f}, {r['mention_rate_upper']:.2f}]"
 
 
-# The terms of the terminal's mention-rate table that DEFINITIONS defines (issue #34 item 8).
-RULE_MAX = 100
-TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
-
-
 def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
-    from geo_pipeline.ops.report import channel_modes
-
     st = rep.status
     c = ui.console
     from rich.rule import Rule
 
     # a rule as wide as a terminal, but never 4096 characters into a pipe or a file
-    c.print(Rule(f"report of run {rep.run['run_id']}"), width=min(c.width, RULE_MAX))
+    c.print(Rule(f"report of run {rep.run['run_id']}"), width=min(c.width, words.RULE_MAX))
     c.print(f"status: {st.get('text') or st['overall']}", markup=False)
     c.print(
         f"samples {st['total']}, completed {st['collection'].get('completed', 0)}, "
@@ -404,8 +397,10 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             title=f"mention rates (* = monitored brand; from {rep.mention_rates_source})",
         )
         # only the columns this table shows (average rank and citation rate are in the HTML/JSON)
-        for line in words.definitions_text(TERMINAL_DEFINED):
+        for line in words.definitions_text(words.TERMINAL_DEFINED):
             c.print(line, markup=False)
+        from geo_pipeline.ops.report import channel_modes
+
         for line in words.modes_text(channel_modes(rep.samples)):
             c.print(f"modes pooled per channel: {line}", markup=False)
     else:

@@ -324,3 +324,10 @@ def analysis_followup_text(summary: Mapping[str, Any]) -> str:
     if int(summary.get("review", 0)) or int(summary.get("failed", 0)):
         line += "; their reasons are in the report below"
     return line
+
+
+# The terms of the terminal report's mention-rate table that DEFINITIONS defines (issue #34
+# item 8: it defined average rank and citation rate, which only the HTML/JSON show).
+TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
+# The terminal report's rule: a terminal's width, but never 4096 characters into a pipe.
+RULE_MAX = 100

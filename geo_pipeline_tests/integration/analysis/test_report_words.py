@@ -15,12 +15,13 @@ import re
 from click.testing import CliRunner
 
 from geo_pipeline.cli.main import cli as root
-from geo_pipeline.cli.ops import TERMINAL_DEFINED, _print_report, _Ui
+from geo_pipeline.cli.ops import _print_report, _Ui
 from geo_pipeline.domain.words import (
     DEFINITIONS,
     EVIDENCE_WORDS,
     PENDING_SCREENSHOT_NOTE,
     STATUS_WORDS,
+    TERMINAL_DEFINED,
 )
 from geo_pipeline.ops import export, report
 from geo_pipeline_tests.integration.analysis.helpers import make_run, store_answer
