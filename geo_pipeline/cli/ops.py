@@ -324,7 +324,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
 def _rate(r: dict[str, Any]) -> str:
     if r["mention_rate"] is None:
         return "-"
-    return f"{r['mention_rate']:.2f} [{r['rate_lower_95']:.2f}, {r['rate_upper_95']:.2f}]"
+    return f"{r['mention_rate']:.2f} [{r['mention_rate_lower']:.2f}, {r['mention_rate_upper']:.2f}]"
 
 
 def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
@@ -332,7 +332,10 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
 
     st = rep.status
     c = ui.console
-    c.rule(f"report of run {rep.run['run_id']}")
+    from rich.rule import Rule
+
+    # a rule as wide as a terminal, but never 4096 characters into a pipe or a file
+    c.print(Rule(f"report of run {rep.run['run_id']}"), width=min(c.width, words.RULE_MAX))
     c.print(f"status: {st.get('text') or st['overall']}", markup=False)
     c.print(
         f"samples {st['total']}, completed {st['collection'].get('completed', 0)}, "
@@ -349,6 +352,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         [{k: ev.get(k, 0) for k in ("stored", "partial", "failed", "pending")}],
         title="evidence completeness",
     )
+    for line in words.evidence_words_text(ev):
+        c.print(line, markup=False)
     if st["evidence_reasons"]:
         c.print(
             "evidence missing: "
@@ -378,6 +383,9 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         ],
         title="per channel",
     )
+    shown = [str(st["overall"])] + [str(d["overall"]) for d in rep.channels.values()]
+    for line in words.status_words_text(shown):
+        c.print(line, markup=False)
     if rep.mention_rates:
         emit_table(
             [
@@ -387,17 +395,23 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "n": r["n"],
                     "mentions": r["mentions"],
                     "rate [95% interval]": _rate(r),
-                    "interval": r.get("interval_method") or "",
+                    "interval": r.get("mention_rate_interval") or "",
                     "n effective": r.get("n_effective"),
                     "invalid": r["invalid_samples"],
                     "analysing": r["analysing_samples"],
+                    "review": r["review_samples"],
                 }
                 for r in rep.mention_rates
             ],
             title=f"mention rates (* = monitored brand; from {rep.mention_rates_source})",
         )
-        for line in words.definitions_text():
+        # only the columns this table shows (average rank and citation rate are in the HTML/JSON)
+        for line in words.definitions_text(words.TERMINAL_DEFINED):
             c.print(line, markup=False)
+        from geo_pipeline.ops.report import channel_modes
+
+        for line in words.modes_text(channel_modes(rep.samples)):
+            c.print(f"modes pooled per channel: {line}", markup=False)
     else:
         c.print("mention rates: not available yet (analysing, not 'not mentioned')")
     m = rep.money

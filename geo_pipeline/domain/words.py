@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+from geo_pipeline.domain.billing import EXPLAINED
 from geo_pipeline.domain.money import Money
 
 # Evidence reasons in words (geo.samples.evidence_reason); an unknown code is shown as it is.
@@ -54,7 +55,7 @@ def status_text(
     missing on deepseek__web``. ``status``/``channels``: ``AggregateStatus.as_dict()`` of the
     run and of each channel; with channels the reasons are said per channel."""
     overall = str(status["overall"])
-    head = overall.replace("_", " ")
+    head = overall  # one spelling: the word the per-channel tables print (full_success)
     if status.get("cancelled"):
         head = f"cancelled ({head} of what was collected)"
     total = int(status.get("total", 0))
@@ -131,7 +132,7 @@ def reconciliation_text(
     unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
     lines = [
         f"unexplained difference: {unexplained}",
-        f"explained difference (price changes, usage x token prices, day-total shares): "
+        f"explained difference (lines classified {', '.join(EXPLAINED)}): "
         f"{difference_text(explained_minor, currency)}",
     ]
     if pending_ours_minor:
@@ -168,9 +169,10 @@ def evidence_reason_text(reason: str, n: int = 1) -> str:
 # come? (A newcomer asked exactly that of the demo report.)
 PENDING_SCREENSHOT_NOTE = (
     "A pending screenshot is one the platform had not delivered when the report was made; the "
-    "answer's text is stored. A running worker asks for it again every few seconds and the "
-    "sample turns 'stored' (the status 'full success') when it arrives. With no worker running "
-    "(the demo stops its workers when the run ends) it stays pending until a worker runs again."
+    "answer's text is stored (and analysed). A running worker asks for it again every few "
+    "seconds and the sample's evidence turns 'stored' when it arrives; the run's status changes "
+    "only if nothing else is missing. With no worker running (the demo stops its workers when "
+    "the run ends) it stays pending until a worker runs again."
 )
 
 
@@ -260,3 +262,72 @@ def reconciliation_rows(lines: list[Mapping[str, Any]], currency: str) -> list[d
         }
         for r in lines
     ]
+
+
+# ------------------------------------------------- "partial" and friends, defined where shown
+# "partial" is a word of two scales (issue #34: a newcomer met it as a run status, an evidence
+# count and a channel status on one page): each view that shows one of these words prints its
+# definition beside it.
+EVIDENCE_WORDS: dict[str, str] = {
+    "stored": "evidence stored: the answer's text and every required screenshot are stored",
+    "partial": (
+        "evidence partial: the answer's text is stored, a required screenshot is missing "
+        "(reason beside it)"
+    ),
+    "failed": "evidence failed: no answer was stored (the sample's collection failed)",
+    "pending": (
+        "evidence pending: the answer's text is stored, its screenshot has not arrived yet"
+    ),
+}
+STATUS_WORDS: dict[str, str] = {
+    "full_success": "status full_success: every sample completed with its evidence stored",
+    "partial": (
+        "status partial: some sample failed or lacks evidence (the reasons follow the status); "
+        "the rest is complete and counted"
+    ),
+    "failed": "status failed: no sample completed",
+}
+
+
+def evidence_words_text(counts: Mapping[str, Any]) -> list[str]:
+    """The definition of each evidence word a count shows (counts above zero)."""
+    return [EVIDENCE_WORDS[k] for k in EVIDENCE_WORDS if int(counts.get(k, 0) or 0)]
+
+
+def status_words_text(statuses: list[str]) -> list[str]:
+    """The definition of each run/channel status word shown (as spelled in the tables)."""
+    return [STATUS_WORDS[k] for k in STATUS_WORDS if k in statuses]
+
+
+def modes_text(channel_modes: Mapping[str, list[str]]) -> list[str]:
+    """Which modes each channel's rates pool, e.g. ``deepseek__web: 2 modes pooled: standard,
+    deep_thinking`` (a newcomer could not tell why one channel had twice the samples)."""
+    out = []
+    for ch, modes in sorted(channel_modes.items()):
+        n = len(modes)
+        word = "mode" if n == 1 else "modes pooled"
+        out.append(f"{ch}: {n} {word}: {', '.join(modes)}")
+    return out
+
+
+# How the CSV/JSON indexes relate to the page's Q1 / repeat 1 (issue #34 item 13).
+INDEX_NOTE = (
+    "Questions and repeats count from 1 here (Q1, repeat 1); the CSV, JSON and analyst tables "
+    "count from 0: question_index 0 = Q1, repeat_index 0 = repeat 1."
+)
+
+
+def analysis_followup_text(summary: Mapping[str, Any]) -> str:
+    """The demo's line after analysing: what was done, and a pointer to the reasons only when
+    some answer is for review or invalid (issue #34 item 18)."""
+    line = analysis_text(summary)
+    if int(summary.get("review", 0)) or int(summary.get("failed", 0)):
+        line += "; their reasons are in the report below"
+    return line
+
+
+# The terms of the terminal report's mention-rate table that DEFINITIONS defines (issue #34
+# item 8: it defined average rank and citation rate, which only the HTML/JSON show).
+TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
+# The terminal report's rule: a terminal's width, but never 4096 characters into a pipe.
+RULE_MAX = 100

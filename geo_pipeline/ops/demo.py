@@ -401,9 +401,9 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
                 total["waiting_answer"] = again.waiting_answer
             conn.commit()
             done["analysis"] = total
-            from geo_pipeline.domain.words import analysis_text
+            from geo_pipeline.domain.words import analysis_followup_text
 
-            line = f"{analysis_text(total)}; their reasons are in the report below"
+            line = analysis_followup_text(total)
             if waiting:
                 line += f" ({waiting} answers' evidence not stored yet: not analysed)"
             say(line)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+from datetime import datetime
 from typing import Any
 
 import jinja2
@@ -23,13 +24,17 @@ import markupsafe
 from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.domain.vocabulary import EXPORT_FORMATS
 from geo_pipeline.domain.words import (
+    INDEX_NOTE,
     PENDING_SCREENSHOT_NOTE,
     definitions_text,
     evidence_reason_text,
+    evidence_words_text,
+    modes_text,
     money_text,
+    status_words_text,
 )
 from geo_pipeline.jsonable import json_default
-from geo_pipeline.ops.report import RunReport, trend_section
+from geo_pipeline.ops.report import RunReport, channel_modes, trend_section
 
 FORMATS = EXPORT_FORMATS
 
@@ -47,8 +52,10 @@ CSV_COLUMNS = (
     "repeat_index",
     "submission_state",
     "collection_state",
-    "evidence_state",
-    "evidence_status",  # THE word (domain.words.evidence_status): pending for a late screenshot
+    # THE evidence word (domain.words.evidence_status), the one the counts use: a late
+    # screenshot is "pending". The stored geo.samples.evidence_state (which says "partial" for
+    # it) is not a column of its own: one quantity, one column (issue #34).
+    "evidence_status",
     "analysis_state",
     "analysis_label",
     "evidence_missing_reason",
@@ -123,6 +130,13 @@ def to_csv(report: RunReport) -> str:
     return buf.getvalue()
 
 
+def when(value: Any) -> str:
+    """A moment as the page writes every moment: ISO 8601 to the second (one format)."""
+    if isinstance(value, datetime):
+        return value.isoformat(timespec="seconds")
+    return "" if value is None else str(value)
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("geo_pipeline.ops", "templates"),
@@ -131,6 +145,7 @@ def _environment() -> jinja2.Environment:
         trim_blocks=False,
     )
     env.filters["safe_url"] = safe_url
+    env.filters["when"] = when
     env.filters["evidence_url"] = evidence_url
     env.filters["money"] = money_text  # major units with the currency, where a person reads
     env.filters["evidence_reason"] = evidence_reason_text  # THE words, as the terminal says
@@ -145,8 +160,8 @@ def mention_chart(report: RunReport) -> str:
             "channel": r["channel"],
             "brand": r["brand"],
             "rate": r.get("mention_rate"),
-            "lower": r.get("rate_lower_95"),
-            "upper": r.get("rate_upper_95"),
+            "lower": r.get("mention_rate_lower"),
+            "upper": r.get("mention_rate_upper"),
             "n": r.get("n"),
         }
         for r in report.mention_rates
@@ -189,9 +204,9 @@ def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
 
 def mention_row(row: dict[str, Any]) -> dict[str, Any]:
     """One row of the analyst table as the report shows it: the rate written with THE interval
-    (``rate_lower_95/upper_95``: question-clustered where questions are pooled), its method and
+    (``mention_rate_lower/upper``: question-clustered where questions are pooled), its method and
     its effective n, as the terminal report, the JSON export and the Dagster metadata show them."""
-    lower, upper = row.get("rate_lower_95"), row.get("rate_upper_95")
+    lower, upper = row.get("mention_rate_lower"), row.get("mention_rate_upper")
 
     def number(key: str, digits: int = 0) -> str:
         v = row.get(key)
@@ -203,7 +218,7 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
         "brand": row.get("brand"),
         "target": bool(row.get("is_target")),
         "rate": rate_text(row.get("mention_rate"), lower, upper, row.get("n")),
-        "interval_kind": row.get("interval_method") or "",
+        "interval_kind": row.get("mention_rate_interval") or "",
         "n_effective": number("n_effective", 1),
         **{
             k: number(k)
@@ -235,12 +250,19 @@ def to_html(report: RunReport) -> str:
             mention_table=MENTION_TABLE,
             definitions=definitions_text(),
             pending_note=PENDING_SCREENSHOT_NOTE,
+            evidence_words=evidence_words_text(report.status["evidence"]),
+            status_words=status_words_text(
+                [str(report.status["overall"])]
+                + [str(c["overall"]) for c in report.channels.values()]
+            ),
+            modes_words=modes_text(channel_modes(report.samples)),
+            index_note=INDEX_NOTE,
             mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,
             retention=report.retention,
             trend=trend_section(report),
-            generated_at=report.generated_at.isoformat(timespec="seconds"),
+            generated_at=when(report.generated_at),
         )
     )
 

@@ -249,6 +249,17 @@ def invalid_answers(samples: list[SampleReport]) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+def channel_modes(samples: list[SampleReport]) -> dict[str, list[str]]:
+    """The modes each channel's samples were asked in (its rates pool them), in first-seen
+    order."""
+    out: dict[str, list[str]] = {}
+    for s in samples:
+        modes = out.setdefault(str(s.row["channel"]), [])
+        if str(s.row["mode"]) not in modes:
+            modes.append(str(s.row["mode"]))
+    return out
+
+
 def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> RunReport:
     """Assemble the report of one run. Raises ``store.runs.RunNotFound`` for an unknown id."""
     run = runstore.get_run(conn, run_id)

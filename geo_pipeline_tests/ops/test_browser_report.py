@@ -38,7 +38,7 @@ def test_html_report_renders_in_chromium_without_running_hostile_content(
     page.screenshot(path=str(ARTIFACTS / "report.png"), full_page=True)
 
     assert page.inner_text("#run-id") == "run-ops"
-    assert page.inner_text("#overall").startswith("in progress: ")  # with its reason
+    assert page.inner_text("#overall").startswith("in_progress: ")  # with its reason
     cells = page.locator("#status-table tr").nth(1).locator("td").all_inner_texts()
     assert cells[:3] == ["8", "2", "1"]
     assert page.locator(".answer strong#ok").inner_text() == "first"  # sanitised HTML rendered
@@ -104,7 +104,7 @@ def test_html_report_mention_rates_read_as_people_write_them(db, tmp_path, brows
 
     table = page.locator("#mention-table")
     text = table.inner_text()
-    for raw in ("rate_lower_95", "rate_upper_95", "interval_method", "is_target",
+    for raw in ("mention_rate_lower", "mention_rate_upper", "mention_rate_interval", "is_target",
                 "mention_rate", "n_effective", "valid_samples", "True", "False"):  # fmt: skip
         assert raw not in text, (raw, text)
     headers = table.locator("th").all_inner_texts()
@@ -136,7 +136,7 @@ def test_html_report_mention_rates_read_as_people_write_them(db, tmp_path, brows
 
     # Only HTML is for people: JSON and CSV keep the machine columns.
     rows = json.loads(export.to_json(rep))["mention_rates"]
-    assert {"is_target", "rate_lower_95", "rate_upper_95", "mention_rate"} <= set(rows[0])
+    assert {"is_target", "mention_rate_lower", "mention_rate_upper", "mention_rate"} <= set(rows[0])
     header = next(csv.reader(io.StringIO(export.to_csv(rep))))
     assert header == list(export.CSV_COLUMNS)
 

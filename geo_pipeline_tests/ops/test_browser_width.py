@@ -7,21 +7,51 @@ from __future__ import annotations
 
 import pytest
 
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.plan import build_plan, quote
+from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.ops import export, report
 from geo_pipeline_tests.ops.conftest import ARTIFACTS
-from geo_pipeline_tests.ops.helpers import complete, make_run
+from geo_pipeline_tests.ops.helpers import CAPS, PRICES, complete
 
 pytestmark = pytest.mark.browser
 
 WIDTH, HEIGHT = 1366, 768
 
 
+def _demo_like_run(db, run_id):
+    """The demo's widest mention table: four brands (one two-word Latin name), five pooled
+    questions ("question-clustered, 5 questions"), a two-mode channel, n >= 10."""
+    config = {
+        "tenant": "acme",
+        "brand": {"name": "瑞幸咖啡", "aliases": ["Luckin"]},
+        "competitors": [
+            {"name": "星巴克", "aliases": ["Starbucks"]},
+            {"name": "库迪咖啡"},
+            {"name": "Manner Coffee"},
+        ],
+        "questions": [f"Which coffee chain is best, case {i}?" for i in range(5)],
+        "channels": [
+            {"platform": "deepseek", "device": "web", "modes": ["standard", "deep_thinking"]},
+            {"platform": "kimi", "device": "web"},
+        ],
+        "repeats": 2,
+    }
+    n = normalise_and_validate(config, CAPS)
+    db.execute("INSERT INTO geo.tenants VALUES ('acme', 'acme') ON CONFLICT DO NOTHING")
+    create_run(db, build_plan(n, quote(n, PRICES), run_id), confirm=False, dispatch=False)
+    db.commit()
+    return db.execute(
+        "SELECT * FROM geo.samples WHERE run_id = %s ORDER BY sample_id", (run_id,)
+    ).fetchall()
+
+
 def test_the_report_fits_a_1366_pixel_screen(db, tmp_path, browser_page):
     from geo_pipeline.analysis import analyse_run
 
-    samples = make_run(db, run_id="run-width")
+    samples = _demo_like_run(db, "run-width")
     for i, s in enumerate(samples):
-        text = "瑞幸咖啡 and Starbucks" if i % 2 else "Only 瑞幸咖啡 here"
+        text = "瑞幸咖啡, Starbucks, 库迪 and Manner Coffee" if i % 2 else "Only 瑞幸咖啡 here"
         complete(db, s, html=f"<p>{text}</p>", raw=text)
     analyse_run(db, "run-width")
     db.execute(
@@ -52,3 +82,16 @@ def test_the_report_fits_a_1366_pixel_screen(db, tmp_path, browser_page):
     last = page.locator("#mention-table tr").first.locator("th").last
     assert last.inner_text() == "Citation rate"
     assert last.evaluate("e => e.getBoundingClientRect().right") <= inner
+    # ... and not merely inside its own scroll box: the box shows the whole table (a newcomer
+    # at 1366 px read "Citation rat" at the edge of a horizontally scrolled box).
+    box = page.evaluate(
+        "() => { const b = document.querySelector('#mention-table').closest('.wide');"
+        " return [b.scrollWidth, b.clientWidth]; }"
+    )
+    assert box[0] <= box[1], f"the mention table scrolls in its box: {box}"
+    last_right = last.evaluate("e => e.getBoundingClientRect().right")
+    box_right = page.evaluate(
+        "() => document.querySelector('#mention-table').closest('.wide')"
+        ".getBoundingClientRect().right"
+    )
+    assert last_right <= box_right, (last_right, box_right)

@@ -272,11 +272,11 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(
         if r["n"]:
             # One interval (issue #34): the analyst table's, with its method named.
             t = table[(r["channel"], r["brand"])]
-            assert abs(r["rate_lower_95"] - t["mention_rate_lower"]) < 0.001
-            assert abs(r["rate_upper_95"] - t["mention_rate_upper"]) < 0.001
-            assert r["interval_method"] == t["mention_rate_interval"]
+            assert abs(r["mention_rate_lower"] - t["mention_rate_lower"]) < 0.001
+            assert abs(r["mention_rate_upper"] - t["mention_rate_upper"]) < 0.001
+            assert r["mention_rate_interval"] == t["mention_rate_interval"]
             lo, hi = wilson_interval(r["mentions"], r["n"])
-            assert r["rate_lower_95"] <= lo + 0.001 and r["rate_upper_95"] >= hi - 0.001
+            assert r["mention_rate_lower"] <= lo + 0.001 and r["mention_rate_upper"] >= hi - 0.001
     html = Path(result["reports"]["html"]).read_text(encoding="utf-8")
     assert run_id in html and "Evidence completeness" in html
     conn.close()

@@ -53,7 +53,7 @@ def test_report_counts_come_from_the_aggregation_service(db, tmp_path):
         db, "run-ops"
     ).as_dict()
     # with its reason, per channel (issue #34)
-    assert rep.status["text"].startswith("in progress: ")
+    assert rep.status["text"].startswith("in_progress: ")
     assert "1 required screenshot missing on deepseek__" in rep.status["text"], rep.status["text"]
     assert rep.status["total"] == len(samples) == 8
     assert rep.status["collection"] == {"completed": 3, "failed": 1, "queued": 4}

@@ -236,9 +236,9 @@ def test_one_mention_rate_interval_under_one_name_everywhere(db, monitored):
     for r in table:
         c = chan[(date(2026, 11, 2), r["brand"])]
         rep = report[r["brand"]]
-        assert rep["interval_method"] == "question-clustered, 3 questions"
-        assert float(rep["rate_lower_95"]) == round(c["mention_rate_lower"], 3)
-        assert float(rep["rate_upper_95"]) == round(c["mention_rate_upper"], 3)
+        assert rep["mention_rate_interval"] == "question-clustered, 3 questions"
+        assert float(rep["mention_rate_lower"]) == round(c["mention_rate_lower"], 3)
+        assert float(rep["mention_rate_upper"]) == round(c["mention_rate_upper"], 3)
         if c["mention_rate"] is not None:
             got = plots[f"mention_rate_lower/{keys[r['brand']]}"].value
             assert got == round(c["mention_rate_lower"], 4)

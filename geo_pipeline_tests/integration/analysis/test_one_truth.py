@@ -88,8 +88,8 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
         r.data for r in visibility_table_metadata(dagster_rows).records if r.data["brand"] == LUCKIN
     )
     lower, upper = round(view["mention_rate_lower"], 3), round(view["mention_rate_upper"], 3)
-    assert (terminal["rate_lower_95"], terminal["rate_upper_95"]) == (lower, upper)
-    assert (as_json["rate_lower_95"], as_json["rate_upper_95"]) == (lower, upper)
+    assert (terminal["mention_rate_lower"], terminal["mention_rate_upper"]) == (lower, upper)
+    assert (as_json["mention_rate_lower"], as_json["mention_rate_upper"]) == (lower, upper)
     lo4, hi4 = round(view["mention_rate_lower"], 4), round(view["mention_rate_upper"], 4)
     got = (plots[f"mention_rate_lower/{key}"].value, plots[f"mention_rate_upper/{key}"].value)
     assert got == (lo4, hi4)  # the Dagster Plots keep 4 decimals, the reports 3
@@ -98,7 +98,9 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
     row = export.mention_row(terminal)
     assert row["rate"] in html and row["interval_kind"] == view["mention_rate_interval"]
     assert view["n"] == terminal["n"] == as_json["n"] == typed["n"] == 8  # the invalid one out
-    assert terminal["interval_method"] == as_json["interval_method"] == typed["interval"]
+    assert (
+        terminal["mention_rate_interval"] == as_json["mention_rate_interval"] == typed["interval"]
+    )
     assert float(terminal["n_effective"]) == round(view["n_effective"], 1)
 
     # ---- status with its reason, invalid answers with theirs

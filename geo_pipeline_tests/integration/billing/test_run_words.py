@@ -21,7 +21,7 @@ def test_runs_show_has_status_reason_batches_quote_money_and_settled_state(db, d
     out = CliRunner().invoke(root, ["runs", "show", "r-words"])
     assert out.exit_code == 0, out.output
     text = out.output
-    assert "status in progress: 2 of 2 still collecting on doubao__web" in text, text
+    assert "status in_progress: 2 of 2 still collecting on doubao__web" in text, text
     assert "batches" in text and "quote" in text
     major = f"{est // 100}.{est % 100:02d} CNY"
     assert f"estimated max {major} ({est} minor units)" in text, text
@@ -29,7 +29,7 @@ def test_runs_show_has_status_reason_batches_quote_money_and_settled_state(db, d
     assert "settled: no" in text, text
     shown = json.loads(CliRunner().invoke(root, ["runs", "show", "r-words", "--json"]).output)
     assert shown["money"]["reserved_minor"] == est and shown["money"]["closed_at"] is None
-    assert shown["status_text"] == "in progress: 2 of 2 still collecting on doubao__web"
+    assert shown["status_text"] == "in_progress: 2 of 2 still collecting on doubao__web"
 
 
 def test_runs_plan_money_in_major_units(db, db_url, monkeypatch, tmp_path):

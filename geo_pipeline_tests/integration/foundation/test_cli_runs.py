@@ -56,7 +56,7 @@ def test_plan_writes_nothing_and_create_list_show(db_url, db):
     assert set(shown["channels"]) == {"deepseek__web", "deepseek__app", "doubao__web", "kimi__web"}
     human = run_cli(db_url, "runs", "show", "cli-1").stdout
     # The status a person reads comes with its reason (issue #34), per channel.
-    assert "status in progress: 10 of 10 still collecting on deepseek__app" in human
+    assert "status in_progress: 10 of 10 still collecting on deepseek__app" in human
 
 
 def test_bad_config_lists_every_problem_without_traceback(db_url, tmp_path):

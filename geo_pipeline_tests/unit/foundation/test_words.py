@@ -26,12 +26,13 @@ def test_status_says_its_reason_per_channel():
         "kimi__web": _st("full_success", 25, 25),
     }
     assert status_text(run, channels) == "partial: 3 required screenshots missing on deepseek__web"
+    # one spelling: the status word as the per-channel tables print it (issue #34 finding 3)
     assert status_text(_st("full_success", 4, 4)) == (
-        "full success: all 4 samples completed with their evidence stored"
+        "full_success: all 4 samples completed with their evidence stored"
     )
     failed = _st("partial", 4, 3, 1, failure_reasons={"login_page": 1})
     assert status_text(failed) == "partial: 1 failed (login_page x1)"
-    assert status_text(_st("in_progress", 4, 1)) == "in progress: 3 of 4 still collecting"
+    assert status_text(_st("in_progress", 4, 1)) == "in_progress: 3 of 4 still collecting"
     # Every screenshot that is not there is counted, the pending ones too (a newcomer read
     # "3 required screenshots missing" beside an evidence table with 5 absent: 3 + 2 pending).
     both = _st("partial", 20, 20, evidence_reasons={"SCREENSHOT_UNAVAILABLE": 3,
