@@ -125,6 +125,12 @@ def _demo_options(f: Any) -> Any:
 @click.option(
     "--json", "as_json", is_flag=True, help="No progress bars; print the report as JSON at the end."
 )
+@click.option(
+    "--scraped/--no-scraped",
+    default=True,
+    show_default=True,
+    help="Also run the scraped channel (chatgpt_cloro through the simulator's cloro profile).",
+)
 def demo_cmd(
     state_dir: Path,
     reset: bool,
@@ -134,6 +140,7 @@ def demo_cmd(
     config: Path | None,
     simulator_profile: Path | None,
     as_json: bool,
+    scraped: bool,
 ) -> None:
     """Run the main job end to end on embedded defaults and print the run's report."""
     from geo_pipeline.ops import demo
@@ -146,6 +153,7 @@ def demo_cmd(
         timeout_s=timeout_s,
         config=config,
         simulator_profile=simulator_profile,
+        scraped=scraped,
     )
     ui = _Ui(quiet=as_json)
     try:
@@ -154,9 +162,14 @@ def demo_cmd(
         raise click.ClickException(str(exc)) from None
     if as_json:
         emit_json(result)
-    if not result["status"]["terminal"]:
+    unfinished = [
+        r["run_id"]
+        for r in (result, result.get("scraped") or result)
+        if not r["status"]["terminal"]
+    ]
+    if unfinished:
         raise click.ClickException(
-            f"run {result['run_id']} did not finish within {timeout_s:.0f}s; the report above "
+            f"run {unfinished[0]} did not finish within {timeout_s:.0f}s; the report above "
             "shows where it stands (logs in " + str(state_dir / "logs") + ")"
         )
 
@@ -255,6 +268,13 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             )
             run_id, n = demo.create_demo_run(stack, opts)
             ui.say(f"created run {run_id}: {n} samples (deposit covers its quote)")
+            scraped_id = None
+            if opts.scraped:
+                scraped_id, n = demo.create_scraped_run(stack, opts, run_id)
+                ui.say(
+                    f"created run {scraped_id}: {n} samples of the scraped channel (a run of its "
+                    "own: cloro bills in USD, a run and a tenant's ledger have one currency)"
+                )
             progress = Progress(
                 TextColumn("{task.description:<24}"),
                 BarColumn(),
@@ -277,18 +297,27 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
                         tasks[ch] = progress.add_task(ch, total=c["total"], extra=extra)
                     progress.update(tasks[ch], completed=done, extra=extra)
 
+            st2: dict[str, Any] | None = None
             with progress:
                 st = demo.wait_for_run(stack, sup, run_id, opts.timeout_s, on_progress)
-            if st["terminal"]:
-                followup = demo.finish_run(stack, run_id, ui.say)
-            else:
-                followup = {"skipped": "run not finished"}
+                if scraped_id is not None:
+                    left = max(0.0, opts.timeout_s - (time.monotonic() - t0))
+                    st2 = demo.wait_for_run(stack, sup, scraped_id, left, on_progress)
+            followups: dict[str, dict[str, Any]] = {}
+            for rid, s in ((run_id, st), (scraped_id, st2)):
+                if rid is None or s is None:
+                    continue
+                if s["terminal"]:
+                    followups[rid] = demo.finish_run(stack, rid, ui.say)
+                else:
+                    followups[rid] = {"skipped": "run not finished"}
             codes = sup.stop_all()
             ui.say(
                 "stopped simulator, relay, sweeper and workers: "
                 + ", ".join(f"{k}={v}" for k, v in codes.items())
             )
             rep, paths = demo.write_reports(stack, run_id)
+            scraped_rep = demo.write_reports(stack, scraped_id) if scraped_id else None
     except KeyboardInterrupt:
         raise click.ClickException(
             "interrupted: every process the demo started was stopped"
@@ -297,9 +326,22 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
         raise click.ClickException(str(exc)) from None
     if not ui.quiet:
         _print_report(rep, paths, ui)
+        if scraped_rep is not None:
+            _print_report(*scraped_rep, ui)
         ui.say(f"demo took {time.monotonic() - t0:.1f}s")
-    data = rep.as_dict()
-    data.pop("samples", None)
+    out = _run_result(rep, paths, followups[rep.run["run_id"]])
+    if scraped_rep is not None:
+        out["scraped"] = _run_result(*scraped_rep, followups[scraped_rep[0].run["run_id"]])
+    out.update(
+        sources=stack.sources,
+        database_url=stack.database_url,
+        seconds=round(time.monotonic() - t0, 1),
+    )
+    return out
+
+
+def _run_result(rep: Any, paths: dict[str, Path], followup: dict[str, Any]) -> dict[str, Any]:
+    """One run of the demo, as its JSON output shows it."""
     return {
         "run_id": rep.run["run_id"],
         "status": rep.status,
@@ -307,10 +349,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
         "mention_rates": rep.mention_rates,
         "money": rep.money,
         "followup": followup,
-        "sources": stack.sources,
-        "database_url": stack.database_url,
         "reports": {k: str(v) for k, v in paths.items()},
-        "seconds": round(time.monotonic() - t0, 1),
     }
 
 
@@ -359,6 +398,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         [
             {
                 "channel": ch,
+                "access": d.get("access", words.ACCESS_UNKNOWN),
                 "status": d["overall"],
                 "samples": d["total"],
                 "completed": d["collection"].get("completed", 0),
@@ -369,6 +409,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         ],
         title="per channel",
     )
+    c.print(words.access_text(), markup=False)
     if rep.mention_rates:
         emit_table(
             [

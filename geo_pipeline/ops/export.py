@@ -23,6 +23,7 @@ import markupsafe
 from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.domain.words import (
     PENDING_SCREENSHOT_NOTE,
+    access_text,
     definitions_text,
     evidence_reason_text,
     money_text,
@@ -234,6 +235,7 @@ def to_html(report: RunReport) -> str:
             mention_table=MENTION_TABLE,
             definitions=definitions_text(),
             pending_note=PENDING_SCREENSHOT_NOTE,
+            access_note=access_text(),
             mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,
