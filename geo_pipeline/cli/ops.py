@@ -131,6 +131,12 @@ def _demo_options(f: Any) -> Any:
     show_default=True,
     help="Also run the scraped channel (chatgpt_cloro through the simulator's cloro profile).",
 )
+@click.option(
+    "--browser/--no-browser",
+    default=True,
+    show_default=True,
+    help="Also run the browser channel (deepseek_web, desktop and mobile) where Chromium is.",
+)
 def demo_cmd(
     state_dir: Path,
     reset: bool,
@@ -141,6 +147,7 @@ def demo_cmd(
     simulator_profile: Path | None,
     as_json: bool,
     scraped: bool,
+    browser: bool,
 ) -> None:
     """Run the main job end to end on embedded defaults and print the run's report."""
     from geo_pipeline.ops import demo
@@ -154,6 +161,7 @@ def demo_cmd(
         config=config,
         simulator_profile=simulator_profile,
         scraped=scraped,
+        browser=browser,
     )
     ui = _Ui(quiet=as_json)
     try:
@@ -164,7 +172,7 @@ def demo_cmd(
         emit_json(result)
     unfinished = [
         r["run_id"]
-        for r in (result, result.get("scraped") or result)
+        for r in (result, result.get("scraped") or result, result.get("browser") or result)
         if not r["status"]["terminal"]
     ]
     if unfinished:
@@ -268,13 +276,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             )
             run_id, n = demo.create_demo_run(stack, opts)
             ui.say(f"created run {run_id}: {n} samples (deposit covers its quote)")
-            scraped_id = None
-            if opts.scraped:
-                scraped_id, n = demo.create_scraped_run(stack, opts, run_id)
-                ui.say(
-                    f"created run {scraped_id}: {n} samples of the scraped channel (a run of its "
-                    "own: cloro bills in USD, a run and a tenant's ledger have one currency)"
-                )
+            beside = demo.create_extra_runs(stack, opts, run_id, ui.say)
             progress = Progress(
                 TextColumn("{task.description:<24}"),
                 BarColumn(),
@@ -287,8 +289,12 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             )
             tasks: dict[str, Any] = {}
 
-            def on_progress(st: dict[str, Any], channels: dict[str, dict[str, Any]]) -> None:
-                for ch, c in [("all channels", st), *sorted(channels.items())]:
+            def on_progress(
+                st: dict[str, Any], channels: dict[str, dict[str, Any]], main: bool = True
+            ) -> None:
+                # "all channels" is the main run's; a run beside it shows its own channels.
+                rows = sorted(channels.items())
+                for ch, c in [("all channels", st), *rows] if main else rows:
                     done = c["collection"].get("completed", 0) + c["collection"].get("failed", 0)
                     extra = f"failed {c['collection'].get('failed', 0)}"
                     if c["uncertain"]:
@@ -297,16 +303,19 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
                         tasks[ch] = progress.add_task(ch, total=c["total"], extra=extra)
                     progress.update(tasks[ch], completed=done, extra=extra)
 
-            st2: dict[str, Any] | None = None
+            def on_beside_progress(st: dict[str, Any], channels: dict[str, dict[str, Any]]) -> None:
+                on_progress(st, channels, main=False)
+
+            waited: list[tuple[str, str, dict[str, Any]]] = []
             with progress:
                 st = demo.wait_for_run(stack, sup, run_id, opts.timeout_s, on_progress)
-                if scraped_id is not None:
+                for kind, rid in beside:
                     left = max(0.0, opts.timeout_s - (time.monotonic() - t0))
-                    st2 = demo.wait_for_run(stack, sup, scraped_id, left, on_progress)
+                    waited.append(
+                        (kind, rid, demo.wait_for_run(stack, sup, rid, left, on_beside_progress))
+                    )
             followups: dict[str, dict[str, Any]] = {}
-            for rid, s in ((run_id, st), (scraped_id, st2)):
-                if rid is None or s is None:
-                    continue
+            for rid, s in [(run_id, st), *((r, s) for _, r, s in waited)]:
                 if s["terminal"]:
                     followups[rid] = demo.finish_run(stack, rid, ui.say)
                 else:
@@ -317,7 +326,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
                 + ", ".join(f"{k}={v}" for k, v in codes.items())
             )
             rep, paths = demo.write_reports(stack, run_id)
-            scraped_rep = demo.write_reports(stack, scraped_id) if scraped_id else None
+            extra_reps = [(kind, *demo.write_reports(stack, rid)) for kind, rid, _ in waited]
     except KeyboardInterrupt:
         raise click.ClickException(
             "interrupted: every process the demo started was stopped"
@@ -326,12 +335,16 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
         raise click.ClickException(str(exc)) from None
     if not ui.quiet:
         _print_report(rep, paths, ui)
-        if scraped_rep is not None:
-            _print_report(*scraped_rep, ui)
+        for _, xrep, xpaths in extra_reps:
+            _print_report(xrep, xpaths, ui)
+        if stack.browser_skipped:
+            ui.say(f"browser channel skipped: {stack.browser_skipped}")
         ui.say(f"demo took {time.monotonic() - t0:.1f}s")
     out = _run_result(rep, paths, followups[rep.run["run_id"]])
-    if scraped_rep is not None:
-        out["scraped"] = _run_result(*scraped_rep, followups[scraped_rep[0].run["run_id"]])
+    for kind, xrep, xpaths in extra_reps:
+        out[kind] = _run_result(xrep, xpaths, followups[xrep.run["run_id"]])
+    if stack.browser_skipped:
+        out["browser_skipped"] = stack.browser_skipped
     out.update(
         sources=stack.sources,
         database_url=stack.database_url,

@@ -61,6 +61,8 @@ class DemoOptions:
     dagster_port: int = 3000
     # The scraped channel (example/scraped.yaml): a run of its own, beside the main run.
     scraped: bool = True
+    # The browser channel (example/browser.yaml, ops/demo_browser.py) where Chromium is.
+    browser: bool = True
 
 
 @dataclass
@@ -76,6 +78,8 @@ class Stack:
     handles: list[Any] = field(default_factory=list)
     simulator_url: str | None = None
     metrics_ports: dict[str, int] = field(default_factory=dict)
+    # Why the browser channel is not run (None: it is, or it was not asked for).
+    browser_skipped: str | None = None
 
 
 def example_path(name: str) -> Path:
@@ -244,6 +248,14 @@ def start_pipeline(
     stack.env.update(scraped_service_env(stack.simulator_url))
     for name in SERVICE_UNSET:
         stack.env.pop(name, None)
+    if opts.browser:
+        from geo_pipeline.ops import demo_browser
+
+        stack.browser_skipped = demo_browser.missing()
+        if stack.browser_skipped is None:
+            stack.env.update(demo_browser.env(stack.state_dir))
+        else:
+            opts.browser = False
     export({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
     # Workers serve the platforms the demo's config uses (each --platform is one lane).
     lanes = [a for p in demo_platforms(opts) for a in ("--platform", p)]
@@ -302,7 +314,41 @@ def demo_configs(opts: DemoOptions) -> list[Path]:
     configs = [opts.config or example_path("collection.yaml")]
     if opts.scraped:
         configs.append(example_path("scraped.yaml"))
+    if opts.browser:
+        configs.append(example_path("browser.yaml"))
     return configs
+
+
+def create_extra_runs(
+    stack: Stack, opts: DemoOptions, main_run_id: str, say: Callable[[str], None]
+) -> list[tuple[str, str]]:
+    """The runs beside the main one, as (kind, run_id): the scraped channel's and, where
+    Chromium is, the browser channel's (its account logged in first); a skipped one says why."""
+    runs = []
+    if opts.scraped:
+        run_id, n = create_scraped_run(stack, opts, main_run_id)
+        say(
+            f"created run {run_id}: {n} samples of the scraped channel chatgpt_cloro (a run of "
+            "its own: cloro bills in USD, and a run and a tenant's ledger have one currency)"
+        )
+        runs.append(("scraped", run_id))
+    if opts.browser:
+        from geo_pipeline.ops import demo_browser
+
+        assert stack.simulator_url is not None
+        demo_browser.log_in(stack.database_url, stack.simulator_url, stack.state_dir)
+        run_id, n = create_demo_run(
+            stack, opts, config=example_path(demo_browser.CONFIG), run_id=f"{main_run_id}-browser"
+        )
+        say(
+            f"created run {run_id}: {n} samples of the browser channel {demo_browser.PLATFORM} "
+            f"(desktop and mobile, headless Chromium; accounts {', '.join(demo_browser.ACCOUNTS)} "
+            "added and logged in on the simulator's web app)"
+        )
+        runs.append(("browser", run_id))
+    elif stack.browser_skipped:
+        say(f"browser channel skipped: {stack.browser_skipped}")
+    return runs
 
 
 def write_processes(stack: Stack, pids: dict[str, int], run_id: str | None = None) -> None:
@@ -332,6 +378,8 @@ _PARENT_KEYS = (
     "GEO_SIMULATOR_URL",
     "GEO_CLORO_URL",
     "GEO_CLORO_API_KEY",
+    "GEO_BROWSER_PROFILES",
+    "GEO_CHROMIUM",
 )
 
 
