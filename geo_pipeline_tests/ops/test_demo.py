@@ -369,4 +369,10 @@ def test_a_second_demo_reuses_the_state_and_reset_starts_afresh(
     assert first["run_id"] != second["run_id"]
     conn = embedded_db(state)
     runs = {r["run_id"] for r in conn.execute("SELECT run_id FROM geo.runs")}
-    assert runs == {first["run_id"], second["run_id"]}
+    # each demo: its main run and the runs beside it (scraped; browser where Chromium is)
+    assert runs == run_ids(first) | run_ids(second)
+    assert len(runs) == 2 * (2 if browser_missing() else 3)
+
+
+def run_ids(result: dict[str, Any]) -> set[str]:
+    return {result["run_id"]} | {result[k]["run_id"] for k in ("scraped", "browser") if k in result}
