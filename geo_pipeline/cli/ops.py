@@ -130,6 +130,18 @@ def _demo_options(f: Any) -> Any:
 @click.option(
     "--json", "as_json", is_flag=True, help="No progress bars; print the report as JSON at the end."
 )
+@click.option(
+    "--scraped/--no-scraped",
+    default=True,
+    show_default=True,
+    help="Also run the scraped channel (chatgpt_cloro through the simulator's cloro profile).",
+)
+@click.option(
+    "--browser/--no-browser",
+    default=True,
+    show_default=True,
+    help="Also run the browser channel (deepseek_web, desktop and mobile) where Chromium is.",
+)
 def demo_cmd(
     state_dir: Path,
     reset: bool,
@@ -139,6 +151,8 @@ def demo_cmd(
     config: Path | None,
     simulator_profile: Path | None,
     as_json: bool,
+    scraped: bool,
+    browser: bool,
 ) -> None:
     """Run the main job end to end on embedded defaults and print the run's report."""
     from geo_pipeline.ops import demo
@@ -151,6 +165,8 @@ def demo_cmd(
         timeout_s=timeout_s,
         config=config,
         simulator_profile=simulator_profile,
+        scraped=scraped,
+        browser=browser,
     )
     ui = _Ui(quiet=as_json)
     try:
@@ -159,9 +175,14 @@ def demo_cmd(
         raise click.ClickException(str(exc)) from None
     if as_json:
         emit_json(result)
-    if not result["status"]["terminal"]:
+    unfinished = [
+        r["run_id"]
+        for r in (result, result.get("scraped") or result, result.get("browser") or result)
+        if not r["status"]["terminal"]
+    ]
+    if unfinished:
         raise click.ClickException(
-            f"run {result['run_id']} did not finish within {timeout_s:.0f}s; the report above "
+            f"run {unfinished[0]} did not finish within {timeout_s:.0f}s; the report above "
             "shows where it stands (logs in " + str(state_dir / "logs") + ")"
         )
 
@@ -262,6 +283,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             )
             run_id, n = demo.create_demo_run(stack, opts)
             ui.say(f"created run {run_id}: {n} samples (deposit covers its quote)")
+            beside = demo.create_extra_runs(stack, opts, run_id, ui.say)
             progress = Progress(
                 TextColumn("{task.description:<24}"),
                 BarColumn(),
@@ -274,8 +296,12 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             )
             tasks: dict[str, Any] = {}
 
-            def on_progress(st: dict[str, Any], channels: dict[str, dict[str, Any]]) -> None:
-                for ch, c in [("all channels", st), *sorted(channels.items())]:
+            def on_progress(
+                st: dict[str, Any], channels: dict[str, dict[str, Any]], main: bool = True
+            ) -> None:
+                # "all channels" is the main run's; a run beside it shows its own channels.
+                rows = sorted(channels.items())
+                for ch, c in [("all channels", st), *rows] if main else rows:
                     done = c["collection"].get("completed", 0) + c["collection"].get("failed", 0)
                     extra = f"failed {c['collection'].get('failed', 0)}"
                     if c["uncertain"]:
@@ -284,18 +310,30 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
                         tasks[ch] = progress.add_task(ch, total=c["total"], extra=extra)
                     progress.update(tasks[ch], completed=done, extra=extra)
 
+            def on_beside_progress(st: dict[str, Any], channels: dict[str, dict[str, Any]]) -> None:
+                on_progress(st, channels, main=False)
+
+            waited: list[tuple[str, str, dict[str, Any]]] = []
             with progress:
                 st = demo.wait_for_run(stack, sup, run_id, opts.timeout_s, on_progress)
-            if st["terminal"]:
-                followup = demo.finish_run(stack, run_id, ui.say)
-            else:
-                followup = {"skipped": "run not finished"}
+                for kind, rid in beside:
+                    left = max(0.0, opts.timeout_s - (time.monotonic() - t0))
+                    waited.append(
+                        (kind, rid, demo.wait_for_run(stack, sup, rid, left, on_beside_progress))
+                    )
+            followups: dict[str, dict[str, Any]] = {}
+            for rid, s in [(run_id, st), *((r, s) for _, r, s in waited)]:
+                if s["terminal"]:
+                    followups[rid] = demo.finish_run(stack, rid, ui.say)
+                else:
+                    followups[rid] = {"skipped": "run not finished"}
             codes = sup.stop_all()
             ui.say(
                 "stopped simulator, relay, sweeper and workers: "
                 + ", ".join(f"{k}={v}" for k, v in codes.items())
             )
             rep, paths = demo.write_reports(stack, run_id)
+            extra_reps = [(kind, *demo.write_reports(stack, rid)) for kind, rid, _ in waited]
     except KeyboardInterrupt:
         raise click.ClickException(
             "interrupted: every process the demo started was stopped"
@@ -304,9 +342,26 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
         raise click.ClickException(str(exc)) from None
     if not ui.quiet:
         _print_report(rep, paths, ui)
+        for _, xrep, xpaths in extra_reps:
+            _print_report(xrep, xpaths, ui)
+        if stack.browser_skipped:
+            ui.say(f"browser channel skipped: {stack.browser_skipped}")
         ui.say(f"demo took {time.monotonic() - t0:.1f}s")
-    data = rep.as_dict()
-    data.pop("samples", None)
+    out = _run_result(rep, paths, followups[rep.run["run_id"]])
+    for kind, xrep, xpaths in extra_reps:
+        out[kind] = _run_result(xrep, xpaths, followups[xrep.run["run_id"]])
+    if stack.browser_skipped:
+        out["browser_skipped"] = stack.browser_skipped
+    out.update(
+        sources=stack.sources,
+        database_url=stack.database_url,
+        seconds=round(time.monotonic() - t0, 1),
+    )
+    return out
+
+
+def _run_result(rep: Any, paths: dict[str, Path], followup: dict[str, Any]) -> dict[str, Any]:
+    """One run of the demo, as its JSON output shows it."""
     return {
         "run_id": rep.run["run_id"],
         "status": rep.status,
@@ -314,10 +369,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
         "mention_rates": rep.mention_rates,
         "money": rep.money,
         "followup": followup,
-        "sources": stack.sources,
-        "database_url": stack.database_url,
         "reports": {k: str(v) for k, v in paths.items()},
-        "seconds": round(time.monotonic() - t0, 1),
     }
 
 
@@ -373,6 +425,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         [
             {
                 "channel": ch,
+                "access": d.get("access", words.ACCESS_UNKNOWN),
                 "status": d["overall"],
                 "samples": d["total"],
                 "completed": d["collection"].get("completed", 0),
@@ -386,6 +439,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     shown = [str(st["overall"])] + [str(d["overall"]) for d in rep.channels.values()]
     for line in words.status_words_text(shown):
         c.print(line, markup=False)
+    c.print(words.access_text(), markup=False)
     if rep.mention_rates:
         emit_table(
             [

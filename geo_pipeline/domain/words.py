@@ -199,6 +199,24 @@ def analysis_text(summary: Mapping[str, Any]) -> str:
     )
 
 
+# ------------------------------------------------------------------ how a channel was collected
+# The `access` of a channel's platform (registry.yaml, domain/platforms.ACCESS_KINDS), shown in
+# the per-channel tables of the terminal and HTML reports, so a reader sees API answers and the
+# consumer product's rendered answers apart (they are never pooled in a rate). One word set.
+ACCESS_WORDS: dict[str, str] = {
+    "api": "the engine's model API",
+    "scraped": "the consumer product's rendered answer, through an answer-scraping service",
+    "browser": "the consumer web app, driven by our own browser",
+}
+# A channel whose platform the connector registry no longer lists: said, never guessed.
+ACCESS_UNKNOWN = "unknown"
+
+
+def access_text() -> str:
+    """The note under a per-channel table: what each access word means."""
+    return "access: " + "; ".join(f"{k} = {v}" for k, v in ACCESS_WORDS.items())
+
+
 # ------------------------------------------------------------------- definitions, said once
 # Each quantity of the mention-rate tables defined once; the terminal report prints these under
 # its table and the HTML report under its own (docs/analysts.md has the same, with the SQL).

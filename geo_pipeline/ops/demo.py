@@ -59,6 +59,10 @@ class DemoOptions:
     run_id: str | None = None
     dagster: bool = False  # `dev`: also the Dagster webserver and daemon
     dagster_port: int = 3000
+    # The scraped channel (example/scraped.yaml): a run of its own, beside the main run.
+    scraped: bool = True
+    # The browser channel (example/browser.yaml, ops/demo_browser.py) where Chromium is.
+    browser: bool = True
 
 
 @dataclass
@@ -74,6 +78,8 @@ class Stack:
     handles: list[Any] = field(default_factory=list)
     simulator_url: str | None = None
     metrics_ports: dict[str, int] = field(default_factory=dict)
+    # Why the browser channel is not run (None: it is, or it was not asked for).
+    browser_skipped: str | None = None
 
 
 def example_path(name: str) -> Path:
@@ -239,6 +245,17 @@ def start_pipeline(
     line = sup.wait_for_line(sim, lambda s: s.startswith("{") and '"url"' in s, 60)
     stack.simulator_url = str(json.loads(line)["url"])
     stack.env["GEO_SIMULATOR_URL"] = stack.simulator_url
+    stack.env.update(scraped_service_env(stack.simulator_url))
+    for name in SERVICE_UNSET:
+        stack.env.pop(name, None)
+    if opts.browser:
+        from geo_pipeline.ops import demo_browser
+
+        stack.browser_skipped = demo_browser.missing()
+        if stack.browser_skipped is None:
+            stack.env.update(demo_browser.env(stack.state_dir))
+        else:
+            opts.browser = False
     export({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
     # Workers serve the platforms the demo's config uses (each --platform is one lane).
     lanes = [a for p in demo_platforms(opts) for a in ("--platform", p)]
@@ -259,16 +276,79 @@ def start_pipeline(
     write_processes(stack, pids)
 
 
+def scraped_service_env(simulator_url: str) -> dict[str, str]:
+    """The variables that offer the demo's scraped channel (``chatgpt_cloro``, registry.yaml):
+    cloro's base URL pointed at the simulator's cloro profile (mounted under ``/cloro``,
+    simulator/services) and its key set to the key that profile accepts. Set only in the demo's
+    own process tree (its child processes and its in-process quote, settlement and report); a
+    real ``GEO_CLORO_API_KEY`` in the caller's environment is replaced, so it is never sent to
+    the simulator, and the demo never calls the real cloro."""
+    from geo_pipeline.simulator.services.cloro import CloroProfile
+
+    return {
+        "GEO_CLORO_URL": f"{simulator_url}/cloro",
+        "GEO_CLORO_API_KEY": CloroProfile().api_key,
+    }
+
+
+# cloro's webhook URL names a deployment's receiver; the demo runs none (its cloro channel
+# completes by polling alone, docs/answer-services.md "Webhooks").
+SERVICE_UNSET = ("GEO_CLORO_WEBHOOK_URL",)
+
+
 def demo_platforms(opts: DemoOptions) -> list[str]:
     """The platforms of the config the demo will run (validated the same way as the run)."""
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.config import load_config_file, normalise_and_validate
 
     caps = load_registry().capabilities()
-    config = normalise_and_validate(
-        load_config_file(opts.config or example_path("collection.yaml")), caps
-    )
-    return sorted({t.platform for t in config.targets})
+    platforms = set()
+    for path in demo_configs(opts):
+        config = normalise_and_validate(load_config_file(path), caps)
+        platforms |= {t.platform for t in config.targets}
+    return sorted(platforms)
+
+
+def demo_configs(opts: DemoOptions) -> list[Path]:
+    """The configs the demo runs: the main one, and the scraped channel's unless turned off."""
+    configs = [opts.config or example_path("collection.yaml")]
+    if opts.scraped:
+        configs.append(example_path("scraped.yaml"))
+    if opts.browser:
+        configs.append(example_path("browser.yaml"))
+    return configs
+
+
+def create_extra_runs(
+    stack: Stack, opts: DemoOptions, main_run_id: str, say: Callable[[str], None]
+) -> list[tuple[str, str]]:
+    """The runs beside the main one, as (kind, run_id): the scraped channel's and, where
+    Chromium is, the browser channel's (its account logged in first); a skipped one says why."""
+    runs = []
+    if opts.scraped:
+        run_id, n = create_scraped_run(stack, opts, main_run_id)
+        say(
+            f"created run {run_id}: {n} samples of the scraped channel chatgpt_cloro (a run of "
+            "its own: cloro bills in USD, and a run and a tenant's ledger have one currency)"
+        )
+        runs.append(("scraped", run_id))
+    if opts.browser:
+        from geo_pipeline.ops import demo_browser
+
+        assert stack.simulator_url is not None
+        demo_browser.log_in(stack.database_url, stack.simulator_url, stack.state_dir)
+        run_id, n = create_demo_run(
+            stack, opts, config=example_path(demo_browser.CONFIG), run_id=f"{main_run_id}-browser"
+        )
+        say(
+            f"created run {run_id}: {n} samples of the browser channel {demo_browser.PLATFORM} "
+            f"(desktop and mobile, headless Chromium; accounts {', '.join(demo_browser.ACCOUNTS)} "
+            "added and logged in on the simulator's web app)"
+        )
+        runs.append(("browser", run_id))
+    elif stack.browser_skipped:
+        say(f"browser channel skipped: {stack.browser_skipped}")
+    return runs
 
 
 def write_processes(stack: Stack, pids: dict[str, int], run_id: str | None = None) -> None:
@@ -296,10 +376,23 @@ _PARENT_KEYS = (
     "GEO_REDIS_PREFIX",
     "GEO_EVIDENCE_URL",
     "GEO_SIMULATOR_URL",
+    "GEO_CLORO_URL",
+    "GEO_CLORO_API_KEY",
+    "GEO_BROWSER_PROFILES",
+    "GEO_CHROMIUM",
 )
 
 
-def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
+def create_scraped_run(stack: Stack, opts: DemoOptions, main_run_id: str) -> tuple[str, int]:
+    """The scraped channel's run (example/scraped.yaml), named after the main run."""
+    return create_demo_run(
+        stack, opts, config=example_path("scraped.yaml"), run_id=f"{main_run_id}-scraped"
+    )
+
+
+def create_demo_run(
+    stack: Stack, opts: DemoOptions, config: Path | None = None, run_id: str | None = None
+) -> tuple[str, int]:
     """Deposit what the quote needs, then create (and so reserve and dispatch) the run.
     Returns (run_id, sample count)."""
     from geo_pipeline.billing import ledger
@@ -309,16 +402,18 @@ def create_demo_run(stack: Stack, opts: DemoOptions) -> tuple[str, int]:
     from geo_pipeline.store import db as dbmod
 
     export({k: stack.env[k] for k in _PARENT_KEYS if k in stack.env})
-    run_id = opts.run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    main = run_id is None
+    run_id = run_id or opts.run_id or "demo-" + datetime.now(UTC).strftime("%Y%m%d-%H%M%S")
+    config = config or opts.config or example_path("collection.yaml")
     procs = stack.state_dir / "processes.json"
-    if procs.exists():
+    if main and procs.exists():
         data = json.loads(procs.read_text())
         data["run_id"] = run_id
         procs.write_text(json.dumps(data, indent=2))
     with dbmod.connect(stack.database_url) as conn:
         plan = quoted_plan(  # the one quote path, as `runs plan` and `runs create`
             conn,
-            load_config_file(opts.config or example_path("collection.yaml")),
+            load_config_file(config),
             load_registry().capabilities(),
             run_id,
         )

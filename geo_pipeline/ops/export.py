@@ -26,6 +26,7 @@ from geo_pipeline.domain.vocabulary import EXPORT_FORMATS
 from geo_pipeline.domain.words import (
     INDEX_NOTE,
     PENDING_SCREENSHOT_NOTE,
+    access_text,
     definitions_text,
     evidence_reason_text,
     evidence_words_text,
@@ -257,6 +258,7 @@ def to_html(report: RunReport) -> str:
             ),
             modes_words=modes_text(channel_modes(report.samples)),
             index_note=INDEX_NOTE,
+            access_note=access_text(),
             mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,

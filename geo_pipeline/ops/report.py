@@ -31,6 +31,7 @@ from geo_pipeline.analysis.trends import brand_trends, relation_exists
 from geo_pipeline.billing import reconcile
 from geo_pipeline.domain.billing import is_explained
 from geo_pipeline.domain.words import (
+    ACCESS_UNKNOWN,
     evidence_status,
     money_text,
     reconciliation_text,
@@ -260,6 +261,21 @@ def channel_modes(samples: list[SampleReport]) -> dict[str, list[str]]:
     return out
 
 
+def channel_access(channels: list[str]) -> dict[str, str]:
+    """How each channel was collected: its platform's ``access`` in the connector registry
+    (api / scraped / browser, domain/words.ACCESS_WORDS), read from registered platforms whether
+    offered or disabled (a report of a scraped run reads the same without the service's key)."""
+    from geo_pipeline.connectors.registry import load_registry
+
+    reg = load_registry()
+    known = {**reg.disabled, **reg.entries}
+    out = {}
+    for ch in channels:
+        entry = known.get(ch.split("__", 1)[0])
+        out[ch] = entry.capabilities.access if entry else ACCESS_UNKNOWN
+    return out
+
+
 def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> RunReport:
     """Assemble the report of one run. Raises ``store.runs.RunNotFound`` for an unknown id."""
     run = runstore.get_run(conn, run_id)
@@ -268,6 +284,9 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         ch: statusmod.partition_status(conn, run_id, ch).as_dict()
         for ch in statusmod.channels_of_run(conn, run_id)
     }
+    access = channel_access(list(channels))
+    for ch, d in channels.items():
+        d["access"] = access[ch]
     params = {"run_id": run_id}
     cites: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in fetch_all(conn, "ops.report_citations", params):

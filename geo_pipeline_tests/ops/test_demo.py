@@ -9,6 +9,7 @@ reuses that state.
 from __future__ import annotations
 
 import http.client
+import io
 import json
 import os
 import subprocess
@@ -21,6 +22,7 @@ from typing import Any
 
 import psycopg
 import pytest
+from PIL import Image
 from prometheus_client.parser import text_string_to_metric_families
 from psycopg.rows import dict_row
 
@@ -279,7 +281,81 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(
             assert r["mention_rate_lower"] <= lo + 0.001 and r["mention_rate_upper"] >= hi - 0.001
     html = Path(result["reports"]["html"]).read_text(encoding="utf-8")
     assert run_id in html and "Evidence completeness" in html
+    # How each channel was collected (issues 31, 32): the main run's are all API channels.
+    assert {d["access"] for d in result["channels"].values()} == {"api"}
+    assert html.count('<td class="access">api</td>') == len(result["channels"])
+
+    check_scraped_run(conn, result["scraped"])
+    if browser_missing() is None:
+        check_browser_run(conn, result["browser"], state)
+    else:  # said plainly, and the demo went on
+        assert "browser" not in result and result["browser_skipped"] == browser_missing()
     conn.close()
+
+
+def check_scraped_run(conn: psycopg.Connection[dict[str, Any]], scraped: dict[str, Any]) -> None:
+    """The scraped channel (issue 31): chatgpt_cloro through the simulator's cloro profile, a
+    run of its own (USD), completed with its samples, each answered by a cloro task."""
+    run_id = scraped["run_id"]
+    assert scraped["status"]["terminal"], scraped["status"]
+    assert "analysis_error" not in scraped["followup"], scraped["followup"]
+    assert "billing_error" not in scraped["followup"], scraped["followup"]
+    assert list(scraped["channels"]) == ["chatgpt_cloro__web"]
+    ch = scraped["channels"]["chatgpt_cloro__web"]
+    # 2 questions x 2 repeats (ops/example/scraped.yaml); its cloro profile has no faults on
+    assert ch["access"] == "scraped" and ch["total"] == 4, ch
+    assert ch["collection"] == {"completed": 4}, ch
+    rows = conn.execute(
+        "SELECT s.sample_id, s.platform, count(x.sample_id) AS answers,"
+        " count(x.upstream_id) AS tasks"
+        " FROM geo.samples s LEFT JOIN geo.answers x USING (sample_id)"
+        " WHERE s.run_id = %s GROUP BY 1, 2",
+        (run_id,),
+    ).fetchall()
+    assert len(rows) == 4 and all(r["platform"] == "chatgpt_cloro" for r in rows), rows
+    assert all(r["answers"] >= 1 and r["tasks"] >= 1 for r in rows), rows
+    assert scraped["money"]["currency"] == "USD"
+    assert {r["n"] for r in scraped["mention_rates"]} == {4}
+    html = Path(scraped["reports"]["html"]).read_text(encoding="utf-8")
+    assert '<td class="access">scraped</td>' in html
+
+
+def check_browser_run(
+    conn: psycopg.Connection[dict[str, Any]], browser: dict[str, Any], state: Path
+) -> None:
+    """The browser channel (issue 32): deepseek_web on desktop and mobile in headless Chromium
+    against the simulator's web app; each sample's screenshot is real, of its device's size."""
+    from geo_pipeline.connectors.browser.spec import DEVICES
+    from geo_pipeline.evidence.access import read_object
+    from geo_pipeline.evidence.backend import archive_from_url
+
+    run_id = browser["run_id"]
+    assert browser["status"]["terminal"], browser["status"]
+    assert set(browser["channels"]) == {"deepseek_web__desktop", "deepseek_web__mobile"}
+    for ch in browser["channels"].values():
+        assert ch["access"] == "browser" and ch["collection"] == {"completed": 1}, ch
+    shots = conn.execute(
+        "SELECT s.device, o.storage_key, o.sha256 FROM geo.samples s"
+        " JOIN geo.evidence_objects o USING (sample_id)"
+        " WHERE s.run_id = %s AND o.kind = 'screenshot'",
+        (run_id,),
+    ).fetchall()
+    assert sorted(r["device"] for r in shots) == ["desktop", "mobile"], shots
+    archive = archive_from_url((state / "evidence").resolve().as_uri())
+    for r in shots:
+        png = read_object(archive, r["storage_key"], "screenshot", r["sha256"])
+        width, height = Image.open(io.BytesIO(png)).size
+        device = DEVICES[r["device"]]
+        assert width == int(device.width * device.scale), (r["device"], width)
+        assert height >= int(device.height * device.scale), (r["device"], height)
+    html = Path(browser["reports"]["html"]).read_text(encoding="utf-8")
+    assert html.count('<td class="access">browser</td>') == 2
+
+
+def browser_missing() -> str | None:
+    from geo_pipeline.ops.demo_browser import missing
+
+    return missing()
 
 
 @pytest.mark.slow
@@ -293,4 +369,10 @@ def test_a_second_demo_reuses_the_state_and_reset_starts_afresh(
     assert first["run_id"] != second["run_id"]
     conn = embedded_db(state)
     runs = {r["run_id"] for r in conn.execute("SELECT run_id FROM geo.runs")}
-    assert runs == {first["run_id"], second["run_id"]}
+    # each demo: its main run and the runs beside it (scraped; browser where Chromium is)
+    assert runs == run_ids(first) | run_ids(second)
+    assert len(runs) == 2 * (2 if browser_missing() else 3)
+
+
+def run_ids(result: dict[str, Any]) -> set[str]:
+    return {result["run_id"]} | {result[k]["run_id"] for k in ("scraped", "browser") if k in result}
