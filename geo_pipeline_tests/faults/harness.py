@@ -182,6 +182,28 @@ class Cluster:
             f"timed out after {timeout_s}s waiting for {what}: {self.states()}\n{self.logs()}"
         )
 
+    def wait_progress(
+        self, cond: Callable[[], bool], what: str, stall_s: float = 120.0, cap_s: float = 1800.0
+    ) -> float:
+        """Wait until ``cond()`` for as long as the samples move: a change of any state count or
+        a new state transition is progress, so a loaded machine only slows the wait down (issue
+        30); ``stall_s`` without either fails, with the states and the processes' logs."""
+        t0 = last = time.monotonic()
+        seen: object = None
+        while not cond():
+            now = time.monotonic()
+            moved = fetch(self.db_url, "SELECT count(*) AS n FROM geo.state_transitions")[0]["n"]
+            mark = (tuple(sorted(self.states().items())), moved)
+            if mark != seen:
+                seen, last = mark, now
+            elif now - last > stall_s or now - t0 > cap_s:
+                raise AssertionError(
+                    f"no progress for {now - last:.0f}s ({now - t0:.0f}s in all) waiting for "
+                    f"{what}: {self.states()}\n{self.logs()}"
+                )
+            time.sleep(0.2)
+        return time.monotonic() - t0
+
     def logs(self, tail: int = 15) -> str:
         out = []
         for path in sorted(self.tmp.glob("*.log")):

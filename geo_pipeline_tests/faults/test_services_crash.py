@@ -6,13 +6,11 @@ from the simulator's own per-key counts."""
 
 from __future__ import annotations
 
-import math
 import signal
 
 import httpx
 
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.simulator.services.dataforseo import DataForSeoProfile
 from geo_pipeline_tests.faults.harness import LEASE_S, SWEEP_S, Cluster
 from geo_pipeline_tests.integration.execution.helpers import check_invariants, fetch
 from geo_pipeline_tests.integration.execution.test_cloro_worker import (
@@ -23,12 +21,11 @@ from geo_pipeline_tests.integration.execution.test_cloro_worker import (
 
 N = 12
 RECLAIM_S = LEASE_S + SWEEP_S + 6.0
-RECOVERY_S = 60.0
-# DataForSEO's look-up by tag goes through id_list, which the service (and its profile) allows
-# 10 calls a minute, then answers 40202 inside HTTP 200: recovering N samples by look-up can
-# take one rate window per id_list_per_min look-ups, plus the window the last 40202 waits out.
-# CI saw 9 of 12 complete inside a flat 60 s and 3 still queued behind that limit.
-DFS_RECOVERY_S = RECOVERY_S + 60.0 * (math.ceil(N / DataForSeoProfile.id_list_per_min) + 1)
+# Recovery is awaited while the samples move (Cluster.wait_progress), not against a flat bound:
+# CI saw 9 of 12 DataForSEO samples complete inside a flat 60 s (id_list allows 10 look-ups a
+# minute, then answers 40202 and the rest wait out the window: under a minute with no state
+# change, inside wait_progress's 120 s stall bound), and the Bright Data recovery miss 60 s on a
+# loaded box.
 
 
 def test_worker_killed_between_send_and_record(cluster: Cluster, db_url, monkeypatch) -> None:
@@ -47,7 +44,7 @@ def test_worker_killed_between_send_and_record(cluster: Cluster, db_url, monkeyp
     assert cluster.wait_dead(w1) == -signal.SIGKILL
     w2 = cluster.worker(platforms=(PLATFORM,))
     cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
-    cluster.wait(settled(db_url, N), RECOVERY_S, "every sample completed or sent to review")
+    cluster.wait_progress(settled(db_url, N), "every sample completed or sent to review")
     cluster.stop(w2)
     check_invariants(db_url, expected_samples=N)
 
@@ -98,7 +95,7 @@ def test_dataforseo_worker_killed_between_send_and_record(
     assert cluster.wait_dead(w1) == -signal.SIGKILL
     w2 = cluster.worker(platforms=(platform,))
     cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
-    cluster.wait(cluster.all_terminal, DFS_RECOVERY_S, "every sample terminal")
+    cluster.wait_progress(cluster.all_terminal, "every sample terminal")
     cluster.stop(w2)
     got = check_invariants(db_url, expected_samples=N)
     assert got["states"] == {"completed": N}
@@ -138,7 +135,7 @@ def test_brightdata_worker_killed_between_send_and_record(
     assert cluster.wait_dead(w1) == -signal.SIGKILL
     w2 = cluster.worker(platforms=(platform,))
     cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
-    cluster.wait(settled(db_url, N), RECOVERY_S, "every sample completed or sent to review")
+    cluster.wait_progress(settled(db_url, N), "every sample completed or sent to review")
     cluster.stop(w2)
     check_invariants(db_url, expected_samples=N)
     rows = fetch(
@@ -156,7 +153,12 @@ def test_brightdata_worker_killed_between_send_and_record(
     stats = httpx.get(f"{cluster.sim_url}/_control/services/brightdata/stats", timeout=10).json()
     keys = stats["keys"]
     inputs = {r["sample_id"]: f"{r['region'].upper()}|{r['text']}" for r in rows}
-    assert set(keys) == set(inputs.values()) and len(ids) == N
+    # Every input Bright Data saw is one of ours; a completed sample's input was triggered. A
+    # parked one may never have reached Bright Data (the dead worker held it between marking it
+    # sent and sending it): without a key or a look-up nobody can tell, so it waits for review
+    # all the same -- seen when this test ran after the others on a loaded box.
+    assert set(keys) <= set(inputs.values()) and len(ids) == N
+    assert {inputs[r["sample_id"]] for r in completed} <= set(keys)
     assert max(v["trigger_calls"] for v in keys.values()) == 1  # never triggered twice
     assert stats["max_snapshots_per_input"] == 1
     charges = fetch(
