@@ -15,6 +15,7 @@ from geo_pipeline.ops.report import RunReport, SampleReport
 
 STATUS = {
     "overall": "complete",
+    "access": "api",
     "analysing": False,
     "total": 1,
     "collection": {"completed": 1},
