@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _machine import cpu_model  # bench/ is on sys.path when a bench runs
 
-from geo_pipeline.domain.config import Brand
+from geo_pipeline.domain.config_model import Brand
 from geo_pipeline.domain.mentions import BrandSet, CitationRef, detect, matcher_for
 
 LATIN = ["Acme", "Nimbus", "Vertex", "Kestrel", "Quanta", "Lumen", "Orbit", "Zephyr", "Cobalt",

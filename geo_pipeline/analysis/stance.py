@@ -10,7 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
-from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.config_model import NormalisedConfig
 from geo_pipeline.domain.mentions import BrandSet, mention_spans
 from geo_pipeline.domain.stance import BASELINE, StanceDetector
 from geo_pipeline.store import runs as runstore

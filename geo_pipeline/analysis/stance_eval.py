@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from geo_pipeline.domain.config import Brand
+from geo_pipeline.domain.config_model import Brand
 from geo_pipeline.domain.mentions import BrandSet, mention_spans
 from geo_pipeline.domain.stance import ATTRIBUTES, BASELINE, STANCES, Span, StanceDetector
 

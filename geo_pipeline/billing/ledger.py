@@ -51,7 +51,7 @@ from geo_pipeline.domain import billing as rules
 from geo_pipeline.domain.catalogue import (
     RegistryError,
 )
-from geo_pipeline.domain.config import TENANT_RE
+from geo_pipeline.domain.config_model import TENANT_RE
 from geo_pipeline.domain.money import Money, MoneyError
 from geo_pipeline.domain.usage import Usage
 from geo_pipeline.store.queries import Q

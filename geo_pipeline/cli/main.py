@@ -108,7 +108,7 @@ def _schema_missing(exc: BaseException) -> bool:
 def _error(exc: BaseException) -> tuple[str, int] | None:
     """The message a person can act on, and the exit code, for an error no command handled;
     None for any other error (a bug: its traceback is shown)."""
-    if _raised(exc, "geo_pipeline.domain.config", "ConfigError"):
+    if _raised(exc, "geo_pipeline.domain.config_problems", "ConfigError"):
         return str(exc), 2
     # A GEO_* variable of the wrong type; the connector registry file or a platform.
     if _raised(exc, "geo_pipeline.settings", "SettingsError") or _raised(

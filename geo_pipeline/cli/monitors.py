@@ -113,7 +113,7 @@ def create_cmd(
 ) -> None:
     """Create the monitor CONFIG names (`monitor: ID`); the schedule makes its runs."""
     from geo_pipeline.connectors.registry import load_registry
-    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.domain.config_loading import load_config_file
     from geo_pipeline.flows import monitors as flow
     from geo_pipeline.store import db as dbmod
 
@@ -299,7 +299,7 @@ def update_cmd(
 ) -> None:
     """A new revision of MONITOR_ID, used from its next run on (runs made keep their snapshot)."""
     from geo_pipeline.connectors.registry import load_registry
-    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.domain.config_loading import load_config_file
     from geo_pipeline.flows import monitors as flow
     from geo_pipeline.store import db as dbmod
 
@@ -492,7 +492,7 @@ def import_cmd(
     """Set MONITOR's questions and tags from CSV_FILE (columns: question, topic, intent, persona,
     market): a new revision used from its next run on. --dry-run shows the changes only."""
     from geo_pipeline.connectors.registry import load_registry
-    from geo_pipeline.domain.config import normalise_text
+    from geo_pipeline.domain.config_text import normalise_text
     from geo_pipeline.flows import monitors as flow
     from geo_pipeline.store import db as dbmod
 

@@ -24,7 +24,7 @@ def plan_from_file(path: Path, run_id: str | None, conn: Conn) -> Plan:
     """The plan and quote of a config file, through the one quote path (``quoted_plan``: the
     price versions in effect now, which `runs create`'s quote snapshot then freezes)."""
     from geo_pipeline.connectors.registry import load_registry
-    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.domain.config_loading import load_config_file
     from geo_pipeline.flows.create_run import quoted_plan
 
     return quoted_plan(conn, load_config_file(path), load_registry().capabilities(), run_id)
@@ -63,7 +63,8 @@ def plan_cmd(
     nothing; without --run-id it names no run id (`runs create` assigns one)."""
     from geo_pipeline.analysis.precision import precision_display, precision_row
     from geo_pipeline.connectors.registry import load_registry
-    from geo_pipeline.domain.config import load_config_file, normalise_and_validate
+    from geo_pipeline.domain.config import normalise_and_validate
+    from geo_pipeline.domain.config_loading import load_config_file
     from geo_pipeline.flows.create_run import quoted_plan
     from geo_pipeline.store import db as dbmod
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import dagster as dg
 
-from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.config_model import NormalisedConfig
 from geo_pipeline.domain.states import AggregateStatus
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn

@@ -22,7 +22,7 @@ from pydantic import Field
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.defs.markdown import md_text
-from geo_pipeline.domain.config import (
+from geo_pipeline.domain.config_model import (
     MAX_PUBLISH_DEADLINE_SECONDS,
     MIN_PUBLISH_DEADLINE_SECONDS,
     SCREENSHOT_POLICIES,

@@ -56,7 +56,7 @@ from typing import Literal, NamedTuple
 
 import ahocorasick
 
-from geo_pipeline.domain.config import Brand, NormalisedConfig
+from geo_pipeline.domain.config_model import Brand, NormalisedConfig
 
 # mentions-2: the answer's echo of the question is not a mention (issue 34). A new version
 # re-analyses every answer once (analysis.candidate_ids); the mentions-1 rows stay as history.

@@ -13,7 +13,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from geo_pipeline.domain.config import ConfigError, NormalisedConfig, Problem
+from geo_pipeline.domain.config_model import NormalisedConfig
+from geo_pipeline.domain.config_problems import ConfigError, Problem
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.platforms import Capabilities, PriceList, channel_key
 

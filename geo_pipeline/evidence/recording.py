@@ -51,7 +51,7 @@ from typing import Any, Literal
 from psycopg.types.json import Jsonb
 
 from geo_pipeline.connectors.base import Attachment, Citation, Evidence
-from geo_pipeline.domain.config import SCREENSHOT_POLICIES
+from geo_pipeline.domain.config_model import SCREENSHOT_POLICIES
 from geo_pipeline.domain.urls import normalise_url
 from geo_pipeline.domain.validity import RULE_VERSION as VALIDITY_RULE_VERSION
 from geo_pipeline.domain.validity import Validity, classify

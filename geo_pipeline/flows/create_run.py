@@ -23,7 +23,8 @@ from operator import itemgetter
 from typing import Any
 
 from geo_pipeline.billing import ledger, prices
-from geo_pipeline.domain.config import NormalisedConfig, normalise_and_validate
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.config_model import NormalisedConfig
 from geo_pipeline.domain.plan import Plan, plan_for, sample_id_for
 from geo_pipeline.domain.platforms import Capabilities
 from geo_pipeline.store import runs

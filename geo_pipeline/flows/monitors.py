@@ -20,7 +20,8 @@ from psycopg.types.json import Jsonb
 from geo_pipeline.billing.errors import InsufficientFunds
 from geo_pipeline.domain.cadence import CadenceError, parse_cadence
 from geo_pipeline.domain.catalogue import PlatformDisabled, RegistryError
-from geo_pipeline.domain.config import ConfigError, NormalisedConfig
+from geo_pipeline.domain.config_model import NormalisedConfig
+from geo_pipeline.domain.config_problems import ConfigError
 from geo_pipeline.domain.plan import QuoteError
 from geo_pipeline.domain.platforms import Capabilities
 from geo_pipeline.flows.create_run import quoted_plan

@@ -299,7 +299,8 @@ SERVICE_UNSET = ("GEO_CLORO_WEBHOOK_URL",)
 def demo_platforms(opts: DemoOptions) -> list[str]:
     """The platforms of the config the demo will run (validated the same way as the run)."""
     from geo_pipeline.connectors.registry import load_registry
-    from geo_pipeline.domain.config import load_config_file, normalise_and_validate
+    from geo_pipeline.domain.config import normalise_and_validate
+    from geo_pipeline.domain.config_loading import load_config_file
 
     caps = load_registry().capabilities()
     platforms = set()
@@ -397,7 +398,7 @@ def create_demo_run(
     Returns (run_id, sample count)."""
     from geo_pipeline.billing import ledger
     from geo_pipeline.connectors.registry import load_registry
-    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.domain.config_loading import load_config_file
     from geo_pipeline.flows.create_run import create_run, quoted_plan
     from geo_pipeline.store import db as dbmod
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from psycopg.types.json import Jsonb
 
-from geo_pipeline.domain.config import NormalisedConfig
+from geo_pipeline.domain.config_model import NormalisedConfig
 from geo_pipeline.domain.plan import Plan
 from geo_pipeline.domain.streams import STREAM_PARAMS
 from geo_pipeline.store.db import Conn

@@ -27,7 +27,8 @@ from geo_pipeline.defs.launchpad import (
     example_fields,
 )
 from geo_pipeline.defs.resources import ConnectorRegistryResource
-from geo_pipeline.domain.config import BrandIn, ChannelIn, CollectionConfig, load_config_file
+from geo_pipeline.domain.config_loading import load_config_file
+from geo_pipeline.domain.config_model import BrandIn, ChannelIn, CollectionConfig
 from geo_pipeline_tests.dagster.conftest import collection_config, fund, op_metadata
 from geo_pipeline_tests.dagster.test_schedule_and_job import failure_text, row_counts
 

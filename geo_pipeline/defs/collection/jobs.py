@@ -35,11 +35,8 @@ from geo_pipeline.defs.launchpad import (
 )
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
-from geo_pipeline.domain.config import (
-    DEFAULT_PUBLISH_DEADLINE_SECONDS,
-    CollectionConfig,
-    ConfigError,
-)
+from geo_pipeline.domain.config_model import DEFAULT_PUBLISH_DEADLINE_SECONDS, CollectionConfig
+from geo_pipeline.domain.config_problems import ConfigError
 from geo_pipeline.domain.plan import Plan, QuoteError
 from geo_pipeline.flows.create_run import create_run, quoted_plan
 from geo_pipeline.jsonable import json_default

@@ -22,7 +22,9 @@ from geo_pipeline.defs.jobs import DEFAULT_TZ, QUEUE_TAG, RETRIED, cron_for
 from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
 from geo_pipeline.domain.catalogue import RegistryError
-from geo_pipeline.domain.config import ConfigError, NormalisedConfig, normalise_and_validate
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.config_model import NormalisedConfig
+from geo_pipeline.domain.config_problems import ConfigError
 from geo_pipeline.domain.plan import QuoteError
 from geo_pipeline.flows.create_run import create_run, quoted_plan_for
 from geo_pipeline.flows.monitors import record_resample_failure

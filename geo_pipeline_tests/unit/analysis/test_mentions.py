@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from geo_pipeline.domain.config import Brand
+from geo_pipeline.domain.config_model import Brand
 from geo_pipeline.domain.mentions import (
     DETECTOR_VERSION,
     BrandSet,

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from geo_pipeline.domain.config import Brand
+from geo_pipeline.domain.config_model import Brand
 from geo_pipeline.domain.mentions import BrandSet, detect, mention_spans
 from geo_pipeline.domain.stance import (
     ATTRIBUTES,

@@ -19,7 +19,8 @@ from geo_pipeline.domain.catalogue import (
     RegistryError,
     parse_catalogue,
 )
-from geo_pipeline.domain.config import load_config_file, normalise_and_validate
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.config_loading import load_config_file
 from geo_pipeline.flows.create_run import plan_run
 
 BUNDLED = Path(registry_module.__file__).with_name("registry.yaml")

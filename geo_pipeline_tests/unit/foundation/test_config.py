@@ -7,14 +7,10 @@ import copy
 import pytest
 
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.config import (
-    MAX_QUESTION_CHARS,
-    ConfigError,
-    NormalisedConfig,
-    normalise_and_validate,
-    normalise_text,
-    question_revision,
-)
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.config_model import MAX_QUESTION_CHARS, NormalisedConfig
+from geo_pipeline.domain.config_problems import ConfigError
+from geo_pipeline.domain.config_text import normalise_text, question_revision
 
 CAPS = load_registry().capabilities()
 
@@ -147,7 +143,7 @@ def test_control_characters_are_refused_with_their_paths():
 
 
 def test_config_files_with_a_repeated_key_or_not_utf8_are_refused(tmp_path):
-    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.domain.config_loading import load_config_file
 
     dup = tmp_path / "dup.yaml"
     dup.write_text("tenant: acme\nrepeats: 2\nrepeats: 1\n", encoding="utf-8")

@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain import config as cfgmod
+from geo_pipeline.domain import config_loading, config_problems
 
 # The examples are deliberately huge (250,000-character strings); Hypothesis warns when it makes
 # the repr of one (CI saw 1.8 MB), and the suite turns warnings into errors. The warning is about
@@ -167,7 +168,7 @@ def _outcome(load: Any) -> None:
     try:
         raw = load()
         cfgmod.normalise_and_validate(raw, CAPS)
-    except cfgmod.ConfigError as exc:
+    except config_problems.ConfigError as exc:
         text = str(exc)
         assert len(text) < 40_000, text[:300]
         assert all(len(p.message) < 1_000 and len(p.path) < 300 for p in exc.problems), text[:300]
@@ -186,7 +187,7 @@ def test_any_launchpad_dict_gives_a_config_or_a_config_error(raw):
 @FUZZ
 @given(YAML_TEXT)
 def test_any_yaml_text_gives_a_config_or_a_config_error(text):
-    _outcome(lambda: cfgmod.load_config_text(text, "yaml"))
+    _outcome(lambda: config_loading.load_config_text(text, "yaml"))
 
 
 @FUZZ
@@ -198,4 +199,4 @@ def test_any_yaml_text_gives_a_config_or_a_config_error(text):
     )
 )
 def test_any_json_nesting_gives_a_config_error(text):
-    _outcome(lambda: cfgmod.load_config_text(text, "json"))
+    _outcome(lambda: config_loading.load_config_text(text, "json"))

@@ -11,8 +11,10 @@ import time
 import pytest
 
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain import config as cfgmod
-from geo_pipeline.domain.config import ConfigError, load_config_file, normalise_and_validate
+from geo_pipeline.domain import config_loading, config_model, config_text
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.config_loading import load_config_file
+from geo_pipeline.domain.config_problems import ConfigError
 
 CAPS = load_registry().capabilities()
 
@@ -151,7 +153,7 @@ def test_huge_numbers_and_huge_files_are_refused(tmp_path):
     err = load_problems(tmp_path, '{"repeats": ' + "9" * 5000 + "}", "c.json")
     assert len(str(err)) < 1_000
     big = tmp_path / "big.yaml"
-    big.write_text(HEAD + "questions: [" + "a" * (cfgmod.MAX_CONFIG_BYTES + 10) + "]\n")
+    big.write_text(HEAD + "questions: [" + "a" * (config_loading.MAX_CONFIG_BYTES + 10) + "]\n")
     with pytest.raises(ConfigError, match="at most"):
         load_config_file(big)
 
@@ -161,15 +163,15 @@ def test_sizes_are_limited_with_field_paths():
     got = problems_of(
         cfg(
             brand={"name": "L" * 200_000, "aliases": [f"a{i}" for i in range(80_000)]},
-            competitors=[{"name": f"c{i}"} for i in range(cfgmod.MAX_COMPETITORS + 1)],
-            questions=["Best coffee?"] * (cfgmod.MAX_QUESTION_ENTRIES + 1),
+            competitors=[{"name": f"c{i}"} for i in range(config_model.MAX_COMPETITORS + 1)],
+            questions=["Best coffee?"] * (config_model.MAX_QUESTION_ENTRIES + 1),
         )
     )
-    assert f"at most {cfgmod.MAX_NAME_CHARS}" in got["brand.name"]
+    assert f"at most {config_model.MAX_NAME_CHARS}" in got["brand.name"]
     assert "200000" in got["brand.name"]
-    assert f"at most {cfgmod.MAX_ALIASES}" in got["brand.aliases"]
-    assert f"at most {cfgmod.MAX_COMPETITORS}" in got["competitors"]
-    assert f"at most {cfgmod.MAX_QUESTION_ENTRIES}" in got["questions"]
+    assert f"at most {config_model.MAX_ALIASES}" in got["brand.aliases"]
+    assert f"at most {config_model.MAX_COMPETITORS}" in got["competitors"]
+    assert f"at most {config_model.MAX_QUESTION_ENTRIES}" in got["questions"]
     assert all(len(m) < 300 for m in got.values())
 
 
@@ -199,7 +201,7 @@ def test_visible_names_with_joiners_and_marks_are_kept():
     # ZWJ inside an emoji sequence, ZWNJ inside a Persian word, a Thai tone mark at the end.
     names = ["👩\u200d💻 Coffee", "می\u200cخواهم", "น้ำที่"]
     n = normalise_and_validate(cfg(brand={"name": "Luckin", "aliases": names}), CAPS)
-    assert n.brand.aliases == tuple(cfgmod.normalise_text(a) for a in names)
+    assert n.brand.aliases == tuple(config_text.normalise_text(a) for a in names)
 
 
 def test_an_invisible_only_question_is_refused():

@@ -8,12 +8,9 @@ import pytest
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.defs import names
-from geo_pipeline.domain.config import (
-    DEFAULT_PUBLISH_DEADLINE_SECONDS,
-    ConfigError,
-    NormalisedConfig,
-    normalise_and_validate,
-)
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.config_model import DEFAULT_PUBLISH_DEADLINE_SECONDS, NormalisedConfig
+from geo_pipeline.domain.config_problems import ConfigError
 from geo_pipeline.domain.states import Publication, combine_publications
 from geo_pipeline_tests.unit.foundation.test_config import cfg
 

@@ -8,13 +8,10 @@ from typing import Any
 import pytest
 
 from geo_pipeline.connectors.registry import load_registry
-from geo_pipeline.domain.config import (
-    ConfigError,
-    NormalisedConfig,
-    normalise_and_validate,
-    normalise_text,
-    question_revision,
-)
+from geo_pipeline.domain.config import normalise_and_validate
+from geo_pipeline.domain.config_model import NormalisedConfig
+from geo_pipeline.domain.config_problems import ConfigError
+from geo_pipeline.domain.config_text import normalise_text, question_revision
 from geo_pipeline.domain.question_tags import read_questions_csv, sheet_changes
 
 CAPS = load_registry().capabilities()
