@@ -130,7 +130,19 @@ class Archive(Protocol):
         """The object's bytes, verified against ``sha256`` when given."""
         ...
 
+    def get_range(self, key: str, offset: int, length: int) -> bytes:
+        """``length`` bytes from ``offset`` (one record of a WARC object)."""
+        ...
+
     def exists(self, key: str) -> bool: ...
+
+    def list_keys(self, prefix: str) -> list[str]:
+        """Every key under ``prefix`` (retention finds orphaned objects with it)."""
+        ...
+
+    def delete(self, key: str) -> None:
+        """Remove one object; a missing one is fine (a previous pass may have removed it)."""
+        ...
 
     def presign(self, key: str, *, expires_s: int = 300) -> str: ...
 
@@ -530,9 +542,3 @@ def read_range(archive: Archive, key: str, offset: int, length: int) -> bytes:
         data: bytes = ranged(key, offset, length)
         return data
     return archive.get(key)[offset : offset + length]
-
-
-def list_keys(archive: Archive, prefix: str) -> list[str]:
-    """The keys under ``prefix`` where the backend can list them (else none are known)."""
-    lister = getattr(archive, "list_keys", None)
-    return list(lister(prefix)) if lister is not None else []

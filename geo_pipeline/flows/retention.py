@@ -34,7 +34,7 @@ from typing import Any
 
 import psycopg
 
-from geo_pipeline.evidence.archive import Archive, list_keys
+from geo_pipeline.evidence.archive import Archive
 from geo_pipeline.evidence.display import materialise_displays
 from geo_pipeline.evidence.warc import is_record_key
 from geo_pipeline.evidence.warc_store import run_prefix
@@ -132,26 +132,6 @@ class RetentionReport:
         }
 
 
-def delete_object(archive: Archive, key: str) -> None:
-    """Remove one object; a missing object is fine (a previous pass may have removed it).
-
-    The archive protocol has no delete yet; we use the archive's own ``delete`` when it has one
-    and otherwise the two known backends' public handles."""
-    deleter = getattr(archive, "delete", None)
-    if callable(deleter):
-        deleter(key)
-        return
-    from geo_pipeline.evidence.archive import LocalArchive, S3Archive
-
-    if isinstance(archive, LocalArchive):
-        archive._path(key).unlink(missing_ok=True)
-    elif isinstance(archive, S3Archive):
-        # DeleteObject on a missing key succeeds on S3 and its compatibles.
-        archive.client.delete_object(Bucket=archive.bucket, Key=archive._key(key))
-    else:
-        raise TypeError(f"cannot delete from {type(archive).__name__}: it has no delete()")
-
-
 def _count(conn: Conn, name: str, params: dict[str, Any]) -> int:
     with conn.cursor() as cur:
         cur.execute(Q(name), params)
@@ -188,7 +168,7 @@ def _plan_run(
         with conn.cursor() as cur:
             cur.execute(Q("ops.retention_warc_objects"), run)
             named = [dict(r)["object_key"] for r in cur.fetchall()]
-        found = list_keys(archive, run_prefix(due["tenant_id"], due["run_id"])) if archive else []
+        found = archive.list_keys(run_prefix(due["tenant_id"], due["run_id"])) if archive else []
         plan.warc_objects = sorted({*named, *found})
         plan.answers = _count(conn, "ops.retention_raw_text_count", run)
     if due["log_due"]:
@@ -240,9 +220,9 @@ def _apply_run(
 ) -> None:
     for key in dict.fromkeys(plan.object_keys):
         if not is_record_key(key):  # a record goes with its WARC object
-            delete_object(archive, key)
+            archive.delete(key)
     for key in plan.warc_objects:
-        delete_object(archive, key)
+        archive.delete(key)
     run = {"run_id": plan.run_id}
     with conn.transaction(), conn.cursor() as cur:
         if object_ids:

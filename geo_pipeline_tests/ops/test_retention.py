@@ -104,7 +104,7 @@ def test_tenant_policy_and_in_flight_runs_are_respected(db, tmp_path):
 def test_a_crash_between_bytes_and_rows_is_finished_by_the_next_pass(db, tmp_path):
     _, archive, keys = _setup(db, tmp_path)
     for k in keys[:2]:  # bytes already gone, rows still there
-        retention.delete_object(archive, k)
+        archive.delete(k)
     now = retention.database_now(db) + timedelta(days=31)
     rep = retention.apply_retention(db, archive, now, dry_run=False)
     assert rep.objects == 3 and _counts(db)["objects"] == 0

@@ -22,7 +22,6 @@ import pytest
 from psycopg.rows import dict_row
 
 from geo_pipeline.evidence import DigestMismatch, fetch_by_key, fetch_evidence_for, list_objects
-from geo_pipeline.evidence.archive import list_keys
 from geo_pipeline.evidence.recording import (
     prepare_warc_evidence,
     record_evidence_batch,
@@ -154,11 +153,11 @@ def test_orphaned_object_of_a_killed_worker_is_removed_by_retention(db, archive)
     )
     orphan_key = orphan[0].warc_placed[0].object_key
     named = {p.object_key for p in recorded[0].warc_placed}
-    assert set(list_keys(archive, run_prefix(ref.tenant_id, ref.run_id))) == {*named, orphan_key}
+    assert set(archive.list_keys(run_prefix(ref.tenant_id, ref.run_id))) == {*named, orphan_key}
     report = apply_retention(db, archive, datetime.now(UTC) + timedelta(days=400), dry_run=False)
     run = next(r for r in report.runs if r.run_id == ref.run_id)
     assert set(run.warc_objects) == {*named, orphan_key}
-    assert list_keys(archive, run_prefix(ref.tenant_id, ref.run_id)) == []
+    assert archive.list_keys(run_prefix(ref.tenant_id, ref.run_id)) == []
     assert fetch_rows(db, "SELECT count(*) AS n FROM geo.warc_records")[0]["n"] == 0
     assert fetch_rows(db, "SELECT count(*) AS n FROM geo.evidence_objects")[0]["n"] == 0
 

@@ -11,7 +11,6 @@ import psycopg
 from psycopg.rows import dict_row
 
 from geo_pipeline.analysis.review import list_review_queue
-from geo_pipeline.evidence.archive import list_keys
 from geo_pipeline_tests.integration.execution.helpers import FakeConnector, fetch, make_run
 from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
 
@@ -47,7 +46,7 @@ def test_an_oversized_record_sends_the_sample_to_review_with_size_and_cap(
     for table in ("geo.warc_records", "geo.evidence_objects", "geo.answers"):
         assert fetch(db_url, f"SELECT count(*) AS n FROM {table}")[0]["n"] == 0, table
     tenant = fetch(db_url, "SELECT tenant_id FROM geo.samples LIMIT 1")[0]["tenant_id"]
-    assert list_keys(obstore_archive, f"{tenant}/r-too-large/") == []
+    assert obstore_archive.list_keys(f"{tenant}/r-too-large/") == []
     # A person sees each one, with the size and the cap, in the review queue.
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         queue = list_review_queue(conn, "r-too-large")
