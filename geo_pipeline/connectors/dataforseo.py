@@ -234,7 +234,8 @@ class DataForSeoConnector:
             return PollResult("pending" if code == 40602 else "running", upstream_id)
         err = classify(code, message, what, resp.content)
         if isinstance(err, UpstreamFailed):
-            return PollResult("failed", upstream_id, error=str(err))
+            # research §2.2 "Submit": billed when the task is set, whatever it ends as.
+            return PollResult("failed", upstream_id, error=str(err), vendor_credits=1)
         if err is not None:
             raise err
         self._held[upstream_id] = resp.content
