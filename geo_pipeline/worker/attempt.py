@@ -45,6 +45,7 @@ from geo_pipeline.observability.metrics import ACCEPT_LATENCY, EXECUTION_TIME, P
 from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.webhooks import task_for_key as webhook_task_for_key
+from geo_pipeline.worker.callbacks import wake_key
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.evidence_bridge import (
     archive_for_completion,
@@ -419,7 +420,11 @@ class Attempt:
         first = True
         while state not in ("completed", "failed"):
             age = time.monotonic() - started
-            await asyncio.sleep(s.poll.first_s if first else poll_interval(age, s.poll))
+            if lane.callbacks_on:
+                # The service's callback wakes the poll; the safety net polls without it.
+                await self.c.wakes.wait(wake_key(lane.protocol, upstream_id), s.callback_poll_s)
+            else:
+                await asyncio.sleep(s.poll.first_s if first else poll_interval(age, s.poll))
             first = False
             await lane.poll_limit.acquire()
             try:
