@@ -175,6 +175,7 @@ class Lane:
                 lease_s=s.lease_s,
                 lookup_platforms=c.recoverable_platforms,
                 aging_s=s.aging_s,
+                retention_s={self.platform: self.caps.result_retention_s},
             )
         deadline = t0 + s.lease_s - s.lease_margin_s
         now = time.monotonic()
