@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0048_mention_stances, 36 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0053_claim_by_fetch_deadline, 37 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -3319,6 +3319,12 @@ CREATE INDEX review_decisions_sample ON geo.review_decisions USING btree (sample
 --
 
 CREATE INDEX samples_due ON geo.samples USING btree (next_attempt_at) WHERE (collection_state = ANY (ARRAY['queued'::text, 'running'::text]));
+
+--
+-- Name: samples_queued_accepted; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX samples_queued_accepted ON geo.samples USING btree (tenant_id, platform, accepted_at) WHERE ((collection_state = 'queued'::text) AND (submission_state = 'accepted'::text));
 
 --
 -- Name: samples_queued_tenant_due; Type: INDEX; Schema: geo; Owner: geo_owner

@@ -211,6 +211,15 @@ def register(root: click.Group) -> None:
     help="A platform that does not answer at start-up (e.g. a simulator still starting): its "
     "lane waits this long before claiming, saying where it waits; 0: claim at once.",
 )
+@click.option(
+    "--callback-poll-s",
+    type=POSITIVE_SECONDS,
+    default=60.0,
+    envvar="GEO_CALLBACK_POLL_S",
+    show_default=True,
+    help="Platforms whose service calls back on completion (a receiver URL is configured) "
+    "are polled only this often, as a safety net; the callback wakes the fetch.",
+)
 @click.option("--no-evidence", is_flag=True, help="Do not archive evidence (benchmarks only).")
 @click.option("--metrics-port", type=PORT, default=None)
 @click.option("--json", "as_json", is_flag=True, help="Print the exit report as JSON (default).")
@@ -227,6 +236,7 @@ def worker_cmd(
     accept_defer_s: float,
     submit_horizon_s: float,
     platform_wait_s: float,
+    callback_poll_s: float,
     no_evidence: bool,
     metrics_port: int | None,
     as_json: bool,
@@ -286,6 +296,7 @@ def worker_cmd(
         submit_horizon_s=submit_horizon_s,
         platform_urls={p: registry.entry(p).base_url for p in chosen},
         platform_wait_s=platform_wait_s,
+        callback_poll_s=callback_poll_s,
     )
 
     _started(

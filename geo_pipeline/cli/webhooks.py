@@ -8,15 +8,18 @@ import click
 
 @click.group("webhooks")
 def webhooks_group() -> None:
-    """Callbacks of answer-scraping services (cloro), verified and settled once per task."""
+    """Callbacks of answer-scraping services (cloro, DataForSEO, Bright Data), verified and
+    settled once per task."""
 
 
 @webhooks_group.command("serve")
 @click.option("--host", default="127.0.0.1", show_default=True)
 @click.option("--port", type=int, default=8790, show_default=True)
 def serve_cmd(host: str, port: int) -> None:
-    """Serve POST /webhooks/cloro/<secret> and GET /healthz. The secret is the deployment's
-    GEO_WEBHOOK_SECRET; cloro is told the URL through GEO_CLORO_WEBHOOK_URL."""
+    """Serve POST /webhooks/cloro/<secret>, GET|POST /webhooks/dataforseo/<secret>, POST
+    /webhooks/brightdata/<secret> and GET /healthz. The secret is the deployment's
+    GEO_WEBHOOK_SECRET; the services are told the URLs through GEO_CLORO_WEBHOOK_URL,
+    GEO_DATAFORSEO_PINGBACK_URL and GEO_BRIGHTDATA_NOTIFY_URL (docs/service-callbacks.md)."""
     from aiohttp import web
 
     from geo_pipeline.worker.webhooks import SECRET_ENV, create_app

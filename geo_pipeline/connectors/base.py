@@ -144,6 +144,10 @@ class PollResult:
     state: PollState
     upstream_id: str
     error: str | None = None
+    # A task that failed upstream but was billed all the same (DataForSEO bills at task_post):
+    # the credits the vendor charged for it, so reconciliation can price the failed attempt's
+    # charge (issue 31). None: the vendor reports none (nothing billed, or not known).
+    vendor_credits: int | None = None
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,15 @@ class BrightDataConnector:
         self.web_search: bool | None = None if ws is None else bool(ws)
         self.submit_timeout = timeout_from(opts, "submit_timeout_s", 30.0)
         self.read_timeout = timeout_from(opts, "read_timeout_s", 30.0)
+        # docs.brightdata.com trigger: `notify`, a URL POSTed {snapshot_id, status} when the
+        # collection ends. The deployment's receiver URL (it carries its secret: from the
+        # environment, never logged); empty = no callbacks, polling only.
+        self.notify_url = str(opts.get("notify_url") or "")
+
+    @property
+    def callbacks_on(self) -> bool:
+        """A completion callback is asked for with every trigger (polling is the safety net)."""
+        return bool(self.notify_url)
 
     def capabilities(self) -> Capabilities:
         return self.entry.capabilities
@@ -110,10 +119,13 @@ class BrightDataConnector:
         }
         if self.web_search is not None:
             item["web_search"] = self.web_search
+        params = {"dataset_id": self.dataset_id, "format": "json", "include_errors": "true"}
+        if self.notify_url:
+            params["notify"] = self.notify_url
         try:
             resp = await self.client.post(
                 self.base + V3 + "/trigger",
-                params={"dataset_id": self.dataset_id, "format": "json", "include_errors": "true"},
+                params=params,
                 json=[item],
                 headers=self._headers(),
                 timeout=self.submit_timeout,

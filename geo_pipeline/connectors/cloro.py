@@ -102,6 +102,11 @@ class CloroConnector:
     def capabilities(self) -> Capabilities:
         return self.entry.capabilities
 
+    @property
+    def callbacks_on(self) -> bool:
+        """A completion callback is asked for with every task (polling is the safety net)."""
+        return bool(self.webhook_url)
+
     def _headers(self) -> dict[str, str]:
         key = api_key(self.entry)
         # research §2.1 "Auth": the prefix is case-sensitive (`bearer` is refused with 401).

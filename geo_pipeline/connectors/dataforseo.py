@@ -122,6 +122,16 @@ class DataForSeoConnector:
         self.submit_timeout = timeout_from(opts, "submit_timeout_s", 30.0)
         self.read_timeout = timeout_from(opts, "read_timeout_s", 30.0)
         self._held: OrderedDict[str, bytes] = OrderedDict()
+        # research §2.2 "Submit": pingback_url, a GET when the task is done, with `$id` and
+        # `$tag` replaced by the task's id and tag (docs.dataforseo.com task_post). The
+        # deployment's receiver URL (it carries its secret: from the environment, never
+        # logged); empty = no callbacks, polling only.
+        self.pingback_url = str(opts.get("pingback_url") or "")
+
+    @property
+    def callbacks_on(self) -> bool:
+        """A completion callback is asked for with every task (polling is the safety net)."""
+        return bool(self.pingback_url)
 
     def capabilities(self) -> Capabilities:
         return self.entry.capabilities
@@ -153,6 +163,9 @@ class DataForSeoConnector:
         }
         if self.force_web_search:
             task["force_web_search"] = True
+        if self.pingback_url:
+            sep = "&" if "?" in self.pingback_url else "?"
+            task["pingback_url"] = f"{self.pingback_url}{sep}id=$id&tag=$tag"
         try:
             resp = await self.client.post(
                 self.base + SCRAPER + "/task_post",
@@ -234,7 +247,8 @@ class DataForSeoConnector:
             return PollResult("pending" if code == 40602 else "running", upstream_id)
         err = classify(code, message, what, resp.content)
         if isinstance(err, UpstreamFailed):
-            return PollResult("failed", upstream_id, error=str(err))
+            # research §2.2 "Submit": billed when the task is set, whatever it ends as.
+            return PollResult("failed", upstream_id, error=str(err), vendor_credits=1)
         if err is not None:
             raise err
         self._held[upstream_id] = resp.content

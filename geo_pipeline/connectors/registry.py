@@ -7,6 +7,10 @@ connector sends a request (``api_key``) -- and, for an entry with ``requires_key
 engine), whether its variable is set at all: until it is, the platform is registered but
 disabled (``Registry.disabled``), never offered for planning, and a config naming it is refused
 with the variable to set.
+
+A deployment's file may start from the bundled registry instead of copying it: ``extends:
+bundled`` takes every bundled platform and ``defaults``, then the file's own sections on top (a
+platform of the same name replaces the bundled one). examples/services-registry.yaml does so.
 """
 
 from __future__ import annotations
@@ -44,10 +48,36 @@ def _expand(value: Any) -> Any:
     return value
 
 
-def load_registry(path: str | Path | None = None) -> Registry:
-    source = Path(path or settings().connectors_file or Path(__file__).with_name("registry.yaml"))
+BUNDLED = Path(__file__).with_name("registry.yaml")
+
+
+def _read(source: Path) -> dict[str, Any]:
     try:
         data = yaml.safe_load(source.read_text(encoding="utf-8"))
     except OSError as exc:
         raise RegistryError(f"cannot read connector registry {source}: {exc.strerror}") from exc
-    return parse_catalogue(_expand(dict(data or {})), key_is_set)
+    if data is not None and not isinstance(data, dict):
+        raise RegistryError(f"connector registry {source}: not a mapping")
+    return dict(data or {})
+
+
+def _extended(data: dict[str, Any], source: Path) -> dict[str, Any]:
+    """``extends: bundled``: the bundled registry with this file's sections on top."""
+    base_name = data.pop("extends", None)
+    if base_name is None:
+        return data
+    if base_name != "bundled" or source.resolve() == BUNDLED.resolve():
+        raise RegistryError(
+            f"connector registry {source}: extends: {base_name!r} (only 'bundled' is known)"
+        )
+    base = _read(BUNDLED)
+    merged = {**base, **{k: v for k, v in data.items() if k not in ("defaults", "platforms")}}
+    merged["defaults"] = {**(base.get("defaults") or {}), **(data.get("defaults") or {})}
+    merged["platforms"] = {**(base.get("platforms") or {}), **(data.get("platforms") or {})}
+    return merged
+
+
+def load_registry(path: str | Path | None = None) -> Registry:
+    source = Path(path or settings().connectors_file or BUNDLED)
+    data = _extended(_read(source), source)
+    return parse_catalogue(_expand(data), key_is_set)

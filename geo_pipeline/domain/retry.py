@@ -164,6 +164,9 @@ class Candidate:
     tenant_id: str
     priority: int  # 0..9, higher first
     waited_s: float  # how long it has been due
+    # An accepted task whose result the service keeps only so long: seconds until that result
+    # is gone (result_retention_s - time since acceptance). None: nothing expires.
+    fetch_deadline_s: float | None = None
 
 
 def effective_priority(priority: int, waited_s: float, aging_s: float) -> float:
@@ -181,22 +184,37 @@ def fair_pick(
     """Choose up to ``limit`` samples to claim: round-robin across tenants (fair sharing, so a
     tenant with 10,000 queued samples cannot hold back one with 10), within a tenant by
     effective priority, never past a tenant's free in-flight ``room`` (its max_in_flight minus
-    what it already runs). Tenants missing from ``room`` are unlimited."""
-    per_tenant: dict[str, list[tuple[float, float, str]]] = defaultdict(list)
+    what it already runs). Tenants missing from ``room`` are unlimited.
+
+    Within a tenant, accepted tasks with a fetch deadline come first, the earliest deadline
+    first (issue 31: a service keeps a result only so long; a paid result is fetched before it
+    expires, ahead of new submissions)."""
+    # (deadline rank, deadline, effective priority, waited, sample id)
+    Item = tuple[int, float, float, float, str]
+    per_tenant: dict[str, list[Item]] = defaultdict(list)
     seen: set[str] = set()
     for c in candidates:
         if c.sample_id in seen:
             continue
         seen.add(c.sample_id)
+        dl = c.fetch_deadline_s
         per_tenant[c.tenant_id].append(
-            (effective_priority(c.priority, c.waited_s, aging_s), c.waited_s, c.sample_id)
+            (
+                0 if dl is not None else 1,
+                dl if dl is not None else 0.0,
+                effective_priority(c.priority, c.waited_s, aging_s),
+                c.waited_s,
+                c.sample_id,
+            )
         )
-    queues: list[tuple[str, list[tuple[float, float, str]]]] = []
+    queues: list[tuple[str, list[Item]]] = []
+    best: dict[str, tuple[float, float]] = {}
     for tenant, items in per_tenant.items():
-        items.sort(key=lambda t: (-t[0], -t[1], t[2]))
+        items.sort(key=lambda t: (t[0], t[1], -t[2], -t[3], t[4]))
         queues.append((tenant, items))
+        best[tenant] = max((t[2], t[3]) for t in items)
     # The tenant whose best sample ranks highest goes first in every round.
-    queues.sort(key=lambda q: (-q[1][0][0], -q[1][0][1], q[0]))
+    queues.sort(key=lambda q: (-best[q[0]][0], -best[q[0]][1], q[0]))
     left = {t: room.get(t, limit) for t, _ in queues}
     picked: list[str] = []
     depth = 0
@@ -204,7 +222,7 @@ def fair_pick(
         progressed = False
         for tenant, items in queues:
             if depth < len(items) and left[tenant] > 0:
-                picked.append(items[depth][2])
+                picked.append(items[depth][4])
                 left[tenant] -= 1
                 progressed = True
                 if len(picked) >= limit:

@@ -12,7 +12,7 @@ a stale token writes nothing (R11).
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,9 +38,13 @@ def claim_fair(
     lease_s: float,
     lookup_platforms: Sequence[str] = (),
     aging_s: float = 60.0,
+    retention_s: Mapping[str, float | None] | None = None,
 ) -> list[dict[str, Any]]:
     """Claim up to ``want`` due samples of ``platforms``, fairly across tenants and within each
-    tenant's max_in_flight, with priority aging (geo_pipeline.domain.retry.fair_pick)."""
+    tenant's max_in_flight, with priority aging (geo_pipeline.domain.retry.fair_pick).
+    ``retention_s``: per platform, how long its service keeps a result; accepted samples of
+    such a platform are claimed first, by fetch deadline."""
+    keeps = retention_s or {}
     if want <= 0:
         return []
     t0 = time.perf_counter()
@@ -54,7 +58,13 @@ def claim_fair(
         room = {r["tenant_id"]: int(r["room"]) for r in rows}
         picked = fair_pick(
             (
-                Candidate(r["sample_id"], r["tenant_id"], int(r["priority"]), float(r["waited_s"]))
+                Candidate(
+                    r["sample_id"],
+                    r["tenant_id"],
+                    int(r["priority"]),
+                    float(r["waited_s"]),
+                    fetch_deadline(keeps.get(r["platform"]), r["accepted_age_s"]),
+                )
                 for r in rows
             ),
             room,
@@ -66,6 +76,13 @@ def claim_fair(
         claimed = _claim(cur, picked, owner, lease_s, lookup_platforms, tenants) if picked else []
     DB_WRITE_LATENCY.labels("claim").observe(time.perf_counter() - t0)
     return claimed
+
+
+def fetch_deadline(retention_s: float | None, accepted_age_s: float | None) -> float | None:
+    """Seconds until an accepted task's result is gone upstream; None when nothing expires."""
+    if retention_s is None or accepted_age_s is None:
+        return None
+    return float(retention_s) - float(accepted_age_s)
 
 
 def claim_ids(

@@ -45,6 +45,7 @@ from geo_pipeline.observability.metrics import ACCEPT_LATENCY, EXECUTION_TIME, P
 from geo_pipeline.runtime.crash import crashpoint
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.webhooks import task_for_key as webhook_task_for_key
+from geo_pipeline.worker.callbacks import wake_key
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.evidence_bridge import (
     archive_for_completion,
@@ -415,10 +416,15 @@ class Attempt:
         started = time.monotonic() - accepted_age
         poll_errors = 0
         state = "completed" if inline else "pending"
+        failed_credits: int | None = None
         first = True
         while state not in ("completed", "failed"):
             age = time.monotonic() - started
-            await asyncio.sleep(s.poll.first_s if first else poll_interval(age, s.poll))
+            if lane.callbacks_on:
+                # The service's callback wakes the poll; the safety net polls without it.
+                await self.c.wakes.wait(wake_key(lane.protocol, upstream_id), s.callback_poll_s)
+            else:
+                await asyncio.sleep(s.poll.first_s if first else poll_interval(age, s.poll))
             first = False
             await lane.poll_limit.acquire()
             try:
@@ -426,6 +432,7 @@ class Attempt:
                     h.fence()
                     pr = await lane.connector.poll(upstream_id)
                 state = pr.state
+                failed_credits = pr.vendor_credits
                 poll_errors = 0
                 if state not in ("completed", "failed") and self.overdue(started):
                     # Still collecting past the total bound, on a platform where one task can
@@ -472,7 +479,7 @@ class Attempt:
                 await self.fail_accepted(exc, self.gone_reason(exc, started) or d.reason)
                 return
         if state == "failed":
-            await self.upstream_failed(upstream_id)
+            await self.upstream_failed(upstream_id, credits=failed_credits)
             return
         try:
             await lane.poll_limit.acquire()
@@ -581,9 +588,12 @@ class Attempt:
                 },
             )
 
-    async def upstream_failed(self, upstream_id: str, ev: Evidence | None = None) -> None:
+    async def upstream_failed(
+        self, upstream_id: str, ev: Evidence | None = None, credits: int | None = None
+    ) -> None:
         """The accepted task failed upstream: charge per the platform's rule (billing decides),
-        then a new attempt if attempts remain (R13, R15)."""
+        then a new attempt if attempts remain (R13, R15). ``credits``: what the vendor billed
+        for the failed task, when its poll said so (DataForSEO bills at task_post)."""
         h, row = self.h, self.h.row
         d = classify(
             ErrorFacts(
@@ -609,7 +619,7 @@ class Attempt:
                 delay_s=d.delay_s,
                 outcome="failed",
                 error_class="upstream_failed",
-                charge=charge_for(h, upstream_id, "failed", ev),
+                charge=charge_for(h, upstream_id, "failed", ev, credits),
             )
         )
 
@@ -792,7 +802,9 @@ def request_for(lane: Lane, row: Mapping[str, Any]) -> SubmitRequest:
     )
 
 
-def charge_for(h: Held, upstream_id: str, outcome: str, ev: Evidence | None) -> ChargeRequest:
+def charge_for(
+    h: Held, upstream_id: str, outcome: str, ev: Evidence | None, credits: int | None = None
+) -> ChargeRequest:
     row = h.row
     return ChargeRequest(
         tenant_id=row["tenant_id"],
@@ -807,5 +819,5 @@ def charge_for(h: Held, upstream_id: str, outcome: str, ev: Evidence | None) -> 
         web_search_used=bool(ev and ev.web_search_used),
         screenshot_used=bool(ev and ev.screenshot_used),
         usage=ev.usage if ev else None,  # request-level tokens, recorded with the attempt
-        vendor_credits=ev.vendor_credits if ev else None,
+        vendor_credits=ev.vendor_credits if ev else credits,
     )

@@ -26,6 +26,7 @@ from geo_pipeline.store import db as dbmod
 from geo_pipeline.store import execution as ex
 from geo_pipeline.streams.keys import GROUP
 from geo_pipeline.worker.batcher import Batcher
+from geo_pipeline.worker.callbacks import Wakes
 from geo_pipeline.worker.settings import WorkerSettings
 
 log = logging.getLogger("geo_pipeline.worker")
@@ -72,6 +73,7 @@ class Context:
         self.warc = app_settings().evidence_format == "warc"
         self.recoverable_platforms = list(recoverable_platforms)
         self.stopping = asyncio.Event()
+        self.wakes = Wakes()  # services' completion callbacks (worker/callbacks.py)
         self.pool: ConnectionPool[dbmod.Conn] | None = None
         self.report: dict[str, int] = dict.fromkeys(REPORT_KEYS, 0)
         self._db_threads = ThreadPoolExecutor(settings.db_pool_size + 2, "geo-db")

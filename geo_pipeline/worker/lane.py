@@ -50,6 +50,10 @@ class Lane:
         self.platform = platform
         self.caps = caps
         self.connector = connector
+        # The service calls back on completion (worker/callbacks.py): poll as a safety net.
+        self.callbacks_on = bool(getattr(connector, "callbacks_on", False))
+        entry = getattr(connector, "entry", None)
+        self.protocol = str(getattr(entry, "protocol", "") or platform)
         self._start = start  # runs one claimed sample (the runner wires in Attempt)
         self._in_flight = in_flight
         self.key = stream_key(ctx.ns, collect_stream(platform))
@@ -171,6 +175,7 @@ class Lane:
                 lease_s=s.lease_s,
                 lookup_platforms=c.recoverable_platforms,
                 aging_s=s.aging_s,
+                retention_s={self.platform: self.caps.result_retention_s},
             )
         deadline = t0 + s.lease_s - s.lease_margin_s
         now = time.monotonic()

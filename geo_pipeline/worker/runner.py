@@ -25,6 +25,7 @@ from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import IN_FLIGHT
 from geo_pipeline.streams import consumer as sc
 from geo_pipeline.worker.attempt import Attempt
+from geo_pipeline.worker.callbacks import listen
 from geo_pipeline.worker.context import Context
 from geo_pipeline.worker.lane import Lane
 from geo_pipeline.worker.leases import Held, renewer
@@ -115,6 +116,8 @@ class Worker:
                 if lane.caps.screenshot and shots:
                     tasks.append(asyncio.create_task(screenshots(ctx, lane)))
             tasks.append(asyncio.create_task(renewer(ctx, self.held)))
+            if any(lane.callbacks_on for lane in self.lanes.values()):
+                tasks.append(asyncio.create_task(listen(ctx.db_url, ctx.wakes, ctx.stopping)))
             event(log, "worker.started", worker=self.id, platforms=list(self.lanes))
             await ctx.stopping.wait()
             for lane in self.lanes.values():

@@ -69,6 +69,10 @@ class WorkerSettings:
     # platform_wait_s (worker/platform_wait.py). Empty (tests, stand-ins): no waiting.
     platform_urls: Mapping[str, str] = field(default_factory=dict)
     platform_wait_s: float = 30.0
+    # Platforms whose service calls us back on completion (a receiver URL configured: cloro's
+    # webhook, DataForSEO's pingback, Bright Data's notify) are polled only this often, as a
+    # safety net: the callback wakes the fetch (worker/callbacks.py). GEO_CALLBACK_POLL_S.
+    callback_poll_s: float = 60.0
 
     @property
     def quiet_s(self) -> float:

@@ -18,7 +18,9 @@ SELECT set_config('geo.actor', %(actor)s, true);
 -- geo_pipeline.domain.retry.fair_pick (R10). Only claimable samples are candidates (geo.claimable:
 -- run confirmed, (run, channel) dispatched, no new submission for a cancelled run, uncertain
 -- only where lookup exists, R12), checked before the LIMIT, so a large run that may not run yet
--- never hides the work behind it.
+-- never hides the work behind it. Accepted samples come with their age since acceptance: the
+-- claim takes them first, by fetch deadline (retention - age), where the platform states a
+-- result retention (domain.retry.fair_pick).
 -- MATERIALIZED: inlined, the per-tenant running count was re-run for every candidate row
 -- (500 candidates x 5,000 running = 2.5M index entries read per claim).
 WITH t AS MATERIALIZED (
@@ -28,12 +30,13 @@ WITH t AS MATERIALIZED (
                                            AND r.collection_state = 'running')) AS room
   FROM geo.tenants tn
 )
-SELECT c.sample_id, c.tenant_id, c.priority,
-       extract(epoch FROM now() - c.next_attempt_at)::float8 AS waited_s, t.room
+SELECT c.sample_id, c.tenant_id, c.priority, c.platform,
+       extract(epoch FROM now() - c.next_attempt_at)::float8 AS waited_s, t.room,
+       extract(epoch FROM now() - c.accepted_at)::float8 AS accepted_age_s
 FROM t
 CROSS JOIN unnest(%(platforms)s::text[]) AS p(platform)
 CROSS JOIN LATERAL (
-  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
    FROM geo.samples s
    CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
                                     %(lookup_platforms)s::text[])
@@ -41,13 +44,24 @@ CROSS JOIN LATERAL (
      AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
    ORDER BY s.next_attempt_at LIMIT %(k)s)
   UNION
-  (SELECT s.sample_id, s.tenant_id, s.priority, s.next_attempt_at
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
    FROM geo.samples s
    CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
                                     %(lookup_platforms)s::text[])
    WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
      AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
    ORDER BY s.priority DESC, s.next_attempt_at LIMIT %(k)s)
+  UNION
+  -- Accepted tasks whose result the service keeps only so long: the earliest accepted first
+  -- (their fetch deadline; issue 31, index samples_queued_accepted).
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
+   FROM geo.samples s
+   CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                    %(lookup_platforms)s::text[])
+   WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
+     AND s.collection_state = 'queued' AND s.submission_state = 'accepted'
+     AND s.next_attempt_at <= now()
+   ORDER BY s.accepted_at LIMIT %(k)s)
 ) c
 WHERE t.room > 0;
 

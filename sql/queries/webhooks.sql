@@ -27,3 +27,8 @@ SELECT upstream_id FROM geo.webhook_deliveries
 WHERE platform = %(platform)s AND idempotency_key = %(idempotency_key)s
 ORDER BY first_received_at DESC
 LIMIT 1;
+
+-- name: wake
+-- Wake the worker following this task (geo_pipeline.worker.callbacks LISTENs): the payload is
+-- '<protocol>:<upstream id>'; the worker then asks the service itself.
+SELECT pg_notify('geo_callbacks', %(payload)s) AS woken;

@@ -26,8 +26,12 @@ before it finished, inf.); snapshots
 that never finish unless cancelled ("stuck"); ``web_search_triggered`` false on answers that did
 search (research §2.3 "Search flags are unreliable"); canned refusals; answers lost after the
 snapshot was created; 30 days of retention, then 404.
-Not reproduced: the sync ``/scrape`` endpoint, webhooks/``notify`` delivery, ``/input`` and
-``rerun``, another session's search metadata in a record, CSV/NDJSON formats, the SERP API.
+``notify`` (docs api-reference trigger: a URL POSTed ``{snapshot_id, status}`` when the collection
+ends): sent once on the service clock, sometimes lost or duplicated (``notify_lost_rate``,
+``notify_duplicate_rate``; simulator.services.callbacks); a stuck snapshot never notifies.
+Not reproduced: the sync ``/scrape`` endpoint, ``endpoint`` (data delivered by webhook),
+``/input`` and ``rerun``, another session's search metadata in a record, CSV/NDJSON formats,
+the SERP API.
 
 Bright Data takes no idempotency key (research §2.3 "Price": no idempotency or dedupe feature
 found, inf.), so the simulator counts per *input* (``country|prompt``): tests give every sample
@@ -53,6 +57,7 @@ from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.simulator.answers import generate_answer, unit
 from geo_pipeline.simulator.profiles import Profile
 from geo_pipeline.simulator.services import persist
+from geo_pipeline.simulator.services.callbacks import CallbackLoop, Delivery
 
 PREFIX = "/brightdata"
 V3 = PREFIX + "/datasets/v3"
@@ -86,6 +91,10 @@ class BrightDataProfile:
     search_flag_wrong_rate: float = 0.0  # searched, yet web_search_triggered: false
     concurrency_cap: int = 100  # docs sync-vs-async: 100 concurrent async requests
     retention_s: float = MONTH_S
+    # docs trigger `notify`: a notification that never arrives, and one that arrives twice
+    # (inf.: delivery is not guaranteed; the client's polling is the safety net).
+    notify_lost_rate: float = 0.0
+    notify_duplicate_rate: float = 0.0
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> BrightDataProfile:
         known = {f.name for f in dataclasses.fields(self)}
@@ -134,6 +143,8 @@ class Snapshot:
     fetched: int = 0  # record bodies served
     salt: str = ""
     errors_at: set[int] = field(default_factory=set)
+    notify_url: str | None = None
+    notified: bool = False
 
     def status(self, now: float) -> str:
         if self.cancelled_at is not None and (
@@ -182,6 +193,7 @@ class BrightDataService:
         self.seed = seed
         self.initial = BrightDataProfile().with_overrides(profile or {})
         self.write: persist.Write | None = None  # the --state-file journal, when there is one
+        self.callbacks = CallbackLoop(seed, self._due_callbacks, self._callback_rates)
         self.reset()
 
     def reset(self) -> None:
@@ -194,6 +206,8 @@ class BrightDataService:
         self.cancels: Counter[str] = Counter()
         self.requests: Counter[str] = Counter()
         self.seq = 0
+        if hasattr(self, "callbacks"):
+            self.callbacks.reset()
 
     def now(self) -> float:
         return time.monotonic() + self.offset
@@ -216,6 +230,25 @@ class BrightDataService:
                 web.post("/_control/services/brightdata/reset", self.control_reset),
             ]
         )
+        self.callbacks.mount(app)
+
+    def _callback_rates(self) -> tuple[float, float]:
+        return self.profile.notify_lost_rate, self.profile.notify_duplicate_rate
+
+    def _due_callbacks(self) -> list[Delivery]:
+        """Snapshots that ended (ready or failed; not cancelled) and asked for ``notify``."""
+        now = self.now()
+        out: list[Delivery] = []
+        for snap in list(self.snapshots.values()):
+            if snap.notified or not snap.notify_url:
+                continue
+            status = snap.status(now)
+            if status not in ("ready", "failed"):
+                continue
+            snap.notified = True
+            body = {"snapshot_id": snap.id, "status": status}
+            out.append(Delivery(snap.id, "POST", snap.notify_url, body))
+        return out
 
     def _fail(self, status: int, body: Any, kind: str) -> web.Response:
         self.requests[f"{kind}:{status}"] += 1
@@ -284,6 +317,7 @@ class BrightDataService:
                 kind,
             )
         snap = self._new(dataset_id, body, now)
+        snap.notify_url = request.query.get("notify") or None
         self._index(snap)
         self.journal({"op": "snapshot", **persist.dump(snap, *_SNAP_TIMES)})
         self.requests[f"{kind}:200"] += 1
@@ -537,6 +571,7 @@ class BrightDataService:
             "cancel_calls": sum(self.cancels.values()),
             "requests": dict(sorted(self.requests.items())),
             "expired": len(self.expired),
+            "callbacks": self.callbacks.stats(),
         }
 
     async def control_profile(self, request: web.Request) -> web.Response:

@@ -13,7 +13,11 @@ pending, 40103 failed, 40401 not found, 40403 expired); billing at ``task_post``
 echoed in ``data`` and in ``tasks_ready`` results; ``tasks_ready`` lists done tasks not yet
 collected, "with a small delay"; ``id_list`` with metadata (its own listing delay and 10
 calls/min); results kept 30 days; lost answers after the task was created.
-Not reproduced: postbacks/pingbacks, priority queues, live mode, the duplicate-task limits
+Callbacks (docs.dataforseo.com task_post: ``pingback_url``, a GET when the task is done with
+``$id`` / ``$tag`` replaced, and ``postback_url``, a POST of the task_get body): sent once on
+the service clock, sometimes lost or duplicated (``callback_lost_rate``,
+``callback_duplicate_rate``; simulator.services.callbacks). Not reproduced: ``postback_data``
+variants and gzip bodies, priority queues, live mode, the duplicate-task limits
 (40205/40206), Gemini paths, items typed beyond ``chat_gpt_text``.
 """
 
@@ -30,6 +34,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import Any
+from urllib.parse import quote
 
 from aiohttp import web
 
@@ -37,6 +42,7 @@ from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.simulator.answers import generate_answer, unit
 from geo_pipeline.simulator.profiles import Profile
 from geo_pipeline.simulator.services import persist
+from geo_pipeline.simulator.services.callbacks import CallbackLoop, Delivery
 
 PREFIX = "/dataforseo"
 ENDPOINT = "/v3/ai_optimization/chat_gpt/llm_scraper"
@@ -53,6 +59,7 @@ _TASK_FIELDS = {
     "priority",
     "tag",
     "postback_url",
+    "postback_data",
     "pingback_url",
 }
 
@@ -70,6 +77,10 @@ class DataForSeoProfile:
     id_list_per_min: int = 10  # id_list: 10 calls per minute, then 40202
     retention_s: float = MONTH_S
     us_only: bool = False  # research §2.2 "Locale trap": other locations -> 40501 inside 200
+    # research §2.2 "Submit": pingback_url / postback_url; a callback that never arrives, and
+    # one that arrives twice (inf.: delivery is not guaranteed; polling is the safety net).
+    callback_lost_rate: float = 0.0
+    callback_duplicate_rate: float = 0.0
 
     def with_overrides(self, overrides: Mapping[str, Any]) -> DataForSeoProfile:
         known = {f.name for f in dataclasses.fields(self)}
@@ -111,6 +122,9 @@ class DfsTask:
     fails: bool
     collected: bool = False
     fetched: int = 0
+    pingback_url: str | None = None
+    postback_url: str | None = None
+    called_back: bool = False
 
 
 _TASK_TIMES = ("posted", "posted_wall", ("done",))
@@ -122,6 +136,7 @@ class DataForSeoService:
         self.seed = seed
         self.initial = DataForSeoProfile().with_overrides(profile or {})
         self.write: persist.Write | None = None  # the --state-file journal, when there is one
+        self.callbacks = CallbackLoop(seed, self._due_callbacks, self._callback_rates)
         self.reset()
 
     def reset(self) -> None:
@@ -133,6 +148,8 @@ class DataForSeoService:
         self.id_list_calls: list[float] = []
         self.requests: Counter[str] = Counter()
         self.seq = 0
+        if hasattr(self, "callbacks"):
+            self.callbacks.reset()
 
     def now(self) -> float:
         return time.monotonic() + self.offset
@@ -153,6 +170,38 @@ class DataForSeoService:
                 web.post("/_control/services/dataforseo/reset", self.control_reset),
             ]
         )
+        self.callbacks.mount(app)
+
+    def _callback_rates(self) -> tuple[float, float]:
+        return self.profile.callback_lost_rate, self.profile.callback_duplicate_rate
+
+    def _due_callbacks(self) -> list[Delivery]:
+        """Tasks that are done and asked for a callback, each once."""
+        now = self.now()
+        out: list[Delivery] = []
+        for t in list(self.tasks.values()):
+            if t.called_back or now < t.done or not (t.pingback_url or t.postback_url):
+                continue
+            t.called_back = True
+            if t.pingback_url:
+                url = t.pingback_url.replace("$id", t.id).replace("$tag", quote(t.tag or ""))
+                out.append(Delivery(f"{t.id}#ping", "GET", url))
+            if t.postback_url:
+                body = self._get_body(t, now)
+                out.append(Delivery(f"{t.id}#post", "POST", t.postback_url, body))
+        return out
+
+    def _get_body(self, t: DfsTask, now: float) -> dict[str, Any]:
+        """The task_get body a postback carries (the task as a poll would see it)."""
+        if t.fails:
+            entry = self._task_entry(t.id, 40103, "Task Failed. Please resubmit the task.")
+        else:
+            entry = self._task_entry(
+                t.id, 20000, "Ok.", data={"tag": t.tag, "keyword": t.keyword},
+                result=[self._result(t)],
+            )  # fmt: skip
+        return {"version": "0.1.20261201", "status_code": 20000, "status_message": "Ok.",
+                "tasks_count": 1, "tasks_error": int(t.fails), "tasks": [entry]}  # fmt: skip
 
     # ------------------------------------------------------------------ envelope
     def _stamp(self) -> str:
@@ -264,6 +313,8 @@ class DataForSeoService:
                 posted_wall=self.wall(),
                 done=now + lo + (hi - lo) * unit(self.seed, draw, "dfs-done"),
                 fails=unit(self.seed, draw, "dfs-fail") < self.profile.fail_rate,
+                pingback_url=item.get("pingback_url"),
+                postback_url=item.get("postback_url"),
             )
             self.tasks[tid] = task
             self.created[tag or "-"].append(tid)
@@ -473,6 +524,7 @@ class DataForSeoService:
             "max_tasks_per_key": max((v["tasks_created"] for v in keys.values()), default=0),
             "cost_usd": round(COST * len(self.tasks), 4),
             "requests": dict(sorted(self.requests.items())),
+            "callbacks": self.callbacks.stats(),
         }
 
     async def control_profile(self, request: web.Request) -> web.Response:
