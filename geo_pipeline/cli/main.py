@@ -37,6 +37,7 @@ COMMAND_MODULES = (
     "monitors",
     "deploy",
     "webhooks",
+    "stance",  # after "runs": adds `runs restance`
 )
 
 

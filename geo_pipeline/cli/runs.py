@@ -156,6 +156,8 @@ def create_cmd(
     undispatched and exits 1 naming it; re-running the command after the fix re-checks the
     (confirmed, undispatched) run and dispatches it."""
     from geo_pipeline.billing import ledger
+    from geo_pipeline.cli.monitors import _actor
+    from geo_pipeline.domain.config import load_config_file
     from geo_pipeline.flows.create_run import PlanChecksFailed, create_run, dispatch_checked
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import runs as runstore
@@ -170,6 +172,10 @@ def create_cmd(
                 monitor_id=plan.config.monitor,
                 confirm=not no_confirm,
                 dispatch=not no_dispatch,
+                # With `monitor:`, the config as written is the monitor's (editable by
+                # `questions import`); another config than its saved one is a new revision.
+                monitor_config=load_config_file(config) if plan.config.monitor else None,
+                actor=_actor(None),
             )
             if not created and not no_dispatch and not no_confirm:
                 dispatch_checked(conn, rid)  # a run left undispatched by a failed check

@@ -324,12 +324,14 @@ def create_run(
     dispatch: bool = True,
     monitor_config: Mapping[str, Any] | None = None,
     keep_monitor_config: bool = False,
+    actor: str | None = None,
 ) -> tuple[str, bool]:
     """Persist the plan in one transaction. Returns (run_id, created_now); re-creating the same
     run with the same config is a no-op, with another config a ``runs.RunConflict``.
 
     ``monitor_id``: default the config's monitor. ``monitor_config``: the raw, editable config
-    saved as the monitor's (the run itself executes the frozen snapshot only, R2).
+    saved as the monitor's (the run itself executes the frozen snapshot only, R2); a config other
+    than the monitor's saved one is a new revision in its history, by ``actor`` (issue 37).
     ``confirm``: reserve the quote's estimated_max now (``ledger.InsufficientFunds`` when the
     balance is short, and then nothing is written). Work is dispatched only for a confirmed
     run whose plan passes every plan check (:func:`check_plan`, in the same transaction); when
@@ -343,6 +345,7 @@ def create_run(
             scheduled_for=scheduled_for,
             monitor_config=monitor_config,
             keep_monitor_config=keep_monitor_config,
+            actor=actor,
         )
         if not created:
             return plan.run_id, False

@@ -28,6 +28,54 @@ class RunNotFound(LookupError):
     pass
 
 
+def _monitor_of_run(
+    conn: Conn, plan: Plan, monitor_id: str, config: dict[str, Any], actor: str
+) -> None:
+    """The monitor of a run created with ``monitor:`` (`runs create`, the launchpad), in the
+    run's transaction: created with its 'created' event when new; left as it is when it saved
+    this config; else a new revision with an 'updated' event naming who and the run (a run never
+    changes a monitor silently, issue 37). A retired monitor or another tenant's is refused."""
+    c = plan.config
+    why = f"config of run {plan.run_id} (a run created with `monitor: {monitor_id}`)"
+    with conn.cursor() as cur:
+        cur.execute(
+            Q("runs.monitor_for_run"),
+            {"monitor_id": monitor_id, "config": Jsonb(config), "canonical": Jsonb(c.canonical())},
+        )
+        row = cur.fetchone()
+        event: dict[str, Any] = {
+            "monitor_id": monitor_id, "tenant_id": c.tenant, "config": Jsonb(config),
+            "actor": actor[:200], "reason": why,
+        }  # fmt: skip
+        if row is None:
+            cur.execute(
+                Q("monitors.insert_monitor"),
+                {**event, "cron": None, "timezone": None},
+            )
+            cur.execute(
+                Q("monitors.insert_event"),
+                {**event, "event": "created", "revision": 1, "cron": None, "timezone": None},
+            )
+            return
+        if row["tenant_id"] != c.tenant:
+            raise RunConflict(f"monitor {monitor_id!r} belongs to another tenant")
+        if row["retired"]:
+            raise RunConflict(
+                f"monitor {monitor_id!r} is retired: it takes no run (a retired id is never "
+                "reused); remove `monitor:` for a one-off run, or name a new monitor"
+            )
+        if row["same_config"]:
+            return
+        cadence = {"cron": row["cron"], "timezone": row["timezone"]}
+        cur.execute(Q("monitors.update_config"), {**event, **cadence})
+        updated = cur.fetchone()
+        assert updated is not None  # locked above, not retired
+        cur.execute(
+            Q("monitors.insert_event"),
+            {**event, **cadence, "event": "updated", "revision": int(updated["revision"])},
+        )
+
+
 def insert_run(
     conn: Conn,
     plan: Plan,
@@ -36,13 +84,15 @@ def insert_run(
     scheduled_for: date | None = None,
     monitor_config: Mapping[str, Any] | None = None,
     keep_monitor_config: bool = False,
+    actor: str | None = None,
 ) -> bool:
     """Write the plan's rows under the run's lock; False when the run already exists with this
     config (nothing written). Runs in the caller's transaction.
 
     ``monitor_config``: the raw, editable config to save as the monitor's config (when the run
     belongs to a monitor); the run itself executes the frozen snapshot only (R2).
-    ``keep_monitor_config``: the monitor's own re-sample: leave its saved config as it is."""
+    ``keep_monitor_config``: the monitor's own re-sample: leave its saved config as it is.
+    ``actor``: who, for the monitor's history when the run creates or changes its monitor."""
     c = plan.config
     with conn.cursor() as cur:
         cur.execute(Q("runs.lock_run"), {"run_id": plan.run_id})
@@ -59,17 +109,15 @@ def insert_run(
         cur.execute(
             Q("runs.upsert_tenant"), {"tenant_id": c.tenant, "currency": plan.quote.currency}
         )
-        if monitor_id is not None:
-            cur.execute(
-                Q("runs.keep_monitor" if keep_monitor_config else "runs.upsert_monitor"),
-                {
-                    "monitor_id": monitor_id,
-                    "tenant_id": c.tenant,
-                    "config": Jsonb(dict(monitor_config) if monitor_config else c.canonical()),
-                },
-            )
+        if monitor_id is not None and keep_monitor_config:
+            cur.execute(Q("runs.keep_monitor"), {"monitor_id": monitor_id, "tenant_id": c.tenant})
             if cur.fetchone() is None:
                 raise RunConflict(f"monitor {monitor_id!r} belongs to another tenant")
+        elif monitor_id is not None:
+            _monitor_of_run(
+                conn, plan, monitor_id, dict(monitor_config or c.canonical()),
+                actor or f"run {plan.run_id}",
+            )  # fmt: skip
         cur.execute(
             Q("runs.insert_snapshot"),
             {"snapshot_id": c.snapshot_id, "tenant_id": c.tenant, "config": Jsonb(c.canonical())},

@@ -24,6 +24,7 @@ from psycopg import sql
 from psycopg.rows import dict_row
 
 from geo_pipeline.analysis import analyse_run
+from geo_pipeline.domain.stance import STANCE_VERSION
 from geo_pipeline.store import tenancy
 from geo_pipeline_tests.integration.analysis.helpers import make_run, store_answer
 
@@ -89,7 +90,7 @@ def test_dashboard_structure_and_the_one_interval() -> None:
     assert dash["uid"] and dash["uid"] != ops["uid"] and dash["title"]
     assert dash["schemaVersion"] >= 36
     names = {v["name"] for v in dash["templating"]["list"]}
-    assert names == {"monitor", "channel", "brand", "region", "mode"}
+    assert names == {"monitor", "channel", "brand", "region", "mode", "tag", "stance_version"}
     for v in dash["templating"]["list"]:
         assert v["type"] == "query" and v["datasource"]["uid"] == UID
         if v["multi"]:  # opens on All: every channel's panel
@@ -133,6 +134,15 @@ def test_dashboard_structure_and_the_one_interval() -> None:
         q = p["targets"][0]["rawSql"]
         assert f'{lower} AS "95% lower"' in q and f'{upper} AS "95% upper"' in q
     assert "AND flagged" in _panel(dash, 3)["targets"][0]["rawSql"]
+    # By question tag: the views' rates and their interval columns, one stance version.
+    stance = _panel(dash, 5)["targets"][0]["rawSql"]
+    assert (
+        "FROM analytics.stance_rates_by_tag" in stance
+        and "Stance rates" in _panel(dash, 5)["title"]
+    )
+    for col in ("stance_rate_lower", "stance_rate_upper", "n_effective", "stance_version ="):
+        assert col in stance, col
+    assert "FROM analytics.brand_rates_by_tag" in _panel(dash, 6)["targets"][0]["rawSql"]
 
 
 def test_the_data_source_is_one_analyst_login_from_the_environment() -> None:
@@ -159,6 +169,8 @@ def test_the_data_source_is_one_analyst_login_from_the_environment() -> None:
 
 # ------------------------------------------------------------------ the queries, executed
 QUESTIONS = ["哪个咖啡品牌最好？", "上班族早上买咖啡推荐哪个品牌？", "性价比最高的咖啡？"]
+# Topics: two questions on "brand", one on "price" (the tag panels' rows).
+TOPICS = {QUESTIONS[0]: "brand", QUESTIONS[1]: "brand", QUESTIONS[2]: "price"}
 DAYS = [date(2026, 11, 1), date(2026, 11, 2), date(2026, 11, 3)]
 CHANNELS = [{"platform": "kimi", "device": "web"}, {"platform": "deepseek", "device": "web"}]
 LUCKIN, SB = "瑞幸咖啡", "星巴克"
@@ -211,7 +223,9 @@ def two(pg_admin_url: str, pg_template: str) -> Iterator[Two]:
                     run_id = f"r-{k}-{sfx}-{day:%m%d}"
                     samples = make_run(c, run_id, questions=QUESTIONS, channels=CHANNELS,
                                        repeats=4, monitor=monitor[k], scheduled_for=day,
-                                       tenant=tenant)  # fmt: skip
+                                       tenant=tenant,
+                                       question_tags={q: {"topic": t} for q, t in TOPICS.items()},
+                                       )  # fmt: skip
                     for s in samples:
                         luckin = s["repeat_index"] < HITS[k][s["channel"]][d][s["question_index"]]
                         cites = [("cited", DOMAIN[k])]
@@ -365,6 +379,54 @@ def test_every_panel_returns_tenant_a_only_and_the_views_numbers(two: Two) -> No
         f" WHERE run_id IN {a_runs} AND relation = 'cited' GROUP BY 1, 2",
     )
     assert {(w["platform"], w["registrable_domain"]): w["answers"] for w in want} == two.cited
+
+
+def test_the_tag_panels_show_the_views_stance_and_mention_rates_by_topic(two: Two) -> None:
+    """Stance rates by topic and mention rates by topic, as tenant A's analyst: the rows of
+    analytics.stance_rates_by_tag / brand_rates_by_tag for A's monitor, and the planted counts."""
+    dash = _dashboard()
+    v = _variables(two, two.a_url)
+    assert v["tag"] == ["topic"] and v["stance_version"] == [STANCE_VERSION]
+    a = f"tenant_id = '{two.a}' AND monitor_id = '{two.monitor['a']}'"
+    stance = _rows(two.a_url, render(_panel(dash, 5)["targets"][0]["rawSql"], v, T_FROM, T_TO))
+    want = _rows(
+        two.admin_url,
+        "SELECT scheduled_for, channel, value, stance, stance_rate, stance_rate_lower,"
+        " stance_rate_upper, stance_count, n, n_effective, questions, interval_method"
+        f" FROM analytics.stance_rates_by_tag WHERE {a} AND brand = '{LUCKIN}' AND tag = 'topic'"
+        f" AND stance_version = '{STANCE_VERSION}'"
+        " ORDER BY scheduled_for DESC, channel, value, stance",
+    )
+    assert want and [tuple(g.values())[1:] for g in stance] == [tuple(w.values())[1:] for w in want]
+    assert [g["time"].date() for g in stance] == [w["scheduled_for"] for w in want]
+    # "推荐瑞幸。" is a recommendation: every answer naming Luckin recommends it (each other stance
+    # has a row at 0); n per topic is
+    # A's planted count of answers naming Luckin (B's never enter).
+    for g in stance:
+        d = DAYS.index(g["time"].date())
+        qs = [i for i, q in enumerate(QUESTIONS) if TOPICS[q] == g["tag value"]]
+        assert g["n"] == sum(HITS["a"][g["channel"]][d][i] for i in qs)
+        assert g["stance rate"] == (1.0 if g["stance"] == "recommended" else 0.0)
+        assert g["95% lower"] <= g["stance rate"] <= g["95% upper"] + 1e-12
+    mention = _rows(two.a_url, render(_panel(dash, 6)["targets"][0]["rawSql"], v, T_FROM, T_TO))
+    assert len(mention) == len(DAYS) * 2 * 2  # days x channels x topics
+    for g in mention:
+        d = DAYS.index(g["time"].date())
+        qs = [i for i, q in enumerate(QUESTIONS) if TOPICS[q] == g["tag value"]]
+        assert (g["n"], g["mentions"], g["questions"]) == (
+            4 * len(qs),
+            sum(HITS["a"][g["channel"]][d][i] for i in qs),
+            len(qs),
+        )
+    want = _rows(
+        two.admin_url,
+        "SELECT mention_rate, mention_rate_lower, mention_rate_upper FROM analytics.brand_rates_by_tag"
+        f" WHERE {a} AND brand = '{LUCKIN}' AND tag = 'topic'"
+        " ORDER BY scheduled_for DESC, channel, value",
+    )
+    assert [(g["mention rate"], g["95% lower"], g["95% upper"]) for g in mention] == [
+        tuple(w.values()) for w in want
+    ]
 
 
 def test_the_time_range_filters_by_day(two: Two) -> None:

@@ -3,14 +3,14 @@ INSERT INTO geo.tenants (tenant_id, name, currency)
 VALUES (%(tenant_id)s, %(tenant_id)s, %(currency)s)
 ON CONFLICT (tenant_id) DO NOTHING;
 
--- name: upsert_monitor
--- The config file of a monitored run is the monitor's saved config (what the daily schedule
--- re-samples). A monitor id never moves to another tenant.
-INSERT INTO geo.monitors AS m (monitor_id, tenant_id, config)
-VALUES (%(monitor_id)s, %(tenant_id)s, %(config)s)
-ON CONFLICT (monitor_id) DO UPDATE SET config = EXCLUDED.config, updated_at = now()
-WHERE m.tenant_id = EXCLUDED.tenant_id
-RETURNING monitor_id;
+-- name: monitor_for_run
+-- The monitor a run created with `monitor:` belongs to, locked until the run's transaction ends
+-- (issue 37): a run never changes a monitor silently. same_config: the run's config is the one
+-- the monitor saved (as written, or the canonical snapshot an older `runs create` saved).
+SELECT tenant_id, revision, cron, timezone, retired_at IS NOT NULL AS retired,
+       (config = %(config)s::jsonb OR config = %(canonical)s::jsonb) AS same_config
+FROM geo.monitors WHERE monitor_id = %(monitor_id)s
+FOR UPDATE;
 
 -- name: keep_monitor
 -- A monitor's own re-sample (the schedule's job): the monitor exists and its config is what the

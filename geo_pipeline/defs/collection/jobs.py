@@ -144,6 +144,7 @@ def create_run_op(
                 confirm=config.confirm,
                 dispatch=False,
                 monitor_config=collection,
+                actor=f"dagster:{context.run_id}",
             )
         except (runstore.RunConflict, BillingError) as exc:
             raise refusal(exc) from None

@@ -30,6 +30,7 @@ def make_run(
     monitor: str | None = None,
     scheduled_for: date | None = None,
     tenant: str = "acme",
+    question_tags: dict[str, dict[str, str]] | None = None,
 ) -> list[dict[str, Any]]:
     """Create the run; return its samples ordered by channel, question, repeat."""
     raw = {
@@ -40,6 +41,7 @@ def make_run(
         "questions": questions,
         "channels": channels,
         "repeats": repeats,
+        **({"question_tags": question_tags} if question_tags else {}),
     }
     caps = load_registry().capabilities()
     config = normalise_and_validate(raw, caps)
