@@ -157,7 +157,7 @@ def create_cmd(
     (confirmed, undispatched) run and dispatches it."""
     from geo_pipeline.billing import ledger
     from geo_pipeline.cli.monitors import _actor
-    from geo_pipeline.domain.config import load_config_file
+    from geo_pipeline.domain.config_loading import load_config_file
     from geo_pipeline.flows.create_run import PlanChecksFailed, create_run, dispatch_checked
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import runs as runstore
