@@ -52,21 +52,62 @@ class Answer:
 
 WORLD = [
     # question 0, the consumer product (browser lane)
-    Answer(UI, 0, 0, "Luckin first, then Starbucks.", True, 1, True, True,
-           ("best value coffee china", "luckin prices"), ("luckincoffee.com",)),
-    Answer(UI, 0, 1, "Starbucks is nicer; Luckin is cheaper.", True, 2, True, True,
-           ("  Best value coffee China ",), ("starbucks.com",)),
-    Answer(UI, 0, 2, "Manner makes the best flat white.", False, None, True, False, (),
-           ("zhihu.com",)),
+    Answer(
+        UI,
+        0,
+        0,
+        "Luckin first, then Starbucks.",
+        True,
+        1,
+        True,
+        True,
+        ("best value coffee china", "luckin prices"),
+        ("luckincoffee.com",),
+    ),
+    Answer(
+        UI,
+        0,
+        1,
+        "Starbucks is nicer; Luckin is cheaper.",
+        True,
+        2,
+        True,
+        True,
+        ("  Best value coffee China ",),
+        ("starbucks.com",),
+    ),
+    Answer(
+        UI, 0, 2, "Manner makes the best flat white.", False, None, True, False, (), ("zhihu.com",)
+    ),
     # question 0, the API
     Answer(API, 0, 0, "Luckin, clearly.", True, 1, False),
     Answer(API, 0, 1, "Starbucks, clearly.", False, None, True, cites=("starbucks.com",)),
     Answer(API, 0, 2, "Luckin, or Manner for quality.", True, 1, True),
     # question 1, the consumer product
-    Answer(UI, 1, 0, "Starbucks has the best app.", False, None, True, True, ("coffee app",),
-           ("weibo.com",)),
-    Answer(UI, 1, 1, "The Luckin app, by far.", True, 1, False, True,
-           ("coffee app", "luckin app"), ("luckincoffee.com", "weibo.com")),
+    Answer(
+        UI,
+        1,
+        0,
+        "Starbucks has the best app.",
+        False,
+        None,
+        True,
+        True,
+        ("coffee app",),
+        ("weibo.com",),
+    ),
+    Answer(
+        UI,
+        1,
+        1,
+        "The Luckin app, by far.",
+        True,
+        1,
+        False,
+        True,
+        ("coffee app", "luckin app"),
+        ("luckincoffee.com", "weibo.com"),
+    ),
     Answer(UI, 1, 2, "请登录后继续", False, None, False, valid=False),  # a login wall: in no n
     # question 1, the API (its third answer never arrives: analysing, in no n)
     Answer(API, 1, 0, "Luckin has the best app.", True, 1, False),
@@ -108,8 +149,7 @@ def world(db, monkeypatch: pytest.MonkeyPatch) -> dict[tuple[str, int, int], str
         # What evidence.recording writes for a connector's Evidence (search_queries, and
         # web_search_used = the flag or any query): tested in test_recording_keeps_fan_out.
         db.execute(
-            "UPDATE geo.answers SET search_queries = %s, web_search_used = %s"
-            " WHERE sample_id = %s",
+            "UPDATE geo.answers SET search_queries = %s, web_search_used = %s WHERE sample_id = %s",
             (list(a.queries), a.searched, sid),
         )
     db.commit()
@@ -135,18 +175,14 @@ def test_the_detector_agrees_with_the_world(db, world) -> None:
         r["sample_id"]: (r["target_mentioned"], r["target_rank"])
         for r in rows(db, "counted_answers", "sample_id")
     }
-    want = {
-        world[a.channel, a.q, a.r]: (a.mentioned, a.rank) for a in WORLD if counted(a)
-    }
+    want = {world[a.channel, a.q, a.r]: (a.mentioned, a.rank) for a in WORLD if counted(a)}
     assert got == want
 
 
 def test_access_is_frozen_per_platform(db, world) -> None:
     got = {
         r["platform"]: (r["access"], r["engine"])
-        for r in db.execute(
-            "SELECT * FROM geo.run_platforms WHERE run_id = %s", (RUN,)
-        ).fetchall()
+        for r in db.execute("SELECT * FROM geo.run_platforms WHERE run_id = %s", (RUN,)).fetchall()
     }
     assert got == {
         "deepseek_web": ("browser", "deepseek"),
@@ -241,7 +277,11 @@ def test_ui_api_agreement(db, world) -> None:
     r = got[0]
     assert (r["engine"], r["ui_channel"], r["ui_access"], r["api_channel"]) == (
         "deepseek", UI, "browser", API)  # fmt: skip
-    assert (r["questions"], r["pairs"], r["agreeing_pairs"]) == (want.questions, want.n, want.successes)
+    assert (r["questions"], r["pairs"], r["agreeing_pairs"]) == (
+        want.questions,
+        want.n,
+        want.successes,
+    )
     assert r["agreement"] == pytest.approx(want.rate)
     assert r["agreement_lower"] == pytest.approx(want.lower)
     assert r["agreement_upper"] == pytest.approx(want.upper)
