@@ -180,7 +180,7 @@ def mention_chart(report: RunReport) -> str:
 # JSON and CSV keep the analyst table's own column names; only the HTML page uses these.
 MENTION_TABLE = (
     ("Channel", "channel", False),
-    ("Access", "access", False),
+    ("Access", "access_kind", False),
     ("Brand", "brand", False),
     ("Mention rate (95 % interval, n)", "rate", True),
     ("Interval", "interval_kind", False),
@@ -224,7 +224,7 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
     citation = row.get("citation_rate")
     return {
         "channel": row.get("channel"),
-        "access": row.get("access") or "",
+        "access_kind": row.get("access") or "",
         "brand": row.get("brand"),
         "target": bool(row.get("is_target")),
         "rate": rate_text(row.get("mention_rate"), lower, upper, row.get("n")),
