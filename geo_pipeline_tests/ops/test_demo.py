@@ -299,18 +299,18 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(
 def check_scraped_run(conn: psycopg.Connection[dict[str, Any]], scraped: dict[str, Any]) -> None:
     """The scraped channel (issue 31): chatgpt_cloro through the simulator's cloro profile, a
     run of its own (USD), completed with its samples, each answered by a cloro task; beside it
-    the same engine through its API (the simulator's ``chatgpt``), so the run shows scraped and
+    the same engine through its API (the simulator's ``chatgpt_api_sim``), so the run shows scraped and
     API apart and their agreement."""
     run_id = scraped["run_id"]
     assert scraped["status"]["terminal"], scraped["status"]
     assert "analysis_error" not in scraped["followup"], scraped["followup"]
     assert "billing_error" not in scraped["followup"], scraped["followup"]
-    assert list(scraped["channels"]) == ["chatgpt__web", "chatgpt_cloro__web"]
+    assert list(scraped["channels"]) == ["chatgpt_api_sim__web", "chatgpt_cloro__web"]
     ch = scraped["channels"]["chatgpt_cloro__web"]
     # 2 questions x 2 repeats (ops/example/scraped.yaml); its cloro profile has no faults on
     assert ch["access"] == "scraped" and ch["total"] == 4, ch
     assert ch["collection"] == {"completed": 4}, ch
-    api = scraped["channels"]["chatgpt__web"]
+    api = scraped["channels"]["chatgpt_api_sim__web"]
     assert api["access"] == "api" and api["total"] == 4, api
     rows = conn.execute(
         "SELECT s.sample_id, s.platform, count(x.sample_id) AS answers,"
@@ -323,7 +323,7 @@ def check_scraped_run(conn: psycopg.Connection[dict[str, Any]], scraped: dict[st
     assert all(r["answers"] >= 1 and r["tasks"] >= 1 for r in rows), rows
     assert scraped["money"]["currency"] == "USD"
     rates = {(r["channel"], r["access"]) for r in scraped["mention_rates"]}
-    assert rates == {("chatgpt_cloro__web", "scraped"), ("chatgpt__web", "api")}, rates
+    assert rates == {("chatgpt_cloro__web", "scraped"), ("chatgpt_api_sim__web", "api")}, rates
     html = Path(scraped["reports"]["html"]).read_text(encoding="utf-8")
     assert '<td class="access">scraped</td>' in html and '<td class="access">api</td>' in html
     check_scraped_vs_api(conn, scraped, html)
@@ -353,7 +353,7 @@ def check_scraped_vs_api(
     questions = sorted({q for _, q in by})
     per_q = []
     for q in questions:
-        ui, api = by.get(("chatgpt_cloro__web", q), []), by.get(("chatgpt__web", q), [])
+        ui, api = by.get(("chatgpt_cloro__web", q), []), by.get(("chatgpt_api_sim__web", q), [])
         pairs = [(u, v) for u in ui for v in api]
         if pairs:
             agree = sum(u["target_mentioned"] == v["target_mentioned"] for u, v in pairs)
@@ -362,13 +362,13 @@ def check_scraped_vs_api(
     assert want.n > 0, "the demo's scraped run has no UI/API pair to compare"
     [row] = scraped["ui_api_agreement"]
     assert (row["engine"], row["ui_channel"], row["ui_access"], row["api_channel"]) == (
-        "chatgpt", "chatgpt_cloro__web", "scraped", "chatgpt__web")  # fmt: skip
+        "chatgpt", "chatgpt_cloro__web", "scraped", "chatgpt_api_sim__web")  # fmt: skip
     assert (row["questions"], row["pairs"], row["agreeing_pairs"]) == (
         want.questions, want.n, want.successes)  # fmt: skip
     assert row["agreement_lower"] == pytest.approx(want.lower)
     assert row["agreement_upper"] == pytest.approx(want.upper)
     fan = {r["channel"]: r for r in scraped["fan_out_channels"]}
-    for channel in ("chatgpt_cloro__web", "chatgpt__web"):
+    for channel in ("chatgpt_cloro__web", "chatgpt_api_sim__web"):
         mine = [a for (c, _), xs in by.items() if c == channel for a in xs]
         assert fan[channel]["answers"] == len(mine)
         assert fan[channel]["answers_searched"] == sum(bool(a["web_search_used"]) for a in mine)
