@@ -292,7 +292,7 @@ def test_ui_api_agreement(db, world) -> None:
     assert r["agreement_interval"] == f"question-clustered, {want.questions} questions"
 
 
-def test_every_output_shows_the_views_rows(db, world) -> None:
+def test_every_output_shows_the_views_rows(db, world, capsys) -> None:
     """The report (JSON, HTML, CSV), the terminal words and the Dagster metadata show exactly
     the rows the views hold: one computation, shown identically."""
     from geo_pipeline.defs.analysis.metadata import ui_api_metadata
@@ -318,6 +318,16 @@ def test_every_output_shows_the_views_rows(db, world) -> None:
     for value in shown["ui_api_agreement"][0].values():  # the same words, escaped for Markdown
         assert md_text(value) in text
     assert meta["ui_api_agreement_rows"].value == ui_api.sections(db, RUN, UI)["ui_api_agreement"]
+    # the terminal report (the demo's): the same words, every section titled
+    from geo_pipeline.cli.ops import _print_ui_api, _Ui
+
+    _print_ui_api(rep, _Ui(quiet=False))
+    out = capsys.readouterr().out
+    for name, table in shown.items():
+        assert ui_api.SECTION_TITLES[name].lower() in out
+        for row in table:
+            for value in row.values():
+                assert value in out, (name, value)
     # the CSV: each sample's access, whether it searched and its queries
     got = {r["sample_id"]: r for r in csv.DictReader(io.StringIO(exportmod.render(rep, "csv")))}
     for a in WORLD:
