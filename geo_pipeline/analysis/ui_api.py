@@ -130,6 +130,7 @@ def display_rows(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[s
                     r["rank_agreement_upper"],
                     r["rank_pairs"],
                 ),
+                "rank interval": str(r["rank_agreement_interval"] or "-"),
             }
             for r in data["ui_api_agreement"]
         ],
