@@ -334,3 +334,16 @@ def test_every_output_shows_the_views_rows(db, world, capsys) -> None:
         r = got[world[a.channel, a.q, a.r]]
         assert r["access"] == {UI: "browser", API: "api", OTHER: "api"}[a.channel]
         assert r["search_queries"] == " | ".join(a.queries)
+
+
+def test_a_run_made_before_0054_gets_its_access_at_the_next_refresh(db, world) -> None:
+    """Without frozen access (a run created before migration 0054) the channels read 'unknown'
+    and nothing is paired, never guessed; the next refresh freezes the registry's words."""
+    db.execute("DELETE FROM geo.run_platforms WHERE run_id = %s", (RUN,))
+    db.commit()
+    assert {r["access"] for r in rows(db, "counted_answers", "sample_id")} == {"unknown"}
+    assert rows(db, "ui_api_agreement", "ui_channel") == []
+    refresh_analytics(db, RUN)
+    db.commit()
+    assert {r["access"] for r in rows(db, "counted_answers", "sample_id")} == {"browser", "api"}
+    assert len(rows(db, "ui_api_agreement", "ui_channel")) == 1
