@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0053_claim_by_fetch_deadline, 37 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0054_ui_vs_api, 38 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1199,81 +1199,85 @@ CREATE VIEW analytics.brand_trends WITH (security_invoker='true') AS
 ALTER TABLE analytics.brand_trends OWNER TO geo_owner;
 
 --
--- Name: partition_publications; Type: TABLE; Schema: geo; Owner: geo_owner
+-- Name: run_brands; Type: VIEW; Schema: analytics; Owner: geo_owner
 --
 
-CREATE TABLE geo.partition_publications (
-    publication_id bigint NOT NULL,
-    run_id text NOT NULL,
-    channel text NOT NULL,
-    published_at timestamp with time zone DEFAULT now() NOT NULL,
-    dagster_run_id text,
-    basis text NOT NULL,
-    deadline_at timestamp with time zone NOT NULL,
-    samples integer NOT NULL,
-    included integer NOT NULL,
-    excluded integer NOT NULL,
-    excluded_reasons jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT complete_excludes_nothing CHECK (((basis = 'deadline'::text) OR (excluded = 0))),
-    CONSTRAINT partition_publications_basis_check CHECK ((basis = ANY (ARRAY['complete'::text, 'deadline'::text]))),
-    CONSTRAINT partition_publications_excluded_check CHECK ((excluded >= 0)),
-    CONSTRAINT partition_publications_included_check CHECK ((included >= 0)),
-    CONSTRAINT partition_publications_samples_check CHECK ((samples >= 0)),
-    CONSTRAINT publication_adds_up CHECK (((included + excluded) = samples))
-);
+CREATE VIEW analytics.run_brands WITH (security_invoker='true') AS
+ SELECT r.run_id,
+    ((c.config -> 'brand'::text) ->> 'name'::text) AS brand,
+    true AS is_target,
+    0 AS brand_order
+   FROM (geo.runs r
+     JOIN geo.config_snapshots c USING (snapshot_id))
+UNION ALL
+ SELECT r.run_id,
+    (comp.value ->> 'name'::text) AS brand,
+    false AS is_target,
+    (comp.ordinality)::integer AS brand_order
+   FROM ((geo.runs r
+     JOIN geo.config_snapshots c USING (snapshot_id))
+     CROSS JOIN LATERAL jsonb_array_elements((c.config -> 'competitors'::text)) WITH ORDINALITY comp(value, ordinality));
 
-ALTER TABLE geo.partition_publications OWNER TO geo_owner;
+ALTER TABLE analytics.run_brands OWNER TO geo_owner;
 
 --
--- Name: partition_publications; Type: VIEW; Schema: analytics; Owner: geo_owner
+-- Name: analysis_current; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
-CREATE VIEW analytics.partition_publications WITH (security_invoker='true') AS
- SELECT p.run_id,
-    p.channel,
-    r.tenant_id,
-    r.monitor_id,
-    r.scheduled_for,
-    p.publication_id,
-    p.published_at,
-    p.basis,
-    p.deadline_at,
-    p.samples,
-    p.included,
-    p.excluded,
-    ((p.excluded)::double precision / (NULLIF(p.samples, 0))::double precision) AS excluded_share,
-    p.excluded_reasons
-   FROM (( SELECT DISTINCT ON (partition_publications.run_id, partition_publications.channel) partition_publications.publication_id,
-            partition_publications.run_id,
-            partition_publications.channel,
-            partition_publications.published_at,
-            partition_publications.dagster_run_id,
-            partition_publications.basis,
-            partition_publications.deadline_at,
-            partition_publications.samples,
-            partition_publications.included,
-            partition_publications.excluded,
-            partition_publications.excluded_reasons
-           FROM geo.partition_publications
-          ORDER BY partition_publications.run_id, partition_publications.channel, partition_publications.publication_id DESC) p
-     JOIN geo.runs r ON ((r.run_id = p.run_id)));
-
-ALTER TABLE analytics.partition_publications OWNER TO geo_owner;
-
---
--- Name: publication_exclusions; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.publication_exclusions (
-    publication_id bigint NOT NULL,
+CREATE TABLE geo.analysis_current (
     sample_id text NOT NULL,
-    reason text NOT NULL,
-    submission_state text NOT NULL,
-    collection_state text NOT NULL,
-    attempt_no integer NOT NULL
+    detector_version text NOT NULL,
+    answer_revision integer NOT NULL
 );
 
-ALTER TABLE geo.publication_exclusions OWNER TO geo_owner;
+ALTER TABLE geo.analysis_current OWNER TO geo_owner;
+
+--
+-- Name: answers; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.answers (
+    sample_id text NOT NULL,
+    revision integer NOT NULL,
+    attempt_no integer NOT NULL,
+    upstream_id text,
+    raw_text text,
+    sanitized_html text NOT NULL,
+    raw_sha256 character(64) NOT NULL,
+    captured_at timestamp with time zone NOT NULL,
+    provider_truncated boolean DEFAULT false NOT NULL,
+    validity text NOT NULL,
+    validity_reason text,
+    validity_rule_version text NOT NULL,
+    warnings text[] DEFAULT '{}'::text[] NOT NULL,
+    stored_at timestamp with time zone DEFAULT now() NOT NULL,
+    content_sha256 character(64),
+    raw_expired_at timestamp with time zone,
+    search_queries text[],
+    web_search_used boolean,
+    CONSTRAINT answers_revision_check CHECK ((revision >= 1)),
+    CONSTRAINT answers_validity_check CHECK ((validity = ANY (ARRAY['valid'::text, 'invalid'::text]))),
+    CONSTRAINT invalid_has_reason CHECK (((validity = 'valid'::text) OR (validity_reason IS NOT NULL))),
+    CONSTRAINT raw_text_or_expired CHECK (((raw_text IS NOT NULL) OR (raw_expired_at IS NOT NULL)))
+);
+
+ALTER TABLE geo.answers OWNER TO geo_owner;
+
+--
+-- Name: review_decisions; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.review_decisions (
+    decision_id bigint NOT NULL,
+    sample_id text NOT NULL,
+    subject text NOT NULL,
+    verdict text NOT NULL,
+    note text,
+    actor text NOT NULL,
+    decided_at timestamp with time zone DEFAULT now() NOT NULL
+);
+
+ALTER TABLE geo.review_decisions OWNER TO geo_owner;
 
 --
 -- Name: samples; Type: TABLE; Schema: geo; Owner: geo_owner
@@ -1333,112 +1337,6 @@ CREATE TABLE geo.samples (
 WITH (fillfactor='80');
 
 ALTER TABLE geo.samples OWNER TO geo_owner;
-
---
--- Name: excluded_samples; Type: VIEW; Schema: analytics; Owner: geo_owner
---
-
-CREATE VIEW analytics.excluded_samples WITH (security_invoker='true') AS
- SELECT p.run_id,
-    p.channel,
-    p.tenant_id,
-    p.monitor_id,
-    p.scheduled_for,
-    p.publication_id,
-    p.published_at,
-    p.deadline_at,
-    e.sample_id,
-    e.reason,
-    e.submission_state,
-    e.collection_state,
-    e.attempt_no,
-    s.submission_state AS current_submission_state,
-    s.collection_state AS current_collection_state,
-    (geo.exclusion_reason(s.submission_state, s.collection_state, s.attempt_no) IS NOT NULL) AS still_excluded
-   FROM ((analytics.partition_publications p
-     JOIN geo.publication_exclusions e ON ((e.publication_id = p.publication_id)))
-     JOIN geo.samples s ON ((s.sample_id = e.sample_id)));
-
-ALTER TABLE analytics.excluded_samples OWNER TO geo_owner;
-
---
--- Name: run_brands; Type: VIEW; Schema: analytics; Owner: geo_owner
---
-
-CREATE VIEW analytics.run_brands WITH (security_invoker='true') AS
- SELECT r.run_id,
-    ((c.config -> 'brand'::text) ->> 'name'::text) AS brand,
-    true AS is_target,
-    0 AS brand_order
-   FROM (geo.runs r
-     JOIN geo.config_snapshots c USING (snapshot_id))
-UNION ALL
- SELECT r.run_id,
-    (comp.value ->> 'name'::text) AS brand,
-    false AS is_target,
-    (comp.ordinality)::integer AS brand_order
-   FROM ((geo.runs r
-     JOIN geo.config_snapshots c USING (snapshot_id))
-     CROSS JOIN LATERAL jsonb_array_elements((c.config -> 'competitors'::text)) WITH ORDINALITY comp(value, ordinality));
-
-ALTER TABLE analytics.run_brands OWNER TO geo_owner;
-
---
--- Name: analysis_current; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.analysis_current (
-    sample_id text NOT NULL,
-    detector_version text NOT NULL,
-    answer_revision integer NOT NULL
-);
-
-ALTER TABLE geo.analysis_current OWNER TO geo_owner;
-
---
--- Name: answers; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.answers (
-    sample_id text NOT NULL,
-    revision integer NOT NULL,
-    attempt_no integer NOT NULL,
-    upstream_id text,
-    raw_text text,
-    sanitized_html text NOT NULL,
-    raw_sha256 character(64) NOT NULL,
-    captured_at timestamp with time zone NOT NULL,
-    provider_truncated boolean DEFAULT false NOT NULL,
-    validity text NOT NULL,
-    validity_reason text,
-    validity_rule_version text NOT NULL,
-    warnings text[] DEFAULT '{}'::text[] NOT NULL,
-    stored_at timestamp with time zone DEFAULT now() NOT NULL,
-    content_sha256 character(64),
-    raw_expired_at timestamp with time zone,
-    CONSTRAINT answers_revision_check CHECK ((revision >= 1)),
-    CONSTRAINT answers_validity_check CHECK ((validity = ANY (ARRAY['valid'::text, 'invalid'::text]))),
-    CONSTRAINT invalid_has_reason CHECK (((validity = 'valid'::text) OR (validity_reason IS NOT NULL))),
-    CONSTRAINT raw_text_or_expired CHECK (((raw_text IS NOT NULL) OR (raw_expired_at IS NOT NULL)))
-);
-
-ALTER TABLE geo.answers OWNER TO geo_owner;
-
---
--- Name: review_decisions; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.review_decisions (
-    decision_id bigint NOT NULL,
-    sample_id text NOT NULL,
-    subject text NOT NULL,
-    verdict text NOT NULL,
-    note text,
-    actor text NOT NULL,
-    decided_at timestamp with time zone DEFAULT now() NOT NULL
-);
-
-ALTER TABLE geo.review_decisions OWNER TO geo_owner;
 
 --
 -- Name: sample_status; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -1580,6 +1478,415 @@ CREATE VIEW analytics.sample_brand_facts WITH (security_invoker='true') AS
      LEFT JOIN geo.mentions m ON (((m.sample_id = st.sample_id) AND (m.detector_version = st.detector_version) AND (m.answer_revision = st.analysed_revision) AND (m.brand = b.brand))));
 
 ALTER TABLE analytics.sample_brand_facts OWNER TO geo_owner;
+
+--
+-- Name: run_platforms; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.run_platforms (
+    run_id text NOT NULL,
+    tenant_id text NOT NULL,
+    platform text NOT NULL,
+    access text NOT NULL,
+    engine text NOT NULL,
+    recorded_at timestamp with time zone DEFAULT now() NOT NULL,
+    CONSTRAINT run_platforms_access_check CHECK ((access = ANY (ARRAY['api'::text, 'scraped'::text, 'browser'::text]))),
+    CONSTRAINT run_platforms_engine_check CHECK ((engine <> ''::text))
+);
+
+ALTER TABLE geo.run_platforms OWNER TO geo_owner;
+
+--
+-- Name: counted_answers; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.counted_answers WITH (security_invoker='true') AS
+ SELECT f.tenant_id,
+    f.run_id,
+    f.monitor_id,
+    f.scheduled_for,
+    f.channel,
+    f.platform,
+    f.device,
+    f.region,
+    f.mode,
+    f.question_revision,
+    f.question_index,
+    f.repeat_index,
+    f.sample_id,
+    st.analysed_revision AS answer_revision,
+    COALESCE(p.access, 'unknown'::text) AS access,
+    COALESCE(p.engine, f.platform) AS engine,
+    a.web_search_used AS searched,
+    a.search_queries,
+    COALESCE(cardinality(a.search_queries), 0) AS query_count,
+    f.mentioned AS target_mentioned,
+    f.rank AS target_rank
+   FROM (((analytics.sample_brand_facts f
+     JOIN analytics.sample_status st ON ((st.sample_id = f.sample_id)))
+     JOIN geo.answers a ON (((a.sample_id = f.sample_id) AND (a.revision = st.analysed_revision))))
+     LEFT JOIN geo.run_platforms p ON (((p.run_id = f.run_id) AND (p.platform = f.platform))))
+  WHERE (f.is_target AND (f.mention_status = 'known'::text));
+
+ALTER TABLE analytics.counted_answers OWNER TO geo_owner;
+
+--
+-- Name: citations; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.citations (
+    sample_id text NOT NULL,
+    revision integer NOT NULL,
+    ordinal integer NOT NULL,
+    citation_key text,
+    relation text NOT NULL,
+    raw_url text NOT NULL,
+    normalized_url text NOT NULL,
+    registrable_domain text,
+    title text,
+    span_start integer,
+    span_end integer,
+    cited_text text,
+    CONSTRAINT citations_ordinal_check CHECK ((ordinal >= 0)),
+    CONSTRAINT citations_relation_check CHECK ((relation = ANY (ARRAY['cited'::text, 'retrieved'::text])))
+);
+
+ALTER TABLE geo.citations OWNER TO geo_owner;
+
+--
+-- Name: citation_gap; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.citation_gap WITH (security_invoker='true') AS
+ WITH who AS (
+         SELECT k.run_id,
+            k.channel,
+            k.sample_id,
+            k.answer_revision,
+            k.question_revision,
+            bool_or(f.mentioned) FILTER (WHERE f.is_target) AS names_brand,
+            bool_or(f.mentioned) FILTER (WHERE (NOT f.is_target)) AS names_competitor,
+            array_agg(f.brand ORDER BY f.brand_order) FILTER (WHERE ((NOT f.is_target) AND f.mentioned)) AS competitors
+           FROM (analytics.counted_answers k
+             JOIN analytics.sample_brand_facts f ON ((f.sample_id = k.sample_id)))
+          GROUP BY k.run_id, k.channel, k.sample_id, k.answer_revision, k.question_revision
+        ), channel_n AS (
+         SELECT counted_answers.tenant_id,
+            counted_answers.run_id,
+            counted_answers.monitor_id,
+            counted_answers.scheduled_for,
+            counted_answers.channel,
+            counted_answers.platform,
+            counted_answers.access,
+            counted_answers.engine,
+            count(*) AS n
+           FROM analytics.counted_answers
+          GROUP BY counted_answers.tenant_id, counted_answers.run_id, counted_answers.monitor_id, counted_answers.scheduled_for, counted_answers.channel, counted_answers.platform, counted_answers.access, counted_answers.engine
+        ), cited AS (
+         SELECT DISTINCT w.run_id,
+            w.channel,
+            w.sample_id,
+            w.question_revision,
+            w.names_brand,
+            w.names_competitor,
+            w.competitors,
+            c.registrable_domain AS domain
+           FROM (who w
+             JOIN geo.citations c ON (((c.sample_id = w.sample_id) AND (c.revision = w.answer_revision))))
+          WHERE ((c.relation = 'cited'::text) AND (c.registrable_domain IS NOT NULL))
+        ), per_domain AS (
+         SELECT cited.run_id,
+            cited.channel,
+            cited.domain,
+            count(*) FILTER (WHERE cited.names_competitor) AS cited_with_competitor,
+            count(*) FILTER (WHERE cited.names_brand) AS cited_with_brand,
+            count(DISTINCT cited.question_revision) FILTER (WHERE cited.names_competitor) AS questions
+           FROM cited
+          GROUP BY cited.run_id, cited.channel, cited.domain
+        ), named AS (
+         SELECT c.run_id,
+            c.channel,
+            c.domain,
+            array_agg(DISTINCT b.brand ORDER BY b.brand) AS competitors
+           FROM (cited c
+             CROSS JOIN LATERAL unnest(c.competitors) b(brand))
+          WHERE c.names_competitor
+          GROUP BY c.run_id, c.channel, c.domain
+        )
+ SELECT n.tenant_id,
+    n.run_id,
+    n.monitor_id,
+    n.scheduled_for,
+    n.channel,
+    n.platform,
+    n.access,
+    n.engine,
+    d.domain,
+    (n.n)::integer AS n,
+    (d.cited_with_competitor)::integer AS cited_with_competitor,
+    ((d.cited_with_competitor)::double precision / (n.n)::double precision) AS cited_with_competitor_share,
+    (d.questions)::integer AS questions,
+    nm.competitors
+   FROM ((per_domain d
+     JOIN channel_n n ON (((n.run_id = d.run_id) AND (n.channel = d.channel))))
+     LEFT JOIN named nm ON (((nm.run_id = d.run_id) AND (nm.channel = d.channel) AND (nm.domain = d.domain))))
+  WHERE ((d.cited_with_competitor > 0) AND (d.cited_with_brand = 0));
+
+ALTER TABLE analytics.citation_gap OWNER TO geo_owner;
+
+--
+-- Name: partition_publications; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.partition_publications (
+    publication_id bigint NOT NULL,
+    run_id text NOT NULL,
+    channel text NOT NULL,
+    published_at timestamp with time zone DEFAULT now() NOT NULL,
+    dagster_run_id text,
+    basis text NOT NULL,
+    deadline_at timestamp with time zone NOT NULL,
+    samples integer NOT NULL,
+    included integer NOT NULL,
+    excluded integer NOT NULL,
+    excluded_reasons jsonb DEFAULT '{}'::jsonb NOT NULL,
+    CONSTRAINT complete_excludes_nothing CHECK (((basis = 'deadline'::text) OR (excluded = 0))),
+    CONSTRAINT partition_publications_basis_check CHECK ((basis = ANY (ARRAY['complete'::text, 'deadline'::text]))),
+    CONSTRAINT partition_publications_excluded_check CHECK ((excluded >= 0)),
+    CONSTRAINT partition_publications_included_check CHECK ((included >= 0)),
+    CONSTRAINT partition_publications_samples_check CHECK ((samples >= 0)),
+    CONSTRAINT publication_adds_up CHECK (((included + excluded) = samples))
+);
+
+ALTER TABLE geo.partition_publications OWNER TO geo_owner;
+
+--
+-- Name: partition_publications; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.partition_publications WITH (security_invoker='true') AS
+ SELECT p.run_id,
+    p.channel,
+    r.tenant_id,
+    r.monitor_id,
+    r.scheduled_for,
+    p.publication_id,
+    p.published_at,
+    p.basis,
+    p.deadline_at,
+    p.samples,
+    p.included,
+    p.excluded,
+    ((p.excluded)::double precision / (NULLIF(p.samples, 0))::double precision) AS excluded_share,
+    p.excluded_reasons
+   FROM (( SELECT DISTINCT ON (partition_publications.run_id, partition_publications.channel) partition_publications.publication_id,
+            partition_publications.run_id,
+            partition_publications.channel,
+            partition_publications.published_at,
+            partition_publications.dagster_run_id,
+            partition_publications.basis,
+            partition_publications.deadline_at,
+            partition_publications.samples,
+            partition_publications.included,
+            partition_publications.excluded,
+            partition_publications.excluded_reasons
+           FROM geo.partition_publications
+          ORDER BY partition_publications.run_id, partition_publications.channel, partition_publications.publication_id DESC) p
+     JOIN geo.runs r ON ((r.run_id = p.run_id)));
+
+ALTER TABLE analytics.partition_publications OWNER TO geo_owner;
+
+--
+-- Name: publication_exclusions; Type: TABLE; Schema: geo; Owner: geo_owner
+--
+
+CREATE TABLE geo.publication_exclusions (
+    publication_id bigint NOT NULL,
+    sample_id text NOT NULL,
+    reason text NOT NULL,
+    submission_state text NOT NULL,
+    collection_state text NOT NULL,
+    attempt_no integer NOT NULL
+);
+
+ALTER TABLE geo.publication_exclusions OWNER TO geo_owner;
+
+--
+-- Name: excluded_samples; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.excluded_samples WITH (security_invoker='true') AS
+ SELECT p.run_id,
+    p.channel,
+    p.tenant_id,
+    p.monitor_id,
+    p.scheduled_for,
+    p.publication_id,
+    p.published_at,
+    p.deadline_at,
+    e.sample_id,
+    e.reason,
+    e.submission_state,
+    e.collection_state,
+    e.attempt_no,
+    s.submission_state AS current_submission_state,
+    s.collection_state AS current_collection_state,
+    (geo.exclusion_reason(s.submission_state, s.collection_state, s.attempt_no) IS NOT NULL) AS still_excluded
+   FROM ((analytics.partition_publications p
+     JOIN geo.publication_exclusions e ON ((e.publication_id = p.publication_id)))
+     JOIN geo.samples s ON ((s.sample_id = e.sample_id)));
+
+ALTER TABLE analytics.excluded_samples OWNER TO geo_owner;
+
+--
+-- Name: fan_out; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.fan_out WITH (security_invoker='true') AS
+ WITH per_question AS (
+         SELECT counted_answers.tenant_id,
+            counted_answers.run_id,
+            counted_answers.monitor_id,
+            counted_answers.scheduled_for,
+            counted_answers.channel,
+            counted_answers.platform,
+            counted_answers.access,
+            counted_answers.engine,
+            counted_answers.question_revision,
+            min(counted_answers.question_index) AS question_index,
+            count(*) AS answers,
+            count(*) FILTER (WHERE counted_answers.searched) AS answers_searched,
+            count(*) FILTER (WHERE (counted_answers.searched IS NULL)) AS answers_search_unknown,
+            sum(counted_answers.query_count) AS queries,
+            count(*) FILTER (WHERE (counted_answers.searched AND counted_answers.target_mentioned)) AS mentions_searched,
+            count(*) FILTER (WHERE ((counted_answers.searched IS FALSE) AND counted_answers.target_mentioned)) AS mentions_not_searched,
+            count(*) FILTER (WHERE (counted_answers.searched IS FALSE)) AS answers_not_searched
+           FROM analytics.counted_answers
+          GROUP BY counted_answers.tenant_id, counted_answers.run_id, counted_answers.monitor_id, counted_answers.scheduled_for, counted_answers.channel, counted_answers.platform, counted_answers.access, counted_answers.engine, counted_answers.question_revision
+        ), distinct_q AS (
+         SELECT k.run_id,
+            k.channel,
+            k.question_revision,
+            count(DISTINCT lower(btrim(q.query))) AS distinct_queries
+           FROM (analytics.counted_answers k
+             CROSS JOIN LATERAL unnest(k.search_queries) q(query))
+          WHERE (btrim(q.query) <> ''::text)
+          GROUP BY k.run_id, k.channel, k.question_revision
+        )
+ SELECT p.tenant_id,
+    p.run_id,
+    p.monitor_id,
+    p.scheduled_for,
+    p.channel,
+    p.platform,
+    p.access,
+    p.engine,
+    p.question_revision,
+    p.question_index,
+    (p.answers)::integer AS answers,
+    (p.answers_searched)::integer AS answers_searched,
+    (p.answers_not_searched)::integer AS answers_not_searched,
+    (p.answers_search_unknown)::integer AS answers_search_unknown,
+    ((p.answers_searched)::double precision / (p.answers)::double precision) AS share_searched,
+    (p.queries)::integer AS queries,
+    (COALESCE(d.distinct_queries, (0)::bigint))::integer AS distinct_queries,
+    (p.mentions_searched)::integer AS mentions_searched,
+    (p.mentions_not_searched)::integer AS mentions_not_searched
+   FROM (per_question p
+     LEFT JOIN distinct_q d ON (((d.run_id = p.run_id) AND (d.channel = p.channel) AND (d.question_revision = p.question_revision))));
+
+ALTER TABLE analytics.fan_out OWNER TO geo_owner;
+
+--
+-- Name: fan_out_channels; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.fan_out_channels WITH (security_invoker='true') AS
+ WITH agg AS (
+         SELECT fan_out.tenant_id,
+            fan_out.run_id,
+            fan_out.monitor_id,
+            fan_out.scheduled_for,
+            fan_out.channel,
+            fan_out.platform,
+            fan_out.access,
+            fan_out.engine,
+            count(*) AS k,
+            (sum(fan_out.answers))::double precision AS m,
+            (sum(fan_out.answers_searched))::double precision AS x,
+            sum(((fan_out.answers_searched)::double precision * (fan_out.answers_searched)::double precision)) AS sxx,
+            sum(((fan_out.answers_searched)::double precision * (fan_out.answers)::double precision)) AS sxm,
+            sum(((fan_out.answers)::double precision * (fan_out.answers)::double precision)) AS smm,
+            sum(fan_out.answers_not_searched) AS answers_not_searched,
+            sum(fan_out.answers_search_unknown) AS answers_search_unknown,
+            sum(fan_out.queries) AS queries,
+            sum(fan_out.distinct_queries) AS distinct_queries,
+            sum(fan_out.mentions_searched) AS mentions_searched,
+            sum(fan_out.mentions_not_searched) AS mentions_not_searched
+           FROM analytics.fan_out
+          GROUP BY fan_out.tenant_id, fan_out.run_id, fan_out.monitor_id, fan_out.scheduled_for, fan_out.channel, fan_out.platform, fan_out.access, fan_out.engine
+        ), est AS (
+         SELECT a.tenant_id,
+            a.run_id,
+            a.monitor_id,
+            a.scheduled_for,
+            a.channel,
+            a.platform,
+            a.access,
+            a.engine,
+            a.k,
+            a.m,
+            a.x,
+            a.sxx,
+            a.sxm,
+            a.smm,
+            a.answers_not_searched,
+            a.answers_search_unknown,
+            a.queries,
+            a.distinct_queries,
+            a.mentions_searched,
+            a.mentions_not_searched,
+            (a.x / a.m) AS rate,
+            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff
+           FROM agg a
+        )
+ SELECT est.tenant_id,
+    est.run_id,
+    est.monitor_id,
+    est.scheduled_for,
+    est.channel,
+    est.platform,
+    est.access,
+    est.engine,
+    (est.k)::integer AS questions,
+    (est.m)::integer AS answers,
+    (est.x)::integer AS answers_searched,
+    est.rate AS share_searched,
+    est.n_eff AS share_searched_n_effective,
+    analytics.clustered_wilson_lower(est.rate, est.n_eff, ((est.k - 1))::integer) AS share_searched_lower,
+    analytics.clustered_wilson_upper(est.rate, est.n_eff, ((est.k - 1))::integer) AS share_searched_upper,
+        CASE
+            WHEN (est.k >= 2) THEN (('question-clustered, '::text || est.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS share_searched_interval,
+    (est.queries)::integer AS queries,
+    (est.distinct_queries)::integer AS distinct_queries,
+    ((est.queries)::double precision / est.m) AS queries_per_answer,
+    (est.answers_not_searched)::integer AS answers_not_searched,
+    (est.answers_search_unknown)::integer AS answers_search_unknown,
+    (est.mentions_searched)::integer AS mentions_searched,
+        CASE
+            WHEN (est.x > (0)::double precision) THEN ((est.mentions_searched)::double precision / est.x)
+            ELSE NULL::double precision
+        END AS mention_rate_searched,
+    (est.mentions_not_searched)::integer AS mentions_not_searched,
+        CASE
+            WHEN (est.answers_not_searched > 0) THEN ((est.mentions_not_searched)::double precision / (est.answers_not_searched)::double precision)
+            ELSE NULL::double precision
+        END AS mention_rate_not_searched
+   FROM est;
+
+ALTER TABLE analytics.fan_out_channels OWNER TO geo_owner;
 
 --
 -- Name: analysis_results; Type: TABLE; Schema: geo; Owner: geo_owner
@@ -1910,6 +2217,152 @@ CREATE VIEW analytics.stance_rates_by_tag WITH (security_invoker='true') AS
 ALTER TABLE analytics.stance_rates_by_tag OWNER TO geo_owner;
 
 --
+-- Name: ui_api_agreement; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.ui_api_agreement WITH (security_invoker='true') AS
+ WITH side AS (
+         SELECT counted_answers.tenant_id,
+            counted_answers.run_id,
+            counted_answers.monitor_id,
+            counted_answers.scheduled_for,
+            counted_answers.engine,
+            counted_answers.channel,
+            counted_answers.access,
+            counted_answers.question_revision,
+            count(*) AS n,
+            count(*) FILTER (WHERE counted_answers.target_mentioned) AS n1
+           FROM analytics.counted_answers
+          GROUP BY counted_answers.tenant_id, counted_answers.run_id, counted_answers.monitor_id, counted_answers.scheduled_for, counted_answers.engine, counted_answers.channel, counted_answers.access, counted_answers.question_revision
+        ), ranks AS (
+         SELECT counted_answers.run_id,
+            counted_answers.channel,
+            counted_answers.question_revision,
+            counted_answers.target_rank,
+            count(*) AS n
+           FROM analytics.counted_answers
+          WHERE (counted_answers.target_mentioned AND (counted_answers.target_rank IS NOT NULL))
+          GROUP BY counted_answers.run_id, counted_answers.channel, counted_answers.question_revision, counted_answers.target_rank
+        ), per_q AS (
+         SELECT u.tenant_id,
+            u.run_id,
+            u.monitor_id,
+            u.scheduled_for,
+            u.engine,
+            u.channel AS ui_channel,
+            u.access AS ui_access,
+            a.channel AS api_channel,
+            u.question_revision,
+            u.n AS ui_answers,
+            a.n AS api_answers,
+            ((u.n * a.n))::double precision AS m,
+            (((u.n1 * a.n1) + ((u.n - u.n1) * (a.n - a.n1))))::double precision AS x,
+            ((u.n1 * a.n1))::double precision AS rm,
+            (COALESCE(( SELECT sum((ru.n * ra.n)) AS sum
+                   FROM (ranks ru
+                     JOIN ranks ra ON ((ra.target_rank = ru.target_rank)))
+                  WHERE ((ru.run_id = u.run_id) AND (ru.channel = u.channel) AND (ru.question_revision = u.question_revision) AND (ra.run_id = a.run_id) AND (ra.channel = a.channel) AND (ra.question_revision = a.question_revision))), (0)::numeric))::double precision AS rx
+           FROM (side u
+             JOIN side a ON (((a.run_id = u.run_id) AND (a.engine = u.engine) AND (a.question_revision = u.question_revision) AND (a.access = 'api'::text))))
+          WHERE (u.access = ANY (ARRAY['scraped'::text, 'browser'::text]))
+        ), agg AS (
+         SELECT per_q.tenant_id,
+            per_q.run_id,
+            per_q.monitor_id,
+            per_q.scheduled_for,
+            per_q.engine,
+            per_q.ui_channel,
+            per_q.ui_access,
+            per_q.api_channel,
+            count(*) AS k,
+            sum(per_q.ui_answers) AS ui_answers,
+            sum(per_q.api_answers) AS api_answers,
+            sum(per_q.m) AS m,
+            sum(per_q.x) AS x,
+            sum((per_q.x * per_q.x)) AS sxx,
+            sum((per_q.x * per_q.m)) AS sxm,
+            sum((per_q.m * per_q.m)) AS smm,
+            count(*) FILTER (WHERE (per_q.rm > (0)::double precision)) AS rk,
+            sum(per_q.rm) AS rm,
+            sum(per_q.rx) AS rx,
+            sum((per_q.rx * per_q.rx)) AS srxx,
+            sum((per_q.rx * per_q.rm)) AS srxm,
+            sum((per_q.rm * per_q.rm)) AS srmm
+           FROM per_q
+          GROUP BY per_q.tenant_id, per_q.run_id, per_q.monitor_id, per_q.scheduled_for, per_q.engine, per_q.ui_channel, per_q.ui_access, per_q.api_channel
+        ), est AS (
+         SELECT a.tenant_id,
+            a.run_id,
+            a.monitor_id,
+            a.scheduled_for,
+            a.engine,
+            a.ui_channel,
+            a.ui_access,
+            a.api_channel,
+            a.k,
+            a.ui_answers,
+            a.api_answers,
+            a.m,
+            a.x,
+            a.sxx,
+            a.sxm,
+            a.smm,
+            a.rk,
+            a.rm,
+            a.rx,
+            a.srxx,
+            a.srxm,
+            a.srmm,
+            (a.x / a.m) AS rate,
+            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff,
+                CASE
+                    WHEN (a.rm > (0)::double precision) THEN (a.rx / a.rm)
+                    ELSE NULL::double precision
+                END AS rrate,
+                CASE
+                    WHEN (a.rm > (0)::double precision) THEN (a.rm / analytics.design_effect(a.rk, a.rx, a.rm, a.srxx, a.srxm, a.srmm))
+                    ELSE NULL::double precision
+                END AS r_n_eff
+           FROM agg a
+        )
+ SELECT est.tenant_id,
+    est.run_id,
+    est.monitor_id,
+    est.scheduled_for,
+    est.engine,
+    est.ui_channel,
+    est.ui_access,
+    est.api_channel,
+    (est.k)::integer AS questions,
+    (est.ui_answers)::integer AS ui_answers,
+    (est.api_answers)::integer AS api_answers,
+    (est.m)::integer AS pairs,
+    (est.x)::integer AS agreeing_pairs,
+    est.rate AS agreement,
+    est.n_eff AS n_effective,
+    analytics.clustered_wilson_lower(est.rate, est.n_eff, ((est.k - 1))::integer) AS agreement_lower,
+    analytics.clustered_wilson_upper(est.rate, est.n_eff, ((est.k - 1))::integer) AS agreement_upper,
+        CASE
+            WHEN (est.k >= 2) THEN (('question-clustered, '::text || est.k) || ' questions'::text)
+            ELSE 'Wilson, 1 question'::text
+        END AS agreement_interval,
+    (est.rk)::integer AS rank_questions,
+    (est.rm)::integer AS rank_pairs,
+    (est.rx)::integer AS rank_agreeing_pairs,
+    est.rrate AS rank_agreement,
+    est.r_n_eff AS rank_n_effective,
+    analytics.clustered_wilson_lower(est.rrate, est.r_n_eff, ((est.rk - 1))::integer) AS rank_agreement_lower,
+    analytics.clustered_wilson_upper(est.rrate, est.r_n_eff, ((est.rk - 1))::integer) AS rank_agreement_upper,
+        CASE
+            WHEN (est.rk >= 2) THEN (('question-clustered, '::text || est.rk) || ' questions'::text)
+            WHEN (est.rk = 1) THEN 'Wilson, 1 question'::text
+            ELSE NULL::text
+        END AS rank_agreement_interval
+   FROM est;
+
+ALTER TABLE analytics.ui_api_agreement OWNER TO geo_owner;
+
+--
 -- Name: ledger_entries; Type: TABLE; Schema: geo; Owner: geo_owner
 --
 
@@ -2130,29 +2583,6 @@ CREATE TABLE geo.batches (
 );
 
 ALTER TABLE geo.batches OWNER TO geo_owner;
-
---
--- Name: citations; Type: TABLE; Schema: geo; Owner: geo_owner
---
-
-CREATE TABLE geo.citations (
-    sample_id text NOT NULL,
-    revision integer NOT NULL,
-    ordinal integer NOT NULL,
-    citation_key text,
-    relation text NOT NULL,
-    raw_url text NOT NULL,
-    normalized_url text NOT NULL,
-    registrable_domain text,
-    title text,
-    span_start integer,
-    span_end integer,
-    cited_text text,
-    CONSTRAINT citations_ordinal_check CHECK ((ordinal >= 0)),
-    CONSTRAINT citations_relation_check CHECK ((relation = ANY (ARRAY['cited'::text, 'retrieved'::text])))
-);
-
-ALTER TABLE geo.citations OWNER TO geo_owner;
 
 --
 -- Name: dead_letters; Type: TABLE; Schema: geo; Owner: geo_owner
@@ -3112,6 +3542,13 @@ ALTER TABLE ONLY geo.run_fee_rules
     ADD CONSTRAINT run_fee_rules_pkey PRIMARY KEY (run_id, platform);
 
 --
+-- Name: run_platforms run_platforms_pkey; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.run_platforms
+    ADD CONSTRAINT run_platforms_pkey PRIMARY KEY (run_id, platform);
+
+--
 -- Name: runs runs_monitor_id_scheduled_for_key; Type: CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -3745,6 +4182,13 @@ ALTER TABLE ONLY geo.run_fee_rules
     ADD CONSTRAINT run_fee_rules_run_id_fkey FOREIGN KEY (run_id) REFERENCES geo.runs(run_id) ON DELETE CASCADE;
 
 --
+-- Name: run_platforms run_platforms_run_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE ONLY geo.run_platforms
+    ADD CONSTRAINT run_platforms_run_id_fkey FOREIGN KEY (run_id) REFERENCES geo.runs(run_id) ON DELETE CASCADE;
+
+--
 -- Name: runs runs_monitor_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
@@ -4069,6 +4513,12 @@ CREATE POLICY analyst_tenant ON geo.run_fee_rules FOR SELECT TO geo_analyst USIN
    FROM geo.runs r)));
 
 --
+-- Name: run_platforms analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON geo.run_platforms FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
+
+--
 -- Name: runs analyst_tenant; Type: POLICY; Schema: geo; Owner: geo_owner
 --
 
@@ -4281,6 +4731,12 @@ ALTER TABLE geo.run_dispatches ENABLE ROW LEVEL SECURITY;
 ALTER TABLE geo.run_fee_rules ENABLE ROW LEVEL SECURITY;
 
 --
+-- Name: run_platforms; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
+--
+
+ALTER TABLE geo.run_platforms ENABLE ROW LEVEL SECURITY;
+
+--
 -- Name: runs; Type: ROW SECURITY; Schema: geo; Owner: geo_owner
 --
 
@@ -4460,41 +4916,6 @@ GRANT SELECT ON TABLE analytics.brand_trends TO geo_analyst;
 GRANT SELECT ON TABLE analytics.brand_trends TO geo_service;
 
 --
--- Name: TABLE partition_publications; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT ON TABLE geo.partition_publications TO geo_service;
-GRANT SELECT ON TABLE geo.partition_publications TO geo_analyst;
-
---
--- Name: TABLE partition_publications; Type: ACL; Schema: analytics; Owner: geo_owner
---
-
-GRANT SELECT ON TABLE analytics.partition_publications TO geo_service;
-GRANT SELECT ON TABLE analytics.partition_publications TO geo_analyst;
-
---
--- Name: TABLE publication_exclusions; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT ON TABLE geo.publication_exclusions TO geo_service;
-GRANT SELECT ON TABLE geo.publication_exclusions TO geo_analyst;
-
---
--- Name: TABLE samples; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT,UPDATE ON TABLE geo.samples TO geo_service;
-GRANT SELECT ON TABLE geo.samples TO geo_analyst;
-
---
--- Name: TABLE excluded_samples; Type: ACL; Schema: analytics; Owner: geo_owner
---
-
-GRANT SELECT ON TABLE analytics.excluded_samples TO geo_service;
-GRANT SELECT ON TABLE analytics.excluded_samples TO geo_analyst;
-
---
 -- Name: TABLE run_brands; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
@@ -4523,6 +4944,13 @@ GRANT SELECT,INSERT ON TABLE geo.review_decisions TO geo_service;
 GRANT SELECT ON TABLE geo.review_decisions TO geo_analyst;
 
 --
+-- Name: TABLE samples; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,UPDATE ON TABLE geo.samples TO geo_service;
+GRANT SELECT ON TABLE geo.samples TO geo_analyst;
+
+--
 -- Name: TABLE sample_status; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
@@ -4542,6 +4970,76 @@ GRANT SELECT ON TABLE geo.mentions TO geo_analyst;
 
 GRANT SELECT ON TABLE analytics.sample_brand_facts TO geo_service;
 GRANT SELECT ON TABLE analytics.sample_brand_facts TO geo_analyst;
+
+--
+-- Name: TABLE run_platforms; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.run_platforms TO geo_service;
+GRANT SELECT ON TABLE geo.run_platforms TO geo_analyst;
+
+--
+-- Name: TABLE counted_answers; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.counted_answers TO geo_service;
+GRANT SELECT ON TABLE analytics.counted_answers TO geo_analyst;
+
+--
+-- Name: TABLE citations; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.citations TO geo_service;
+GRANT SELECT ON TABLE geo.citations TO geo_analyst;
+
+--
+-- Name: TABLE citation_gap; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.citation_gap TO geo_service;
+GRANT SELECT ON TABLE analytics.citation_gap TO geo_analyst;
+
+--
+-- Name: TABLE partition_publications; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.partition_publications TO geo_service;
+GRANT SELECT ON TABLE geo.partition_publications TO geo_analyst;
+
+--
+-- Name: TABLE partition_publications; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.partition_publications TO geo_service;
+GRANT SELECT ON TABLE analytics.partition_publications TO geo_analyst;
+
+--
+-- Name: TABLE publication_exclusions; Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT ON TABLE geo.publication_exclusions TO geo_service;
+GRANT SELECT ON TABLE geo.publication_exclusions TO geo_analyst;
+
+--
+-- Name: TABLE excluded_samples; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.excluded_samples TO geo_service;
+GRANT SELECT ON TABLE analytics.excluded_samples TO geo_analyst;
+
+--
+-- Name: TABLE fan_out; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.fan_out TO geo_service;
+GRANT SELECT ON TABLE analytics.fan_out TO geo_analyst;
+
+--
+-- Name: TABLE fan_out_channels; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.fan_out_channels TO geo_service;
+GRANT SELECT ON TABLE analytics.fan_out_channels TO geo_analyst;
 
 --
 -- Name: TABLE analysis_results; Type: ACL; Schema: geo; Owner: geo_owner
@@ -4637,6 +5135,13 @@ GRANT SELECT ON TABLE analytics.stance_rates_by_tag TO geo_service;
 GRANT SELECT ON TABLE analytics.stance_rates_by_tag TO geo_analyst;
 
 --
+-- Name: TABLE ui_api_agreement; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.ui_api_agreement TO geo_service;
+GRANT SELECT ON TABLE analytics.ui_api_agreement TO geo_analyst;
+
+--
 -- Name: TABLE ledger_entries; Type: ACL; Schema: geo; Owner: geo_owner
 --
 
@@ -4706,13 +5211,6 @@ GRANT SELECT ON TABLE geo.attempts TO geo_analyst;
 
 GRANT SELECT,INSERT ON TABLE geo.batches TO geo_service;
 GRANT SELECT ON TABLE geo.batches TO geo_analyst;
-
---
--- Name: TABLE citations; Type: ACL; Schema: geo; Owner: geo_owner
---
-
-GRANT SELECT,INSERT ON TABLE geo.citations TO geo_service;
-GRANT SELECT ON TABLE geo.citations TO geo_analyst;
 
 --
 -- Name: TABLE dead_letters; Type: ACL; Schema: geo; Owner: geo_owner

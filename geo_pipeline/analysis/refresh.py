@@ -28,6 +28,13 @@ CLUSTERED = ("honest.refresh_channel", "honest.refresh_share_of_voice")
 def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
     """Recompute the analyst tables of one run (or of every run); returns rows per table."""
     params = {"run_id": run_id}
+    if run_id is not None:
+        # A run created before migration 0054 gets its platforms' access frozen now, so the
+        # views that keep scraped and API answers apart can read it (issue 31).
+        from geo_pipeline.store import run_platforms
+
+        with conn.transaction():
+            run_platforms.freeze_missing(conn, run_id)
     with conn.transaction(), conn.cursor() as cur:
         cur.execute(Q("analysis.tune"))
         for query in DELETES:

@@ -367,6 +367,7 @@ def _run_result(rep: Any, paths: dict[str, Path], followup: dict[str, Any]) -> d
         "status": rep.status,
         "channels": rep.channels,
         "mention_rates": rep.mention_rates,
+        **rep.ui_api,  # fan-out, citation gap, UI-vs-API agreement (issue 31)
         "money": rep.money,
         "followup": followup,
         "reports": {k: str(v) for k, v in paths.items()},
@@ -445,6 +446,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             [
                 {
                     "channel": r["channel"],
+                    "access": r.get("access", words.ACCESS_UNKNOWN),
                     "brand": r["brand"] + (" *" if r["is_target"] else ""),
                     "n": r["n"],
                     "mentions": r["mentions"],
@@ -468,6 +470,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             c.print(f"modes pooled per channel: {line}", markup=False)
     else:
         c.print("mention rates: not available yet (analysing, not 'not mentioned')")
+    _print_ui_api(rep, ui)
     m = rep.money
     d = m["display"]
     emit_table(
@@ -492,6 +495,21 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             "RUN_ID` lists each line; the JSON report has the minor units)",
         )
     c.print(f"reports: {paths['html']}  {paths['csv']}  {paths['json']}", markup=False)
+
+
+def _print_ui_api(rep: Any, ui: _Ui) -> None:
+    """Scraped vs API apart (issue 31): the fan-out, the citation gap and UI-vs-API agreement,
+    in the words the HTML page and the Dagster metadata use (analysis/ui_api.py)."""
+    from geo_pipeline.analysis import ui_api
+
+    shown = ui_api.display_rows(rep.ui_api) if rep.ui_api else {}
+    for name, title in ui_api.SECTION_TITLES.items():
+        rows = shown.get(name) or []
+        if rows:
+            emit_table(rows, title=title.lower())
+        else:
+            ui.console.print(f"{title.lower()}: none in this run", markup=False)
+        ui.console.print(f"{title.lower()}: {ui_api.SECTION_NOTES[name]}", markup=False)
 
 
 @click.command("retention")

@@ -214,6 +214,7 @@ def parse_catalogue(
                 access=_choice(spec, "access", "api", ACCESS_KINDS, name),
                 cancel_scope=_choice(spec, "cancel_scope", "task", CANCEL_SCOPES, name),
                 result_retention_s=_seconds(spec, "result_retention_s", name),
+                engine=str(spec.get("engine") or ""),
             )
         except RegistryError:
             raise

@@ -160,6 +160,15 @@ class Capabilities:
     cancel_scope: CancelScope = "task"
     # How long the upstream keeps a result (seconds; None = not stated): fetch well inside it.
     result_retention_s: float | None = None
+    # The answer engine behind the platform, the same for each way of asking it (issue 31):
+    # chatgpt_cloro (scraped) and openai_responses_api (api) are both 'chatgpt'. UI-vs-API
+    # agreement pairs the channels of one engine; '' = the platform's own name.
+    engine: str = ""
+
+    @property
+    def engine_name(self) -> str:
+        """The engine this platform asks (its own name unless the registry says otherwise)."""
+        return self.engine or self.platform
 
     @property
     def recoverable(self) -> bool:

@@ -154,6 +154,11 @@ class ArchivedEvidence:
     # stores them in one object, evidence.warc_store), then where each one landed.
     warc_pending: tuple[WarcRecord, ...] = ()
     warc_placed: tuple[Placement, ...] = ()
+    # The search queries the engine said it ran for this answer (the fan-out) and whether it
+    # searched at all, as the connector read them (issue 31): kept on the answer row
+    # (geo.answers.search_queries / web_search_used, migration 0054) for analytics.fan_out.
+    search_queries: tuple[str, ...] = ()
+    web_search_used: bool | None = None
 
 
 @dataclass(frozen=True)
@@ -409,6 +414,8 @@ def _common(
         validity=validity,
         citations=citations,
         content_sha256=content_digest(text_bytes, cjson, evidence.provider_truncated),
+        search_queries=tuple(evidence.search_queries),
+        web_search_used=bool(evidence.web_search_used or evidence.search_queries),
     )
     return common, text_bytes, cjson
 
@@ -918,6 +925,8 @@ def _decide(
                 "validity_reason": archived.validity.reason,
                 "validity_rule_version": archived.validity.rule_version,
                 "warnings": list(warnings),
+                "search_queries": list(archived.search_queries),
+                "web_search_used": archived.web_search_used,
             }
         )
         citations += [

@@ -27,7 +27,7 @@ from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.config_model import NormalisedConfig
 from geo_pipeline.domain.plan import Plan, plan_for, sample_id_for
 from geo_pipeline.domain.platforms import Capabilities
-from geo_pipeline.store import runs
+from geo_pipeline.store import run_platforms, runs
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import fetch_all
 
@@ -349,6 +349,10 @@ def create_run(
         )
         if not created:
             return plan.run_id, False
+        # How each platform is collected (access, engine), frozen with the run (issue 31).
+        run_platforms.freeze(
+            conn, plan.run_id, plan.config.tenant, [t.platform for t in plan.config.targets]
+        )
         ledger.record_run_created(conn, plan, confirm)
         if dispatch and confirm:
             failed = dispatch_gate(conn, plan.run_id, new_run=True).failed

@@ -329,8 +329,9 @@ def create_extra_runs(
     if opts.scraped:
         run_id, n = create_scraped_run(stack, opts, main_run_id)
         say(
-            f"created run {run_id}: {n} samples of the scraped channel chatgpt_cloro (a run of "
-            "its own: cloro bills in USD, and a run and a tenant's ledger have one currency)"
+            f"created run {run_id}: {n} samples of the scraped channel chatgpt_cloro and, for "
+            "their UI-vs-API agreement, ChatGPT's API (chatgpt_api_sim) on the same questions (a "
+            "run of its own: cloro bills in USD, and a run and a tenant's ledger have one currency)"
         )
         runs.append(("scraped", run_id))
     if opts.browser:

@@ -21,6 +21,7 @@ from typing import Any
 import jinja2
 import markupsafe
 
+from geo_pipeline.analysis import ui_api
 from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.domain.vocabulary import EXPORT_FORMATS
 from geo_pipeline.domain.words import (
@@ -46,6 +47,7 @@ CSV_COLUMNS = (
     "question_index",
     "question",
     "channel",
+    "access",
     "platform",
     "device",
     "region",
@@ -68,6 +70,9 @@ CSV_COLUMNS = (
     "validity_reason",
     "citation_count",
     "citation_urls",
+    # The fan-out of the answer (issue 31): whether the engine searched, and its queries.
+    "web_search_used",
+    "search_queries",
     "screenshot_key",
     "thumbnail_key",
 )
@@ -113,6 +118,8 @@ def csv_rows(report: RunReport) -> list[dict[str, Any]]:
     for s in report.samples:
         d = s.as_dict()
         d["run_id"] = report.run["run_id"]
+        d["access"] = report.channels.get(str(d["channel"]), {}).get("access")
+        d["search_queries"] = " | ".join(d.get("search_queries") or [])
         d["citation_count"] = len(s.citations)
         d["citation_urls"] = " ".join(c["normalized_url"] for c in s.citations)
         d["screenshot_key"] = s.screenshot["storage_key"] if s.screenshot else None
@@ -173,6 +180,7 @@ def mention_chart(report: RunReport) -> str:
 # JSON and CSV keep the analyst table's own column names; only the HTML page uses these.
 MENTION_TABLE = (
     ("Channel", "channel", False),
+    ("Access", "access_kind", False),
     ("Brand", "brand", False),
     ("Mention rate (95 % interval, n)", "rate", True),
     ("Interval", "interval_kind", False),
@@ -216,6 +224,7 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
     citation = row.get("citation_rate")
     return {
         "channel": row.get("channel"),
+        "access_kind": row.get("access") or "",
         "brand": row.get("brand"),
         "target": bool(row.get("is_target")),
         "rate": rate_text(row.get("mention_rate"), lower, upper, row.get("n")),
@@ -264,6 +273,11 @@ def to_html(report: RunReport) -> str:
             money=report.money,
             retention=report.retention,
             trend=trend_section(report),
+            ui_api_titles=ui_api.SECTION_TITLES,
+            ui_api_notes=ui_api.SECTION_NOTES,
+            ui_api_rows=ui_api.display_rows(report.ui_api)
+            if report.ui_api
+            else {k: [] for k in ui_api.SECTION_TITLES},
             generated_at=when(report.generated_at),
         )
     )

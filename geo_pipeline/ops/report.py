@@ -26,6 +26,7 @@ from typing import Any
 
 import markupsafe
 
+from geo_pipeline.analysis import ui_api
 from geo_pipeline.analysis.charts import trend_charts
 from geo_pipeline.analysis.trends import brand_trends, relation_exists
 from geo_pipeline.billing import reconcile
@@ -39,6 +40,7 @@ from geo_pipeline.domain.words import (
 )
 from geo_pipeline.evidence.display import fill_displays
 from geo_pipeline.settings import settings
+from geo_pipeline.store import run_platforms
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
@@ -112,6 +114,9 @@ class RunReport:
     # rate q at which analytics.brand_changes flagged their changes.
     trends: list[dict[str, Any]] = field(default_factory=list)
     trend_fdr_q: float | None = None
+    # Scraped vs API apart (issue 31): fan_out_channels, fan_out, citation_gap and
+    # ui_api_agreement, the rows of their analytics views (analysis/ui_api.py).
+    ui_api: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -126,6 +131,7 @@ class RunReport:
             "retention": self.retention,
             "trends": self.trends,
             "trend_fdr_q": self.trend_fdr_q,
+            **self.ui_api,
         }
 
 
@@ -284,9 +290,14 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         ch: statusmod.partition_status(conn, run_id, ch).as_dict()
         for ch in statusmod.channels_of_run(conn, run_id)
     }
-    access = channel_access(list(channels))
+    # How each channel was collected: as frozen with the run (geo.run_platforms, issue 31), the
+    # access the analytics views group by; the registry's word for a run made before 0054.
+    frozen = run_platforms.channel_access(conn, run_id)
+    fallback = channel_access([c for c in channels if frozen.get(c, {}).get("access") in
+                               (None, ACCESS_UNKNOWN)])  # fmt: skip
     for ch, d in channels.items():
-        d["access"] = access[ch]
+        got = frozen.get(ch, {}).get("access")
+        d["access"] = got if got not in (None, ACCESS_UNKNOWN) else fallback[ch]
     params = {"run_id": run_id}
     cites: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in fetch_all(conn, "ops.report_citations", params):
@@ -307,6 +318,8 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         for r in rows
     ]
     rates, source = mention_rates(conn, run_id)
+    for r in rates:  # scraped and API rates are never pooled: each names its access
+        r["access"] = channels.get(str(r["channel"]), {}).get("access", ACCESS_UNKNOWN)
     trends, fdr_q = brand_trends(conn, run_id)
     # The status with its reason, and the invalid answers by reason: one text for every view.
     status["text"] = status_text(status, channels)
@@ -323,4 +336,5 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         retention=fetch_all(conn, "ops.retention_of_run", params),
         trends=trends,
         trend_fdr_q=fdr_q,
+        ui_api=ui_api.sections(conn, run_id),
     )

@@ -298,29 +298,96 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(
 
 def check_scraped_run(conn: psycopg.Connection[dict[str, Any]], scraped: dict[str, Any]) -> None:
     """The scraped channel (issue 31): chatgpt_cloro through the simulator's cloro profile, a
-    run of its own (USD), completed with its samples, each answered by a cloro task."""
+    run of its own (USD), completed with its samples, each answered by a cloro task; beside it
+    the same engine through its API (the simulator's ``chatgpt_api_sim``), so the run shows scraped and
+    API apart and their agreement."""
     run_id = scraped["run_id"]
     assert scraped["status"]["terminal"], scraped["status"]
     assert "analysis_error" not in scraped["followup"], scraped["followup"]
     assert "billing_error" not in scraped["followup"], scraped["followup"]
-    assert list(scraped["channels"]) == ["chatgpt_cloro__web"]
+    assert list(scraped["channels"]) == ["chatgpt_api_sim__web", "chatgpt_cloro__web"]
     ch = scraped["channels"]["chatgpt_cloro__web"]
     # 2 questions x 2 repeats (ops/example/scraped.yaml); its cloro profile has no faults on
     assert ch["access"] == "scraped" and ch["total"] == 4, ch
     assert ch["collection"] == {"completed": 4}, ch
+    api = scraped["channels"]["chatgpt_api_sim__web"]
+    assert api["access"] == "api" and api["total"] == 4, api
     rows = conn.execute(
         "SELECT s.sample_id, s.platform, count(x.sample_id) AS answers,"
         " count(x.upstream_id) AS tasks"
         " FROM geo.samples s LEFT JOIN geo.answers x USING (sample_id)"
-        " WHERE s.run_id = %s GROUP BY 1, 2",
+        " WHERE s.run_id = %s AND s.platform = 'chatgpt_cloro' GROUP BY 1, 2",
         (run_id,),
     ).fetchall()
-    assert len(rows) == 4 and all(r["platform"] == "chatgpt_cloro" for r in rows), rows
+    assert len(rows) == 4, rows
     assert all(r["answers"] >= 1 and r["tasks"] >= 1 for r in rows), rows
     assert scraped["money"]["currency"] == "USD"
-    assert {r["n"] for r in scraped["mention_rates"]} == {4}
+    rates = {(r["channel"], r["access"]) for r in scraped["mention_rates"]}
+    assert rates == {("chatgpt_cloro__web", "scraped"), ("chatgpt_api_sim__web", "api")}, rates
     html = Path(scraped["reports"]["html"]).read_text(encoding="utf-8")
-    assert '<td class="access">scraped</td>' in html
+    assert '<td class="access">scraped</td>' in html and '<td class="access">api</td>' in html
+    check_scraped_vs_api(conn, scraped, html)
+
+
+def check_scraped_vs_api(
+    conn: psycopg.Connection[dict[str, Any]], scraped: dict[str, Any], html: str
+) -> None:
+    """The report's fan-out, citation gap and UI-vs-API agreement (issue 31) are the database's
+    numbers: the agreement worked out here from each counted answer's brand mention (pairs of
+    one cloro and one API answer to a question; THE clustered interval of domain.stats), the
+    fan-out from the answers' stored queries, the gap rows equal to the view's."""
+    from geo_pipeline.domain.stats import clustered_rate
+
+    run_id = scraped["run_id"]
+    answers = conn.execute(
+        "SELECT f.channel, f.question_revision, f.target_mentioned, a.search_queries,"
+        " a.web_search_used FROM analytics.sample_facts f"
+        " JOIN analytics.sample_status st USING (sample_id)"
+        " JOIN geo.answers a ON a.sample_id = f.sample_id AND a.revision = st.analysed_revision"
+        " WHERE f.run_id = %s AND f.mention_status = 'known'",
+        (run_id,),
+    ).fetchall()
+    by: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for a in answers:
+        by.setdefault((a["channel"], a["question_revision"]), []).append(a)
+    questions = sorted({q for _, q in by})
+    per_q = []
+    for q in questions:
+        ui, api = by.get(("chatgpt_cloro__web", q), []), by.get(("chatgpt_api_sim__web", q), [])
+        pairs = [(u, v) for u in ui for v in api]
+        if pairs:
+            agree = sum(u["target_mentioned"] == v["target_mentioned"] for u, v in pairs)
+            per_q.append((agree, len(pairs)))
+    want = clustered_rate(per_q)
+    assert want.n > 0, "the demo's scraped run has no UI/API pair to compare"
+    [row] = scraped["ui_api_agreement"]
+    assert (row["engine"], row["ui_channel"], row["ui_access"], row["api_channel"]) == (
+        "chatgpt", "chatgpt_cloro__web", "scraped", "chatgpt_api_sim__web")  # fmt: skip
+    assert (row["questions"], row["pairs"], row["agreeing_pairs"]) == (
+        want.questions, want.n, want.successes)  # fmt: skip
+    assert row["agreement_lower"] == pytest.approx(want.lower)
+    assert row["agreement_upper"] == pytest.approx(want.upper)
+    fan = {r["channel"]: r for r in scraped["fan_out_channels"]}
+    for channel in ("chatgpt_cloro__web", "chatgpt_api_sim__web"):
+        mine = [a for (c, _), xs in by.items() if c == channel for a in xs]
+        assert fan[channel]["answers"] == len(mine)
+        assert fan[channel]["answers_searched"] == sum(bool(a["web_search_used"]) for a in mine)
+        assert fan[channel]["queries"] == sum(len(a["search_queries"] or []) for a in mine)
+    # cloro returns ChatGPT's searchQueries: the scraped answers carry their fan-out
+    assert fan["chatgpt_cloro__web"]["queries"] > 0, fan
+    gap = conn.execute(
+        "SELECT channel, domain, n, cited_with_competitor FROM analytics.citation_gap"
+        " WHERE run_id = %s ORDER BY channel, domain",
+        (run_id,),
+    ).fetchall()
+    shown = sorted(
+        (r["channel"], r["domain"], r["n"], r["cited_with_competitor"])
+        for r in scraped["citation_gap"]
+    )
+    assert shown == [tuple(r.values()) for r in gap]
+    for table in ("fan-out-channels", "fan-out", "citation-gap", "ui-api-agreement"):
+        assert f'id="{table}-table"' in html or f'id="{table}-none"' in html, table
+    assert 'id="ui-api-agreement-table"' in html and "chatgpt_cloro__web (scraped)" in html
 
 
 def check_browser_run(

@@ -106,16 +106,19 @@ SELECT s.sample_id, s.tenant_id, s.run_id, s.screenshot_policy, s.evidence_state
 INSERT INTO geo.answers
   (sample_id, revision, attempt_no, upstream_id, raw_text, sanitized_html, raw_sha256,
    content_sha256, captured_at, provider_truncated, validity, validity_reason,
-   validity_rule_version, warnings)
+   validity_rule_version, warnings, search_queries, web_search_used)
 SELECT k.sample_id, k.revision, k.attempt_no, k.upstream_id, k.raw_text, k.sanitized_html,
        k.raw_sha256, k.content_sha256, k.captured_at, k.provider_truncated, k.validity,
        k.validity_reason, k.validity_rule_version,
-       ARRAY(SELECT jsonb_array_elements_text(k.warnings))
+       ARRAY(SELECT jsonb_array_elements_text(k.warnings)),
+       ARRAY(SELECT jsonb_array_elements_text(coalesce(k.search_queries, '[]'::jsonb))),
+       k.web_search_used
   FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
        sample_id text, revision integer, attempt_no integer, upstream_id text, raw_text text,
        sanitized_html text, raw_sha256 text, content_sha256 text, captured_at timestamptz,
        provider_truncated boolean, validity text, validity_reason text,
-       validity_rule_version text, warnings jsonb);
+       validity_rule_version text, warnings jsonb, search_queries jsonb,
+       web_search_used boolean);
 
 -- name: insert_citations
 INSERT INTO geo.citations

@@ -9,12 +9,14 @@ SELECT s.sample_id, s.question_index, s.question_revision, q.text AS question, s
        s.submission_reason, s.collection_reason, s.evidence_reason, s.analysis_reason,
        s.attempt_no, s.upstream_id, s.completed_at,
        a.revision AS answer_revision, a.sanitized_html, a.validity, a.validity_reason,
-       a.warnings, a.captured_at, a.display_source
+       a.warnings, a.captured_at, a.display_source,
+       a.web_search_used, a.search_queries
 FROM geo.samples s
 JOIN geo.question_revisions q USING (question_revision)
 LEFT JOIN LATERAL (
   SELECT revision, sanitized_html, validity, validity_reason, warnings, captured_at,
-         CASE WHEN sanitized_html = '' THEN raw_text END AS display_source
+         CASE WHEN sanitized_html = '' THEN raw_text END AS display_source,
+         web_search_used, search_queries
   FROM geo.answers WHERE sample_id = s.sample_id ORDER BY revision DESC LIMIT 1
 ) a ON true
 WHERE s.run_id = %(run_id)s

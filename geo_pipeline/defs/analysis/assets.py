@@ -4,7 +4,7 @@ defs/analysis/metadata.py)."""
 
 import dagster as dg
 
-from geo_pipeline.analysis import analyse_run, refresh_analytics
+from geo_pipeline.analysis import analyse_run, refresh_analytics, ui_api
 from geo_pipeline.analysis.trends import brand_trends
 from geo_pipeline.defs import names
 from geo_pipeline.defs.analysis import checks
@@ -13,6 +13,7 @@ from geo_pipeline.defs.analysis.metadata import (
     plain_json,
     rate_plots,
     rounded_rate,
+    ui_api_metadata,
     visibility_markdown,
     visibility_table_metadata,
 )
@@ -26,6 +27,7 @@ from geo_pipeline.defs.factory import (
 )
 from geo_pipeline.defs.partitions import run_channel_partitions, split_key
 from geo_pipeline.defs.resources import PostgresResource
+from geo_pipeline.store import run_platforms
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.queries import Q
 
@@ -112,6 +114,8 @@ def brand_visibility(
         publication = statusmod.partition_publication(conn, run_id, channel)
         result = checks.visibility_matches(conn, run_id, channel, table)
         trends, fdr_q = brand_trends(conn, run_id)
+        scraped_vs_api = ui_api.sections(conn, run_id, channel)
+        access = run_platforms.channel_access(conn, run_id).get(channel, {})
     target = next((r for r in table if r["is_target"]), None)
     return dg.MaterializeResult(
         metadata={
@@ -128,6 +132,11 @@ def brand_visibility(
             "target_n_effective": rounded_rate(target, "n_effective"),
             "target_citation_rate": rounded_rate(target, "citation_rate"),
             "analysed_answers": int(target["n"]) if target else 0,
+            # Scraped vs API apart (issue 31): how the channel was collected, and its fan-out,
+            # citation gap and UI-vs-API agreement rows as the analytics views give them.
+            "access": access.get("access", "unknown"),
+            "engine": access.get("engine", channel.split("__", 1)[0]),
+            **ui_api_metadata(scraped_vs_api),
             "visibility": dg.MetadataValue.md(visibility_markdown(table)),
             "visibility_table": visibility_table_metadata(table),
             **rate_plots(table),

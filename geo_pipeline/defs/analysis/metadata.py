@@ -174,3 +174,28 @@ def visibility_markdown(table: list[dict[str, Any]]) -> str:
             f"| {r['collecting_samples']} |"
         )
     return "\n".join(lines)
+
+
+def ui_api_metadata(sections: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    """The channel's fan-out, citation gap and UI-vs-API agreement (issue 31) as Markdown
+    tables in the words of the reports (analysis.ui_api.display_rows), plus the raw rows for
+    machines. One entry per section, said "none" when the channel has no rows."""
+    from geo_pipeline.analysis import ui_api
+
+    shown = ui_api.display_rows(sections)
+    out: dict[str, Any] = {}
+    for name, title in ui_api.SECTION_TITLES.items():
+        rows = shown[name]
+        if rows:
+            cols = list(rows[0])
+            lines = [
+                "| " + " | ".join(md_text(c) for c in cols) + " |",
+                "|" + "---|" * len(cols),
+                *("| " + " | ".join(md_text(r[c]) for c in cols) + " |" for r in rows),
+            ]
+            text = f"**{title}**\n\n" + "\n".join(lines)
+        else:
+            text = f"**{title}**: none"
+        out[name] = dg.MetadataValue.md(text + "\n\n" + md_text(ui_api.SECTION_NOTES[name]))
+        out[f"{name}_rows"] = dg.MetadataValue.json(plain_json(sections[name]))
+    return out

@@ -25,13 +25,14 @@ from geo_pipeline.analysis.review import resolve
 from geo_pipeline.analysis.run import analyse_run
 from geo_pipeline.billing import ledger, reconcile
 from geo_pipeline.connectors.base import Citation, Evidence, FeeLine, FeeStatement, SubmitRequest
+from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan
 from geo_pipeline.domain.plan import quote as make_quote
 from geo_pipeline.evidence import LocalArchive
 from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store import status, tenancy
-from geo_pipeline_tests.integration.execution.helpers import CAPS, PRICES, FakeConnector, fetch
+from geo_pipeline_tests.integration.execution.helpers import CAPS, FakeConnector, fetch
 from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
 
 
@@ -82,6 +83,25 @@ class CitingConnector(FakeConnector):
         )
 
 
+# The same engine through the browser lane (issue 31): deepseek_web (access browser) beside the
+# deepseek API channel, so analytics.ui_api_agreement holds each tenant's rows. Offered only
+# with its profiles variable set; its capabilities come from the registry's disabled entry.
+_REGISTRY = load_registry()
+UI_PLATFORM = "deepseek_web"
+UI_CAPS = {
+    **CAPS,
+    UI_PLATFORM: {**_REGISTRY.disabled, **_REGISTRY.entries}[UI_PLATFORM].capabilities,
+}
+UI_PRICES = {p: c.prices for p, c in UI_CAPS.items()}
+
+
+class BrowserLaneFake(CitingConnector):
+    """The in-test connector standing in for the browser lane (nothing is driven)."""
+
+    def capabilities(self) -> Any:
+        return UI_CAPS[self.platform]
+
+
 def plant_tenant(
     service_url: str, admin_url: str, redis_url: str, ns: str, tenant: str, archive_dir: str
 ) -> str:
@@ -97,16 +117,19 @@ def plant_tenant(
         "brand": {"name": f"Brand {tenant}", "aliases": [tenant], "domains": ["luckincoffee.com"]},
         "competitors": [{"name": "星巴克", "aliases": ["Starbucks"]}],
         "questions": [f"{tenant} 的问题 {i}：哪家咖啡最好？" for i in range(2)],
-        "channels": [{"platform": "deepseek", "device": "web"}],
+        "channels": [
+            {"platform": "deepseek", "device": "web"},
+            {"platform": UI_PLATFORM, "device": "desktop", "modes": ["standard"]},
+        ],
         "repeats": 1,
         "screenshot": "off",
         # Tagged (issue 37), so analytics.question_tags / brand_rates_by_tag hold its rows.
         "question_tags": {f"{tenant} 的问题 0：哪家咖啡最好？": {"topic": "coffee"}},
     }
-    config = normalise_and_validate(raw, CAPS)
+    config = normalise_and_validate(raw, UI_CAPS)
     # The day before, a run of the same monitor: day-over-day and trend views need two days.
-    before = build_plan(config, make_quote(config, PRICES), f"{run_id}-d0")
-    plan = build_plan(config, make_quote(config, PRICES), run_id)
+    before = build_plan(config, make_quote(config, UI_PRICES), f"{run_id}-d0")
+    plan = build_plan(config, make_quote(config, UI_PRICES), run_id)
     with psycopg.connect(service_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
         c: Any = conn
         tenancy.create_tenant(c, tenant)
@@ -129,9 +152,10 @@ def plant_tenant(
                 service_url,
                 redis_url,
                 ns,
-                {"deepseek": fake},
+                {"deepseek": fake, UI_PLATFORM: BrowserLaneFake(UI_PLATFORM)},
                 lambda: _terminal(service_url, run_id) + _terminal(service_url, before.run_id) == n,
                 archive=LocalArchive(archive_dir),
+                capabilities=UI_CAPS,
             )
         )
     finally:
@@ -156,13 +180,15 @@ def plant_tenant(
         days = reconcile.statement_days_needed(c, run_id)
         charges = fetch(
             service_url,
-            "SELECT upstream_id, amount_minor FROM geo.ledger_entries "
-            "WHERE run_id = %s AND kind = 'charge'",
+            "SELECT l.upstream_id, l.amount_minor, s.platform FROM geo.ledger_entries l"
+            " JOIN geo.samples s USING (sample_id) WHERE l.run_id = %s AND l.kind = 'charge'",
             (run_id,),
         )
         for platform, dates in days.items():
             lines = tuple(
-                FeeLine(r["upstream_id"], "base", r["amount_minor"], "CNY") for r in charges
+                FeeLine(r["upstream_id"], "base", r["amount_minor"], "CNY")
+                for r in charges
+                if r["platform"] == platform
             )
             reconcile.import_statement(c, FeeStatement(platform, dates[0], "CNY", lines))
         reconcile.reconcile_run(c, run_id)

@@ -52,7 +52,7 @@ BROWSER = {
     "kimi_web": ("GEO_BROWSER_PROFILES", "browser", "CNY"),
 }
 KEYED = {**REAL, **SERVICES, **BROWSER}
-SIMULATED = {"deepseek", "doubao", "kimi", "qwen", "openai_sim"}
+SIMULATED = {"deepseek", "doubao", "kimi", "qwen", "openai_sim", "chatgpt_api_sim"}
 
 
 @pytest.fixture
