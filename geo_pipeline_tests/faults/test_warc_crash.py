@@ -21,8 +21,7 @@ from geo_pipeline.evidence.s3_async import ObjectStoreArchive
 from geo_pipeline.evidence.wacz import verify_run
 from geo_pipeline.evidence.warc_store import run_prefix
 from geo_pipeline.flows.retention import apply_retention
-from geo_pipeline_tests.faults.harness import LEASE_S, SWEEP_S
-from geo_pipeline_tests.faults.test_crash_recovery import RECOVERY_S, verify
+from geo_pipeline_tests.faults.test_crash_recovery import verify
 from geo_pipeline_tests.integration.execution.helpers import fetch, make_run
 
 N = 12
@@ -58,7 +57,7 @@ def test_worker_killed_between_put_and_record_leaves_an_orphan_retention_removes
     assert _named(db_url) & orphans == set()
     assert fetch(db_url, "SELECT count(*) AS n FROM geo.evidence_objects")[0]["n"] == 0
     w2 = cluster.worker()
-    cluster.wait(cluster.all_terminal, RECOVERY_S + LEASE_S + SWEEP_S, "recovery")
+    cluster.wait_progress(cluster.all_terminal, "recovery after the kill")  # progress, not a clock
     cluster.stop(w2)
     verify(cluster, N)  # completed once each, charged once, one task per attempt
     charges = fetch(db_url, "SELECT sample_id, count(*) AS n FROM geo.ledger_entries"
@@ -67,15 +66,19 @@ def test_worker_killed_between_put_and_record_leaves_an_orphan_retention_removes
     named = _named(db_url)
     # Never referenced later either: the takeover stored and recorded an object of its own.
     assert named and named & orphans == set()
-    assert set(list_keys(archive, prefix)) == named | orphans
+    keys = set(list_keys(archive, prefix))
+    # Every object a row names is stored. Unnamed ones may be more than those listed at the
+    # kill: an upload the dead worker had fully sent may land after it died.
+    assert named | orphans <= keys
+    unnamed = keys - named
     with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
         checked, torn = verify_run(conn, archive, s["run_id"])
         assert torn == [] and checked == len(named)
         later = datetime.now(UTC) + timedelta(days=400)
         plan = apply_retention(conn, archive, later, dry_run=True)
         (run,) = [r for r in plan.runs if r.run_id == s["run_id"]]
-        assert set(run.warc_objects) == named | orphans  # the orphan is found
-        assert set(list_keys(archive, prefix)) == named | orphans  # a dry run deletes nothing
+        assert set(run.warc_objects) == named | unnamed  # the orphans are found
+        assert set(list_keys(archive, prefix)) == keys  # a dry run deletes nothing
         apply_retention(conn, archive, later, dry_run=False)
     assert list_keys(archive, prefix) == []
     assert fetch(db_url, "SELECT count(*) AS n FROM geo.warc_records")[0]["n"] == 0
