@@ -428,6 +428,15 @@ def _too_large(kind: str, size: int, cap: int) -> str:
             "(GEO_EVIDENCE_RECORD_MAX_BYTES)")  # fmt: skip
 
 
+def refused_reason(outcome: EvidenceOutcome, screenshot_detail: str | None) -> EvidenceOutcome:
+    """A screenshot refused for its size is said in the evidence reason, whatever the state
+    (``SCREENSHOT_UNAVAILABLE: RECORD_TOO_LARGE: …``): a person sees the record, its size and
+    the cap in the review queue (``evidence_too_large``) rather than a bare code."""
+    if screenshot_detail and screenshot_detail.startswith(RECORD_TOO_LARGE):
+        return replace(outcome, reason=f"{SCREENSHOT_UNAVAILABLE}: {screenshot_detail}"[:500])
+    return outcome
+
+
 def prepare_warc_evidence(
     ref: SampleRef,
     attempt_no: int,
@@ -826,10 +835,13 @@ def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOut
         for r in conn.execute(Q("evidence.insert_objects"), {"rows": Jsonb(objects)}).fetchall():
             created.setdefault(r["sample_id"], []).append(r["kind"])
     return [
-        _never_backwards(
-            sample, replace(o, new_objects=tuple(created.get(sample["sample_id"], ())))
+        refused_reason(
+            _never_backwards(
+                sample, replace(o, new_objects=tuple(created.get(sample["sample_id"], ())))
+            ),
+            archived.screenshot_detail,
         )
-        for sample, o in pending
+        for (sample, o), archived in zip(pending, items, strict=True)
     ]
 
 

@@ -7,7 +7,7 @@ records in a batch object of the run (evidence.warc_store), never rewrites of th
   ``resource`` records, ``WARC-Concurrent-To`` the answer's response record -- the platform's
   picture of that same answer, only delivered later (its ``WARC-Date`` is when we got it). The
   screenshot lane stores the screenshots of one read of its stream in one object
-  (worker.screenshots_warc), then records each in its own transaction (``record_warc_screenshot``).
+  (worker.screenshots_warc), then records them all in one transaction (evidence.warc_late).
 * **A re-parse revision** (``geo-pipeline evidence reparse``): the answer text the fixed parser
   read out of the kept response is a ``conversion`` record (WARC 1.1 section 6.8: another
   version of a record's content made by an archival process) and the citations a ``metadata``
@@ -28,8 +28,6 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from psycopg.types.json import Jsonb
-
 from geo_pipeline.connectors.base import Attachment, Evidence
 from geo_pipeline.evidence.recording import (
     ARCHIVE_FAILED,
@@ -38,15 +36,12 @@ from geo_pipeline.evidence.recording import (
     TEXT_MIME,
     ArchivedEvidence,
     ArchivedScreenshot,
-    EvidenceOutcome,
     SampleRef,
     _common,
     _dedupe,
     _screenshot_plan,
     _too_large,
-    _warc_rows,
     capture_parts,
-    record_screenshot,
 )
 from geo_pipeline.evidence.thumbnails import THUMBNAIL_MIME
 from geo_pipeline.evidence.warc import Part, WarcRecord, part_records
@@ -100,23 +95,6 @@ def prepare_warc_screenshot(
         ref=ref, attempt_no=attempt_no, status=status, objects=(), captured_at=at,
         warnings=_dedupe(warnings), detail=detail, warc_pending=records,
     )  # fmt: skip
-
-
-def record_warc_screenshot(conn: Conn, archived: ArchivedScreenshot) -> EvidenceOutcome:
-    """``record_screenshot`` for a late screenshot stored as WARC records: the records' index
-    rows, then the evidence rows and outcome as for any late screenshot (inside the caller's
-    transaction). A screenshot whose records are not stored yet is refused: recording it
-    would name bytes nobody can read."""
-    if archived.warc_pending:
-        raise RuntimeError(
-            f"late screenshot of sample {archived.ref.sample_id} was recorded before its WARC "
-            "records were stored (evidence.warc_store.astore_batch runs first)"
-        )
-    rows = _warc_rows(archived)
-    if rows:
-        conn.execute(Q("evidence.lock_sample"), {"sample_id": archived.ref.sample_id})
-        conn.execute(Q("evidence.insert_warc_records"), {"rows": Jsonb(rows)})
-    return record_screenshot(conn, archived)
 
 
 # --------------------------------------------------------------------------- re-parse revisions

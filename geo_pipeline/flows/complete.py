@@ -13,11 +13,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from geo_pipeline.billing import ledger
+from geo_pipeline.evidence import warc_late
 from geo_pipeline.evidence.recording import record_evidence_batch
-from geo_pipeline.evidence.warc_revisions import record_warc_screenshot
 from geo_pipeline.observability.metrics import DB_WRITE_LATENCY, STALE_WRITES
 from geo_pipeline.store import execution as ex
 from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
 from geo_pipeline.store.usage import record_attempt_usage
 
 
@@ -132,12 +133,32 @@ def _finish_params(owner: str, items: Iterable[Finish]) -> dict[str, Any]:
     }
 
 
-def record_late_screenshot(conn: Conn, archived: Any, *, actor: str) -> str:
-    """Record a screenshot downloaded from the screenshot stream and move the evidence layer
-    (R10, R21): one transaction; returns the sample's evidence state afterwards."""
+def record_late_screenshots(conn: Conn, items: Sequence[Any], *, actor: str) -> list[str]:
+    """Record screenshots downloaded from the screenshot stream and move their samples'
+    evidence layer (R10, R21) in ONE transaction with one statement per table, however many
+    (issue 33): the samples' evidence locks, what the verdict is decided from, the WARC index
+    rows, the evidence object rows, the samples' evidence layer. Guarded as every late move is:
+    only a completed sample moves, and only as R6 allows. Returns each sample's evidence state
+    afterwards, in the order of ``items`` (geo_pipeline.evidence ArchivedScreenshot)."""
+    if not items:
+        return []
+    t0 = time.perf_counter()
     with conn.transaction():
         ex.set_actor(conn, actor)
-        # A late screenshot stored as WARC records gets their index rows too (issue 33).
-        outcome = record_warc_screenshot(conn, archived)
-        ex.set_late_evidence_state(conn, archived.ref.sample_id, outcome.state, outcome.reason)
-    return str(outcome.state)
+        outcomes = warc_late.record_late_screenshots(conn, items)
+        last = {item.ref.sample_id: o for item, o in zip(items, outcomes, strict=True)}
+        conn.execute(
+            Q("execution.set_late_evidence_states"),
+            {
+                "sample_ids": list(last),
+                "states": [o.state for o in last.values()],
+                "reasons": [o.reason for o in last.values()],
+            },
+        )
+    DB_WRITE_LATENCY.labels("late_screenshots").observe(time.perf_counter() - t0)
+    return [str(o.state) for o in outcomes]
+
+
+def record_late_screenshot(conn: Conn, archived: Any, *, actor: str) -> str:
+    """``record_late_screenshots`` for one screenshot (the bundle format's lane)."""
+    return record_late_screenshots(conn, [archived], actor=actor)[0]

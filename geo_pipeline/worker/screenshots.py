@@ -63,7 +63,7 @@ async def screenshots(ctx: Context, lane: Lane) -> None:
                 retry[e.message_id] = time.monotonic() + ctx.s.screenshot_retry_s
 
         # As WARC, the read's downloaded screenshots are stored together (one object per
-        # tenant and run), then recorded one by one (worker.screenshots_warc, issue 33).
+        # tenant and run), then recorded in one transaction (worker.screenshots_warc, issue 33).
         warc = ctx.warc and ctx.archive is not None
         ready: list[tuple[sc.Entry, dict[str, Any], Attachment]] | None = [] if warc else None
         for e in entries:

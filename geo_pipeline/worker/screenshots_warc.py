@@ -2,10 +2,10 @@
 
 The screenshot lane downloads the screenshots of one read of its stream; this stores them as
 WARC records in ONE object per tenant and run (evidence.warc_store: one PUT each), then records
-each screenshot in its own transaction as before (flows.complete.record_late_screenshot), so a
-screenshot whose object could not be stored is never recorded: its hint stays unacked and is
-asked for again. Each record is ``WARC-Concurrent-To`` the answer's response record
-(evidence.warc_revisions), found for the whole read in one statement.
+them all in ONE transaction with one statement per table (flows.complete.record_late_screenshots,
+evidence.warc_late). A screenshot whose object could not be stored is never recorded: its hint
+stays unacked and is asked for again. Each record is ``WARC-Concurrent-To`` the answer's
+response record (evidence.warc_revisions), found for the whole read in one statement.
 """
 
 from __future__ import annotations
@@ -54,16 +54,29 @@ async def store_late_screenshots(
     if failed:
         log.warning("late screenshots of %d samples wait for the evidence store: %s",
                     len(failed), next(iter(failed.values())))  # fmt: skip
-    done: dict[str, bool] = {}
-    for j, item in enumerate(placed):
-        sid = item.ref.sample_id
-        if j in failed:
-            done[sid] = False
-            continue
-        try:
-            await ctx.db(complete.record_late_screenshot, item, actor=ctx.id)
-            done[sid] = True
-        except Exception:
-            log.exception("late screenshot not recorded", extra={"sample_id": sid})
-            done[sid] = False
+    stored = [item for j, item in enumerate(placed) if j not in failed]
+    done = {item.ref.sample_id: False for item in placed}
+    done.update(dict.fromkeys(await _record(ctx, stored), True))
     return [done[str(row["sample_id"])] for row, _ in ready]
+
+
+async def _record(ctx: Context, stored: list[ArchivedScreenshot]) -> list[str]:
+    """Record the stored screenshots in one transaction; the sample ids recorded. Should that
+    fail, one by one, so one bad screenshot does not hold back its neighbours (as a completion
+    batch does); one that fails alone is asked for again."""
+    if not stored:
+        return []
+    try:
+        await ctx.db(complete.record_late_screenshots, stored, actor=ctx.id)
+        return [item.ref.sample_id for item in stored]
+    except Exception as exc:
+        if len(stored) == 1:
+            log.exception("late screenshot not recorded",
+                          extra={"sample_id": stored[0].ref.sample_id})  # fmt: skip
+            return []
+        log.warning("late screenshots of %d samples not recorded together (%s); one by one",
+                    len(stored), exc)  # fmt: skip
+    recorded = []
+    for item in stored:
+        recorded += await _record(ctx, [item])
+    return recorded

@@ -364,12 +364,14 @@ WITH latest AS (
      AND NOT EXISTS (SELECT 1 FROM geo.review_decisions d
                       WHERE d.sample_id = l.sample_id AND d.subject = 'validity')
   UNION ALL
-  -- Evidence refused for its size (issue 33, GEO_EVIDENCE_RECORD_MAX_BYTES): the answer was
-  -- collected but nothing of it is stored; the reason names the record, its size and the cap.
+  -- Evidence refused for its size (issue 33, GEO_EVIDENCE_RECORD_MAX_BYTES): an answer
+  -- collected with nothing of it stored (failed), or a screenshot refused with the answer or
+  -- later (partial, or stored where the policy did not need it); the reason names the record,
+  -- its size and the cap.
   SELECT s.sample_id, 'evidence_too_large', 'evidence: ' || s.evidence_reason
     FROM geo.samples s
    WHERE (%(run_id)s::text IS NULL OR s.run_id = %(run_id)s)
-     AND s.evidence_state = 'failed' AND s.evidence_reason LIKE '%%RECORD_TOO_LARGE%%'
+     AND s.evidence_reason LIKE '%%RECORD_TOO_LARGE%%'
      AND NOT EXISTS (SELECT 1 FROM geo.review_decisions d
                       WHERE d.sample_id = s.sample_id AND d.subject = 'validity')
 )

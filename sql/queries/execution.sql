@@ -463,6 +463,19 @@ SELECT %(completions_stream)s::text, 'completion', sample_id, run_id, tenant_id,
 FROM s
 RETURNING sample_id;
 
+-- name: set_late_evidence_states
+-- set_late_evidence_state for a batch of late screenshots, in one statement (issue 33): each
+-- completed sample's evidence layer and reason as recording decided them. A reason alone may
+-- change (a pending screenshot the platform now says is unavailable, or one refused for its
+-- size), so the sweeper stops asking for it and a person sees why.
+UPDATE geo.samples s
+SET evidence_state = u.state, evidence_reason = u.reason
+FROM unnest(%(sample_ids)s::text[], %(states)s::text[], %(reasons)s::text[])
+     AS u(sample_id, state, reason)
+WHERE s.sample_id = u.sample_id AND s.collection_state = 'completed'
+  AND (s.evidence_state IS DISTINCT FROM u.state OR s.evidence_reason IS DISTINCT FROM u.reason)
+RETURNING s.sample_id;
+
 -- name: sweep_screenshots
 -- Required screenshots still pending a day at most after their sample completed, with no
 -- screenshot hint for ttl seconds (Redis lost or trimmed it): queue a new hint. The screenshot

@@ -15,10 +15,13 @@ import time
 import uuid
 from collections.abc import Iterator
 
+import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from geo_pipeline.evidence.archive import PutResult
 from geo_pipeline.evidence.s3_async import ObjectStoreArchive
+from geo_pipeline.evidence.wacz import verify_run
 from geo_pipeline.worker import evidence_bridge
 from geo_pipeline_tests.integration.execution.helpers import (
     FakeConnector,
@@ -198,6 +201,12 @@ def test_store_unavailable_mid_run_samples_wait_and_complete(
     _no_half_records(db_url, len(ids))
     check_invariants(db_url, expected_samples=len(ids))
     assert max(connector.submits.values()) == 1  # never submitted twice
+    # Nothing recorded that is not stored: every object a row names (a WARC batch object, the
+    # default format) is in the store and every record in it reads back verified.
+    with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
+        checked, torn = verify_run(conn, archive, "r-s3-down")
+    named = fetch(db_url, "SELECT count(DISTINCT object_key) AS n FROM geo.warc_records")
+    assert torn == [] and checked == named[0]["n"] > 0, (checked, torn, named)
 
 
 def test_slow_store_slows_uploads_but_everything_lands(
