@@ -113,7 +113,8 @@ def _demo_options(f: Any) -> Any:
     "timeout_s",
     default=300.0,
     show_default=True,
-    help="Seconds to wait for the run to finish before reporting what there is.",
+    help="Seconds without progress (no sample changing state) before the demo stops waiting "
+    "for a run and reports what there is.",
 )
 @click.option(
     "--config",
@@ -317,9 +318,12 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             with progress:
                 st = demo.wait_for_run(stack, sup, run_id, opts.timeout_s, on_progress)
                 for kind, rid in beside:
-                    left = max(0.0, opts.timeout_s - (time.monotonic() - t0))
                     waited.append(
-                        (kind, rid, demo.wait_for_run(stack, sup, rid, left, on_beside_progress))
+                        (
+                            kind,
+                            rid,
+                            demo.wait_for_run(stack, sup, rid, opts.timeout_s, on_beside_progress),
+                        )
                     )
             followups: dict[str, dict[str, Any]] = {}
             for rid, s in [(run_id, st), *((r, s) for _, r, s in waited)]:

@@ -438,13 +438,16 @@ def wait_for_run(
     timeout_s: float,
     on_progress: Callable[[dict[str, Any], dict[str, dict[str, Any]]], None],
 ) -> dict[str, Any]:
-    """Poll the aggregation service until every sample is terminal (or the timeout); returns
-    the final run status. A supervised process that dies ends the wait with its log."""
+    """Poll the aggregation service until every sample is terminal, or until no sample has
+    moved for ``timeout_s`` (a loaded machine is slow, not stuck: the wait is on progress, not
+    on a wall clock); returns the final run status. A supervised process that dies ends the
+    wait with its log."""
     from geo_pipeline.store import business_gauges as business
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import status as statusmod
 
     deadline = time.monotonic() + timeout_s
+    seen: str | None = None
     with dbmod.connect(stack.database_url, autocommit=True) as conn:
         while True:
             st = statusmod.run_status(conn, run_id).as_dict()
@@ -454,6 +457,9 @@ def wait_for_run(
             }
             on_progress(st, channels)
             business.refresh(conn)
+            moved = json.dumps(channels, sort_keys=True, default=str)
+            if moved != seen:  # any sample changed state: the run is moving
+                seen, deadline = moved, time.monotonic() + timeout_s
             if st["terminal"] or time.monotonic() > deadline:
                 return st
             sup.check()

@@ -216,16 +216,14 @@ def test_slow_store_slows_uploads_but_everything_lands(
     proxy.latency_s = 0.2  # every chunk each way: a PUT takes ~0.4 s or more
     ids = make_run(db_url, "r-s3-slow", questions=40)
     connector = FakeConnector("deepseek")
-    t0 = time.monotonic()
     asyncio.run(
         run_worker_until(
             db_url, redis_url, redis_ns, {"deepseek": connector}, lambda: _all_done(db_url),
             timeout_s=90, archive=archive,
         )
     )  # fmt: skip
-    elapsed = time.monotonic() - t0
     assert _all_done(db_url)
-    # Uploads overlap (bounded in flight, not one at a time): 40 in sequence would take >= 16 s.
-    assert elapsed < 16, elapsed
+    # Whether uploads overlap is a matter of speed, measured by bench/throughput.py, not here:
+    # a wall-clock bound fails on a loaded machine (and with WARC batches a run is a few PUTs).
     _no_half_records(db_url, len(ids))
     check_invariants(db_url, expected_samples=len(ids))

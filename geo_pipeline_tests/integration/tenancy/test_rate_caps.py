@@ -44,22 +44,23 @@ def test_a_tenants_cap_holds_across_four_workers_and_spares_the_others(redis_url
         # Four workers with eight concurrent submitters each, all for tenant a ...
         tasks = [asyncio.create_task(submitter(w)) for w in workers for _ in range(8)]
         # ... while tenant b, uncapped, is never made to wait for a's bucket.
-        tb = time.monotonic()
         for _ in range(200):
             await workers[0].acquire("b", "deepseek")
-        b_elapsed = time.monotonic() - tb
+        b_limiters = [k for w in workers for k in w._limiters if k[0] == "b"]
         await asyncio.gather(*tasks)
         for c in clients:
             await c.aclose()
-        return grants, b_elapsed
+        return grants, b_limiters
 
-    grants, b_elapsed = asyncio.run(main())
+    grants, b_limiters = asyncio.run(main())
     # A token bucket lets through at most burst + rate x elapsed in any stretch from the start.
     assert len(grants) <= BURST + RATE * 1.5 + 1, len(grants)
     assert len(grants) >= RATE * 1.5 * 0.6, f"cap far below its rate: {len(grants)}"
     for i, t in enumerate(sorted(grants)):
         assert i + 1 <= BURST + RATE * t + 1, f"{i + 1} submits after {t:.2f}s"
-    assert b_elapsed < 0.5, f"an uncapped tenant waited {b_elapsed:.2f}s"
+    # Tenant b has no cap: no limiter (and so no shared bucket) was ever built for it, whatever
+    # the machine's speed; a wall-clock bound on its 200 acquires failed on a loaded box.
+    assert b_limiters == [], f"an uncapped tenant was put behind a bucket: {b_limiters}"
 
 
 class TimedConnector(FakeConnector):
