@@ -22,7 +22,7 @@ SELECT s.channel, s.platform, s.batch_no, count(*) AS n,
                         geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,
                                           s.region, s.mode, s.repeat_index)) AS wrong_ids
 FROM geo.samples s
-CROSS JOIN (SELECT geo.sample_id_check_in_force() AS enforced) k
+CROSS JOIN (SELECT geo.sample_id_check_in_force() AS enforced OFFSET 0) k  -- once, not per row
 WHERE s.run_id = %(run_id)s
 GROUP BY s.channel, s.platform, s.batch_no;
 
@@ -33,7 +33,7 @@ SELECT s.channel, s.platform, s.batch_no, count(*) AS n,
                         geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,
                                           s.region, s.mode, s.repeat_index)) AS wrong_ids
 FROM geo.samples s
-CROSS JOIN (SELECT geo.sample_id_check_in_force() AS enforced) k
+CROSS JOIN (SELECT geo.sample_id_check_in_force() AS enforced OFFSET 0) k  -- once, not per row
 WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
 GROUP BY s.channel, s.platform, s.batch_no;
 
