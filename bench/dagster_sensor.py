@@ -39,8 +39,8 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 from _machine import REDIS_URL, print_table, scratch  # noqa: E402
 
 from geo_pipeline.billing import ledger  # noqa: E402
+from geo_pipeline.defs.collection.jobs import plan_from_config  # noqa: E402
 from geo_pipeline.defs.collection.sensors import completion_sensor  # noqa: E402
-from geo_pipeline.defs.jobs import plan_from_config  # noqa: E402
 from geo_pipeline.defs.partitions import register_run_partitions  # noqa: E402
 from geo_pipeline.defs.resources import (  # noqa: E402
     ConnectorRegistryResource,
