@@ -185,10 +185,11 @@ def _sensor_setup(partitions: int) -> tuple[Any, dict[str, Any], str]:
         ledger.deposit(conn, "bench", 10**12, "CNY", "bench-deposit")  # type: ignore[arg-type]
         cfg = sensor_config(2)
         for i in range(max(1, partitions // len(channels))):
-            plan = plan_from_config(cfg, ConnectorRegistryResource(), f"sensor-{i:05d}")
+            plan = plan_from_config(cfg, ConnectorRegistryResource(), f"sensor-{i:05d}", conn)
             rid, _ = create_run(conn, plan, dispatch=False)  # type: ignore[arg-type]
             register_run_partitions(instance, rid, channels)
         conn.execute("UPDATE geo.samples SET collection_state = 'failed', collection_reason = 'X'")
+        conn.execute("VACUUM ANALYZE")  # no dead rows nor stale index entries left to count
     publish(client, f"{ns}:completions", url)
     resources = {
         "db": PostgresResource(url=url),
@@ -199,45 +200,46 @@ def _sensor_setup(partitions: int) -> tuple[Any, dict[str, Any], str]:
     return _sensor[partitions]
 
 
-def _database_counters(url: str) -> tuple[int, int]:
-    """(rows + index entries returned, buffers) of the whole database so far: the sensor works
-    on connections of its own, whose counters reach pg_stat_database within about a second."""
-    time.sleep(1.5)
-    with psycopg.connect(url) as conn:
-        row = conn.execute(
-            "SELECT tup_returned, blks_hit + blks_read FROM pg_stat_database"
-            " WHERE datname = current_database()"
-        ).fetchone()
-    assert row is not None
-    return int(row[0]), int(row[1])
-
-
 def measure_sensor_tick(partitions: int) -> dict[str, float]:
     """One completion-sensor tick reading every partition's completions from the stream's start
-    (the normal path: the catch-up sweep not due), as bench/dagster_sensor.py's "stream" tick."""
+    (the normal path: the catch-up sweep not due), as bench/dagster_sensor.py's "stream" tick.
+    The work counted is the tick's own database connection's (geo_pipeline.store.work)."""
     import json
+    from collections.abc import Iterator
 
     import dagster as dg
 
     from geo_pipeline.defs.collection.sensors import completion_sensor
+    from geo_pipeline.defs.resources import PostgresResource
+
+    ticks: list[Any] = []
+
+    class Metered(PostgresResource):
+        @contextlib.contextmanager
+        def connect(self) -> Iterator[Any]:
+            with super().connect() as conn, measured(conn) as work:
+                yield conn
+            ticks.append(work)
 
     instance, resources, url = _sensor_setup(partitions)
     ctx = dg.build_sensor_context(
         instance=instance,
-        cursor=json.dumps({"id": "0-0", "swept": time.time()}),
-        resources=resources,
+        # No id: from the stream's start without a gap ("0-0" reads as entries trimmed after the
+        # cursor once the stream has entries, and the tick would sweep PostgreSQL as well).
+        cursor=json.dumps({"id": None, "swept": time.time()}),
+        resources={**resources, "db": Metered(url=url)},
     )
-    rows0, buffers0 = _database_counters(url)
     c0, t0 = time.process_time(), time.perf_counter()
     result = completion_sensor(ctx)
     t1, c1 = time.perf_counter(), time.process_time()
-    rows1, buffers1 = _database_counters(url)
     assert isinstance(result, dg.SensorResult)
+    (work,) = ticks
     return {
         "seconds": t1 - t0,
-        "cpu_s": c1 - c0,  # this process only: the sensor's database backends are not followed
-        "rows": rows1 - rows0,
-        "buffers": buffers1 - buffers0,
+        "cpu_s": c1 - c0,  # this process only: the sensor's database backend is not followed
+        "rows": work.rows_read,
+        "buffers": work.buffers,
+        "statements": work.statements,
     }
 
 

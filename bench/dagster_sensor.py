@@ -39,8 +39,8 @@ warnings.filterwarnings("ignore", category=dg.PreviewWarning)
 from _machine import REDIS_URL, print_table, scratch  # noqa: E402
 
 from geo_pipeline.billing import ledger  # noqa: E402
+from geo_pipeline.defs.collection.jobs import plan_from_config  # noqa: E402
 from geo_pipeline.defs.collection.sensors import completion_sensor  # noqa: E402
-from geo_pipeline.defs.jobs import plan_from_config  # noqa: E402
 from geo_pipeline.defs.partitions import register_run_partitions  # noqa: E402
 from geo_pipeline.defs.resources import (  # noqa: E402
     ConnectorRegistryResource,
@@ -79,7 +79,7 @@ def setup(db_url: str, runs: int, per_partition: int) -> tuple[list[str], float]
         run_ids = []
         cfg = config(per_partition)
         for i in range(runs):
-            plan = plan_from_config(cfg, ConnectorRegistryResource(), f"bench-{i:05d}")
+            plan = plan_from_config(cfg, ConnectorRegistryResource(), f"bench-{i:05d}", conn)
             rid, _ = create_run(conn, plan, dispatch=False)  # type: ignore[arg-type]
             run_ids.append(rid)
         # queued -> failed is an allowed move: every sample terminal, each one logged.
@@ -141,11 +141,12 @@ def bench(args: argparse.Namespace, db_url: str, ns: str, client: redis_lib.Redi
         for rid in run_ids:
             register_run_partitions(instance, rid, [f"{p}__{d}" for p, d in CHANNELS])
         now = time.time()
-        # Cursor at the stream's start ("0-0"), sweep done a moment ago: the normal path.
-        fresh = json.dumps({"id": "0-0", "swept": now})
+        # Cursor at the stream's start (no id: "0-0" reads as entries trimmed after the cursor
+        # once the stream has a first entry, and sweeps), sweep done a moment ago: the normal path.
+        fresh = json.dumps({"id": None, "swept": now})
         for label, cursor in (
             ("stream", fresh),
-            ("stream+sweep", json.dumps({"id": "0-0", "swept": 0})),
+            ("stream+sweep", json.dumps({"id": None, "swept": 0})),
         ):
             result, secs = tick(instance, resources, cursor)
             reqs = result.run_requests or []

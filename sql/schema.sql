@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0054_ui_vs_api, 38 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0054_ui_vs_api, 39 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -540,6 +540,32 @@ BEGIN
 END $$;
 
 ALTER FUNCTION geo.maintain_run_accounts() OWNER TO geo_owner;
+
+--
+-- Name: sample_id_check_in_force(); Type: FUNCTION; Schema: geo; Owner: -
+--
+
+CREATE FUNCTION geo.sample_id_check_in_force() RETURNS boolean
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  SELECT EXISTS (
+    SELECT 1 FROM pg_catalog.pg_constraint c
+    WHERE c.conrelid = 'geo.samples'::regclass AND c.contype = 'c'
+      AND c.conname = 'sample_id_is_identity_hash' AND c.convalidated
+      AND pg_catalog.pg_get_constraintdef(c.oid) = 'CHECK ((sample_id = geo.sample_id_for(run_id, '
+          'question_revision, platform, device, region, mode, repeat_index)))')
+$$;
+
+--
+-- Name: sample_id_for(text, text, text, text, text, text, integer); Type: FUNCTION; Schema: geo; Owner: -
+--
+
+CREATE FUNCTION geo.sample_id_for(run_id text, question_revision text, platform text, device text, region text, mode text, repeat_index integer) RETURNS text
+    LANGUAGE sql STABLE PARALLEL SAFE
+    AS $$
+  SELECT 's' || left(encode(sha256(convert_to(concat_ws(chr(31), run_id, question_revision,
+    platform, device, region, mode, repeat_index::text), 'UTF8')), 'hex'), 24)
+$$;
 
 --
 -- Name: touch_sample(); Type: FUNCTION; Schema: geo; Owner: geo_owner
@@ -1321,7 +1347,7 @@ CREATE TABLE geo.samples (
     CONSTRAINT completed_needs_acceptance CHECK (((collection_state <> 'completed'::text) OR (submission_state = 'accepted'::text))),
     CONSTRAINT evidence_after_completion CHECK (((evidence_state = ANY (ARRAY['pending'::text, 'failed'::text])) OR (collection_state = 'completed'::text))),
     CONSTRAINT running_holds_lease CHECK (((collection_state <> 'running'::text) OR (lease_until IS NOT NULL))),
-    CONSTRAINT sample_id_is_identity_hash CHECK ((sample_id = ('s'::text || "left"(encode(sha256(convert_to(concat_ws(chr(31), run_id, question_revision, platform, device, region, mode, (repeat_index)::text), 'UTF8'::name)), 'hex'::text), 24)))),
+    CONSTRAINT sample_id_is_identity_hash CHECK ((sample_id = geo.sample_id_for(run_id, question_revision, platform, device, region, mode, repeat_index))),
     CONSTRAINT samples_analysis_state_check CHECK ((analysis_state = ANY (ARRAY['pending'::text, 'accepted'::text, 'review'::text, 'failed'::text]))),
     CONSTRAINT samples_attempt_no_check CHECK ((attempt_no >= 0)),
     CONSTRAINT samples_collection_state_check CHECK ((collection_state = ANY (ARRAY['queued'::text, 'running'::text, 'completed'::text, 'failed'::text]))),
@@ -1330,7 +1356,6 @@ CREATE TABLE geo.samples (
     CONSTRAINT samples_priority_check CHECK (((priority >= 0) AND (priority <= 9))),
     CONSTRAINT samples_question_index_check CHECK ((question_index >= 0)),
     CONSTRAINT samples_repeat_index_check CHECK ((repeat_index >= 0)),
-    CONSTRAINT samples_sample_id_check CHECK ((sample_id ~ '^s[0-9a-f]{24}$'::text)),
     CONSTRAINT samples_screenshot_policy_check CHECK ((screenshot_policy = ANY (ARRAY['required'::text, 'optional'::text, 'off'::text]))),
     CONSTRAINT samples_submission_state_check CHECK ((submission_state = ANY (ARRAY['planned'::text, 'submitting'::text, 'accepted'::text, 'uncertain'::text])))
 )

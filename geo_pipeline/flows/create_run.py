@@ -71,12 +71,33 @@ class PlanChecksFailed(Exception):
         )
 
 
+@dataclass
+class Facts:
+    """What the plan checks of one channel know of its samples, from one grouped read
+    (dagster.run_plan_facts): how many, in which batches, and how many ids are not their
+    identity's hash (counted only when the database's own check of that is not in force)."""
+
+    samples: int = 0
+    batch_nos: set[int] = field(default_factory=set)
+    wrong_ids: int = 0
+
+
+def _facts(rows: Rows, channels: Collection[str]) -> dict[str, Facts]:
+    facts = {ch: Facts() for ch in channels}
+    for r in rows:
+        f = facts.setdefault(r["channel"], Facts())
+        f.samples += r["n"]
+        f.batch_nos.add(r["batch_no"])
+        f.wrong_ids += r["wrong_ids"]
+    return facts
+
+
 def partition_samples(conn: Conn, run_id: str, channel: str) -> Rows:
-    """The partition's samples, read once for all three plan checks."""
+    """The partition's samples with their identity (what a failing identity check examines)."""
     return fetch_all(conn, "dagster.partition_samples", {"run_id": run_id, "channel": channel})
 
 
-def plan_volume(config: NormalisedConfig, channel: str, rows: Rows) -> PlanCheck:
+def plan_volume(config: NormalisedConfig, channel: str, facts: Facts) -> PlanCheck:
     """R3: the partition holds exactly Q x T_channel x R samples of the frozen snapshot."""
     targets = [t for t in config.targets if t.channel == channel]
     expected = len(config.questions) * len(targets) * config.repeats
@@ -84,32 +105,40 @@ def plan_volume(config: NormalisedConfig, channel: str, rows: Rows) -> PlanCheck
     return PlanCheck(
         CHECK_PLAN_VOLUME,
         channel,
-        len(rows) == expected and expected > 0,
-        f"expected {formula} samples, found {len(rows)}",
-        {"expected": expected, "actual": len(rows), "formula": formula},
+        facts.samples == expected and expected > 0,
+        f"expected {formula} samples, found {facts.samples}",
+        {"expected": expected, "actual": facts.samples, "formula": formula},
     )
 
 
-def plan_identities(run_id: str, channel: str, rows: Rows) -> PlanCheck:
+def plan_identities(conn: Conn, run_id: str, channel: str, facts: Facts) -> PlanCheck:
     """R5: identities are unique and every sample id is the hash of its identity (so a retry
-    or a re-plan can never create a second sample for the same identity)."""
-    identities = list(map(IDENTITY, rows))  # each row's identity built once (100k rows)
-    identity = Counter(identities)
-    duplicated = [k for k, n in identity.items() if n > 1]
-    wrong_ids = [
-        r["sample_id"]
-        for r, key in zip(rows, identities, strict=True)
-        if r["sample_id"] != sample_id_for(run_id, *key)
-    ]
+    or a re-plan can never create a second sample for the same identity).
+
+    While the database checks every written row's id (sample_id_is_identity_hash) and the
+    primary key keeps ids unique, no id can be wrong and no identity twice: the grouped read
+    says so (``wrong_ids`` 0) without hashing again. Only when some id is wrong are the
+    partition's rows read to name the duplicates and the wrong ids."""
+    duplicated: list[tuple[Any, ...]] = []
+    wrong_ids: list[str] = []
+    if facts.wrong_ids:
+        rows = partition_samples(conn, run_id, channel)
+        identities = list(map(IDENTITY, rows))
+        duplicated = [k for k, n in Counter(identities).items() if n > 1]
+        wrong_ids = [
+            r["sample_id"]
+            for r, key in zip(rows, identities, strict=True)
+            if r["sample_id"] != sample_id_for(run_id, *key)
+        ]
     examples = [*map(str, duplicated), *wrong_ids][:EXAMPLES]
     return PlanCheck(
         CHECK_PLAN_IDENTITIES,
         channel,
-        not duplicated and not wrong_ids,
+        not duplicated and not wrong_ids and not facts.wrong_ids,
         f"{len(duplicated)} duplicated identities, {len(wrong_ids)} sample ids not derived "
         f"from their identity" + (f" (e.g. {', '.join(examples[:3])})" if examples else ""),
         {
-            "samples": len(rows),
+            "samples": facts.samples,
             "duplicated_identities": len(duplicated),
             "ids_not_matching_identity": len(wrong_ids),
             "examples": examples,
@@ -127,12 +156,24 @@ def batches_with_counts(conn: Conn, run_id: str, batch_nos: Collection[int]) -> 
     )
 
 
+def _run_batches(conn: Conn, run_id: str, rows: Rows) -> Rows:
+    """batches_with_counts of every batch of the run, its actual counts summed from the run's
+    grouped facts (no second pass over the samples)."""
+    actual: dict[int, Counter[str]] = {}
+    for r in rows:
+        actual.setdefault(r["batch_no"], Counter())[r["platform"]] += r["n"]
+    return [
+        {**b, "actual_counts": dict(actual.get(b["batch_no"], {}))}
+        for b in fetch_all(conn, "dagster.run_batches", {"run_id": run_id})
+    ]
+
+
 def plan_batches(
     conn: Conn,
     config: NormalisedConfig,
     run_id: str,
     channel: str,
-    rows: Rows,
+    facts: Facts,
     batches: Rows | None = None,
 ) -> PlanCheck:
     """R3: every batch holding this partition's samples is within the submit cap and each
@@ -141,7 +182,7 @@ def plan_batches(
     ``batches``: :func:`batches_with_counts` of (at least) the partition's batches, when the
     caller read them already for the whole run; else they are read here."""
     platform = channel.split("__", 1)[0]
-    batch_nos = {r["batch_no"] for r in rows}
+    batch_nos = facts.batch_nos
     if batches is None:
         batches = batches_with_counts(conn, run_id, batch_nos)
     problems: list[str] = []
@@ -181,37 +222,35 @@ def _checks(
     config: NormalisedConfig,
     run_id: str,
     channel: str,
-    rows: Rows,
+    facts: Facts,
     batches: Rows | None = None,
 ) -> list[PlanCheck]:
     return [
-        plan_volume(config, channel, rows),
-        plan_identities(run_id, channel, rows),
-        plan_batches(conn, config, run_id, channel, rows, batches),
+        plan_volume(config, channel, facts),
+        plan_identities(conn, run_id, channel, facts),
+        plan_batches(conn, config, run_id, channel, facts, batches),
     ]
 
 
 def check_partition(
     conn: Conn, config: NormalisedConfig, run_id: str, channel: str
 ) -> list[PlanCheck]:
-    """The three plan checks of one (run, channel) partition, on one read of its samples."""
-    return _checks(conn, config, run_id, channel, partition_samples(conn, run_id, channel))
+    """The three plan checks of one (run, channel) partition, on one grouped read of its
+    samples (and one of its batches' counts)."""
+    rows = fetch_all(conn, "dagster.partition_plan_facts", {"run_id": run_id, "channel": channel})
+    return _checks(conn, config, run_id, channel, _facts(rows, [channel])[channel])
 
 
 def check_plan(conn: Conn, config: NormalisedConfig, run_id: str) -> list[PlanCheck]:
     """The plan checks of every channel of a run (what gates its dispatch): the same checks as
-    :func:`check_partition`'s, on ONE read of the run's samples and one grouped count of its
-    batches, so their cost is proportional to the run (a 100,000-sample run in well under a
-    second), whatever its number of channels and batches."""
-    by_channel: dict[str, Rows] = {ch: [] for ch in config.channels}
-    for r in fetch_all(conn, "dagster.run_samples", {"run_id": run_id}):
-        by_channel.setdefault(r.pop("channel"), []).append(r)
-    batch_nos = {r["batch_no"] for ch in config.channels for r in by_channel[ch]}
-    batches = batches_with_counts(conn, run_id, batch_nos)
+    :func:`check_partition`'s, on ONE grouped read of the run's samples (a row per channel and
+    batch, not per sample) and one read of its batches, so their cost is proportional to the
+    run, whatever its number of channels and batches."""
+    rows = fetch_all(conn, "dagster.run_plan_facts", {"run_id": run_id})
+    facts = _facts(rows, config.channels)
+    batches = _run_batches(conn, run_id, rows)
     return [
-        c
-        for ch in config.channels
-        for c in _checks(conn, config, run_id, ch, by_channel[ch], batches)
+        c for ch in config.channels for c in _checks(conn, config, run_id, ch, facts[ch], batches)
     ]
 
 

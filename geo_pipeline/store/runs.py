@@ -7,6 +7,7 @@ estimate and reservation, the first dispatch -- is one transaction in
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from datetime import date
 from typing import Any
@@ -177,25 +178,50 @@ def insert_run(
         )
         # COPY: a 100k-sample run is one round trip of rows, not 100k statements.
         with cur.copy(Q("runs.copy_samples")) as copy:  # type: ignore[arg-type]
-            for s in plan.samples:
-                copy.write_row(
-                    (
-                        s.sample_id,
-                        s.run_id,
-                        c.tenant,
-                        s.batch_no,
-                        s.question_revision,
-                        s.question_index,
-                        s.platform,
-                        s.device,
-                        s.region,
-                        s.mode,
-                        s.repeat_index,
-                        s.screenshot_policy,
-                        c.priority,
-                    )
-                )
+            copy.write(copy_text(plan))
     return True
+
+
+# What COPY's text format must escape in a value (backslash, tab, newline, carriage return).
+_COPY_SPECIAL = re.compile(r"[\\\t\n\r]")
+
+
+def copy_text(plan: Plan) -> bytes:
+    """The plan's samples as COPY text rows, in copy_samples' column order, built in one pass
+    (psycopg's write_row costs ~7 us a row: 0.7 s of a 100,000-sample run, issue 39). No value
+    of a plan needs escaping (ids, run ids and the registry's names never do), which the text
+    proves by its counts: 12 tabs and one newline a row, and no backslash or carriage return;
+    otherwise every value is escaped."""
+    c = plan.config
+    tenant, priority = c.tenant, c.priority
+    text = "".join(
+        [
+            f"{s.sample_id}\t{s.run_id}\t{tenant}\t{s.batch_no}\t{s.question_revision}\t"
+            f"{s.question_index}\t{s.platform}\t{s.device}\t{s.region}\t{s.mode}\t"
+            f"{s.repeat_index}\t{s.screenshot_policy}\t{priority}\n"
+            for s in plan.samples
+        ]
+    )
+    n = len(plan.samples)
+    if text.count("\t") != 12 * n or text.count("\n") != n or "\\" in text or "\r" in text:
+        return _escaped_copy_text(plan)
+    return text.encode()
+
+
+def _escaped_copy_text(plan: Plan) -> bytes:
+    def esc(v: object) -> str:
+        return _COPY_SPECIAL.sub(lambda m: _COPY_ESCAPES[m.group()], str(v))
+
+    c = plan.config
+    rows = (
+        (s.sample_id, s.run_id, c.tenant, s.batch_no, s.question_revision, s.question_index,
+         s.platform, s.device, s.region, s.mode, s.repeat_index, s.screenshot_policy, c.priority)
+        for s in plan.samples
+    )  # fmt: skip
+    return "".join("\t".join(map(esc, row)) + "\n" for row in rows).encode()
+
+
+_COPY_ESCAPES = {"\\": "\\\\", "\t": "\\t", "\n": "\\n", "\r": "\\r"}
 
 
 def dispatch_new_run(conn: Conn, run_id: str) -> None:

@@ -3,18 +3,45 @@
 -- asset checks, and describe a partition's evidence, analysis and billing rows.
 
 -- name: partition_samples
--- The identity (R5) and batch of every sample of one (run, channel) partition.
+-- The identity (R5) and batch of every sample of one (run, channel) partition (what a failing
+-- identity check lists its examples from).
 SELECT sample_id, question_revision, platform, device, region, mode, repeat_index, batch_no
 FROM geo.samples WHERE run_id = %(run_id)s AND channel = %(channel)s
 ORDER BY sample_id;
 
--- name: run_samples
--- The identity (R5), channel and batch of every sample of a run: the plan checks of all its
--- channels read the run once (partition_samples, per channel, for the run as a whole).
-SELECT sample_id, channel, question_revision, platform, device, region, mode, repeat_index,
-       batch_no
-FROM geo.samples WHERE run_id = %(run_id)s
-ORDER BY sample_id;
+-- name: run_plan_facts
+-- What the plan checks of a run need of its samples, in ONE grouped pass over the run (found by
+-- the run_id prefix of samples_run_channel): per (channel, platform, batch) the samples, and how
+-- many of their ids are not the hash of their identity (R5). That count is 0 by the database's
+-- own guarantee while the check sample_id_is_identity_hash is in force (migration 0033: every
+-- row was checked when written), so it is computed only when the check is not (dropped, or
+-- NOT VALID): the hash is not paid twice per sample (issue 39). With the primary key, ids that
+-- are their identity's hash are also unique identities: a duplicate needs a wrong id.
+SELECT s.channel, s.platform, s.batch_no, count(*) AS n,
+       count(*) FILTER (WHERE NOT k.enforced AND s.sample_id IS DISTINCT FROM
+                        geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,
+                                          s.region, s.mode, s.repeat_index)) AS wrong_ids
+FROM geo.samples s
+CROSS JOIN (SELECT geo.sample_id_check_in_force() AS enforced OFFSET 0) k  -- once, not per row
+WHERE s.run_id = %(run_id)s
+GROUP BY s.channel, s.platform, s.batch_no;
+
+-- name: partition_plan_facts
+-- run_plan_facts of one (run, channel) partition: its rows only (samples_run_channel).
+SELECT s.channel, s.platform, s.batch_no, count(*) AS n,
+       count(*) FILTER (WHERE NOT k.enforced AND s.sample_id IS DISTINCT FROM
+                        geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,
+                                          s.region, s.mode, s.repeat_index)) AS wrong_ids
+FROM geo.samples s
+CROSS JOIN (SELECT geo.sample_id_check_in_force() AS enforced OFFSET 0) k  -- once, not per row
+WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
+GROUP BY s.channel, s.platform, s.batch_no;
+
+-- name: run_batches
+-- The recorded batches of a run (their counts are compared with run_plan_facts').
+SELECT b.batch_no, b.size, b.platform_counts FROM geo.batches b
+WHERE b.run_id = %(run_id)s
+ORDER BY b.batch_no;
 
 -- name: batches_with_counts
 -- The given batches of a run with the number of samples that really carry each batch number,

@@ -175,3 +175,50 @@ def test_a_run_being_filled_cannot_be_deleted(db: Any, db_url: str, run: dict[st
         with pytest.raises(psycopg.errors.LockNotAvailable):
             other.execute("DELETE FROM geo.runs WHERE run_id = %s", (run["run_id"],))
     db.rollback()
+
+
+# ------------------------------------------------------------------ the one rule (migration 0051)
+def test_an_id_of_any_other_shape_is_refused_by_the_identity_check(
+    db: Any, run: dict[str, Any]
+) -> None:
+    """The format check is gone (an identity's hash is 's' + 24 hex digits by construction):
+    an id of another shape is still refused."""
+    with pytest.raises(psycopg.errors.CheckViolation, match="sample_id_is_identity_hash"):
+        db.execute(COPY_ONE, {"id": "not an id", "repeat": 998, "of": run["sample_id"]})
+    db.rollback()
+
+
+def test_the_sql_rule_is_the_python_rule(db: Any, run: dict[str, Any]) -> None:
+    keys = ("run_id", "question_revision", "platform", "device", "region", "mode")
+    rows = db.execute(
+        "SELECT *, geo.sample_id_for(run_id, question_revision, platform, device, region, mode,"
+        " repeat_index + 7) AS other FROM geo.samples WHERE run_id = 'insert-cost'"
+    ).fetchall()
+    assert rows and all(
+        r["other"] == sample_id_for(*(r[k] for k in keys), r["repeat_index"] + 7) for r in rows
+    )
+
+
+def test_plan_checks_hash_again_only_when_the_database_does_not(
+    db: Any, run: dict[str, Any]
+) -> None:
+    """While sample_id_is_identity_hash is in force no stored id can be wrong, and the plan
+    checks read a row per channel and batch; without it they hash every sample and find a
+    wrong one."""
+    from geo_pipeline.flows.create_run import check_plan
+    from geo_pipeline.store.runs import run_config
+
+    config = run_config(db, run["run_id"])
+    assert db.execute("SELECT geo.sample_id_check_in_force() AS f").fetchone()["f"] is True
+    assert all(c.passed for c in check_plan(db, config, run["run_id"]))
+    db.execute("ALTER TABLE geo.samples DROP CONSTRAINT sample_id_is_identity_hash")
+    assert db.execute("SELECT geo.sample_id_check_in_force() AS f").fetchone()["f"] is False
+    assert all(c.passed for c in check_plan(db, config, run["run_id"]))  # re-hashed: all right
+    db.execute(
+        "UPDATE geo.samples SET repeat_index = repeat_index + 1000 WHERE sample_id = %s",
+        (run["sample_id"],),
+    )
+    failed = [c for c in check_plan(db, config, run["run_id"]) if not c.passed]
+    assert [(c.name, c.channel) for c in failed] == [("sample_identities_unique", run["channel"])]
+    assert failed[0].metadata["examples"] == [run["sample_id"]]
+    db.rollback()

@@ -2,14 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain.config import normalise_and_validate
-from geo_pipeline.domain.plan import assign_batches, expand, quote
+from geo_pipeline.domain.plan import assign_batches, build_plan, expand, quote, sample_id_for
 
 CAPS = load_registry().capabilities()
 PRICES = {p: c.prices for p, c in CAPS.items()}
@@ -108,6 +106,65 @@ def test_identities_unique_and_replanning_idempotent(qs, repeats, cap):
     assert len(first) == len(n.questions) * len(n.targets) * repeats
     a1, b1 = assign_batches(first, cap, n.platform_caps)
     a2, b2 = assign_batches(expand(n, "r"), cap, n.platform_caps)
-    assert [dataclasses.astuple(s) for s in a1] == [dataclasses.astuple(s) for s in a2]
+    assert [tuple(s) for s in a1] == [tuple(s) for s in a2]
     assert b1 == b2
     assert all(b.size <= cap for b in b1)
+
+
+def _one_by_one(samples, submit_cap, platform_caps):
+    """The batching rule as it was first written (one sample at a time): each sample goes to
+    the first batch with room for it. The reference the block-wise rule must agree with."""
+    sizes, counts, cursor, out = [], [], {}, []
+    for s in samples:
+        cap_p = max(1, platform_caps.get(s.platform, submit_cap))
+        b = cursor.get(s.platform, 0)
+        while b < len(sizes) and (sizes[b] >= submit_cap or counts[b].get(s.platform, 0) >= cap_p):
+            b += 1
+        cursor[s.platform] = b
+        if b == len(sizes):
+            sizes.append(0)
+            counts.append({})
+        counts[b][s.platform] = counts[b].get(s.platform, 0) + 1
+        sizes[b] += 1
+        out.append(b)
+    return out, [(b, sizes[b], dict(sorted(c.items()))) for b, c in enumerate(counts)]
+
+
+channel_sets = st.lists(
+    st.sampled_from(
+        [
+            {"platform": "deepseek", "device": "web"},
+            {"platform": "deepseek", "device": "app", "modes": ["standard", "web_search"]},
+            {"platform": "doubao", "device": "web", "modes": ["standard", "deep_thinking"]},
+            {"platform": "kimi", "device": "web"},
+            {"platform": "qwen", "device": "web"},
+        ]
+    ),
+    min_size=1,
+    max_size=5,
+    unique_by=lambda c: (c["platform"], c["device"]),
+)
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    channels=channel_sets,
+    n_questions=st.integers(1, 7),
+    repeats=st.integers(1, 5),
+    cap=st.integers(1, 60),
+)
+def test_build_plan_batches_as_the_one_by_one_rule(channels, n_questions, repeats, cap):
+    """build_plan numbers batches per target in blocks (issue 39: each sample is built once,
+    with its batch); the outcome is the one-sample-at-a-time rule's, batch for batch."""
+    n = seed_config(
+        questions=[f"question number {i}" for i in range(n_questions)],
+        channels=channels,
+        repeats=repeats,
+        submit_cap=cap,
+    )
+    plan = build_plan(n, quote(n, PRICES), "r-1")
+    nos, batches = _one_by_one(expand(n, "r-1"), cap, n.platform_caps)
+    assert [s.batch_no for s in plan.samples] == nos
+    assert [(b.batch_no, b.size, b.platform_counts) for b in plan.batches] == batches
+    assert [s._replace(batch_no=-1) for s in plan.samples] == expand(n, "r-1")
+    assert all(s.sample_id == sample_id_for(*s.identity) for s in plan.samples)
