@@ -47,6 +47,9 @@ APP = "deepseek"
 # A sample lease long enough that a browser capture on a loaded box never loses it: a takeover
 # (tested in test_browser_crash) would send the sample through a history look-up instead.
 SAMPLE_LEASE_S = 30.0
+# A first worker process imports, connects and launches chromium before any sample moves: on a
+# loaded box that was seen taking over 2 minutes, so the first wait allows for it.
+START_STALL_S = 400.0
 
 
 def _incidents(db_url: str, which: Any) -> dict[str, Any]:
@@ -127,7 +130,9 @@ def test_login_expiry_mid_run_waits_until_accounts_login(
     ids = _start(cluster, db_url, "r-browser-expiry", questions)
     worker = cluster.worker(platforms=(PLATFORM,), lease_s=SAMPLE_LEASE_S)
     cluster.wait_progress(
-        lambda: _account(db_url, "a1")["state"] == "needs_login", "the login wall seen"
+        lambda: _account(db_url, "a1")["state"] == "needs_login",
+        "the login wall seen",
+        stall_s=START_STALL_S,
     )
     # The samples it did not answer wait: queued, never failed, nothing charged for them.
     cluster.wait_progress(
@@ -181,7 +186,12 @@ def test_login_expiry_mid_run_waits_until_accounts_login(
     seen = web_counts(cluster)[APP]["a1"]
     assert seen["sends"] == len(ids) and seen["expired"] == 1, seen
     # Exactly one send per question upstream: the account's history lists each once.
-    assert Counter(_history(cluster, "a1")) == Counter(questions)
+    asked = fetch(
+        db_url,
+        "SELECT q.text FROM geo.samples s JOIN geo.question_revisions q USING (question_revision)",
+    )
+    assert len(asked) == len(questions)
+    assert Counter(_history(cluster, "a1")) == Counter(r["text"] for r in asked)
     assert all(n == 1 for n in _charges(db_url).values()) and len(_charges(db_url)) == len(ids)
     assert f"account:{PLATFORM}:a1" not in _incidents(db_url, account_incidents)
 
@@ -199,7 +209,9 @@ def test_a_captcha_suspends_one_account_and_the_other_finishes(
     ids = _start(cluster, db_url, "r-browser-captcha", questions)
     worker = cluster.worker(platforms=(PLATFORM,), lease_s=SAMPLE_LEASE_S)
     cluster.wait_progress(
-        lambda: _account(db_url, "a1")["state"] == "suspended", "the captcha seen"
+        lambda: _account(db_url, "a1")["state"] == "suspended",
+        "the captcha seen",
+        stall_s=START_STALL_S,
     )
     alerts = _incidents(db_url, account_incidents)
     alert = alerts[f"account:{PLATFORM}:a1"]
@@ -233,7 +245,9 @@ def test_a_changed_layout_alerts_charges_nothing_and_ends_named(
     questions = [f"{QUESTION}{i}" for i in range(2)]
     ids = _start(cluster, db_url, "r-browser-layout", questions)
     worker = cluster.worker(platforms=(PLATFORM,), lease_s=SAMPLE_LEASE_S)
-    cluster.wait_progress(lambda: bool(_incidents(db_url, page_incidents)), "the page alert")
+    cluster.wait_progress(
+        lambda: bool(_incidents(db_url, page_incidents)), "the page alert", stall_s=START_STALL_S
+    )
     alerts = _incidents(db_url, page_incidents)
     alert = alerts[f"page_changed:{PLATFORM}"]
     assert alert.kind == "page_changed" and PLATFORM in alert.summary, alerts
