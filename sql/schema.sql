@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0054_ui_vs_api, 39 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 40 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -2470,6 +2470,8 @@ CREATE TABLE geo.accounts (
     lease_expires_at timestamp with time zone,
     fencing_token bigint DEFAULT 0 NOT NULL,
     created_at timestamp with time zone DEFAULT now() NOT NULL,
+    page_changed_at timestamp with time zone,
+    page_changed_detail text,
     CONSTRAINT accounts_account_id_check CHECK ((account_id ~ '^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$'::text)),
     CONSTRAINT accounts_check CHECK (((lease_owner IS NULL) = (lease_expires_at IS NULL))),
     CONSTRAINT accounts_daily_budget_check CHECK ((daily_budget >= 0)),
@@ -2939,7 +2941,7 @@ CREATE TABLE geo.reconciliation_lines (
     reconciled_at timestamp with time zone DEFAULT now() NOT NULL,
     fee_class text DEFAULT 'to_verify'::text NOT NULL,
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
-    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text, 'apportioned'::text, 'credit_cost'::text, 'credits_missing'::text]))),
+    CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text, 'apportioned'::text, 'credit_cost'::text, 'credits_missing'::text, 'no_vendor_bill'::text]))),
     CONSTRAINT reconciliation_lines_fee_class_check CHECK ((fee_class = ANY (ARRAY['completed'::text, 'failed'::text, 'to_verify'::text])))
 );
 
@@ -3673,6 +3675,12 @@ CREATE INDEX share_of_voice_monitor_day ON analytics.share_of_voice USING btree 
 --
 
 CREATE INDEX account_sends_by_question ON geo.account_sends USING btree (platform, account_id, question, sent_at);
+
+--
+-- Name: accounts_page_changed; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX accounts_page_changed ON geo.accounts USING btree (platform) WHERE (page_changed_at IS NOT NULL);
 
 --
 -- Name: analyst_logins_tenant; Type: INDEX; Schema: geo; Owner: geo_owner

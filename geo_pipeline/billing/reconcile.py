@@ -28,16 +28,24 @@ from geo_pipeline.billing.prices import find_price_list
 from geo_pipeline.connectors.protocols import (
     CREDITS,
     DAY_TOTAL_PREFIX,
+    OWN_ESTIMATE,
     USAGE_FIELDS,
     statement_source,
 )
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.domain import billing as rules
-from geo_pipeline.domain.billing import USAGE_COST, USAGE_MISSING, ReconciliationSummary, ReconLine
+from geo_pipeline.domain.billing import (
+    NO_VENDOR_BILL,
+    USAGE_COST,
+    USAGE_MISSING,
+    ReconciliationSummary,
+    ReconLine,
+)
 from geo_pipeline.domain.catalogue import PlatformEntry, Registry, RegistryError
 from geo_pipeline.domain.money import Money
 from geo_pipeline.domain.platforms import PriceList
 from geo_pipeline.domain.usage import COUNT_FIELDS, TokenPrices, Usage, usage_cost
+from geo_pipeline.domain.words import NO_VENDOR_BILL_SOURCE
 from geo_pipeline.observability.metrics import RECONCILIATION_DIFF
 from geo_pipeline.store.queries import Q
 from geo_pipeline.store.usage import run_attempt_usage
@@ -200,6 +208,8 @@ def statement_sources(conn: Conn, run_id: str, registry: Registry | None = None)
             )
         elif source == "simulator":
             out[platform] = "the simulator's statement API (per task)"
+        elif source == OWN_ESTIMATE:
+            out[platform] = NO_VENDOR_BILL_SOURCE
         else:
             out[platform] = f"vendor cost API {source} (day totals)"
     return out
@@ -224,6 +234,7 @@ def reconcile_run(
     entries = _entries(registry)
     by_usage = {p: e for p, e in entries.items() if statement_source(e) == USAGE_FIELDS}
     by_credits = {p: e for p, e in entries.items() if statement_source(e) == CREDITS}
+    by_estimate = {p for p, e in entries.items() if statement_source(e) == OWN_ESTIMATE}
     usage_rows = {
         (str(r["platform"]), str(r["upstream_id"])): r
         for r in (run_attempt_usage(conn, run_id) if by_usage else [])
@@ -341,6 +352,9 @@ def reconcile_run(
                         upstream_id, meta, mine, currency, version, mode, price_cache[key], platform
                     )
                 )
+                continue
+            if platform in by_estimate and theirs_items is None:
+                lines.append(_no_bill_line(upstream_id, platform, meta, mine, currency))
                 continue
             if platform in by_usage and theirs_items is None:
                 version = (charged_with.get(upstream_id) or (quoted.get(platform, ""), ""))[0]
@@ -472,6 +486,41 @@ def token_prices(entry: PlatformEntry, version: str) -> TokenPrices | None:
         return None
     return TokenPrices.from_mapping(
         version, spec, f"platforms.{entry.platform}.options.token_prices.{version}"
+    )
+
+
+def _no_bill_line(
+    upstream_id: str,
+    platform: str,
+    meta: dict[str, Any],
+    mine: dict[str, int] | None,
+    currency: str,
+) -> ReconLine:
+    """One task of a channel no vendor bills (statement source own_estimate): our charge at our
+    own estimated price, theirs 0 because nobody billed -- explained, never a difference. A task
+    never answered and never charged is matched (nothing on either side)."""
+    ours = sum((mine or {}).values())
+    detail: dict[str, Any] = {
+        "source": NO_VENDOR_BILL_SOURCE,
+        "statement_source": OWN_ESTIMATE,
+        "ours_items": mine,
+        "our_day": meta["day"].isoformat(),
+    }
+    for extra in ("free_reason", "request_state", "refunded_minor"):
+        if meta.get(extra):
+            detail[extra] = meta[extra]
+    cls = NO_VENDOR_BILL if ours else "matched"
+    return ReconLine(
+        upstream_id=upstream_id,
+        platform=platform,
+        classification=cls,
+        fee_class=rules.fee_class(cls, meta.get("outcome")),
+        ours_minor=ours,
+        theirs_minor=0,
+        currency=currency,
+        sample_id=meta.get("sample_id"),
+        attempt_no=meta.get("attempt_no"),
+        detail=detail,
     )
 
 

@@ -129,15 +129,21 @@ def list_cmd(platform: str | None, as_json: bool) -> None:
 
 def _move(platform: str, account_id: str, state: str, reason: str) -> None:
     from geo_pipeline.store import db as dbmod
-    from geo_pipeline.store.accounts import AccountError, set_state
+    from geo_pipeline.store.accounts import AccountError, set_state, wake_waiting
 
+    woken = 0
     try:
         with dbmod.connect() as conn:
             set_state(conn, platform, account_id, state, reason)
+            if state == "ready":  # the samples that waited for an account go now
+                woken = wake_waiting(conn, platform)
             conn.commit()
     except AccountError as exc:
         raise click.ClickException(str(exc)) from None
-    click.echo(f"{platform}/{account_id}: {state}")
+    click.echo(
+        f"{platform}/{account_id}: {state}"
+        + (f" ({woken} waiting sample(s) of {platform} due now)" if woken else "")
+    )
 
 
 @accounts_group.command("suspend")

@@ -19,6 +19,7 @@ from typing import Any, Literal
 import httpx
 
 from geo_pipeline.connectors.base import (
+    Connector,
     ConnectorError,
     InvalidParams,
     NoPermission,
@@ -118,6 +119,22 @@ def _failure(entry: PlatformEntry, mode: str, exc: ConnectorError) -> CheckResul
     return failure(auth="unknown", detail=f"{exc.error_class}: {text}")
 
 
+def check_connector(entry: PlatformEntry, client: httpx.AsyncClient) -> Connector:
+    """The connector a check asks through: a browser channel's over the shared accounts of
+    ``geo.accounts`` (``PgAccounts``, as every worker leases them: its pacing, budget and lease
+    hold for the check too); any other as the factory builds it."""
+    if entry.protocol == "browser":
+        import os
+        import socket
+
+        from geo_pipeline.store.db import database_url
+        from geo_pipeline.worker.browser import browser_connector
+
+        owner = f"connectors-check:{socket.gethostname()}:{os.getpid()}"
+        return browser_connector(entry, database_url(), owner)
+    return build_connector(entry, client)
+
+
 async def check_platform(
     entry: PlatformEntry,
     client: httpx.AsyncClient,
@@ -159,7 +176,7 @@ async def check_platform(
         mode=mode,
         screenshot=False,
     )
-    connector = build_connector(entry, client)
+    connector = check_connector(entry, client)
     started = time.monotonic()
     try:
         async with asyncio.timeout(timeout_s):

@@ -374,7 +374,10 @@ USAGE_FIELDS = "usage_fields"
 # A service that bills credits (issue 31): each task's vendor cost is the credits it reported
 # x the frozen price version's credit_price -- the default of a platform whose prices state one.
 CREDITS = "credits"
-STATEMENT_SOURCES = (*COST_API_SOURCES, USAGE_FIELDS, "simulator", CREDITS)
+# A channel no vendor bills per answer (a consumer app driven in a browser, issue #32): its
+# price is our own estimate; reconciliation classes its lines no_vendor_bill (explained).
+OWN_ESTIMATE = "own_estimate"
+STATEMENT_SOURCES = (*COST_API_SOURCES, USAGE_FIELDS, "simulator", CREDITS, OWN_ESTIMATE)
 _DEFAULT_SOURCE = {
     "openai_chat": "openai_costs",  # only OpenAI itself; other vendors must say usage_fields
     "openai_responses": "openai_costs",
@@ -382,6 +385,7 @@ _DEFAULT_SOURCE = {
     "perplexity": USAGE_FIELDS,
     "gemini": USAGE_FIELDS,
     "simulator": "simulator",
+    "browser": OWN_ESTIMATE,
 }
 
 

@@ -55,6 +55,11 @@ APPORTIONED = "apportioned"
 # unknown cost (never zero): unexplained.
 CREDIT_COST = "credit_cost"
 CREDITS_MISSING = "credits_missing"
+# A channel no vendor bills per answer (statement_source own_estimate: a consumer app driven in
+# a browser, issue #32): our price is our own estimate and nobody sends a bill. Its line has
+# theirs 0, explained by what the channel is; its money is shown as its own figure
+# (``no_vendor_bill_ours_minor``, words.no_vendor_bill_text), never as a difference.
+NO_VENDOR_BILL = "no_vendor_bill"
 ALL_CLASSIFICATIONS: tuple[str, ...] = (
     *CLASSIFICATIONS,
     PRICE_CHANGE,
@@ -64,6 +69,7 @@ ALL_CLASSIFICATIONS: tuple[str, ...] = (
     APPORTIONED,
     CREDIT_COST,
     CREDITS_MISSING,
+    NO_VENDOR_BILL,
 )
 # THE "explained difference" predicate (issue #34): the one rule the reconciliation summary, the
 # blocking check zero_unexplained_difference, the R26 gauge and the reconciliation alert apply
@@ -80,6 +86,7 @@ EXPLAINED: tuple[str, ...] = (
     USAGE_COST,
     APPORTIONED,
     CREDIT_COST,
+    NO_VENDOR_BILL,
 )
 
 
@@ -390,6 +397,8 @@ class ReconciliationSummary:
     unexplained_absolute_minor: int = 0
     unexplained_lines: int = 0
     credit_cost_difference_minor: int = 0  # credits x credit price vs our rounded-up price
+    # Our charges on channels no vendor bills (no_vendor_bill lines): not a difference at all.
+    no_vendor_bill_ours_minor: int = 0
 
     @property
     def explained_difference_minor(self) -> int:
@@ -443,7 +452,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
     n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
-    apportioned = absolute = unexplained_lines = credit_cost = 0
+    apportioned = absolute = unexplained_lines = credit_cost = no_vendor_bill = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -462,6 +471,8 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             apportioned += line.difference_minor
         elif line.classification == CREDIT_COST:
             credit_cost += line.difference_minor
+        elif line.classification == NO_VENDOR_BILL:
+            no_vendor_bill += line.ours_minor
         elif not is_explained(line.classification):
             unexplained += line.difference_minor
             absolute += abs(line.difference_minor)
@@ -485,4 +496,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         unexplained_absolute_minor=absolute,
         unexplained_lines=unexplained_lines,
         credit_cost_difference_minor=credit_cost,
+        no_vendor_bill_ours_minor=no_vendor_bill,
     )

@@ -23,6 +23,8 @@ Action = Literal[
     "review",  # unparseable: keep the raw bytes, send to review, never re-ask
 ]
 Stage = Literal["submit", "poll", "fetch"]
+# The cause of a browser page whose controls no longer match (connectors.browser PageChanged).
+LAYOUT_CHANGED = "layout_changed"
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,10 @@ class RetryPolicy:
     # a delay doubling from ``wait_base_s`` up to ``wait_max_s``: no budget ends it, none storms.
     wait_base_s: float = 30.0
     wait_max_s: float = 1800.0
+    # A changed page (``unavailable:layout_changed``: the browser lane's selectors miss) does
+    # not change back by itself: the sample waits this many times (a page caught mid-rollout or
+    # half-rendered gets another look), then ends failed, never re-asked forever (issue #32).
+    max_layout_waits: int = 1
 
 
 @dataclass(frozen=True)
@@ -63,6 +69,7 @@ class ErrorFacts:
     poll_errors: int = 0  # consecutive poll failures of the current attempt (this one included)
     waited_so_far: int = 0  # earlier ``unavailable`` attempts of this sample
     cause: str | None = None  # why an ``unavailable`` error happened (e.g. "needs_login")
+    layout_waits: int = 0  # earlier waits of this sample because the page had changed
 
 
 def full_jitter_backoff(
@@ -90,6 +97,7 @@ def classify(facts: ErrorFacts, policy: RetryPolicy, rnd: float | None = None) -
       account): wait, whatever the budgets spent; the delay doubles from ``wait_base_s`` to
       ``wait_max_s`` (equal jitter, never under half of it) unless the error says when an
       account is free (``retry_after_s``, spread by up to half). The reason names the cause.
+      A changed page (cause ``layout_changed``) waits ``max_layout_waits`` times, then fails.
     """
     ec = facts.error_class
     if ec == "unavailable":
@@ -131,6 +139,8 @@ def classify(facts: ErrorFacts, policy: RetryPolicy, rnd: float | None = None) -
 def _wait(facts: ErrorFacts, policy: RetryPolicy, rnd: float | None) -> Decision:
     r = random.random() if rnd is None else rnd
     reason = f"unavailable:{facts.cause or 'unknown'}"
+    if facts.cause == LAYOUT_CHANGED and facts.layout_waits >= policy.max_layout_waits:
+        return Decision("fail", reason=f"{reason}:waits_spent")
     if facts.retry_after_s is not None:  # an account is free then: never sooner, spread a little
         return Decision("retry", facts.retry_after_s * (1.0 + 0.5 * r), reason)
     ceiling = min(policy.wait_max_s, policy.wait_base_s * (2 ** max(0, facts.waited_so_far)))

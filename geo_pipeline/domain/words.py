@@ -118,6 +118,22 @@ def unexplained_text(
     return f"{net} in sum; {left}"
 
 
+# THE words of a channel no vendor bills (statement source own_estimate, classification
+# no_vendor_bill): the reconciliation summaries, the line's detail and `billing` say this.
+NO_VENDOR_BILL_SOURCE = (
+    "no vendor bill: the price is our own estimate (a consumer app driven in a browser bills "
+    "nothing per answer)"
+)
+
+
+def no_vendor_bill_text(ours_minor: int, currency: str) -> str:
+    """Our charges on channels no vendor bills, as a person reads them (never a difference)."""
+    return (
+        f"not billed by any platform: {money_text(ours_minor, currency)} charged at our own "
+        "estimated price (a consumer app driven in a browser bills nothing per answer)"
+    )
+
+
 def reconciliation_text(
     unexplained_minor: int,
     explained_minor: int,
@@ -126,6 +142,7 @@ def reconciliation_text(
     *,
     absolute_minor: int | None = None,
     unexplained_lines: int | None = None,
+    no_vendor_bill_minor: int = 0,
 ) -> list[str]:
     """The reconciliation difference split into unexplained and explained (and what is still
     pending), each with its direction."""
@@ -140,6 +157,8 @@ def reconciliation_text(
             f"pending: {money_text(pending_ours_minor, currency)} of our charges have no "
             "statement yet"
         )
+    if no_vendor_bill_minor:
+        lines.append(no_vendor_bill_text(no_vendor_bill_minor, currency))
     return lines
 
 

@@ -123,6 +123,7 @@ def run_money(conn: Conn, run_id: str) -> dict[str, Any]:
             currency,
             absolute_minor=summary.unexplained_absolute_minor,
             unexplained_lines=summary.unexplained_lines,
+            no_vendor_bill_minor=summary.no_vendor_bill_ours_minor,
         )
         if summary.lines
         else ["not reconciled yet"],

@@ -228,6 +228,7 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
             currency,
             absolute_minor=summary.unexplained_absolute_minor,
             unexplained_lines=summary.unexplained_lines,
+            no_vendor_bill_minor=summary.no_vendor_bill_ours_minor,
         )
         if summary
         else ["not reconciled yet"],

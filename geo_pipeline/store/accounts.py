@@ -83,6 +83,12 @@ def add_account(conn: Conn, platform: str, account_id: str, pacing: Pacing) -> b
     return row is not None
 
 
+def wake_waiting(conn: Conn, platform: str) -> int:
+    """The platform's samples that waited for an account (login wall, captcha, none free) are
+    due now: a person just logged an account in or resumed it. Returns how many."""
+    return len(conn.execute(Q("accounts.wake_waiting"), {"platform": platform}).fetchall())
+
+
 def list_accounts(conn: Conn, platform: str | None = None) -> list[dict[str, Any]]:
     return [dict(r) for r in conn.execute(Q("accounts.list"), {"platform": platform}).fetchall()]
 
@@ -162,7 +168,13 @@ class PgAccounts:
         self._gaps[(platform, lease.account_id, lease.token)] = gap
         return lease
 
-    def _release(self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None) -> None:
+    def _release(
+        self,
+        lease: AccountLease,
+        outcome: Outcome,
+        cool_s: float | None = None,
+        detail: str | None = None,
+    ) -> None:
         gap = self._gaps.pop((lease.platform, lease.account_id, lease.token), 0.0)
         params: dict[str, Any] = {
             "platform": lease.platform,
@@ -174,6 +186,9 @@ class PgAccounts:
             self._run("accounts.release_sent", {**params, "gap_s": gap})
         elif outcome == "not_sent":
             self._run("accounts.release_unused", params)
+        elif outcome == "page_changed":
+            detail = (detail or "the page changed")[:500]
+            self._run("accounts.release_page_changed", {**params, "detail": detail})
         elif outcome == "rate_limited":
             self._run(
                 "accounts.release_cooling",
@@ -195,9 +210,13 @@ class PgAccounts:
         return await asyncio.to_thread(self._acquire, platform)
 
     async def release(
-        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+        self,
+        lease: AccountLease,
+        outcome: Outcome,
+        cool_s: float | None = None,
+        detail: str | None = None,
     ) -> None:
-        await asyncio.to_thread(self._release, lease, outcome, cool_s)
+        await asyncio.to_thread(self._release, lease, outcome, cool_s, detail)
 
     # ------------------------------------------------------------ the send journal (R12)
     def _note_send(

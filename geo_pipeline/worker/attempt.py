@@ -381,6 +381,7 @@ class Attempt:
                 exc.retry_after_s,
                 waited_so_far=int(row.get("waited") or 0),
                 cause=getattr(exc, "cause", None),
+                layout_waits=int(row.get("layout_waits") or 0),
             ),
             self.policy(),
         )

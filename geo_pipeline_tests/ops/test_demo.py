@@ -419,6 +419,14 @@ def check_browser_run(
         assert height >= int(device.height * device.scale), (r["device"], height)
     html = Path(browser["reports"]["html"]).read_text(encoding="utf-8")
     assert html.count('<td class="access">browser</td>') == 2
+    # No consumer app bills per answer: the run's lines say so (explained), never a difference.
+    lines = conn.execute(
+        "SELECT classification, theirs_minor FROM geo.reconciliation_lines WHERE run_id = %s",
+        (run_id,),
+    ).fetchall()
+    assert {r["classification"] for r in lines} <= {"no_vendor_bill", "matched"}, lines
+    assert any(r["classification"] == "no_vendor_bill" for r in lines), lines
+    assert all(r["theirs_minor"] == 0 for r in lines), lines
 
 
 def browser_missing() -> str | None:

@@ -56,9 +56,11 @@ WHERE platform = %(platform)s AND state IN ('ready', 'cooling_down')
        OR sends_today < daily_budget);
 
 -- name: release_sent
--- A question was sent: it counts against the day's budget, and the next send waits gap_s.
+-- A question was sent: it counts against the day's budget, and the next send waits gap_s. The
+-- page had the controls the selectors name, so a changed page it recorded is cleared.
 UPDATE geo.accounts
 SET lease_owner = NULL, lease_expires_at = NULL, last_used_at = now(),
+    page_changed_at = NULL, page_changed_detail = NULL,
     next_send_at = now() + make_interval(secs => %(gap_s)s),
     sends_today = CASE WHEN sends_day = (now() AT TIME ZONE 'UTC')::date
                        THEN sends_today + 1 ELSE 1 END,
@@ -156,3 +158,24 @@ SET lease_owner = NULL, lease_expires_at = NULL, state = 'cooling_down',
 WHERE platform = %(platform)s AND account_id = %(account_id)s
   AND fencing_token = %(token)s AND lease_owner = %(owner)s
 RETURNING account_id;
+
+-- name: release_page_changed
+-- The page no longer has the controls the selectors name: nothing was sent, the lease ends,
+-- the account stays as it was and records the change (the operations alert reads it).
+UPDATE geo.accounts
+SET lease_owner = NULL, lease_expires_at = NULL,
+    page_changed_at = coalesce(page_changed_at, now()), page_changed_detail = %(detail)s
+WHERE platform = %(platform)s AND account_id = %(account_id)s
+  AND fencing_token = %(token)s AND lease_owner = %(owner)s
+RETURNING account_id;
+
+-- name: wake_waiting
+-- A person logged an account in or resumed it: the platform's samples that waited for an
+-- account (login wall, captcha, none free) are due now, not after their doubled wait. Only
+-- samples no worker holds (queued) and that wait for one of those causes move.
+UPDATE geo.samples
+SET next_attempt_at = now()
+WHERE platform = %(platform)s AND collection_state = 'queued' AND next_attempt_at > now()
+  AND collection_reason IN ('unavailable:needs_login', 'unavailable:account_suspended',
+                            'unavailable:no_account')
+RETURNING sample_id;

@@ -67,3 +67,14 @@ SELECT platform, account_id, state, state_reason, state_changed_at
 FROM geo.accounts
 WHERE state IN ('suspended', 'needs_login')
 ORDER BY platform, account_id;
+
+-- name: pages_changed
+-- Browser-lane platforms whose page no longer has the controls the selectors name (issue #32):
+-- one incident per platform while an account records it (cleared by that account's next
+-- successful send).
+SELECT platform, min(page_changed_at) AS since, max(page_changed_detail) AS detail,
+       array_agg(account_id ORDER BY account_id) AS accounts
+FROM geo.accounts
+WHERE page_changed_at IS NOT NULL
+GROUP BY platform
+ORDER BY platform;

@@ -159,7 +159,11 @@ SELECT u.*, q.text AS question, (cs.config ->> 'max_attempts')::int AS max_attem
        -- keeps crashing its worker ends operator-visible instead of being handed back forever).
        (SELECT count(*) FROM geo.state_transitions t
          WHERE t.sample_id = u.sample_id AND t.layer = 'collection'
-           AND t.reason LIKE 'worker_error%%')::int AS worker_errors
+           AND t.reason LIKE 'worker_error%%')::int AS worker_errors,
+       -- Waits because the browser page had changed (bounded: RetryPolicy.max_layout_waits).
+       (SELECT count(*) FROM geo.state_transitions t
+         WHERE t.sample_id = u.sample_id AND t.layer = 'collection'
+           AND t.reason = 'unavailable:layout_changed')::int AS layout_waits
 FROM u
 LEFT JOIN geo.upstream_requests ur
   ON ur.sample_id = u.sample_id AND ur.attempt_no = u.attempt_no AND u.was <> 'planned'

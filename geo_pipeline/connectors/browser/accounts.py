@@ -23,7 +23,9 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from geo_pipeline.connectors.browser.spec import NoAccountReady
 
-Outcome = Literal["sent", "not_sent", "needs_login", "suspended", "rate_limited"]
+# ``page_changed``: nothing was sent because the page lacks the controls the selectors name; the
+# account is fine and records the change (the operations alert) until it sends again.
+Outcome = Literal["sent", "not_sent", "needs_login", "suspended", "rate_limited", "page_changed"]
 AccountState = Literal["ready", "needs_login", "cooling_down", "suspended"]
 ACCOUNT_STATES: tuple[AccountState, ...] = ("ready", "needs_login", "cooling_down", "suspended")
 
@@ -124,9 +126,14 @@ class AccountSource(Protocol):
     async def acquire(self, platform: str) -> AccountLease: ...
 
     async def release(
-        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+        self,
+        lease: AccountLease,
+        outcome: Outcome,
+        cool_s: float | None = None,
+        detail: str | None = None,
     ) -> None:
-        """Hand the account back; ``rate_limited``: it cools down for ``cool_s``."""
+        """Hand the account back; ``rate_limited``: it cools down for ``cool_s``;
+        ``page_changed``: ``detail`` says what the page lacked."""
         ...
 
     async def note_send(
@@ -156,6 +163,7 @@ class _Local:
     token: int = 0
     next_at: float = 0.0
     sent_today: int = 0
+    page_changed: str | None = None  # what the page lacked, until a send succeeds again
 
 
 @dataclass
@@ -261,14 +269,24 @@ class LocalAccounts:
             )
         return self._lease(platform, account_id, acc)
 
+    def page_changed(self, platform: str, account_id: str) -> str | None:
+        return self._get(platform, account_id).page_changed
+
     async def release(
-        self, lease: AccountLease, outcome: Outcome, cool_s: float | None = None
+        self,
+        lease: AccountLease,
+        outcome: Outcome,
+        cool_s: float | None = None,
+        detail: str | None = None,
     ) -> None:
         acc = self._get(lease.platform, lease.account_id)
         if acc.token != lease.token or not acc.leased:
             return  # a stale lease: fenced off
         acc.leased = False
+        if outcome == "page_changed":
+            acc.page_changed = detail or "the page changed"
         if outcome == "sent":
+            acc.page_changed = None
             acc.sent_today += 1
             acc.next_at = self._now() + self.pacing.next_gap()
         elif outcome == "needs_login":

@@ -14,7 +14,8 @@ the raw stream); ``fetch_evidence`` parses it with the platform's frame parser.
 
 Failure classes (R13): login wall -> ``NeedsLogin`` (account ``needs_login``, nothing charged);
 captcha or risk page -> ``AccountSuspended`` (account ``suspended``); the question cannot be sent
-(a selector no longer matches) -> ``InvalidCapability``; anything failing after the send click ->
+(a selector no longer matches once the page had ``page_ready_s`` to render) -> ``PageChanged``
+(the account records it, an alert per platform); anything failing after the send click ->
 ``AcceptanceUnknown`` (R12); an unparseable stream -> ``Unparseable`` with the raw bytes (review,
 never re-ask).
 """
@@ -66,6 +67,7 @@ from geo_pipeline.connectors.browser.spec import (
     InvalidCapability,
     NeedsLogin,
     NoAccountReady,
+    PageChanged,
     PageRateLimited,
     PlatformSpec,
     RegionProfile,
@@ -179,6 +181,26 @@ def retry_after_s(response: Any) -> float:
     return RATE_LIMIT_DEFAULT_S
 
 
+def proxy_settings(url: str) -> dict[str, str]:
+    """Playwright's proxy of a region from its variable's URL. Chromium's proxy server takes no
+    credentials in the URL (``http://user:pass@host:port`` would be refused by the proxy with
+    407), so a user and password in it are passed apart, percent-decoded; never logged (D2)."""
+    from urllib.parse import unquote
+
+    parts = urlsplit(url.strip())
+    if not parts.scheme or not parts.hostname:
+        raise InvalidCapability(
+            "a region's proxy must be a URL like http://host:port or socks5://host:port "
+            "(user and password may be in it: http://user:password@host:port)"
+        )
+    host = parts.hostname if ":" not in parts.hostname else f"[{parts.hostname}]"
+    out = {"server": f"{parts.scheme}://{host}" + (f":{parts.port}" if parts.port else "")}
+    if parts.username:
+        out["username"] = unquote(parts.username)
+        out["password"] = unquote(parts.password or "")
+    return out
+
+
 # The five bytes windows-1252 leaves undefined; Chromium keeps them as C1 code points.
 _C1_UNMAPPED = frozenset((0x81, 0x8D, 0x8F, 0x90, 0x9D))
 
@@ -209,6 +231,9 @@ class BrowserConnector:
         self.headless = bool(opts.get("headless", True))
         self.answer_timeout_s = float(opts.get("answer_timeout_s", 120.0))
         self.stable_poll_s = float(opts.get("stable_poll_s", 2.0))
+        # A single-page app renders its composer after the document loads: this long at most
+        # before a missing composer means the page changed.
+        self.page_ready_s = float(opts.get("page_ready_s", 10.0))
         self.type_delay_ms = float(opts.get("type_delay_ms", 40.0))
         self.max_contexts = int(opts.get("max_contexts", 4))
         self.accounts: AccountSource = accounts or LocalAccounts(
@@ -277,7 +302,7 @@ class BrowserConnector:
                 raise InvalidCapability(
                     f"{self.platform}: region {region.name!r} needs a proxy: set {region.proxy_env}"
                 )
-            proxy = {"server": server}
+            proxy = proxy_settings(server)
         context = await pw.chromium.launch_persistent_context(
             str(lease.profile_dir),
             executable_path=self.chromium,
@@ -328,6 +353,7 @@ class BrowserConnector:
         lease = await self.accounts.acquire(self.platform)
         outcome: Outcome = "not_sent"
         cool_s: float | None = None
+        detail: str | None = None
         keep = asyncio.create_task(self._keep(lease))
         try:
             capture, outcome = await self._capture(lease, request, device, region)
@@ -340,12 +366,20 @@ class BrowserConnector:
         except AccountSuspended:
             outcome = "suspended"
             raise
+        except PageChanged as exc:
+            outcome, detail = "page_changed", str(exc)
+            raise
         except AcceptanceUnknown:
             outcome = "sent"
             raise
         finally:
             keep.cancel()
-            await self.accounts.release(lease, outcome, cool_s)
+            if outcome in ("needs_login", "suspended"):
+                # The account leaves the pool until a person acts: its browser is closed, so
+                # the profile is free for `accounts login` and the next lease reads the fresh
+                # login from disk (a running browser keeps its own cookies in memory).
+                await self._close_context(lease.account_id)
+            await self.accounts.release(lease, outcome, cool_s, detail)
         upstream_id = f"{self.platform}:{lease.account_id}:{request.idempotency_key}"
         self._hold(upstream_id, capture)
         return Acceptance(upstream_id, capture.captured_at, inline_result=capture.raw)
@@ -452,10 +486,11 @@ class BrowserConnector:
             await self._classify_page(page, lease, loaded)
             box = page.locator(spec.input)
             send = page.locator(spec.send)
-            if not await box.count() or not await send.count():
-                raise InvalidCapability(
-                    f"{who}: the page changed: no chat input ({spec.input}) or send button "
-                    f"({spec.send}); nothing was sent"
+            if not await self._rendered(page, box, send):
+                await self._classify_page(page, lease)  # a wall drawn by the page's script
+                raise PageChanged(
+                    f"{who}: the page layout changed: no chat input ({spec.input}) or send "
+                    f"button ({spec.send}) after {self.page_ready_s:g} s; nothing was sent"
                 )
             await self._set_search(page, request.mode == "web_search", who)
             await box.first.click()
@@ -539,12 +574,25 @@ class BrowserConnector:
         )
         return capture, "sent"
 
+    async def _rendered(self, page: Any, box: Any, send: Any) -> bool:
+        """The composer and its send button, once the page's script has drawn them (up to
+        ``page_ready_s``); False: they are not there, the layout changed."""
+        try:
+            await box.first.wait_for(state="attached", timeout=self.page_ready_s * 1000)
+            await send.first.wait_for(state="attached", timeout=self.page_ready_s * 1000)
+        except Exception:
+            return bool(await box.count() and await send.count())
+        return True
+
     async def _set_search(self, page: Any, want: bool, who: str) -> None:
         """The search toggle, found by role and text, clicked only when its state differs."""
         toggle = page.locator(self.spec.search_toggle)
         if not await toggle.count():
             if want:
-                raise InvalidCapability(f"{who}: no search toggle ({self.spec.search_toggle})")
+                raise PageChanged(
+                    f"{who}: the page layout changed: no search toggle "
+                    f"({self.spec.search_toggle}); nothing was sent"
+                )
             return
         on = (await toggle.first.get_attribute("aria-pressed")) == "true"
         if on != want:

@@ -46,6 +46,18 @@ class InvalidCapability(Unavailable):
     cause = "invalid_capability"
 
 
+class PageChanged(InvalidCapability):
+    """The app's page no longer has the controls its module's selectors name (the composer, the
+    send button, the search toggle): the layout changed. Nothing was sent, nothing is charged;
+    the account is fine. A page that is still rendering is waited for (``page_ready_s``) before
+    this is said. The sample waits once (RetryPolicy.max_layout_waits), then ends ``failed``
+    with ``unavailable:layout_changed:waits_spent``: a changed page does not change back by
+    itself, and re-asking forever would only load the page again and again. The account records
+    the change (an operations alert per platform) until a send succeeds again."""
+
+    cause = "layout_changed"
+
+
 class PageRateLimited(Unavailable):
     """The app's page says "too many requests" for this account: nothing was sent. The account
     cools down for the page's hint (``retry_after_s``: its ``Retry-After``, else 10 minutes) and
@@ -73,6 +85,7 @@ BROWSER_ERRORS: tuple[type[ConnectorError], ...] = (
     NeedsLogin,
     AccountSuspended,
     InvalidCapability,
+    PageChanged,
     PageRateLimited,
     InQuietHours,
     NoAccountReady,

@@ -6,6 +6,8 @@ Incidents (docs/operations.md has a runbook section per kind):
 - ``stuck_partition``: a (run, channel) past its publish deadline plus a grace, unpublished;
 - ``dead_letters`` / ``uncertain``: more than a threshold of open dead letters / uncertain samples;
 - ``reconciliation``: a run whose charges and fee statements disagree;
+- ``account_suspended`` / ``account_needs_login`` / ``page_changed``: the browser lane's
+  accounts and pages that wait for a person (issue #32);
 - ``mention_change``: a brand mention-rate change ``analytics.brand_changes`` flags (question-
   clustered test, Benjamini-Hochberg across the day's brand x channel family; day over day or
   rolling 7 days); the message carries both rates, their n, the q and the day's question-
@@ -148,6 +150,7 @@ def database_incidents(conn: Conn, t: AlertThresholds) -> dict[str, Alert]:
             },
         )
     out.update(account_incidents(conn))
+    out.update(page_incidents(conn))
     return out
 
 
@@ -175,6 +178,29 @@ def account_incidents(conn: Conn) -> dict[str, Alert]:
                     else f"`geo-pipeline accounts login {platform} {account} --storage-state "
                     "FILE` (a fresh export of a person's login)"
                 ),
+            },
+        )
+    return out
+
+
+def page_incidents(conn: Conn) -> dict[str, Alert]:
+    """Browser-lane platforms whose page layout changed (issue #32): the app's page no longer
+    has the controls the platform module's selectors name, so nothing can be asked there until
+    the selectors are updated. One incident per platform, cleared by the next successful send."""
+    out: dict[str, Alert] = {}
+    for r in _rows(conn, "alerts.pages_changed"):
+        platform = r["platform"]
+        out[f"page_changed:{platform}"] = Alert(
+            f"page_changed:{platform}",
+            "page_changed",
+            f"{platform}: the page layout changed; nothing is sent there (its samples wait "
+            "once, then fail with unavailable:layout_changed:waits_spent)",
+            {
+                "seen by": ", ".join(r["accounts"] or []),
+                "since": r["since"],
+                "missing": r["detail"],
+                "do": "update the platform's selectors (geo_pipeline/connectors/browser/"
+                "<app>.py), then re-run the failed samples; see docs/browser-lane.md",
             },
         )
     return out

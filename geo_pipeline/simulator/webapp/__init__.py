@@ -48,10 +48,19 @@ class WebFaults:
 
     - ``captcha_after``: an account that has had this many answers sees the captcha page (and its
       sends are refused with 403) -- the risk-control interstitial that froze accounts in the
-      research (section 3, Yuanbao: three accounts frozen); ``captcha_accounts`` at once.
-    - ``expire_after``: the account's session expires once after this many answers (login wall;
-      Yuanbao's error 23000 "login expired"); ``expire_accounts`` at once.
-    - ``layout``: ``changed`` -- the composer was redesigned, no known selector matches.
+      research (section 3, Yuanbao: three accounts frozen); ``captcha_accounts`` at once. Both
+      set: only the listed accounts, after that many answers (risk control flags one account,
+      not the app: research section 3, Yuanbao's accounts were frozen one by one). Once shown,
+      the page stays for that account (a frozen account does not thaw by itself, inf.).
+    - ``expire_after``: the account's session expires once after this many answers: its cookie
+      no longer opens the chat (the login wall with "登录": LLM Sentry and geo_client2's
+      ``CheckLoginStatus``, research section 3) and the completion endpoint refuses it (401;
+      Yuanbao's error 23000 "login expired", research section 3); ``expire_accounts`` at once.
+      A fresh login (a new session cookie) works again.
+    - ``layout``: ``changed`` -- the composer was redesigned, no known selector matches (the
+      collectors find the input and toggles by selector and text, LLM Sentry and geo_client2 in
+      research section 3; a redesign breaks them: geo_client2 keeps a DOM tier and a page
+      refresh as fallbacks for exactly that, inf.). The login wall and the history stay.
     - ``truncate``: the stream closes about half way, before the app's end marker.
     - ``chunk_delay_s``: a pause before each frame (a slow stream).
     - ``rate_limited``: the page says "请求过于频繁" (HTTP 429), with ``Retry-After:
@@ -159,6 +168,8 @@ class WebApp:
     def _captcha(self, platform: str, account: str) -> bool:
         faults = self._faults(platform)
         answered = self.state.counts[(platform, account, "answered")]
+        if faults.captcha_accounts and faults.captcha_after is not None:
+            return account in faults.captcha_accounts and answered >= faults.captcha_after
         return account in faults.captcha_accounts or (
             faults.captcha_after is not None and answered >= faults.captcha_after
         )

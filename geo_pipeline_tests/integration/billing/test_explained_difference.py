@@ -69,6 +69,7 @@ def test_the_predicate_names_every_classification_once():
         "usage_cost",
         "apportioned",
         "credit_cost",
+        "no_vendor_bill",
     }
     assert not rules.is_explained("usage_missing")
     assert not rules.is_explained("credits_missing")
