@@ -45,7 +45,13 @@ from psycopg.rows import dict_row
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics
 from geo_pipeline.store import migrate
-from geo_pipeline_tests.scale_data import History, analyst_history, completed_run, counted
+from geo_pipeline_tests.scale_data import (
+    ANALYST_QUERIES,
+    History,
+    analyst_history,
+    completed_run,
+    counted,
+)
 
 Measure = Callable[[int], dict[str, float]]
 
@@ -110,40 +116,6 @@ def measure_refresh(size: int) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------ analyst views
-# The analyst's questions of a monitor, as the dashboard and the run report ask them: the
-# latest 30 days of mention rates and share of voice, the report's trend (ops.report_brand_trends
-# with its run resolved to the monitor and day), and the day's flagged changes.
-ANALYST_QUERIES = {
-    "mention rate, 30 days": """
-        SELECT scheduled_for, channel, brand, n, mention_rate, mention_rate_lower,
-               mention_rate_upper, n_effective
-          FROM analytics.channel_brand_metrics
-         WHERE tenant_id = %(tenant)s AND monitor_id = %(monitor)s
-           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
-         ORDER BY channel, brand, scheduled_for""",
-    "share of voice, 30 days": """
-        SELECT scheduled_for, channel, brand, n, share_of_answers_mentioning_any_brand,
-               share_of_all_tracked_mentions
-          FROM analytics.share_of_voice
-         WHERE monitor_id = %(monitor)s
-           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
-         ORDER BY channel, brand, scheduled_for""",
-    "trends (report, 30 days)": """
-        WITH fdr AS (SELECT max(c.fdr_q) AS fdr_q FROM analytics.brand_changes c
-                      WHERE c.monitor_id = %(monitor)s)
-        SELECT t.channel, t.brand, t.is_target, t.scheduled_for, t.n, t.mentions, t.questions,
-               t.mention_rate, t.mention_rate_lower, t.mention_rate_upper, t.n_effective,
-               t.flagged_day_over_day, t.flagged_rolling_7d, fdr.fdr_q
-          FROM analytics.brand_trends t CROSS JOIN fdr
-         WHERE t.monitor_id = %(monitor)s
-           AND t.scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
-         ORDER BY t.channel, t.is_target DESC NULLS LAST, t.brand, t.scheduled_for""",
-    "changes flagged on the day": """
-        SELECT channel, brand, comparison, rate_change, p_value, q_value, flagged
-          FROM analytics.brand_changes
-         WHERE monitor_id = %(monitor)s AND scheduled_for = %(day)s::date
-         ORDER BY q_value NULLS LAST""",
-}
 HISTORY_SIZES = [25_000, 100_000]
 HISTORY_BIG = [1_000_000] + ([10_000_000] if os.environ.get("GEO_SCALE_10M") else [])
 
