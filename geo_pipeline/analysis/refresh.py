@@ -5,9 +5,10 @@ can be repeated, STYLE.md point 7), so readers see either the old or the new num
 mix. The live views (sample_facts, sample_brand_facts) need no refresh; brand_changes and
 brand_trends read rows stored per monitor x channel x brand x day, which the same transaction
 rewrites for the days the run's day can change (``analysis.refresh_brand_rollup``; issue 39:
-the views used to recompute the monitor's whole history on every query). Rates pooled over questions get their question-clustered
-intervals and effective n (``honest.*``, sql/migrations/0021_honest_numbers.sql) in the same
-transaction, from the per-question rows just inserted.
+the views used to recompute the monitor's whole history on every query). Rates pooled over
+questions get their question-clustered intervals and effective n (``honest.*``,
+sql/migrations/0021_honest_numbers.sql) in the same transaction, from the per-question rows just
+inserted.
 """
 
 from __future__ import annotations
