@@ -463,6 +463,7 @@ ALTER FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date) OWNER 
 
 CREATE FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) RETURNS integer
     LANGUAGE plpgsql
+    SET work_mem TO '128MB'
     AS $$
 DECLARE
   v_changes integer;
@@ -3255,6 +3256,12 @@ ALTER TABLE ONLY geo.webhook_deliveries
 CREATE INDEX brand_day_changes_flagged ON analytics.brand_day_changes USING btree (scheduled_for) WHERE flagged;
 
 --
+-- Name: brand_day_trends_day; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends USING btree (scheduled_for);
+
+--
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
@@ -4445,6 +4452,27 @@ GRANT SELECT ON TABLE analytics.brand_day_changes TO geo_analyst;
 
 GRANT SELECT,INSERT,DELETE ON TABLE analytics.brand_day_trends TO geo_service;
 GRANT SELECT ON TABLE analytics.brand_day_trends TO geo_analyst;
+
+--
+-- Name: FUNCTION rebuild_brand_rollup(p_monitor text); Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+REVOKE ALL ON FUNCTION analytics.rebuild_brand_rollup(p_monitor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION analytics.rebuild_brand_rollup(p_monitor text) TO geo_service;
+
+--
+-- Name: FUNCTION refresh_brand_rollup(p_monitor text, p_day date); Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+REVOKE ALL ON FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date) FROM PUBLIC;
+GRANT ALL ON FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date) TO geo_service;
+
+--
+-- Name: FUNCTION rewrite_brand_days(p_monitor text, p_days date[]); Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+REVOKE ALL ON FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) TO geo_service;
 
 --
 -- Name: TABLE brand_changes; Type: ACL; Schema: analytics; Owner: geo_owner

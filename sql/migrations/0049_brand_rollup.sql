@@ -94,6 +94,10 @@ CREATE TABLE analytics.brand_day_trends (
   PRIMARY KEY (monitor_id, scheduled_for, channel, brand)
 );
 
+-- The brand dashboard lists the monitors with trends in its time range (its variables refresh on
+-- a time range change, deploy/grafana/dashboards/brand.json), across monitors.
+CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends (scheduled_for);
+
 -- ---------------------------------------------------------------- the computation
 -- analytics.brand_changes (0021) for the given days of one monitor: the same statement, reading
 -- only the days its comparisons need (each day's d-13..d and each channel x brand's previous day
@@ -402,6 +406,16 @@ ALTER FUNCTION analytics.brand_trends_of(text, date[]) OWNER TO geo_owner;
 ALTER FUNCTION analytics.rewrite_brand_days(text, date[]) OWNER TO geo_owner;
 ALTER FUNCTION analytics.refresh_brand_rollup(text, date) OWNER TO geo_owner;
 ALTER FUNCTION analytics.rebuild_brand_rollup(text) OWNER TO geo_owner;
+-- All five run as their caller (no SECURITY DEFINER): the two computations read what the caller
+-- may read (an analyst, its tenant's rows); the three that write are the refresh's, so only the
+-- service may call them (an analyst could not write the tables anyway).
+REVOKE EXECUTE ON FUNCTION analytics.rewrite_brand_days(text, date[]),
+  analytics.refresh_brand_rollup(text, date), analytics.rebuild_brand_rollup(text) FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION analytics.rewrite_brand_days(text, date[]),
+  analytics.refresh_brand_rollup(text, date), analytics.rebuild_brand_rollup(text) TO geo_service;
+-- The refresh transaction sets a larger work_mem (analysis.tune); a rebuild or a direct call
+-- gets the same, so a month's rows are aggregated in memory rather than spilled to disk.
+ALTER FUNCTION analytics.rewrite_brand_days(text, date[]) SET work_mem = '128MB';
 
 -- The rows of the history already analysed.
 SELECT analytics.rebuild_brand_rollup();
