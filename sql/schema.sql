@@ -469,6 +469,7 @@ DECLARE
   v_changes integer;
   v_trends integer;
 BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('analytics.brand_day_rollup'), hashtext(p_monitor));
   DELETE FROM analytics.brand_day_changes
    WHERE monitor_id = p_monitor AND scheduled_for = ANY(p_days);
   INSERT INTO analytics.brand_day_changes SELECT * FROM analytics.brand_changes_of(p_monitor, p_days);

@@ -292,13 +292,17 @@ BEGIN
 END $$;
 
 -- Rewrite the stored rows of the given days of a monitor: changes first (the trends read their
--- flags). Returns the rows written.
+-- flags). Returns the rows written. One rewrite of a monitor at a time, until its transaction
+-- ends: the runs of neighbouring days share days to rewrite, and two refreshes deleting then
+-- inserting the same rows at once would collide on the key (or one would miss the other's
+-- numbers). The next one waits, then reads the first one's committed rows.
 CREATE FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[])
 RETURNS integer LANGUAGE plpgsql AS $$
 DECLARE
   v_changes integer;
   v_trends integer;
 BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('analytics.brand_day_rollup'), hashtext(p_monitor));
   DELETE FROM analytics.brand_day_changes
    WHERE monitor_id = p_monitor AND scheduled_for = ANY(p_days);
   INSERT INTO analytics.brand_day_changes SELECT * FROM analytics.brand_changes_of(p_monitor, p_days);

@@ -12,6 +12,8 @@ from __future__ import annotations
 import math
 import random
 import shutil
+import threading
+import time
 import uuid
 from collections.abc import Iterator
 from datetime import date, timedelta
@@ -191,3 +193,45 @@ def test_runs_analysed_out_of_order_leave_the_rows_the_old_views_return(db, refe
         analyse_run(db, run_id)
     assert _same(db, "analytics.brand_changes", "old_brand_changes", CHANGES_KEY) > 0
     assert _same(db, "analytics.brand_trends", "old_brand_trends", TRENDS_KEY) == 3 * 3
+
+
+def test_two_refreshes_of_a_monitor_at_once_wait_for_each_other(db, db_url, reference):
+    """Two runs of neighbouring days refreshed at once (two Dagster partitions): the second
+    rollup step waits for the first transaction, then recomputes with its rows; no key
+    collision, and the stored rows are the old views' numbers."""
+    rng = random.Random(7)
+    first = date(2026, 3, 1)
+    for d in range(8):
+        _plant(db, "m-c", first + timedelta(days=d), rng, 0.0)
+        _refresh(db, "m-c", first + timedelta(days=d))
+    day_a, day_b = first + timedelta(days=8), first + timedelta(days=9)
+    _plant(db, "m-c", day_a, rng, 0.2)
+    _plant(db, "m-c", day_b, rng, 0.2)
+    db.commit()
+    with psycopg.connect(db_url) as other:
+        db.execute("SELECT analytics.refresh_brand_rollup('m-c', %s)", (day_a,))  # open
+        done: list[Any] = []
+
+        def second() -> None:
+            other.execute("SELECT analytics.refresh_brand_rollup('m-c', %s)", (day_b,))
+            other.commit()
+            done.append(True)
+
+        thread = threading.Thread(target=second)
+        thread.start()
+        waiting = 0
+        for _ in range(2400):  # until the second one is seen waiting on the monitor's lock
+            waiting = db.execute(
+                "SELECT count(*) AS n FROM pg_locks WHERE locktype = 'advisory' AND NOT granted"
+                " AND pid = %s",
+                (other.info.backend_pid,),
+            ).fetchone()["n"]
+            if waiting or done:
+                break
+            time.sleep(0.05)
+        assert waiting == 1 and not done
+        db.commit()
+        thread.join()
+    assert done
+    _same(db, "analytics.brand_changes", "old_brand_changes", CHANGES_KEY)
+    _same(db, "analytics.brand_trends", "old_brand_trends", TRENDS_KEY)
