@@ -165,6 +165,7 @@ def analyst_history(
     repeats: int = 5,
     brands: int = 10,
     first_day: date = date(2024, 1, 1),
+    stored_days: int | None = None,
 ) -> History:
     """``samples`` samples of history (days = samples / (questions x channels x repeats)) as
     the refresh leaves them: analytics.brand_metrics per run x channel x question x brand,
@@ -224,8 +225,18 @@ def analyst_history(
             "ANALYZE analytics.brand_metrics, analytics.channel_brand_metrics,"
             " analytics.share_of_voice"
         )
-        # and the monitor's stored trends and changes, as the refresh keeps them
-        cur.execute("SELECT analytics.rebuild_brand_rollup(%(m)s)", {"m": monitor})
+        # and the monitor's stored trends and changes, as the refresh keeps them (of its last
+        # ``stored_days`` days only, when given: a quicker set-up whose analyst tables hold fewer
+        # rows than a real history's)
+        if stored_days is None:
+            cur.execute("SELECT analytics.rebuild_brand_rollup(%(m)s)", {"m": monitor})
+        else:
+            last = first_day + timedelta(days=days - 1)
+            cur.execute(
+                "SELECT analytics.rewrite_brand_days(%(m)s, ARRAY(SELECT generate_series("
+                "%(last)s::date - %(n)s + 1, %(last)s::date, interval '1 day')::date))",
+                {"m": monitor, "last": last, "n": stored_days},
+            )
         cur.execute("ANALYZE analytics.brand_day_changes, analytics.brand_day_trends")
     conn.commit()
     return History(tenant, monitor, first_day, days, days * per_day, bm_rows)
