@@ -3260,7 +3260,7 @@ CREATE INDEX brand_day_changes_flagged ON analytics.brand_day_changes USING btre
 -- Name: brand_day_trends_day; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
-CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends USING btree (scheduled_for);
+CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends USING btree (scheduled_for, monitor_id);
 
 --
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner

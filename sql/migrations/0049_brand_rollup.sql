@@ -95,8 +95,9 @@ CREATE TABLE analytics.brand_day_trends (
 );
 
 -- The brand dashboard lists the monitors with trends in its time range (its variables refresh on
--- a time range change, deploy/grafana/dashboards/brand.json), across monitors.
-CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends (scheduled_for);
+-- a time range change, deploy/grafana/dashboards/brand.json), across monitors; with the
+-- monitor in the key, a day range of one monitor read through it visits only that monitor's rows.
+CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends (scheduled_for, monitor_id);
 
 -- ---------------------------------------------------------------- the computation
 -- analytics.brand_changes (0021) for the given days of one monitor: the same statement, reading
