@@ -8,16 +8,23 @@
   and ``rows`` as geo_pipeline.store.work counts them (buffer requests; rows and index entries
   read), from the database's cumulative statistics since analyse_run commits each chunk
   (geo_pipeline_tests/scale_data.counted); statements are not counted.
-- the analyst views over a monitor's history of 25k -> 100k samples (-> 1M with --big, and
-  10M with --big and GEO_SCALE_10M=1):
+- the analyst views over a monitor's history of 100k -> 1M samples (-> 10M with --big):
   daily runs of 50 questions x 10 channels x 5 repeats x 10 brands written with COPY into the
-  analyst tables (a scratch database per size); each query run under EXPLAIN (ANALYZE, BUFFERS,
-  TIMING OFF): ``seconds`` = planning + execution, ``buffers`` = shared hits + reads, ``rows``
-  returned. Queried as the database owner (analysts' row-level security not included). A query
-  still running after GEO_SCALE_STATEMENT_TIMEOUT seconds (default 60) is stopped and reported
-  as ``seconds = inf`` with ``timed_out``: the trend and change views read the monitor's whole
-  history on every query (measured on 2 cores: the day's changes 11 s at 100k samples, 78 s at
-  1M; the report's trend over 30 days 311 s at 100k).
+  analyst tables (a scratch database per size), then the monitor's trends and changes stored as
+  the refresh keeps them (analytics.rebuild_brand_rollup; the set-up time is printed, not
+  measured). Each query run under EXPLAIN (ANALYZE, BUFFERS, TIMING OFF): ``seconds`` =
+  planning + execution, ``buffers`` = shared hits + reads, ``rows`` returned. The queries: the
+  analyst's (geo_pipeline_tests/scale_data.ANALYST_QUERIES: mention rate and share of voice over
+  30 days, the report's 30-day trend, the day's flagged changes) and the brand dashboard's that
+  read trends, changes and share of voice (deploy/grafana/dashboards/brand.json, rendered as
+  Grafana does for the last 30 days). Queried as the database owner (analysts' row-level
+  security not included). A query still running after GEO_SCALE_STATEMENT_TIMEOUT seconds
+  (default 60) is stopped and reported as ``seconds = inf`` with ``timed_out``. Before 0049 the
+  trend and change views recomputed the monitor's whole history on every query (measured on 2
+  cores: the day's changes 11 s at 100k samples, 78 s at 1M; the report's trend over 30 days
+  311 s at 100k).
+- the refresh's rollup step for a run of the history's last day (analytics.refresh_brand_rollup),
+  the work counted from PostgreSQL's statistics as for the analysis: independent of the history.
 
 Scratch databases are created on the bench's admin URL (bench/_machine.py: GEO_BENCH_ADMIN_URL)
 and dropped at exit. Run through bench/scale.py (``--only analys`` for these paths).
@@ -27,12 +34,14 @@ from __future__ import annotations
 
 import atexit
 import itertools
+import json
 import math
 import os
 import sys
 import time
 import uuid
 from collections.abc import Callable
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +54,13 @@ from psycopg.rows import dict_row
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics
 from geo_pipeline.store import migrate
-from geo_pipeline_tests.scale_data import History, analyst_history, completed_run, counted
+from geo_pipeline_tests.scale_data import (
+    ANALYST_QUERIES,
+    History,
+    analyst_history,
+    completed_run,
+    counted,
+)
 
 Measure = Callable[[int], dict[str, float]]
 
@@ -110,49 +125,70 @@ def measure_refresh(size: int) -> dict[str, float]:
 
 
 # ------------------------------------------------------------------ analyst views
-# The analyst's questions of a monitor, as the dashboard and the run report ask them: the
-# latest 30 days of mention rates and share of voice, the report's trend (ops.report_brand_trends
-# with its run resolved to the monitor and day), and the day's flagged changes.
-ANALYST_QUERIES = {
-    "mention rate, 30 days": """
-        SELECT scheduled_for, channel, brand, n, mention_rate, mention_rate_lower,
-               mention_rate_upper, n_effective
-          FROM analytics.channel_brand_metrics
-         WHERE tenant_id = %(tenant)s AND monitor_id = %(monitor)s
-           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
-         ORDER BY channel, brand, scheduled_for""",
-    "share of voice, 30 days": """
-        SELECT scheduled_for, channel, brand, n, share_of_answers_mentioning_any_brand,
-               share_of_all_tracked_mentions
-          FROM analytics.share_of_voice
-         WHERE monitor_id = %(monitor)s
-           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
-         ORDER BY channel, brand, scheduled_for""",
-    "trends (report, 30 days)": """
-        WITH fdr AS (SELECT max(c.fdr_q) AS fdr_q FROM analytics.brand_changes c
-                      WHERE c.monitor_id = %(monitor)s)
-        SELECT t.channel, t.brand, t.is_target, t.scheduled_for, t.n, t.mentions, t.questions,
-               t.mention_rate, t.mention_rate_lower, t.mention_rate_upper, t.n_effective,
-               t.flagged_day_over_day, t.flagged_rolling_7d, fdr.fdr_q
-          FROM analytics.brand_trends t CROSS JOIN fdr
-         WHERE t.monitor_id = %(monitor)s
-           AND t.scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
-         ORDER BY t.channel, t.is_target DESC NULLS LAST, t.brand, t.scheduled_for""",
-    "changes flagged on the day": """
-        SELECT channel, brand, comparison, rate_change, p_value, q_value, flagged
-          FROM analytics.brand_changes
-         WHERE monitor_id = %(monitor)s AND scheduled_for = %(day)s::date
-         ORDER BY q_value NULLS LAST""",
-}
-HISTORY_SIZES = [25_000, 100_000]
-HISTORY_BIG = [1_000_000] + ([10_000_000] if os.environ.get("GEO_SCALE_10M") else [])
+HISTORY_SIZES = [100_000, 1_000_000]
+HISTORY_BIG = [10_000_000]
 
 
 def _history(size: int) -> tuple[Any, History]:
     conn = _database(f"history{size}")
     if size not in _histories:
+        t0 = time.perf_counter()
         _histories[size] = analyst_history(conn, size)
+        print(f"  (history of {size:,} samples generated with COPY, its trends and changes"
+              f" stored: {time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
     return conn, _histories[size]
+
+
+def _last_day(history: History) -> Any:
+    return history.first_day + timedelta(days=history.days - 1)
+
+
+# The brand dashboard's queries (deploy/grafana/dashboards/brand.json) that read trends, changes
+# and share of voice, with Grafana's substitution (geo_pipeline_tests/deploy/
+# test_brand_dashboard.render): the monitor, every channel, the target brand, the 30 days up to
+# the history's last day.
+def dashboard_queries() -> dict[str, str]:
+    from geo_pipeline_tests.deploy.test_brand_dashboard import DASHBOARD
+
+    dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
+    out = {f"dashboard variable {v['name']}": str(v["query"])
+           for v in dash["templating"]["list"] if v.get("query")}  # fmt: skip
+    for panel in dash["panels"]:
+        for target in panel.get("targets", []):
+            raw = str(target.get("rawSql") or "")
+            if any(t in raw for t in ("brand_trends", "brand_changes", "share_of_voice")):
+                out[f"dashboard panel {panel['id']}"] = raw
+    return out
+
+
+def _dashboard_measure(name: str, raw: str) -> Measure:
+    def measure(size: int) -> dict[str, float]:
+        from geo_pipeline_tests.deploy.test_brand_dashboard import render
+
+        conn, history = _history(size)
+        last = _last_day(history)
+        channels = [f"p{c}/web/cn/standard" for c in range(10)]
+        variables = {"monitor": [history.monitor], "channel": channels, "brand": ["brand 0"],
+                     "region": ["cn"], "mode": ["standard"]}  # fmt: skip
+        t_to = datetime.combine(last, datetime.min.time(), UTC) + timedelta(days=1)
+        rendered = render(raw, variables, t_to - timedelta(days=30), t_to)
+        return explain(conn, rendered, None)
+
+    measure.__doc__ = f"the brand dashboard's {name} over a monitor's history of `size` samples"
+    return measure
+
+
+def measure_rollup_refresh(size: int) -> dict[str, float]:
+    """The refresh's rollup step for a run of the history's last day (analytics.
+    refresh_brand_rollup: that day, the 13 after it, each channel x brand's next day), with the
+    work counted by PostgreSQL's statistics."""
+    conn, history = _history(size)
+    t0 = time.perf_counter()
+    with counted(conn) as work:
+        conn.execute("SELECT analytics.refresh_brand_rollup(%s, %s)",
+                     (history.monitor, _last_day(history)))  # fmt: skip
+        conn.commit()
+    return {"seconds": time.perf_counter() - t0, "buffers": work.buffers, "rows": work.rows_read}
 
 
 # A query still running after this many seconds is stopped and reported as timed out (its
@@ -160,7 +196,7 @@ def _history(size: int) -> tuple[Any, History]:
 STATEMENT_TIMEOUT_S = float(os.environ.get("GEO_SCALE_STATEMENT_TIMEOUT", "60"))
 
 
-def explain(conn: Any, sql: str, params: dict[str, Any]) -> dict[str, float]:
+def explain(conn: Any, sql: str, params: dict[str, Any] | None) -> dict[str, float]:
     """Run ``sql`` under EXPLAIN (ANALYZE, BUFFERS, TIMING OFF): its server time, the shared
     buffers its plan touched and the rows it returned."""
     conn.execute("SELECT set_config('statement_timeout', %s, true)",
@@ -186,9 +222,8 @@ def explain(conn: Any, sql: str, params: dict[str, Any]) -> dict[str, float]:
 def _analyst_measure(query: str) -> Measure:
     def measure(size: int) -> dict[str, float]:
         conn, history = _history(size)
-        last_day = history.first_day.toordinal() + history.days - 1
         params = {"tenant": history.tenant, "monitor": history.monitor,
-                  "day": type(history.first_day).fromordinal(last_day)}  # fmt: skip
+                  "day": _last_day(history)}  # fmt: skip
         return explain(conn, ANALYST_QUERIES[query], params)
 
     measure.__doc__ = f"analyst query {query!r} over a monitor's history of `size` samples"
@@ -202,4 +237,8 @@ PATHS: list[tuple[str, list[int], Measure, list[int]]] = [
      [100_000]),
     *((f"analyst: {q} (history samples)", HISTORY_SIZES, _analyst_measure(q), HISTORY_BIG)
       for q in ANALYST_QUERIES),
+    *((f"analyst: {name} (history samples)", HISTORY_SIZES, _dashboard_measure(name, raw),
+       HISTORY_BIG) for name, raw in dashboard_queries().items()),
+    ("analyst: the refresh's rollup of a day (history samples)", HISTORY_SIZES,
+     measure_rollup_refresh, HISTORY_BIG),
 ]  # fmt: skip

@@ -105,6 +105,43 @@ def completed_run(conn: Any, run_id: str, samples: int, *, tenant: str = "scale"
     return len(plan.samples)
 
 
+# The analyst's questions of a monitor, as the dashboard and the run report ask them: the
+# latest 30 days of mention rates and share of voice, the report's trend (ops.report_brand_trends
+# with its run resolved to the monitor and day), and the day's flagged changes.
+ANALYST_QUERIES = {
+    "mention rate, 30 days": """
+        SELECT scheduled_for, channel, brand, n, mention_rate, mention_rate_lower,
+               mention_rate_upper, n_effective
+          FROM analytics.channel_brand_metrics
+         WHERE tenant_id = %(tenant)s AND monitor_id = %(monitor)s
+           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
+         ORDER BY channel, brand, scheduled_for""",
+    "share of voice, 30 days": """
+        SELECT scheduled_for, channel, brand, n, share_of_answers_mentioning_any_brand,
+               share_of_all_tracked_mentions
+          FROM analytics.share_of_voice
+         WHERE monitor_id = %(monitor)s
+           AND scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
+         ORDER BY channel, brand, scheduled_for""",
+    "trends (report, 30 days)": """
+        WITH fdr AS (SELECT (SELECT c.fdr_q FROM analytics.brand_changes c
+                              WHERE c.monitor_id = %(monitor)s
+                              ORDER BY c.scheduled_for DESC LIMIT 1) AS fdr_q)
+        SELECT t.channel, t.brand, t.is_target, t.scheduled_for, t.n, t.mentions, t.questions,
+               t.mention_rate, t.mention_rate_lower, t.mention_rate_upper, t.n_effective,
+               t.flagged_day_over_day, t.flagged_rolling_7d, fdr.fdr_q
+          FROM analytics.brand_trends t CROSS JOIN fdr
+         WHERE t.monitor_id = %(monitor)s
+           AND t.scheduled_for BETWEEN %(day)s::date - 29 AND %(day)s::date
+         ORDER BY t.channel, t.is_target DESC NULLS LAST, t.brand, t.scheduled_for""",
+    "changes flagged on the day": """
+        SELECT channel, brand, comparison, rate_change, p_value, q_value, flagged
+          FROM analytics.brand_changes
+         WHERE monitor_id = %(monitor)s AND scheduled_for = %(day)s::date
+         ORDER BY q_value NULLS LAST""",
+}
+
+
 @dataclass(frozen=True)
 class History:
     """A monitor's analyst history: ``days`` daily runs of questions x channels x repeats."""
@@ -128,11 +165,13 @@ def analyst_history(
     repeats: int = 5,
     brands: int = 10,
     first_day: date = date(2024, 1, 1),
+    stored_days: int | None = None,
 ) -> History:
     """``samples`` samples of history (days = samples / (questions x channels x repeats)) as
     the refresh leaves them: analytics.brand_metrics per run x channel x question x brand,
     channel_brand_metrics and share_of_voice per run x channel x brand, written with COPY and
-    ANALYZEd; committed. Each question has its own rate per brand (the question effect)."""
+    ANALYZEd, and the monitor's stored trends and changes (analytics.rebuild_brand_rollup);
+    committed. Each question has its own rate per brand (the question effect)."""
     per_day = questions * channels * repeats
     days = max(1, samples // per_day)
     rng = random.Random(samples)
@@ -186,6 +225,19 @@ def analyst_history(
             "ANALYZE analytics.brand_metrics, analytics.channel_brand_metrics,"
             " analytics.share_of_voice"
         )
+        # and the monitor's stored trends and changes, as the refresh keeps them (of its last
+        # ``stored_days`` days only, when given: a quicker set-up whose analyst tables hold fewer
+        # rows than a real history's)
+        if stored_days is None:
+            cur.execute("SELECT analytics.rebuild_brand_rollup(%(m)s)", {"m": monitor})
+        else:
+            last = first_day + timedelta(days=days - 1)
+            cur.execute(
+                "SELECT analytics.rewrite_brand_days(%(m)s, ARRAY(SELECT generate_series("
+                "%(last)s::date - %(n)s + 1, %(last)s::date, interval '1 day')::date))",
+                {"m": monitor, "last": last, "n": stored_days},
+            )
+        cur.execute("ANALYZE analytics.brand_day_changes, analytics.brand_day_trends")
     conn.commit()
     return History(tenant, monitor, first_day, days, days * per_day, bm_rows)
 

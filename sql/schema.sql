@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 40 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 41 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -52,6 +52,277 @@ ALTER SCHEMA analytics OWNER TO geo_owner;
 CREATE SCHEMA geo;
 
 ALTER SCHEMA geo OWNER TO geo_owner;
+
+SET default_tablespace = '';
+
+SET default_table_access_method = heap;
+
+--
+-- Name: brand_day_changes; Type: TABLE; Schema: analytics; Owner: geo_owner
+--
+
+CREATE TABLE analytics.brand_day_changes (
+    tenant_id text NOT NULL,
+    monitor_id text NOT NULL,
+    channel text NOT NULL,
+    brand text NOT NULL,
+    is_target boolean,
+    scheduled_for date NOT NULL,
+    comparison text NOT NULL,
+    prev_from date,
+    prev_to date,
+    prev_n integer,
+    prev_mentions integer,
+    prev_mention_rate double precision,
+    n integer,
+    mentions integer,
+    mention_rate double precision,
+    rate_change double precision,
+    questions integer,
+    df integer,
+    z double precision,
+    p_value double precision,
+    family text,
+    family_size integer,
+    fdr_q double precision,
+    q_value double precision,
+    flagged boolean
+);
+
+ALTER TABLE analytics.brand_day_changes OWNER TO geo_owner;
+
+--
+-- Name: brand_changes_of(text, date[]); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.brand_changes_of(p_monitor text, p_days date[]) RETURNS SETOF analytics.brand_day_changes
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_need date[];
+BEGIN
+  SELECT array_agg(DISTINCT x) INTO v_need FROM (
+    SELECT generate_series(d - 13, d, interval '1 day')::date FROM unnest(p_days) d
+    UNION ALL
+    SELECT (SELECT max(b.scheduled_for) FROM analytics.brand_metrics b
+             WHERE b.monitor_id = p_monitor AND b.channel = k.channel AND b.brand = k.brand
+               AND b.scheduled_for < k.scheduled_for)
+      FROM (SELECT DISTINCT m.channel, m.brand, m.scheduled_for FROM analytics.brand_metrics m
+             WHERE m.monitor_id = p_monitor AND m.scheduled_for = ANY(p_days)) k
+  ) s(x) WHERE x IS NOT NULL;
+  RETURN QUERY
+  WITH q AS MATERIALIZED (
+    SELECT * FROM analytics.brand_question_days
+     WHERE monitor_id = p_monitor AND scheduled_for = ANY(v_need)
+  ), all_days AS (
+    SELECT tenant_id, monitor_id, channel, brand, bool_or(is_target) AS is_target, scheduled_for,
+           lag(scheduled_for) OVER (PARTITION BY monitor_id, channel, brand ORDER BY scheduled_for)
+             AS prev_day
+      FROM q
+     GROUP BY tenant_id, monitor_id, channel, brand, scheduled_for
+  ), days AS (
+    SELECT * FROM all_days WHERE scheduled_for = ANY(p_days)
+  ), periods AS (
+    SELECT d.*, 'day_over_day'::text AS comparison, d.prev_day AS prev_from,
+           d.prev_day AS prev_to, d.scheduled_for AS cur_from
+      FROM days d WHERE d.prev_day IS NOT NULL
+    UNION ALL
+    SELECT d.*, 'rolling_7d'::text AS comparison, d.scheduled_for - 13 AS prev_from,
+           d.scheduled_for - 7 AS prev_to, d.scheduled_for - 6 AS cur_from
+      FROM days d
+  ), per_q AS (
+    SELECT p.tenant_id, p.monitor_id, p.channel, p.brand, p.is_target, p.scheduled_for,
+           p.comparison, p.prev_from, p.prev_to, q.question_revision,
+           coalesce(sum(q.n) FILTER (WHERE q.scheduled_for <= p.prev_to), 0)::float8 AS m1,
+           coalesce(sum(q.mentions) FILTER (WHERE q.scheduled_for <= p.prev_to), 0)::float8 AS x1,
+           coalesce(sum(q.n) FILTER (WHERE q.scheduled_for >= p.cur_from), 0)::float8 AS m2,
+           coalesce(sum(q.mentions) FILTER (WHERE q.scheduled_for >= p.cur_from), 0)::float8 AS x2
+      FROM periods p
+      JOIN q
+        ON q.monitor_id = p.monitor_id AND q.channel = p.channel AND q.brand = p.brand
+       AND q.scheduled_for BETWEEN p.prev_from AND p.scheduled_for
+       AND (q.scheduled_for <= p.prev_to OR q.scheduled_for >= p.cur_from)
+     GROUP BY p.tenant_id, p.monitor_id, p.channel, p.brand, p.is_target, p.scheduled_for,
+              p.comparison, p.prev_from, p.prev_to, q.question_revision
+    HAVING sum(q.n) > 0
+  ), with_totals AS (
+    SELECT per_q.*,
+           sum(m1) OVER w AS tm1, sum(x1) OVER w AS tx1, sum(m2) OVER w AS tm2,
+           sum(x2) OVER w AS tx2
+      FROM per_q
+    WINDOW w AS (PARTITION BY monitor_id, channel, brand, scheduled_for, comparison)
+  ), tests AS (
+    SELECT tenant_id, monitor_id, channel, brand, is_target, scheduled_for, comparison,
+           prev_from, prev_to, count(*)::int AS questions,
+           max(tm1)::int AS prev_n, max(tx1)::int AS prev_mentions,
+           max(tm2)::int AS n, max(tx2)::int AS mentions,
+           sum(((x2 - tx2 / nullif(tm2, 0) * m2) / nullif(tm2, 0)
+                - (x1 - tx1 / nullif(tm1, 0) * m1) / nullif(tm1, 0)) ^ 2) AS u2
+      FROM with_totals
+     GROUP BY tenant_id, monitor_id, channel, brand, is_target, scheduled_for, comparison,
+              prev_from, prev_to
+    HAVING max(tm1) > 0 AND max(tm2) > 0
+  ), stats AS (
+    SELECT t.*, t.mentions::float8 / t.n AS mention_rate,
+           t.prev_mentions::float8 / t.prev_n AS prev_mention_rate,
+           CASE WHEN t.questions >= 2 AND t.u2 > 0
+                THEN t.questions::float8 / (t.questions - 1) * t.u2
+                ELSE pooled * (1 - pooled) * (1.0 / t.prev_n + 1.0 / t.n) END AS variance,
+           CASE WHEN t.questions >= 2 AND t.u2 > 0 THEN t.questions - 1 ELSE 0 END AS df
+      FROM tests t
+      CROSS JOIN LATERAL (SELECT (t.mentions + t.prev_mentions)::float8 / (t.n + t.prev_n)
+                            AS pooled) pl
+  ), tested AS (
+    SELECT s.*, s.mention_rate - s.prev_mention_rate AS rate_change,
+           CASE WHEN s.variance > 0
+                THEN (s.mention_rate - s.prev_mention_rate) / sqrt(s.variance) END AS z
+      FROM stats s
+  ), with_p AS (
+    SELECT t.*,
+           CASE WHEN t.z IS NULL THEN NULL
+                WHEN t.df >= 1 THEN analytics.t_two_sided_p(t.z, t.df)
+                ELSE analytics.normal_two_sided_p(t.z) END AS p_value
+      FROM tested t
+  ), ranked AS (
+    SELECT w.*,
+           count(w.p_value) OVER fam AS family_size,
+           row_number() OVER (PARTITION BY w.monitor_id, w.scheduled_for, w.comparison
+                              ORDER BY w.p_value NULLS LAST, w.channel, w.brand) AS p_rank
+      FROM with_p w
+    WINDOW fam AS (PARTITION BY w.monitor_id, w.scheduled_for, w.comparison)
+  ), adjusted AS (
+    SELECT r.*,
+           CASE WHEN r.p_value IS NOT NULL THEN least(1.0, min(r.family_size * r.p_value / r.p_rank)
+             OVER (PARTITION BY r.monitor_id, r.scheduled_for, r.comparison
+                   ORDER BY r.p_value DESC NULLS FIRST, r.p_rank DESC
+                   ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW)) END AS q_value
+      FROM ranked r
+  )
+  SELECT a.tenant_id, a.monitor_id, a.channel, a.brand, a.is_target, a.scheduled_for,
+         a.comparison, a.prev_from, a.prev_to, a.prev_n, a.prev_mentions, a.prev_mention_rate,
+         a.n, a.mentions, a.mention_rate, a.rate_change, a.questions, a.df, a.z, a.p_value,
+         'monitor ' || a.monitor_id || ', ' || a.scheduled_for || ', ' || a.comparison
+           || ': every brand x channel tested' AS family,
+         a.family_size::int AS family_size, 0.05::float8 AS fdr_q, a.q_value,
+         coalesce(a.q_value <= 0.05, false) AS flagged
+    FROM adjusted a;
+END $$;
+
+ALTER FUNCTION analytics.brand_changes_of(p_monitor text, p_days date[]) OWNER TO geo_owner;
+
+--
+-- Name: brand_day_trends; Type: TABLE; Schema: analytics; Owner: geo_owner
+--
+
+CREATE TABLE analytics.brand_day_trends (
+    tenant_id text NOT NULL,
+    monitor_id text NOT NULL,
+    channel text NOT NULL,
+    brand text NOT NULL,
+    is_target boolean,
+    scheduled_for date NOT NULL,
+    run_ids text[],
+    n integer,
+    mentions integer,
+    questions integer,
+    mention_rate double precision,
+    design_effect double precision,
+    n_effective double precision,
+    mention_rate_lower double precision,
+    mention_rate_upper double precision,
+    n_7d integer,
+    mentions_7d integer,
+    questions_7d integer,
+    mention_rate_7d double precision,
+    n_effective_7d double precision,
+    mention_rate_7d_lower double precision,
+    mention_rate_7d_upper double precision,
+    flagged_day_over_day boolean,
+    flagged_rolling_7d boolean,
+    mention_rate_interval text
+);
+
+ALTER TABLE analytics.brand_day_trends OWNER TO geo_owner;
+
+--
+-- Name: brand_trends_of(text, date[]); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.brand_trends_of(p_monitor text, p_days date[]) RETURNS SETOF analytics.brand_day_trends
+    LANGUAGE plpgsql STABLE
+    AS $$
+DECLARE
+  v_need date[];
+BEGIN
+  SELECT array_agg(DISTINCT x) INTO v_need
+    FROM (SELECT generate_series(d - 6, d, interval '1 day')::date FROM unnest(p_days) d) s(x);
+  RETURN QUERY
+  WITH q AS MATERIALIZED (
+    SELECT * FROM analytics.brand_question_days
+     WHERE monitor_id = p_monitor AND scheduled_for = ANY(v_need)
+  ), win AS (
+    SELECT d.tenant_id, d.monitor_id, d.channel, d.brand, d.scheduled_for, w.window_days,
+           q.question_revision, sum(q.n)::float8 AS m, sum(q.mentions)::float8 AS x
+      FROM (SELECT DISTINCT tenant_id, monitor_id, channel, brand, scheduled_for
+              FROM q WHERE scheduled_for = ANY(p_days)) d
+      CROSS JOIN (VALUES (1), (7)) AS w(window_days)
+      JOIN q
+        ON q.monitor_id = d.monitor_id AND q.channel = d.channel AND q.brand = d.brand
+       AND q.scheduled_for BETWEEN d.scheduled_for - (w.window_days - 1) AND d.scheduled_for
+     GROUP BY d.tenant_id, d.monitor_id, d.channel, d.brand, d.scheduled_for, w.window_days,
+              q.question_revision
+    HAVING sum(q.n) > 0
+  ), agg AS (
+    SELECT tenant_id, monitor_id, channel, brand, scheduled_for, window_days,
+           count(*) AS k, sum(x) AS x, sum(m) AS m, sum(x * x) AS sxx, sum(x * m) AS sxm,
+           sum(m * m) AS smm
+      FROM win
+     GROUP BY tenant_id, monitor_id, channel, brand, scheduled_for, window_days
+  ), est AS (
+    SELECT a.*, a.x / a.m AS rate,
+           a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm) AS n_eff
+      FROM agg a
+  ), runs AS (
+    SELECT monitor_id, channel, brand, scheduled_for, bool_or(is_target) AS is_target,
+           array_agg(run_id ORDER BY run_id) AS run_ids
+      FROM analytics.channel_brand_metrics
+     WHERE monitor_id = p_monitor AND scheduled_for = ANY(p_days)
+     GROUP BY monitor_id, channel, brand, scheduled_for
+  )
+  SELECT d.tenant_id, d.monitor_id, d.channel, d.brand, r.is_target, d.scheduled_for, r.run_ids,
+         d.m::int AS n, d.x::int AS mentions, d.k::int AS questions, d.rate AS mention_rate,
+         d.m / d.n_eff AS design_effect, d.n_eff AS n_effective,
+         analytics.clustered_wilson_lower(d.rate, d.n_eff, (d.k - 1)::int) AS mention_rate_lower,
+         analytics.clustered_wilson_upper(d.rate, d.n_eff, (d.k - 1)::int) AS mention_rate_upper,
+         s.m::int AS n_7d, s.x::int AS mentions_7d, s.k::int AS questions_7d,
+         s.rate AS mention_rate_7d, s.n_eff AS n_effective_7d,
+         analytics.clustered_wilson_lower(s.rate, s.n_eff, (s.k - 1)::int)
+           AS mention_rate_7d_lower,
+         analytics.clustered_wilson_upper(s.rate, s.n_eff, (s.k - 1)::int)
+           AS mention_rate_7d_upper,
+         coalesce(c.flagged_day_over_day, false) AS flagged_day_over_day,
+         coalesce(c.flagged_rolling_7d, false) AS flagged_rolling_7d,
+         CASE WHEN d.k >= 2 THEN 'question-clustered, ' || d.k || ' questions'
+              ELSE 'Wilson, 1 question' END AS mention_rate_interval
+    FROM est d
+    JOIN est s ON s.monitor_id = d.monitor_id AND s.channel = d.channel AND s.brand = d.brand
+     AND s.scheduled_for = d.scheduled_for AND s.window_days = 7
+    LEFT JOIN runs r ON r.monitor_id = d.monitor_id AND r.channel = d.channel
+     AND r.brand = d.brand AND r.scheduled_for = d.scheduled_for
+    LEFT JOIN (SELECT monitor_id, channel, brand, scheduled_for,
+                      bool_or(flagged) FILTER (WHERE comparison = 'day_over_day')
+                        AS flagged_day_over_day,
+                      bool_or(flagged) FILTER (WHERE comparison = 'rolling_7d')
+                        AS flagged_rolling_7d
+                 FROM analytics.brand_day_changes
+                WHERE monitor_id = p_monitor AND scheduled_for = ANY(p_days)
+                GROUP BY monitor_id, channel, brand, scheduled_for) c
+      ON c.monitor_id = d.monitor_id AND c.channel = d.channel AND c.brand = d.brand
+     AND c.scheduled_for = d.scheduled_for
+   WHERE d.window_days = 1;
+END $$;
+
+ALTER FUNCTION analytics.brand_trends_of(p_monitor text, p_days date[]) OWNER TO geo_owner;
 
 --
 -- Name: clustered_wilson_lower(double precision, double precision, integer, double precision); Type: FUNCTION; Schema: analytics; Owner: geo_owner
@@ -118,6 +389,99 @@ CREATE FUNCTION analytics.normal_two_sided_p(z double precision) RETURNS double 
 $$;
 
 ALTER FUNCTION analytics.normal_two_sided_p(z double precision) OWNER TO geo_owner;
+
+--
+-- Name: rebuild_brand_rollup(text); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.rebuild_brand_rollup(p_monitor text DEFAULT NULL::text) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_monitor text;
+  v_days date[];
+  v_rows integer := 0;
+BEGIN
+  DELETE FROM analytics.brand_day_changes WHERE p_monitor IS NULL OR monitor_id = p_monitor;
+  DELETE FROM analytics.brand_day_trends WHERE p_monitor IS NULL OR monitor_id = p_monitor;
+  FOR v_monitor, v_days IN
+    SELECT monitor_id, array_agg(scheduled_for ORDER BY scheduled_for)
+      FROM (SELECT DISTINCT monitor_id, scheduled_for,
+                   (scheduled_for - date '2000-01-01') / 31 AS chunk
+              FROM analytics.brand_metrics
+             WHERE monitor_id IS NOT NULL AND scheduled_for IS NOT NULL
+               AND (p_monitor IS NULL OR monitor_id = p_monitor)) d
+     GROUP BY monitor_id, chunk ORDER BY monitor_id, chunk
+  LOOP
+    v_rows := v_rows + analytics.rewrite_brand_days(v_monitor, v_days);
+  END LOOP;
+  RETURN v_rows;
+END $$;
+
+ALTER FUNCTION analytics.rebuild_brand_rollup(p_monitor text) OWNER TO geo_owner;
+
+--
+-- Name: refresh_brand_rollup(text, date); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date) RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  v_days date[];
+BEGIN
+  IF p_monitor IS NULL OR p_day IS NULL THEN
+    RETURN 0;
+  END IF;
+  WITH RECURSIVE cb AS (
+    (SELECT m.channel, m.brand FROM analytics.brand_metrics m
+      WHERE m.monitor_id = p_monitor AND m.scheduled_for IS NOT NULL
+      ORDER BY m.channel, m.brand LIMIT 1)
+    UNION ALL
+    SELECT nx.channel, nx.brand
+      FROM cb, LATERAL (SELECT m.channel, m.brand FROM analytics.brand_metrics m
+                         WHERE m.monitor_id = p_monitor AND m.scheduled_for IS NOT NULL
+                           AND (m.channel, m.brand) > (cb.channel, cb.brand)
+                         ORDER BY m.channel, m.brand LIMIT 1) nx
+  )
+  SELECT array_agg(DISTINCT x) INTO v_days FROM (
+    SELECT generate_series(p_day, p_day + 13, interval '1 day')::date
+    UNION ALL
+    SELECT (SELECT min(m.scheduled_for) FROM analytics.brand_metrics m
+             WHERE m.monitor_id = p_monitor AND m.channel = cb.channel AND m.brand = cb.brand
+               AND m.scheduled_for > p_day)
+      FROM cb
+  ) s(x) WHERE x IS NOT NULL;
+  RETURN analytics.rewrite_brand_days(p_monitor, v_days);
+END $$;
+
+ALTER FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date) OWNER TO geo_owner;
+
+--
+-- Name: rewrite_brand_days(text, date[]); Type: FUNCTION; Schema: analytics; Owner: geo_owner
+--
+
+CREATE FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) RETURNS integer
+    LANGUAGE plpgsql
+    SET work_mem TO '128MB'
+    AS $$
+DECLARE
+  v_changes integer;
+  v_trends integer;
+BEGIN
+  PERFORM pg_advisory_xact_lock(hashtext('analytics.brand_day_rollup'), hashtext(p_monitor));
+  DELETE FROM analytics.brand_day_changes
+   WHERE monitor_id = p_monitor AND scheduled_for = ANY(p_days);
+  INSERT INTO analytics.brand_day_changes SELECT * FROM analytics.brand_changes_of(p_monitor, p_days);
+  GET DIAGNOSTICS v_changes = ROW_COUNT;
+  DELETE FROM analytics.brand_day_trends
+   WHERE monitor_id = p_monitor AND scheduled_for = ANY(p_days);
+  INSERT INTO analytics.brand_day_trends SELECT * FROM analytics.brand_trends_of(p_monitor, p_days);
+  GET DIAGNOSTICS v_trends = ROW_COUNT;
+  RETURN v_changes + v_trends;
+END $$;
+
+ALTER FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) OWNER TO geo_owner;
 
 --
 -- Name: t_critical_95(integer); Type: FUNCTION; Schema: analytics; Owner: geo_owner
@@ -581,9 +945,39 @@ END $$;
 
 ALTER FUNCTION geo.touch_sample() OWNER TO geo_owner;
 
-SET default_tablespace = '';
+--
+-- Name: brand_changes; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
 
-SET default_table_access_method = heap;
+CREATE VIEW analytics.brand_changes WITH (security_invoker='true') AS
+ SELECT brand_day_changes.tenant_id,
+    brand_day_changes.monitor_id,
+    brand_day_changes.channel,
+    brand_day_changes.brand,
+    brand_day_changes.is_target,
+    brand_day_changes.scheduled_for,
+    brand_day_changes.comparison,
+    brand_day_changes.prev_from,
+    brand_day_changes.prev_to,
+    brand_day_changes.prev_n,
+    brand_day_changes.prev_mentions,
+    brand_day_changes.prev_mention_rate,
+    brand_day_changes.n,
+    brand_day_changes.mentions,
+    brand_day_changes.mention_rate,
+    brand_day_changes.rate_change,
+    brand_day_changes.questions,
+    brand_day_changes.df,
+    brand_day_changes.z,
+    brand_day_changes.p_value,
+    brand_day_changes.family,
+    brand_day_changes.family_size,
+    brand_day_changes.fdr_q,
+    brand_day_changes.q_value,
+    brand_day_changes.flagged
+   FROM analytics.brand_day_changes;
+
+ALTER TABLE analytics.brand_changes OWNER TO geo_owner;
 
 --
 -- Name: brand_metrics; Type: TABLE; Schema: analytics; Owner: geo_owner
@@ -643,276 +1037,6 @@ CREATE VIEW analytics.brand_question_days WITH (security_invoker='true') AS
   GROUP BY m.tenant_id, m.monitor_id, m.channel, m.brand, m.scheduled_for, m.question_revision;
 
 ALTER TABLE analytics.brand_question_days OWNER TO geo_owner;
-
---
--- Name: brand_changes; Type: VIEW; Schema: analytics; Owner: geo_owner
---
-
-CREATE VIEW analytics.brand_changes WITH (security_invoker='true') AS
- WITH days AS (
-         SELECT brand_question_days.tenant_id,
-            brand_question_days.monitor_id,
-            brand_question_days.channel,
-            brand_question_days.brand,
-            bool_or(brand_question_days.is_target) AS is_target,
-            brand_question_days.scheduled_for,
-            lag(brand_question_days.scheduled_for) OVER (PARTITION BY brand_question_days.monitor_id, brand_question_days.channel, brand_question_days.brand ORDER BY brand_question_days.scheduled_for) AS prev_day
-           FROM analytics.brand_question_days
-          GROUP BY brand_question_days.tenant_id, brand_question_days.monitor_id, brand_question_days.channel, brand_question_days.brand, brand_question_days.scheduled_for
-        ), periods AS (
-         SELECT d.tenant_id,
-            d.monitor_id,
-            d.channel,
-            d.brand,
-            d.is_target,
-            d.scheduled_for,
-            d.prev_day,
-            'day_over_day'::text AS comparison,
-            d.prev_day AS prev_from,
-            d.prev_day AS prev_to,
-            d.scheduled_for AS cur_from
-           FROM days d
-          WHERE (d.prev_day IS NOT NULL)
-        UNION ALL
-         SELECT d.tenant_id,
-            d.monitor_id,
-            d.channel,
-            d.brand,
-            d.is_target,
-            d.scheduled_for,
-            d.prev_day,
-            'rolling_7d'::text AS comparison,
-            (d.scheduled_for - 13) AS prev_from,
-            (d.scheduled_for - 7) AS prev_to,
-            (d.scheduled_for - 6) AS cur_from
-           FROM days d
-        ), per_q AS (
-         SELECT p.tenant_id,
-            p.monitor_id,
-            p.channel,
-            p.brand,
-            p.is_target,
-            p.scheduled_for,
-            p.comparison,
-            p.prev_from,
-            p.prev_to,
-            q.question_revision,
-            (COALESCE(sum(q.n) FILTER (WHERE (q.scheduled_for <= p.prev_to)), (0)::bigint))::double precision AS m1,
-            (COALESCE(sum(q.mentions) FILTER (WHERE (q.scheduled_for <= p.prev_to)), (0)::bigint))::double precision AS x1,
-            (COALESCE(sum(q.n) FILTER (WHERE (q.scheduled_for >= p.cur_from)), (0)::bigint))::double precision AS m2,
-            (COALESCE(sum(q.mentions) FILTER (WHERE (q.scheduled_for >= p.cur_from)), (0)::bigint))::double precision AS x2
-           FROM (periods p
-             JOIN analytics.brand_question_days q ON (((q.monitor_id = p.monitor_id) AND (q.channel = p.channel) AND (q.brand = p.brand) AND ((q.scheduled_for >= p.prev_from) AND (q.scheduled_for <= p.scheduled_for)) AND ((q.scheduled_for <= p.prev_to) OR (q.scheduled_for >= p.cur_from)))))
-          GROUP BY p.tenant_id, p.monitor_id, p.channel, p.brand, p.is_target, p.scheduled_for, p.comparison, p.prev_from, p.prev_to, q.question_revision
-         HAVING (sum(q.n) > 0)
-        ), with_totals AS (
-         SELECT per_q.tenant_id,
-            per_q.monitor_id,
-            per_q.channel,
-            per_q.brand,
-            per_q.is_target,
-            per_q.scheduled_for,
-            per_q.comparison,
-            per_q.prev_from,
-            per_q.prev_to,
-            per_q.question_revision,
-            per_q.m1,
-            per_q.x1,
-            per_q.m2,
-            per_q.x2,
-            sum(per_q.m1) OVER w AS tm1,
-            sum(per_q.x1) OVER w AS tx1,
-            sum(per_q.m2) OVER w AS tm2,
-            sum(per_q.x2) OVER w AS tx2
-           FROM per_q
-          WINDOW w AS (PARTITION BY per_q.monitor_id, per_q.channel, per_q.brand, per_q.scheduled_for, per_q.comparison)
-        ), tests AS (
-         SELECT with_totals.tenant_id,
-            with_totals.monitor_id,
-            with_totals.channel,
-            with_totals.brand,
-            with_totals.is_target,
-            with_totals.scheduled_for,
-            with_totals.comparison,
-            with_totals.prev_from,
-            with_totals.prev_to,
-            (count(*))::integer AS questions,
-            (max(with_totals.tm1))::integer AS prev_n,
-            (max(with_totals.tx1))::integer AS prev_mentions,
-            (max(with_totals.tm2))::integer AS n,
-            (max(with_totals.tx2))::integer AS mentions,
-            sum(((((with_totals.x2 - ((with_totals.tx2 / NULLIF(with_totals.tm2, (0)::double precision)) * with_totals.m2)) / NULLIF(with_totals.tm2, (0)::double precision)) - ((with_totals.x1 - ((with_totals.tx1 / NULLIF(with_totals.tm1, (0)::double precision)) * with_totals.m1)) / NULLIF(with_totals.tm1, (0)::double precision))) ^ (2)::double precision)) AS u2
-           FROM with_totals
-          GROUP BY with_totals.tenant_id, with_totals.monitor_id, with_totals.channel, with_totals.brand, with_totals.is_target, with_totals.scheduled_for, with_totals.comparison, with_totals.prev_from, with_totals.prev_to
-         HAVING ((max(with_totals.tm1) > (0)::double precision) AND (max(with_totals.tm2) > (0)::double precision))
-        ), stats AS (
-         SELECT t.tenant_id,
-            t.monitor_id,
-            t.channel,
-            t.brand,
-            t.is_target,
-            t.scheduled_for,
-            t.comparison,
-            t.prev_from,
-            t.prev_to,
-            t.questions,
-            t.prev_n,
-            t.prev_mentions,
-            t.n,
-            t.mentions,
-            t.u2,
-            ((t.mentions)::double precision / (t.n)::double precision) AS mention_rate,
-            ((t.prev_mentions)::double precision / (t.prev_n)::double precision) AS prev_mention_rate,
-                CASE
-                    WHEN ((t.questions >= 2) AND (t.u2 > (0)::double precision)) THEN (((t.questions)::double precision / ((t.questions - 1))::double precision) * t.u2)
-                    ELSE ((pl.pooled * ((1)::double precision - pl.pooled)) * (((1.0 / (t.prev_n)::numeric) + (1.0 / (t.n)::numeric)))::double precision)
-                END AS variance,
-                CASE
-                    WHEN ((t.questions >= 2) AND (t.u2 > (0)::double precision)) THEN (t.questions - 1)
-                    ELSE 0
-                END AS df
-           FROM (tests t
-             CROSS JOIN LATERAL ( SELECT (((t.mentions + t.prev_mentions))::double precision / ((t.n + t.prev_n))::double precision) AS pooled) pl)
-        ), tested AS (
-         SELECT s.tenant_id,
-            s.monitor_id,
-            s.channel,
-            s.brand,
-            s.is_target,
-            s.scheduled_for,
-            s.comparison,
-            s.prev_from,
-            s.prev_to,
-            s.questions,
-            s.prev_n,
-            s.prev_mentions,
-            s.n,
-            s.mentions,
-            s.u2,
-            s.mention_rate,
-            s.prev_mention_rate,
-            s.variance,
-            s.df,
-            (s.mention_rate - s.prev_mention_rate) AS rate_change,
-                CASE
-                    WHEN (s.variance > (0)::double precision) THEN ((s.mention_rate - s.prev_mention_rate) / sqrt(s.variance))
-                    ELSE NULL::double precision
-                END AS z
-           FROM stats s
-        ), with_p AS (
-         SELECT t.tenant_id,
-            t.monitor_id,
-            t.channel,
-            t.brand,
-            t.is_target,
-            t.scheduled_for,
-            t.comparison,
-            t.prev_from,
-            t.prev_to,
-            t.questions,
-            t.prev_n,
-            t.prev_mentions,
-            t.n,
-            t.mentions,
-            t.u2,
-            t.mention_rate,
-            t.prev_mention_rate,
-            t.variance,
-            t.df,
-            t.rate_change,
-            t.z,
-                CASE
-                    WHEN (t.z IS NULL) THEN NULL::double precision
-                    WHEN (t.df >= 1) THEN analytics.t_two_sided_p(t.z, t.df)
-                    ELSE analytics.normal_two_sided_p(t.z)
-                END AS p_value
-           FROM tested t
-        ), ranked AS (
-         SELECT w.tenant_id,
-            w.monitor_id,
-            w.channel,
-            w.brand,
-            w.is_target,
-            w.scheduled_for,
-            w.comparison,
-            w.prev_from,
-            w.prev_to,
-            w.questions,
-            w.prev_n,
-            w.prev_mentions,
-            w.n,
-            w.mentions,
-            w.u2,
-            w.mention_rate,
-            w.prev_mention_rate,
-            w.variance,
-            w.df,
-            w.rate_change,
-            w.z,
-            w.p_value,
-            count(w.p_value) OVER fam AS family_size,
-            row_number() OVER (PARTITION BY w.monitor_id, w.scheduled_for, w.comparison ORDER BY w.p_value, w.channel, w.brand) AS p_rank
-           FROM with_p w
-          WINDOW fam AS (PARTITION BY w.monitor_id, w.scheduled_for, w.comparison)
-        ), adjusted AS (
-         SELECT r.tenant_id,
-            r.monitor_id,
-            r.channel,
-            r.brand,
-            r.is_target,
-            r.scheduled_for,
-            r.comparison,
-            r.prev_from,
-            r.prev_to,
-            r.questions,
-            r.prev_n,
-            r.prev_mentions,
-            r.n,
-            r.mentions,
-            r.u2,
-            r.mention_rate,
-            r.prev_mention_rate,
-            r.variance,
-            r.df,
-            r.rate_change,
-            r.z,
-            r.p_value,
-            r.family_size,
-            r.p_rank,
-                CASE
-                    WHEN (r.p_value IS NOT NULL) THEN LEAST((1.0)::double precision, min((((r.family_size)::double precision * r.p_value) / (r.p_rank)::double precision)) OVER (PARTITION BY r.monitor_id, r.scheduled_for, r.comparison ORDER BY r.p_value DESC, r.p_rank DESC ROWS BETWEEN UNBOUNDED PRECEDING AND CURRENT ROW))
-                    ELSE NULL::double precision
-                END AS q_value
-           FROM ranked r
-        )
- SELECT adjusted.tenant_id,
-    adjusted.monitor_id,
-    adjusted.channel,
-    adjusted.brand,
-    adjusted.is_target,
-    adjusted.scheduled_for,
-    adjusted.comparison,
-    adjusted.prev_from,
-    adjusted.prev_to,
-    adjusted.prev_n,
-    adjusted.prev_mentions,
-    adjusted.prev_mention_rate,
-    adjusted.n,
-    adjusted.mentions,
-    adjusted.mention_rate,
-    adjusted.rate_change,
-    adjusted.questions,
-    adjusted.df,
-    adjusted.z,
-    adjusted.p_value,
-    (((((('monitor '::text || adjusted.monitor_id) || ', '::text) || adjusted.scheduled_for) || ', '::text) || adjusted.comparison) || ': every brand x channel tested'::text) AS family,
-    (adjusted.family_size)::integer AS family_size,
-    (0.05)::double precision AS fdr_q,
-    adjusted.q_value,
-    COALESCE((adjusted.q_value <= (0.05)::double precision), false) AS flagged
-   FROM adjusted;
-
-ALTER TABLE analytics.brand_changes OWNER TO geo_owner;
 
 --
 -- Name: config_snapshots; Type: TABLE; Schema: geo; Owner: geo_owner
@@ -1068,6 +1192,40 @@ CREATE VIEW analytics.brand_rates_by_tag WITH (security_invoker='true') AS
 ALTER TABLE analytics.brand_rates_by_tag OWNER TO geo_owner;
 
 --
+-- Name: brand_trends; Type: VIEW; Schema: analytics; Owner: geo_owner
+--
+
+CREATE VIEW analytics.brand_trends WITH (security_invoker='true') AS
+ SELECT brand_day_trends.tenant_id,
+    brand_day_trends.monitor_id,
+    brand_day_trends.channel,
+    brand_day_trends.brand,
+    brand_day_trends.is_target,
+    brand_day_trends.scheduled_for,
+    brand_day_trends.run_ids,
+    brand_day_trends.n,
+    brand_day_trends.mentions,
+    brand_day_trends.questions,
+    brand_day_trends.mention_rate,
+    brand_day_trends.design_effect,
+    brand_day_trends.n_effective,
+    brand_day_trends.mention_rate_lower,
+    brand_day_trends.mention_rate_upper,
+    brand_day_trends.n_7d,
+    brand_day_trends.mentions_7d,
+    brand_day_trends.questions_7d,
+    brand_day_trends.mention_rate_7d,
+    brand_day_trends.n_effective_7d,
+    brand_day_trends.mention_rate_7d_lower,
+    brand_day_trends.mention_rate_7d_upper,
+    brand_day_trends.flagged_day_over_day,
+    brand_day_trends.flagged_rolling_7d,
+    brand_day_trends.mention_rate_interval
+   FROM analytics.brand_day_trends;
+
+ALTER TABLE analytics.brand_trends OWNER TO geo_owner;
+
+--
 -- Name: channel_brand_metrics; Type: TABLE; Schema: analytics; Owner: geo_owner
 --
 
@@ -1113,116 +1271,6 @@ END) STORED
 );
 
 ALTER TABLE analytics.channel_brand_metrics OWNER TO geo_owner;
-
---
--- Name: brand_trends; Type: VIEW; Schema: analytics; Owner: geo_owner
---
-
-CREATE VIEW analytics.brand_trends WITH (security_invoker='true') AS
- WITH win AS (
-         SELECT d_1.tenant_id,
-            d_1.monitor_id,
-            d_1.channel,
-            d_1.brand,
-            d_1.scheduled_for,
-            w.window_days,
-            q.question_revision,
-            (sum(q.n))::double precision AS m,
-            (sum(q.mentions))::double precision AS x
-           FROM ((( SELECT DISTINCT brand_question_days.tenant_id,
-                    brand_question_days.monitor_id,
-                    brand_question_days.channel,
-                    brand_question_days.brand,
-                    brand_question_days.scheduled_for
-                   FROM analytics.brand_question_days) d_1
-             CROSS JOIN ( VALUES (1), (7)) w(window_days))
-             JOIN analytics.brand_question_days q ON (((q.monitor_id = d_1.monitor_id) AND (q.channel = d_1.channel) AND (q.brand = d_1.brand) AND ((q.scheduled_for >= (d_1.scheduled_for - (w.window_days - 1))) AND (q.scheduled_for <= d_1.scheduled_for)))))
-          GROUP BY d_1.tenant_id, d_1.monitor_id, d_1.channel, d_1.brand, d_1.scheduled_for, w.window_days, q.question_revision
-         HAVING (sum(q.n) > 0)
-        ), agg AS (
-         SELECT win.tenant_id,
-            win.monitor_id,
-            win.channel,
-            win.brand,
-            win.scheduled_for,
-            win.window_days,
-            count(*) AS k,
-            sum(win.x) AS x,
-            sum(win.m) AS m,
-            sum((win.x * win.x)) AS sxx,
-            sum((win.x * win.m)) AS sxm,
-            sum((win.m * win.m)) AS smm
-           FROM win
-          GROUP BY win.tenant_id, win.monitor_id, win.channel, win.brand, win.scheduled_for, win.window_days
-        ), est AS (
-         SELECT a.tenant_id,
-            a.monitor_id,
-            a.channel,
-            a.brand,
-            a.scheduled_for,
-            a.window_days,
-            a.k,
-            a.x,
-            a.m,
-            a.sxx,
-            a.sxm,
-            a.smm,
-            (a.x / a.m) AS rate,
-            (a.m / analytics.design_effect(a.k, a.x, a.m, a.sxx, a.sxm, a.smm)) AS n_eff
-           FROM agg a
-        ), runs AS (
-         SELECT channel_brand_metrics.monitor_id,
-            channel_brand_metrics.channel,
-            channel_brand_metrics.brand,
-            channel_brand_metrics.scheduled_for,
-            bool_or(channel_brand_metrics.is_target) AS is_target,
-            array_agg(channel_brand_metrics.run_id ORDER BY channel_brand_metrics.run_id) AS run_ids
-           FROM analytics.channel_brand_metrics
-          WHERE ((channel_brand_metrics.monitor_id IS NOT NULL) AND (channel_brand_metrics.scheduled_for IS NOT NULL))
-          GROUP BY channel_brand_metrics.monitor_id, channel_brand_metrics.channel, channel_brand_metrics.brand, channel_brand_metrics.scheduled_for
-        )
- SELECT d.tenant_id,
-    d.monitor_id,
-    d.channel,
-    d.brand,
-    r.is_target,
-    d.scheduled_for,
-    r.run_ids,
-    (d.m)::integer AS n,
-    (d.x)::integer AS mentions,
-    (d.k)::integer AS questions,
-    d.rate AS mention_rate,
-    (d.m / d.n_eff) AS design_effect,
-    d.n_eff AS n_effective,
-    analytics.clustered_wilson_lower(d.rate, d.n_eff, ((d.k - 1))::integer) AS mention_rate_lower,
-    analytics.clustered_wilson_upper(d.rate, d.n_eff, ((d.k - 1))::integer) AS mention_rate_upper,
-    (s.m)::integer AS n_7d,
-    (s.x)::integer AS mentions_7d,
-    (s.k)::integer AS questions_7d,
-    s.rate AS mention_rate_7d,
-    s.n_eff AS n_effective_7d,
-    analytics.clustered_wilson_lower(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_lower,
-    analytics.clustered_wilson_upper(s.rate, s.n_eff, ((s.k - 1))::integer) AS mention_rate_7d_upper,
-    COALESCE(c.flagged_day_over_day, false) AS flagged_day_over_day,
-    COALESCE(c.flagged_rolling_7d, false) AS flagged_rolling_7d,
-        CASE
-            WHEN (d.k >= 2) THEN (('question-clustered, '::text || d.k) || ' questions'::text)
-            ELSE 'Wilson, 1 question'::text
-        END AS mention_rate_interval
-   FROM (((est d
-     JOIN est s ON (((s.monitor_id = d.monitor_id) AND (s.channel = d.channel) AND (s.brand = d.brand) AND (s.scheduled_for = d.scheduled_for) AND (s.window_days = 7))))
-     LEFT JOIN runs r ON (((r.monitor_id = d.monitor_id) AND (r.channel = d.channel) AND (r.brand = d.brand) AND (r.scheduled_for = d.scheduled_for))))
-     LEFT JOIN ( SELECT brand_changes.monitor_id,
-            brand_changes.channel,
-            brand_changes.brand,
-            brand_changes.scheduled_for,
-            bool_or(brand_changes.flagged) FILTER (WHERE (brand_changes.comparison = 'day_over_day'::text)) AS flagged_day_over_day,
-            bool_or(brand_changes.flagged) FILTER (WHERE (brand_changes.comparison = 'rolling_7d'::text)) AS flagged_rolling_7d
-           FROM analytics.brand_changes
-          GROUP BY brand_changes.monitor_id, brand_changes.channel, brand_changes.brand, brand_changes.scheduled_for) c ON (((c.monitor_id = d.monitor_id) AND (c.channel = d.channel) AND (c.brand = d.brand) AND (c.scheduled_for = d.scheduled_for))))
-  WHERE (d.window_days = 1);
-
-ALTER TABLE analytics.brand_trends OWNER TO geo_owner;
 
 --
 -- Name: run_brands; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -3233,6 +3281,20 @@ CREATE TABLE geo.webhook_deliveries (
 ALTER TABLE geo.webhook_deliveries OWNER TO geo_owner;
 
 --
+-- Name: brand_day_changes brand_day_changes_pkey; Type: CONSTRAINT; Schema: analytics; Owner: geo_owner
+--
+
+ALTER TABLE ONLY analytics.brand_day_changes
+    ADD CONSTRAINT brand_day_changes_pkey PRIMARY KEY (monitor_id, scheduled_for, comparison, channel, brand);
+
+--
+-- Name: brand_day_trends brand_day_trends_pkey; Type: CONSTRAINT; Schema: analytics; Owner: geo_owner
+--
+
+ALTER TABLE ONLY analytics.brand_day_trends
+    ADD CONSTRAINT brand_day_trends_pkey PRIMARY KEY (monitor_id, scheduled_for, channel, brand);
+
+--
 -- Name: brand_metrics brand_metrics_pkey; Type: CONSTRAINT; Schema: analytics; Owner: geo_owner
 --
 
@@ -3653,10 +3715,28 @@ ALTER TABLE ONLY geo.webhook_deliveries
     ADD CONSTRAINT webhook_deliveries_pkey PRIMARY KEY (platform, upstream_id);
 
 --
+-- Name: brand_day_changes_flagged; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX brand_day_changes_flagged ON analytics.brand_day_changes USING btree (scheduled_for) WHERE flagged;
+
+--
+-- Name: brand_day_trends_day; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends USING btree (scheduled_for, monitor_id);
+
+--
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
 CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monitor_id, channel, brand, scheduled_for) WHERE ((monitor_id IS NOT NULL) AND (scheduled_for IS NOT NULL));
+
+--
+-- Name: brand_metrics_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX brand_metrics_monitor_day ON analytics.brand_metrics USING btree (monitor_id, scheduled_for) WHERE ((monitor_id IS NOT NULL) AND (scheduled_for IS NOT NULL));
 
 --
 -- Name: channel_brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
@@ -4264,6 +4344,18 @@ ALTER TABLE ONLY geo.upstream_requests
     ADD CONSTRAINT upstream_requests_sample_id_fkey FOREIGN KEY (sample_id) REFERENCES geo.samples(sample_id) ON DELETE CASCADE;
 
 --
+-- Name: brand_day_changes analyst_tenant; Type: POLICY; Schema: analytics; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON analytics.brand_day_changes FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
+
+--
+-- Name: brand_day_trends analyst_tenant; Type: POLICY; Schema: analytics; Owner: geo_owner
+--
+
+CREATE POLICY analyst_tenant ON analytics.brand_day_trends FOR SELECT TO geo_analyst USING ((tenant_id = ( SELECT geo.analyst_tenant() AS analyst_tenant)));
+
+--
 -- Name: brand_metrics analyst_tenant; Type: POLICY; Schema: analytics; Owner: geo_owner
 --
 
@@ -4288,6 +4380,18 @@ CREATE POLICY analyst_tenant ON analytics.share_of_voice FOR SELECT TO geo_analy
 
 CREATE POLICY analyst_tenant ON analytics.source_domains FOR SELECT TO geo_analyst USING ((run_id IN ( SELECT r.run_id
    FROM geo.runs r)));
+
+--
+-- Name: brand_day_changes; Type: ROW SECURITY; Schema: analytics; Owner: geo_owner
+--
+
+ALTER TABLE analytics.brand_day_changes ENABLE ROW LEVEL SECURITY;
+
+--
+-- Name: brand_day_trends; Type: ROW SECURITY; Schema: analytics; Owner: geo_owner
+--
+
+ALTER TABLE analytics.brand_day_trends ENABLE ROW LEVEL SECURITY;
 
 --
 -- Name: brand_metrics; Type: ROW SECURITY; Schema: analytics; Owner: geo_owner
@@ -4832,6 +4936,48 @@ GRANT USAGE ON SCHEMA geo TO geo_service;
 GRANT USAGE ON SCHEMA geo TO geo_analyst;
 
 --
+-- Name: TABLE brand_day_changes; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE analytics.brand_day_changes TO geo_service;
+GRANT SELECT ON TABLE analytics.brand_day_changes TO geo_analyst;
+
+--
+-- Name: TABLE brand_day_trends; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT,INSERT,DELETE ON TABLE analytics.brand_day_trends TO geo_service;
+GRANT SELECT ON TABLE analytics.brand_day_trends TO geo_analyst;
+
+--
+-- Name: FUNCTION rebuild_brand_rollup(p_monitor text); Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+REVOKE ALL ON FUNCTION analytics.rebuild_brand_rollup(p_monitor text) FROM PUBLIC;
+GRANT ALL ON FUNCTION analytics.rebuild_brand_rollup(p_monitor text) TO geo_service;
+
+--
+-- Name: FUNCTION refresh_brand_rollup(p_monitor text, p_day date); Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+REVOKE ALL ON FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date) FROM PUBLIC;
+GRANT ALL ON FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date) TO geo_service;
+
+--
+-- Name: FUNCTION rewrite_brand_days(p_monitor text, p_days date[]); Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+REVOKE ALL ON FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) FROM PUBLIC;
+GRANT ALL ON FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) TO geo_service;
+
+--
+-- Name: TABLE brand_changes; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.brand_changes TO geo_analyst;
+GRANT SELECT ON TABLE analytics.brand_changes TO geo_service;
+
+--
 -- Name: TABLE brand_metrics; Type: ACL; Schema: analytics; Owner: geo_owner
 --
 
@@ -4844,13 +4990,6 @@ GRANT SELECT ON TABLE analytics.brand_metrics TO geo_analyst;
 
 GRANT SELECT ON TABLE analytics.brand_question_days TO geo_analyst;
 GRANT SELECT ON TABLE analytics.brand_question_days TO geo_service;
-
---
--- Name: TABLE brand_changes; Type: ACL; Schema: analytics; Owner: geo_owner
---
-
-GRANT SELECT ON TABLE analytics.brand_changes TO geo_analyst;
-GRANT SELECT ON TABLE analytics.brand_changes TO geo_service;
 
 --
 -- Name: TABLE config_snapshots; Type: ACL; Schema: geo; Owner: geo_owner
@@ -4879,6 +5018,13 @@ GRANT SELECT ON TABLE analytics.question_tags TO geo_analyst;
 
 GRANT SELECT ON TABLE analytics.brand_rates_by_tag TO geo_service;
 GRANT SELECT ON TABLE analytics.brand_rates_by_tag TO geo_analyst;
+
+--
+-- Name: TABLE brand_trends; Type: ACL; Schema: analytics; Owner: geo_owner
+--
+
+GRANT SELECT ON TABLE analytics.brand_trends TO geo_analyst;
+GRANT SELECT ON TABLE analytics.brand_trends TO geo_service;
 
 --
 -- Name: TABLE channel_brand_metrics; Type: ACL; Schema: analytics; Owner: geo_owner
@@ -4940,13 +5086,6 @@ GRANT UPDATE(citation_rate_lower) ON TABLE analytics.channel_brand_metrics TO ge
 --
 
 GRANT UPDATE(citation_rate_upper) ON TABLE analytics.channel_brand_metrics TO geo_service;
-
---
--- Name: TABLE brand_trends; Type: ACL; Schema: analytics; Owner: geo_owner
---
-
-GRANT SELECT ON TABLE analytics.brand_trends TO geo_analyst;
-GRANT SELECT ON TABLE analytics.brand_trends TO geo_service;
 
 --
 -- Name: TABLE run_brands; Type: ACL; Schema: analytics; Owner: geo_owner

@@ -2,10 +2,13 @@
 
 Per run, in one transaction: delete the run's rows and insert them again (a partition write that
 can be repeated, STYLE.md point 7), so readers see either the old or the new numbers, never a
-mix. The live views (sample_facts, sample_brand_facts, brand_changes,
-brand_trends) need no refresh. Rates pooled over questions get their question-clustered
-intervals and effective n (``honest.*``, sql/migrations/0021_honest_numbers.sql) in the same
-transaction, from the per-question rows just inserted.
+mix. The live views (sample_facts, sample_brand_facts) need no refresh; brand_changes and
+brand_trends read rows stored per monitor x channel x brand x day, which the same transaction
+rewrites for the days the run's day can change (``analysis.refresh_brand_rollup``; issue 39:
+the views used to recompute the monitor's whole history on every query). Rates pooled over
+questions get their question-clustered intervals and effective n (``honest.*``,
+sql/migrations/0021_honest_numbers.sql) in the same transaction, from the per-question rows just
+inserted.
 """
 
 from __future__ import annotations
@@ -23,6 +26,9 @@ DELETES = (
 )
 # Updates that add the question-clustered columns to the rows the insert just wrote.
 CLUSTERED = ("honest.refresh_channel", "honest.refresh_share_of_voice")
+# Then the stored trends and changes of the monitor's days the run's day changes (they read
+# brand_metrics and channel_brand_metrics as just written).
+ROLLUP = "analysis.refresh_brand_rollup"
 
 
 def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
@@ -46,4 +52,8 @@ def refresh_analytics(conn: Conn, run_id: str | None = None) -> dict[str, int]:
         counts = {k: int(v) for k, v in row.items()}
         for query in CLUSTERED:
             cur.execute(Q(query), params)
+        cur.execute(Q(ROLLUP), params)
+        row = cur.fetchone()
+        assert row is not None
+        counts["brand_rollup"] = int(row["rows"])
     return counts

@@ -137,6 +137,8 @@ def _plant(conn: Any) -> None:
             f"UPDATE analytics.{table} SET scheduled_for = current_date - "
             "(CASE run_id WHEN 'run-day1' THEN 1 ELSE 0 END)"
         )
+    # and the monitor's stored trends and changes, as refresh_analytics keeps them (0049)
+    conn.execute("SELECT analytics.rebuild_brand_rollup('daily-acme')")
     conn.commit()
 
 

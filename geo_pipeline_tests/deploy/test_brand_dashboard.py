@@ -287,7 +287,7 @@ def _variables(two: Two, url: str, monitor: str | None = None) -> dict[str, list
 
 def test_the_variables_offer_tenant_a_only(two: Two) -> None:
     v = _variables(two, two.a_url)
-    monitors = _dashboard()["templating"]["list"][0]["query"]
+    monitors = render(_dashboard()["templating"]["list"][0]["query"], {}, T_FROM, T_TO)
     assert _one(_rows(two.a_url, monitors)) == [two.monitor["a"]]  # B's is not even listed
     assert sorted(v["channel"]) == ["deepseek__web", "kimi__web"]
     assert v["brand"] == [LUCKIN]  # the monitored brand first

@@ -405,3 +405,13 @@ RETURNING decision_id, decided_at;
 UPDATE geo.samples SET analysis_state = %(state)s, analysis_reason = %(reason)s
  WHERE sample_id = %(sample_id)s AND analysis_state = %(from_state)s
 RETURNING sample_id, analysis_state;
+
+-- name: refresh_brand_rollup
+-- After a run's rows were rewritten: the stored trends and changes of the days its day can
+-- change (analytics.refresh_brand_rollup, sql/migrations/0049_brand_rollup.sql; the run's day,
+-- the 13 after it and each channel x brand's next day with data). With no run: every monitor's
+-- rows from scratch. A run outside a monitor changes none.
+SELECT CASE WHEN %(run_id)s::text IS NULL THEN analytics.rebuild_brand_rollup()
+            ELSE (SELECT coalesce(sum(analytics.refresh_brand_rollup(r.monitor_id,
+                                                                      r.scheduled_for)), 0)
+                    FROM geo.runs r WHERE r.run_id = %(run_id)s) END::int AS rows;

@@ -263,9 +263,11 @@ WITH this AS (
   FROM geo.runs
   WHERE run_id = %(run_id)s AND monitor_id IS NOT NULL AND scheduled_for IS NOT NULL
 ), fdr AS (
-  SELECT max(c.fdr_q) AS fdr_q
-  FROM analytics.brand_changes c
-  JOIN this ON c.monitor_id = this.monitor_id
+  -- the rate is one for every change of the monitor: any one row says it (max() over all of
+  -- them read the monitor's whole history, issue 39); NULL when none was tested
+  SELECT (SELECT c.fdr_q FROM analytics.brand_changes c
+           JOIN this ON c.monitor_id = this.monitor_id
+          ORDER BY c.scheduled_for DESC LIMIT 1) AS fdr_q
 )
 SELECT t.channel, t.brand, t.is_target, t.scheduled_for, t.n, t.mentions, t.questions,
        t.mention_rate, t.mention_rate_lower, t.mention_rate_upper, t.n_effective,

@@ -56,6 +56,8 @@ def test_mention_change_alerts_are_the_bh_flagged_changes(db):
     for brand, (prev, cur) in days.items():
         plant_day(db, before, brand, 200, prev)
         plant_day(db, today, brand, 200, cur)
+    # and the monitor's stored trends and changes, as refresh_analytics keeps them (0049)
+    db.execute("SELECT analytics.rebuild_brand_rollup('m-alert')")
     db.commit()
 
     flagged = {

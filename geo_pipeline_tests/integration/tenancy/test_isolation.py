@@ -295,12 +295,22 @@ def test_functions_in_geo_and_analytics_are_not_definer_escapes(world: World):
     # either way not as its owner (checked above). Their number is known, so a new one is seen.
     callable_ = sorted(r["f"] for r in rows if not r["is_trigger"])
     assert callable_ == [
+        # The analyst trends and changes of a monitor's days (0049), as the views computed them:
+        # they read brand_metrics, channel_brand_metrics and brand_day_changes as the caller
+        # (an analyst: its tenant's rows only). Their writing siblings rewrite_brand_days,
+        # refresh_brand_rollup and rebuild_brand_rollup are the service's (EXECUTE revoked from
+        # PUBLIC, and analysts may not write the tables): listed below as callable by name only.
+        "analytics.brand_changes_of(text,date[])",
+        "analytics.brand_trends_of(text,date[])",
         # Pure arithmetic of the question-clustered intervals and change tests (0021): they
         # compute from their arguments and read no table.
         "analytics.clustered_wilson_lower(double precision,double precision,integer,double precision)",
         "analytics.clustered_wilson_upper(double precision,double precision,integer,double precision)",
         "analytics.design_effect(bigint,double precision,double precision,double precision,double precision,double precision)",
         "analytics.normal_two_sided_p(double precision)",
+        "analytics.rebuild_brand_rollup(text)",
+        "analytics.refresh_brand_rollup(text,date)",
+        "analytics.rewrite_brand_days(text,date[])",
         "analytics.t_critical_95(integer)",
         "analytics.t_two_sided_p(double precision,integer)",
         "analytics.two_proportion_z(bigint,bigint,bigint,bigint)",
@@ -336,3 +346,23 @@ def test_service_role_has_no_ddl_and_cannot_rewrite_history(world: World):
         # And it reads every tenant (the processes are all-tenant).
         n = conn.execute("SELECT count(DISTINCT tenant_id) FROM geo.samples").fetchone()
         assert n is not None and n[0] == 2
+
+
+def test_the_stored_trends_and_changes_are_guarded_like_their_siblings(world: World):
+    """The rows behind analytics.brand_changes / brand_trends (0049) carry the policy of
+    analytics.channel_brand_metrics, and each analyst sees exactly its tenant's rows (both
+    tenants have some: each planted a monitor's two days)."""
+    policies = _rows(
+        world.admin_url,
+        "SELECT tablename, policyname, permissive, roles::text[] AS roles, cmd, qual, with_check"
+        " FROM pg_policies WHERE schemaname = 'analytics' AND tablename IN"
+        " ('channel_brand_metrics', 'brand_day_changes', 'brand_day_trends') ORDER BY 1",
+    )
+    shape = {r["tablename"]: {k: v for k, v in r.items() if k != "tablename"} for r in policies}
+    assert shape["brand_day_changes"] == shape["brand_day_trends"] == shape["channel_brand_metrics"]
+    for name in ("analytics.brand_day_changes", "analytics.brand_day_trends",
+                 "analytics.brand_changes", "analytics.brand_trends"):  # fmt: skip
+        everyone = _per_key(world.admin_url, name, "tenant_id")
+        assert everyone[world.a] > 0 and everyone[world.b] > 0, (name, everyone)
+        for me, url in ((world.a, world.a_url), (world.b, world.b_url)):
+            assert _per_key(url, name, "tenant_id") == Counter({me: everyone[me]}), (name, me)
