@@ -191,7 +191,9 @@ def start_dagster(sup: Supervisor, stack: Stack, port: int, restart: Restart | N
         stack.env,
         restart=restart,
     )
-    sup.wait_for_line(w, lambda s: "Serving dagster-webserver on" in s, 180)
+    # A webserver that exits is reported at once; one that loads the code slowly (minutes on a
+    # loaded 2-core box: 180 s was seen to run out) is waited for up to 10 minutes.
+    sup.wait_for_line(w, lambda s: "Serving dagster-webserver on" in s, 600)
     return f"http://127.0.0.1:{port}"
 
 
