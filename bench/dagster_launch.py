@@ -194,7 +194,7 @@ def main() -> None:
             from _dagster_dev import bench_dev
 
             rows, start = bench_dev(args.rounds, db_url, ns)
-            print(f"load average before the launches: {os.getloadavg()}")
+            print(f"load average (1, 5, 15 min) when the launches ended: {os.getloadavg()}")
             print_table([start], "geo-pipeline dev start-up (shipped dagster.yaml)")
             print_table(rows, "click-to-published: launchpad example, 8 samples, 2 channels")
             return
