@@ -62,6 +62,7 @@ def resources_from_env() -> dict[str, dg.ConfigurableResource]:
         "settings": PipelineSettingsResource(
             partition_retention_days=env.partition_retention_days,
             max_excluded_share=env.max_excluded_share,
+            chart_url=env.chart_url or "",
         ),
     }
 

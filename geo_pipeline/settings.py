@@ -58,6 +58,10 @@ class Settings(BaseSettings):
     # is refused with its size and this cap (evidence.recording.prepare_warc_evidence).
     evidence_record_max_bytes: int = Field(default=64 * 1024 * 1024, ge=1)
     s3_endpoint_url: str | None = None
+    # Where `geo-pipeline dagster charts` serves the charts stored in the evidence archive, as
+    # the Dagster UI's browser reaches it (e.g. http://127.0.0.1:3001); unset: charts are data:
+    # URIs in the asset metadata (geo_pipeline/defs/charts.py).
+    chart_url: str | None = None
     s3_addressing_style: str | None = None
     s3_client: str | None = None  # obstore (default) | boto3
     s3_max_in_flight: int | None = Field(default=None, ge=1)

@@ -13,6 +13,7 @@ partitions").
 from __future__ import annotations
 
 import re
+import sys
 from typing import TYPE_CHECKING
 
 import click
@@ -92,6 +93,28 @@ def setup(as_json: bool) -> None:
         f"partitions: {len(runs)} runs, {migration.keys_added} keys added, "
         f"{migration.materialisations_recorded} materialisations carried over"
     )
+
+
+@dagster_group.command("charts")
+@click.option("--host", default="127.0.0.1", show_default=True)
+@click.option("--port", type=click.IntRange(0, 65535), default=3001, show_default=True)
+def charts(host: str, port: int) -> None:
+    """Serve the charts brand_visibility stored in the evidence archive (GEO_EVIDENCE_URL) at
+    /charts/<sha256>.svg, so the Dagster UI shows them in place; set GEO_CHART_URL for the code
+    server to this address as the UI's browser reaches it. Runs until stopped."""
+    import time
+
+    from geo_pipeline.evidence.backend import archive_from_url
+    from geo_pipeline.ops.chart_server import serve
+
+    server = serve(archive_from_url(), host, port)
+    click.echo(f"serving charts on http://{host}:{server.server_port}", nl=True)
+    sys.stdout.flush()
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        server.shutdown()
 
 
 def register(root: click.Group) -> None:

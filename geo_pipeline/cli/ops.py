@@ -215,6 +215,7 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
         ):
             demo.start_pipeline(sup, stack, opts, restart=dev.RESTART)
             dev.start_analyst_guard(sup, stack, restart=dev.RESTART)
+            dev.start_chart_server(sup, stack, restart=dev.RESTART)
             url = dev.start_dagster(sup, stack, port, restart=dev.RESTART)
             ui.say(
                 f"Dagster UI: {url}; {_fund_launchpad(stack.database_url)}  (logs in "
@@ -228,6 +229,7 @@ def dev_cmd(state_dir: Path, reset: bool, embedded: bool, workers: int, port: in
                 f"GEO_EVIDENCE_URL='{stack.evidence_url}' "
                 f"GEO_REDIS_PREFIX='{stack.env['GEO_REDIS_PREFIX']}' "
                 f"GEO_SIMULATOR_URL='{stack.simulator_url}' "
+                f"GEO_CHART_URL='{stack.env.get('GEO_CHART_URL', '')}' "
                 # The instance's own variables (the repo's dagster.yaml reads DAGSTER_PG_*).
                 + " ".join(f"{k}='{v}'" for k, v in dev.export_env(stack.env).items())
             )

@@ -99,3 +99,6 @@ class PipelineSettingsResource(dg.ConfigurableResource):
     # Past its run's publish deadline a partition publishes what is terminal; its collection
     # results fail a blocking check when more than this share of its samples is excluded.
     max_excluded_share: float = 0.1
+    # Where `geo-pipeline dagster charts` serves the stored charts (GEO_CHART_URL); empty: the
+    # charts are data: URIs, which the UI shows behind "[Show Markdown]" (defs/charts.py).
+    chart_url: str = ""

@@ -154,6 +154,21 @@ def console_script(name: str) -> str:
 RESTART = Restart(initial_s=0.5, factor=2.0, max_s=30.0, stable_s=60.0)
 
 
+def start_chart_server(sup: Supervisor, stack: Stack, restart: Restart | None = None) -> str:
+    """``geo-pipeline dagster charts`` on a fixed free port (a restart serves the same URL),
+    and GEO_CHART_URL for the Dagster processes started after it, so brand_visibility's charts
+    show in place in the UI (defs/charts.py). Returns the URL."""
+    from geo_pipeline.ops.demo import free_port
+
+    port = free_port()
+    argv = [sys.executable, "-m", "geo_pipeline.cli.main", "dagster", "charts"]
+    child = sup.start("chart-server", [*argv, "--port", str(port)], stack.env, restart=restart)
+    sup.wait_for_line(child, lambda s: s.startswith("serving charts on "), 120)
+    url = f"http://127.0.0.1:{port}"
+    stack.env["GEO_CHART_URL"] = url
+    return url
+
+
 def start_dagster(sup: Supervisor, stack: Stack, port: int, restart: Restart | None = None) -> str:
     """Start webserver and daemon; return the UI's URL once the webserver answers."""
     workspace, _ = prepare_instance(stack)
@@ -176,7 +191,9 @@ def start_dagster(sup: Supervisor, stack: Stack, port: int, restart: Restart | N
         stack.env,
         restart=restart,
     )
-    sup.wait_for_line(w, lambda s: "Serving dagster-webserver on" in s, 180)
+    # A webserver that exits is reported at once; one that loads the code slowly (minutes on a
+    # loaded 2-core box: 180 s was seen to run out) is waited for up to 10 minutes.
+    sup.wait_for_line(w, lambda s: "Serving dagster-webserver on" in s, 600)
     return f"http://127.0.0.1:{port}"
 
 
@@ -188,10 +205,13 @@ def supervise(sup: Supervisor, stack: Stack, interval_s: float = 0.5) -> None:
 
     from geo_pipeline.ops.demo import write_processes
 
+    def record() -> None:
+        write_processes(stack, {**{c.name: c.pid for c in sup.children}, "demo": os.getpid()})
+
+    record()  # every process, the Dagster ones included, before the first restart
     while True:
         if sup.poll():
-            pids = {c.name: c.pid for c in sup.children}
-            write_processes(stack, {**pids, "demo": os.getpid()})
+            record()
         time.sleep(interval_s)
 
 

@@ -14,10 +14,14 @@ import dagster as dg
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
+from geo_pipeline.defs.analysis.metadata import NO_TREND
+from geo_pipeline.defs.charts import INLINE_MARKDOWN_LIMIT, chart_key, md_linked_image
 from geo_pipeline.defs.collection.assets import collection_results
 from geo_pipeline.defs.evidence.assets import validated_evidence
 from geo_pipeline.defs.markdown import md_svg_image
 from geo_pipeline.defs.partitions import partition_key
+from geo_pipeline.defs.resources import PipelineSettingsResource
+from geo_pipeline.evidence import LocalArchive
 from geo_pipeline_tests.dagster.conftest import collection_config, create_run, finish
 from geo_pipeline_tests.dagster.test_assets import materialise, metadata
 
@@ -65,8 +69,8 @@ def test_visibility_metadata_carries_the_mention_rate_chart(
     # One bar per brand with an analysed answer, its tooltip naming the brand and the channel.
     bars = [el for el in root.iter(f"{SVG}rect") if el.find(f"{SVG}title") is not None]
     assert {el.find(f"{SVG}title").text.split(" on ")[0] for el in bars} == brands  # type: ignore[union-attr]
-    # A run outside a monitor has no trend, so no trend chart.
-    assert "mention_rate_trend_chart" not in vis
+    # A run outside a monitor has no trend; the metadata says why instead of nothing.
+    assert vis["mention_rate_trend_chart"] == NO_TREND
 
 
 def test_a_monitors_run_also_carries_its_trend_chart(
@@ -94,3 +98,53 @@ def test_the_image_alt_text_is_markdown_escaped():
     # and the line break (which would end the image) is a space.
     assert alt == r"a\]\(javascript\:x\) \*b\* c"
     assert root.tag == f"{SVG}svg"
+
+
+# --------------------------------------------------------------------------- served charts
+LINKED = re.compile(
+    r"!\[(?P<alt>(?:[^\]\\]|\\.)*)\]\((?P<base>http://charts\.test:3001)/charts/"
+    r"(?P<digest>[0-9a-f]{64})\.svg\)"
+)
+
+
+def test_with_a_chart_url_the_charts_are_stored_and_linked_short_enough_to_render_in_place(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any], evidence_dir: Any
+) -> None:
+    """Dagster 1.13 shows Markdown metadata in place only under 1,000 characters; a data: URI
+    chart is kilobytes, so it was always behind "[Show Markdown]" (issue 36)."""
+    import hashlib
+
+    resources = {
+        **resources,
+        "settings": PipelineSettingsResource(chart_url="http://charts.test:3001/"),
+    }
+    run_id = create_run(
+        conn,
+        dg_instance,
+        config=collection_config(monitor="m-vis-linked"),
+        run_id="m-vis-linked-20261102",
+        scheduled_for=date(2026, 11, 2),
+    )
+    vis = visibility(conn, dg_instance, resources, run_id)
+    archive = LocalArchive(evidence_dir)
+    for name in ("mention_rate_chart", "mention_rate_trend_chart"):
+        md = vis[name]
+        assert len(md) < INLINE_MARKDOWN_LIMIT, (name, len(md))
+        match = LINKED.fullmatch(md)
+        assert match, md
+        body = archive.get(chart_key(match["digest"]), sha256=match["digest"])
+        assert hashlib.sha256(body).hexdigest() == match["digest"]
+        root = ET.fromstring(body.decode("utf-8"))
+        assert root.tag == f"{SVG}svg"
+    assert "Mention rate by day" in "".join(
+        ET.fromstring(
+            archive.get(chart_key(LINKED.fullmatch(vis["mention_rate_trend_chart"])["digest"]))  # type: ignore[index]
+        ).itertext()
+    )
+
+
+def test_a_linked_chart_alt_text_is_escaped_and_kept_under_the_inline_limit():
+    url = "http://127.0.0.1:3001/charts/" + "a" * 64 + ".svg"
+    md = md_linked_image(url, "x](javascript:y) " + "品牌" * 2000)
+    assert len(md) < INLINE_MARKDOWN_LIMIT
+    assert md.startswith(r"![x\]\(javascript\:y\) ") and md.endswith(f"]({url})")

@@ -31,9 +31,12 @@ class DevUi:
     out: Path  # its stdout and stderr, together
 
     def wait_for(self, predicate: Any, timeout_s: float, what: str) -> Any:
-        """Poll ``predicate`` every 2 s until it is truthy; fail if dev exits or time runs out."""
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+        """Poll ``predicate`` every 2 s until it is truthy; fail if dev exits, or when its
+        process tree used no CPU for ``timeout_s`` (hung: a loaded machine only slows it down),
+        or after ``4 * timeout_s`` in all (a safety net for one that moves for ever)."""
+        started = time.monotonic()
+        moved, cpu = started, tree_cpu_seconds(self.proc.pid)
+        while True:
             assert self.proc.poll() is None, (
                 f"geo-pipeline dev exited ({self.proc.returncode}) while waiting for {what}; "
                 f"its output (stdout and stderr):\n{self.out.read_text(errors='replace')[-3000:]}"
@@ -41,11 +44,36 @@ class DevUi:
             value = predicate()
             if value:
                 return value
+            now, used = time.monotonic(), tree_cpu_seconds(self.proc.pid)
+            if used > cpu:
+                moved, cpu = now, used
+            if now - moved > timeout_s or now - started > 4 * timeout_s:
+                break
             time.sleep(2)
         pytest.fail(
-            f"timed out after {timeout_s:.0f}s waiting for {what}; geo-pipeline dev's output "
-            f"(stdout and stderr):\n{self.out.read_text(errors='replace')[-3000:]}"
+            f"gave up after {time.monotonic() - started:.0f}s waiting for {what} (CPU of dev's "
+            f"processes last moved {time.monotonic() - moved:.0f}s ago); geo-pipeline dev's "
+            f"output (stdout and stderr):\n{self.out.read_text(errors='replace')[-3000:]}"
         )
+
+
+def tree_cpu_seconds(pid: int) -> float:
+    """CPU seconds used so far by ``pid`` and its live descendants (Linux /proc)."""
+    from geo_pipeline_tests.processes import cpu_seconds
+
+    total, todo, seen = 0.0, [pid], set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        total += cpu_seconds(p) or 0.0
+        try:
+            for task in Path(f"/proc/{p}/task").iterdir():
+                todo += [int(c) for c in (task / "children").read_text().split()]
+        except OSError:
+            pass
+    return total
 
 
 def graphql(port: int, query: str) -> dict[str, Any]:
@@ -67,7 +95,9 @@ def answers(port: int) -> bool:
 
 
 @contextmanager
-def running_dev(db_url: str, redis_url: str, redis_ns: str, tmp_path: Path) -> Iterator[DevUi]:
+def running_dev(
+    db_url: str, redis_url: str, redis_ns: str, tmp_path: Path, workers: int = 1
+) -> Iterator[DevUi]:
     port = free_port()
     env = {k: v for k, v in os.environ.items() if not k.startswith(("GEO_", "DAGSTER_"))}
     env.update(
@@ -78,7 +108,7 @@ def running_dev(db_url: str, redis_url: str, redis_ns: str, tmp_path: Path) -> I
     )
     out = tmp_path / "dev.out"
     cmd = [sys.executable, "-m", "geo_pipeline.cli.main", "dev"]
-    cmd += ["--state-dir", str(tmp_path / "state"), "--port", str(port), "--workers", "1"]
+    cmd += ["--state-dir", str(tmp_path / "state"), "--port", str(port), "--workers", str(workers)]
     with out.open("wb") as fh:
         proc = subprocess.Popen(cmd, stdout=fh, stderr=subprocess.STDOUT, env=env)
     ui = DevUi(port, env, proc, out)

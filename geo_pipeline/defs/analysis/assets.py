@@ -2,6 +2,8 @@
 the analyst tables with their interval, charts and per-brand plots (metadata built in
 defs/analysis/metadata.py)."""
 
+from collections.abc import Callable
+
 import dagster as dg
 
 from geo_pipeline.analysis import analyse_run, refresh_analytics, ui_api
@@ -17,6 +19,7 @@ from geo_pipeline.defs.analysis.metadata import (
     visibility_markdown,
     visibility_table_metadata,
 )
+from geo_pipeline.defs.charts import chart_url, md_linked_image, store_chart
 from geo_pipeline.defs.factory import (
     ANALYSIS,
     for_partition,
@@ -25,8 +28,13 @@ from geo_pipeline.defs.factory import (
     status_metadata,
     tag_run,
 )
+from geo_pipeline.defs.markdown import md_svg_image
 from geo_pipeline.defs.partitions import run_channel_partitions, split_key
-from geo_pipeline.defs.resources import PostgresResource
+from geo_pipeline.defs.resources import (
+    EvidenceStorageResource,
+    PipelineSettingsResource,
+    PostgresResource,
+)
 from geo_pipeline.store import run_platforms
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.queries import Q
@@ -92,7 +100,10 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
     ],
 )
 def brand_visibility(
-    context: dg.AssetExecutionContext, db: PostgresResource
+    context: dg.AssetExecutionContext,
+    db: PostgresResource,
+    evidence: EvidenceStorageResource,
+    settings: PipelineSettingsResource,
 ) -> dg.MaterializeResult:
     """What analysts read: visibility of the brand and each competitor on one channel of a run
     — mention rate with its Wilson interval, average rank, citation rate — in the ``analytics``
@@ -101,6 +112,9 @@ def brand_visibility(
 
     Refreshing rewrites the run's analyst rows in one transaction (delete then insert), so a
     reader sees the old or the new figures, never a mix, and a re-run changes nothing.
+
+    With ``GEO_CHART_URL`` set the charts are stored in the evidence archive and shown by a
+    short link the UI renders in place (defs/charts.py); otherwise as ``data:`` URIs.
     """
     run_id, channel = split_key(context)
     tag_run(context, run_id, channel)
@@ -140,9 +154,28 @@ def brand_visibility(
             "visibility": dg.MetadataValue.md(visibility_markdown(table)),
             "visibility_table": visibility_table_metadata(table),
             **rate_plots(table),
-            **chart_metadata(channel, table, [r for r in trends if r["channel"] == channel], fdr_q),
+            **chart_metadata(
+                channel,
+                table,
+                [r for r in trends if r["channel"] == channel],
+                fdr_q,
+                image=chart_images(evidence, settings.chart_url),
+            ),
             **status_metadata(status),
             **publication.as_metadata(),
         },
         check_results=for_partition(context, [result]),
     )
+
+
+def chart_images(evidence: EvidenceStorageResource, base_url: str) -> Callable[[str, str], str]:
+    """How brand_visibility's charts become Markdown: stored and linked where charts are served
+    (``base_url``, GEO_CHART_URL), else inline ``data:`` URIs."""
+    if not base_url:
+        return md_svg_image
+    archive = evidence.archive()
+
+    def linked(svg: str, alt: str) -> str:
+        return md_linked_image(chart_url(base_url, store_chart(archive, svg)), alt)
+
+    return linked

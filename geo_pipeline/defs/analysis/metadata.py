@@ -4,7 +4,7 @@ table metadata and as Markdown, and the charts as Markdown images. Pure function
 import hashlib
 import re
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import dagster as dg
@@ -61,17 +61,28 @@ def rate_plots(table: list[dict[str, Any]]) -> dict[str, dg.FloatMetadataValue]:
     return out
 
 
+# What ``mention_rate_trend_chart`` says for a run outside a monitor (issue 36: the chart never
+# appeared and nothing said why).
+NO_TREND = (
+    "no trend chart: this run is not one of a monitor's daily runs (a trend is drawn over a "
+    "monitor's days; create one with `geo-pipeline monitors create`)"
+)
+
+
 def chart_metadata(
     channel: str,
     table: list[dict[str, Any]],
     trends: list[dict[str, Any]],
     fdr_q: float | None,
-) -> dict[str, dg.MarkdownMetadataValue]:
-    """The run report's charts as Markdown images (inline SVG, every text escaped, nothing
+    image: Callable[[str, str], str] = md_svg_image,
+) -> dict[str, dg.MetadataValue]:
+    """The run report's charts as Markdown images (SVG, every text escaped, nothing
     executable): ``mention_rate_chart``, each brand's mention rate on the channel with its 95 %
-    interval (question-clustered where pooled, as the table has it); and, for a monitor's
-    run, ``mention_rate_trend_chart``, the channel's rates over days with the flagged changes
-    marked (``trends``: this channel's rows of :func:`brand_trends`)."""
+    interval (question-clustered where pooled, as the table has it); and
+    ``mention_rate_trend_chart``, for a monitor's run the channel's rates over days with the
+    flagged changes marked (``trends``: this channel's rows of :func:`brand_trends`), else a
+    sentence saying why there is none. ``image(svg, alt)`` makes the Markdown: a ``data:`` URI
+    by default, a served chart's short link where one is configured (defs/charts.py)."""
 
     def bound(r: dict[str, Any], side: str) -> float | None:
         value = r.get(f"mention_rate_{side}")
@@ -91,16 +102,18 @@ def chart_metadata(
         ),
         title=f"Mention rate on {channel}",
     )
-    out = {
+    out: dict[str, dg.MetadataValue] = {
         "mention_rate_chart": dg.MetadataValue.md(
-            md_svg_image(bars, f"Mention rate per brand on {channel} with 95 % intervals")
+            image(bars, f"Mention rate per brand on {channel} with 95 % intervals")
         )
     }
     if trends:
         [(_, svg)] = trend_charts(trends, fdr_q)  # one channel's rows: one chart
         out["mention_rate_trend_chart"] = dg.MetadataValue.md(
-            md_svg_image(svg, f"Mention rate per brand by day on {channel}, flagged changes marked")
+            image(svg, f"Mention rate per brand by day on {channel}, flagged changes marked")
         )
+    else:
+        out["mention_rate_trend_chart"] = dg.MetadataValue.text(NO_TREND)
     return out
 
 
