@@ -319,6 +319,10 @@ def test_functions_in_geo_and_analytics_are_not_definer_escapes(world: World):
         "geo.analyst_tenant()",
         "geo.claimable(text,text,text,text,text[])",
         "geo.exclusion_reason(text,text,integer)",
+        # The sample-id rule (0051): a hash of its arguments, reading no table; and whether the
+        # check over it is validated, read from the catalogue every login may read.
+        "geo.sample_id_check_in_force()",
+        "geo.sample_id_for(text,text,text,text,text,text,integer)",
     ], "a new callable function: check it reads only what its caller may, then list it here"
 
 
