@@ -74,8 +74,16 @@ def check_cmd(
     from geo_pipeline.connectors.registry import load_registry
 
     entries = checkmod.targets(load_registry(), platforms, every)
+    build: checkmod.ConnectorBuilder = checkmod.factory_connector
+    if any(e.protocol == "browser" for e in entries):
+        from geo_pipeline.store.db import database_url
+        from geo_pipeline.worker.browser import check_connector_builder
+
+        build = check_connector_builder(database_url())
     results = asyncio.run(
-        checkmod.check_platforms(entries, mode=mode, question=question, timeout_s=timeout_s)
+        checkmod.check_platforms(
+            entries, mode=mode, question=question, timeout_s=timeout_s, build=build
+        )
     )
     bad = checkmod.failed(results)
     if as_json:

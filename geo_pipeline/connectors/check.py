@@ -12,7 +12,7 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any, Literal
 
@@ -119,19 +119,13 @@ def _failure(entry: PlatformEntry, mode: str, exc: ConnectorError) -> CheckResul
     return failure(auth="unknown", detail=f"{exc.error_class}: {text}")
 
 
-def check_connector(entry: PlatformEntry, client: httpx.AsyncClient) -> Connector:
-    """The connector a check asks through: a browser channel's over the shared accounts of
-    ``geo.accounts`` (``PgAccounts``, as every worker leases them: its pacing, budget and lease
-    hold for the check too); any other as the factory builds it."""
-    if entry.protocol == "browser":
-        import os
-        import socket
+# How a check builds the connector it asks through: by default as the factory builds it. The
+# command passes one that puts browser channels over the shared accounts of geo.accounts
+# (worker.browser.check_connector_builder): a part cannot build that itself (layers).
+ConnectorBuilder = Callable[[PlatformEntry, httpx.AsyncClient], Connector]
 
-        from geo_pipeline.store.db import database_url
-        from geo_pipeline.worker.browser import browser_connector
 
-        owner = f"connectors-check:{socket.gethostname()}:{os.getpid()}"
-        return browser_connector(entry, database_url(), owner)
+def factory_connector(entry: PlatformEntry, client: httpx.AsyncClient) -> Connector:
     return build_connector(entry, client)
 
 
@@ -142,6 +136,7 @@ async def check_platform(
     mode: str | None = None,
     question: str = CHECK_QUESTION,
     timeout_s: float = 300.0,
+    build: ConnectorBuilder = factory_connector,
 ) -> CheckResult:
     """One request to one platform, from submit to parsed evidence."""
     mode = mode or _default_mode(entry)
@@ -176,7 +171,7 @@ async def check_platform(
         mode=mode,
         screenshot=False,
     )
-    connector = check_connector(entry, client)
+    connector = build(entry, client)
     started = time.monotonic()
     try:
         async with asyncio.timeout(timeout_s):
@@ -230,6 +225,7 @@ async def check_platforms(
     question: str = CHECK_QUESTION,
     timeout_s: float = 300.0,
     client: httpx.AsyncClient | None = None,
+    build: ConnectorBuilder = factory_connector,
 ) -> list[CheckResult]:
     """Every entry's check, concurrently, on one HTTP client."""
     own = client is None
@@ -238,7 +234,9 @@ async def check_platforms(
         return list(
             await asyncio.gather(
                 *(
-                    check_platform(e, http, mode=mode, question=question, timeout_s=timeout_s)
+                    check_platform(
+                        e, http, mode=mode, question=question, timeout_s=timeout_s, build=build
+                    )
                     for e in entries
                 )
             )

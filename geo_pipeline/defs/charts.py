@@ -18,49 +18,19 @@ chart's bytes. Without ``GEO_CHART_URL`` the chart stays a ``data:`` URI (behind
 
 from __future__ import annotations
 
-import hashlib
 import re
-from typing import Protocol
 from urllib.parse import urlsplit
 
 from geo_pipeline.defs.markdown import md_text
+from geo_pipeline.evidence.charts import chart_key
 
 # Dagster 1.13.27, ui-core/src/metadata/MetadataEntry.tsx: `expandSmallValues && mdStr.length
 # < 1000` renders the Markdown in place.
 INLINE_MARKDOWN_LIMIT = 1000
-CHART_PREFIX = "charts/"
-SVG_MEDIA_TYPE = "image/svg+xml"
-_DIGEST = re.compile(r"[0-9a-f]{64}")
-
-
-class ChartArchive(Protocol):
-    def put(self, key: str, data: bytes, *, mime_type: str) -> object: ...
 
 
 class ChartUrlError(ValueError):
     """GEO_CHART_URL is not an http(s) base URL a Markdown image can carry."""
-
-
-def chart_key(digest: str) -> str:
-    """The archive key of a chart: ``charts/<sha256 of its bytes>.svg``."""
-    if not _DIGEST.fullmatch(digest):
-        raise ValueError(f"not a sha256 hex digest: {digest!r}")
-    return f"{CHART_PREFIX}{digest}.svg"
-
-
-def digest_of_key(key: str) -> str | None:
-    """The digest a chart key names, or None when ``key`` is not one (``charts/<64 hex>.svg``)."""
-    m = re.fullmatch(rf"{CHART_PREFIX}([0-9a-f]{{64}})\.svg", key)
-    return m[1] if m else None
-
-
-def store_chart(archive: ChartArchive, svg: str) -> str:
-    """Put the SVG under its content address (idempotent: the same chart is the same object);
-    return its digest."""
-    data = svg.encode("utf-8")
-    digest = hashlib.sha256(data).hexdigest()
-    archive.put(chart_key(digest), data, mime_type=SVG_MEDIA_TYPE)
-    return digest
 
 
 def check_base_url(base: str) -> str:

@@ -13,8 +13,8 @@ import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
-from geo_pipeline.defs.charts import SVG_MEDIA_TYPE, chart_key, digest_of_key
 from geo_pipeline.evidence.archive import ArchiveError, ObjectMissing
+from geo_pipeline.evidence.charts import SVG_MEDIA_TYPE, chart_key, digest_of_key
 
 HEADERS = {
     "Content-Type": SVG_MEDIA_TYPE,

@@ -6,7 +6,7 @@ conversation). The other protocols are built as before, on the process's shared 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 from geo_pipeline.connectors.base import Connector
@@ -63,3 +63,20 @@ def build_connectors(
         else:
             out[p] = build_connector(entry, client)
     return out
+
+
+def check_connector_builder(db_url: str) -> Callable[[PlatformEntry, Any], Connector]:
+    """What ``connectors check`` asks through: a browser channel over the shared accounts of
+    ``geo.accounts`` (as every worker leases them: pacing, budget and lease hold for a check
+    too); any other channel as the factory builds it."""
+    import os
+    import socket
+
+    owner = f"connectors-check:{socket.gethostname()}:{os.getpid()}"
+
+    def build(entry: PlatformEntry, client: Any) -> Connector:
+        if entry.protocol == "browser":
+            return browser_connector(entry, db_url, owner)
+        return build_connector(entry, client)
+
+    return build

@@ -15,13 +15,14 @@ import dagster as dg
 from geo_pipeline.defs import names
 from geo_pipeline.defs.analysis.assets import brand_analysis, brand_visibility
 from geo_pipeline.defs.analysis.metadata import NO_TREND
-from geo_pipeline.defs.charts import INLINE_MARKDOWN_LIMIT, chart_key, md_linked_image
+from geo_pipeline.defs.charts import INLINE_MARKDOWN_LIMIT, md_linked_image
 from geo_pipeline.defs.collection.assets import collection_results
 from geo_pipeline.defs.evidence.assets import validated_evidence
 from geo_pipeline.defs.markdown import md_svg_image
 from geo_pipeline.defs.partitions import partition_key
 from geo_pipeline.defs.resources import PipelineSettingsResource
 from geo_pipeline.evidence import LocalArchive
+from geo_pipeline.evidence.charts import chart_key
 from geo_pipeline_tests.dagster.conftest import collection_config, create_run, finish
 from geo_pipeline_tests.dagster.test_assets import materialise, metadata
 

@@ -12,6 +12,7 @@ import pytest
 from geo_pipeline.connectors.check import check_platform
 from geo_pipeline.connectors.http import new_client
 from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.worker.browser import check_connector_builder
 from geo_pipeline_tests.fixtures.simulator import SimulatorProcess
 from geo_pipeline_tests.integration.execution.helpers import fetch
 from geo_pipeline_tests.ops.test_browser_lane import counts
@@ -35,7 +36,9 @@ def test_connectors_check_of_a_browser_channel_leases_a_shared_account(
 
     async def run():  # type: ignore[no-untyped-def]
         async with new_client() as client:
-            return await check_platform(entry, client, timeout_s=300)
+            return await check_platform(
+                entry, client, timeout_s=300, build=check_connector_builder(db_url)
+            )
 
     result = asyncio.run(run())
     assert result.status == "ok", result

@@ -9,8 +9,9 @@ import urllib.request
 
 import pytest
 
-from geo_pipeline.defs.charts import ChartUrlError, chart_key, chart_url, store_chart
+from geo_pipeline.defs.charts import ChartUrlError, chart_url
 from geo_pipeline.evidence import LocalArchive
+from geo_pipeline.evidence.charts import chart_key, store_chart
 from geo_pipeline.ops.chart_server import serve
 
 SVG = '<svg xmlns="http://www.w3.org/2000/svg" width="10" height="10"><title>t</title></svg>'

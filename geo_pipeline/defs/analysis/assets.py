@@ -19,7 +19,7 @@ from geo_pipeline.defs.analysis.metadata import (
     visibility_markdown,
     visibility_table_metadata,
 )
-from geo_pipeline.defs.charts import chart_url, md_linked_image, store_chart
+from geo_pipeline.defs.charts import chart_url, md_linked_image
 from geo_pipeline.defs.factory import (
     ANALYSIS,
     for_partition,
@@ -35,6 +35,7 @@ from geo_pipeline.defs.resources import (
     PipelineSettingsResource,
     PostgresResource,
 )
+from geo_pipeline.evidence.charts import store_chart
 from geo_pipeline.store import run_platforms
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.queries import Q
