@@ -397,19 +397,23 @@ class ReconciliationSummary:
     unexplained_absolute_minor: int = 0
     unexplained_lines: int = 0
     credit_cost_difference_minor: int = 0  # credits x credit price vs our rounded-up price
-    # Our charges on channels no vendor bills (no_vendor_bill lines): not a difference at all.
+    # Our charges on channels no vendor bills (no_vendor_bill lines), and their difference
+    # (theirs 0 - ours): explained by what the channel is, so it is part of the explained
+    # difference like every other explained line's (one rule: EXPLAINED, issue #34).
     no_vendor_bill_ours_minor: int = 0
+    no_vendor_bill_difference_minor: int = 0
 
     @property
     def explained_difference_minor(self) -> int:
         """Theirs - ours over the lines whose difference is explained (price change, usage
-        cost, share of a day total); pending lines are not a difference yet and count in
-        neither."""
+        cost, share of a day total, credit cost, no vendor bill); pending lines are not a
+        difference yet and count in neither."""
         return (
             self.price_change_difference_minor
             + self.usage_cost_difference_minor
             + self.apportioned_difference_minor
             + self.credit_cost_difference_minor
+            + self.no_vendor_bill_difference_minor
         )
 
     @property
@@ -438,6 +442,8 @@ class ReconciliationSummary:
             "usage_cost_difference_minor": self.usage_cost_difference_minor,
             "apportioned_difference_minor": self.apportioned_difference_minor,
             "credit_cost_difference_minor": self.credit_cost_difference_minor,
+            "no_vendor_bill_ours_minor": self.no_vendor_bill_ours_minor,
+            "no_vendor_bill_difference_minor": self.no_vendor_bill_difference_minor,
             "explained_difference_minor": self.explained_difference_minor,
             "clean": self.clean,
         }
@@ -453,6 +459,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
     n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
     apportioned = absolute = unexplained_lines = credit_cost = no_vendor_bill = 0
+    no_vendor_bill_diff = 0
     for line in lines:
         n += 1
         counts[line.classification] += 1
@@ -473,6 +480,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
             credit_cost += line.difference_minor
         elif line.classification == NO_VENDOR_BILL:
             no_vendor_bill += line.ours_minor
+            no_vendor_bill_diff += line.difference_minor
         elif not is_explained(line.classification):
             unexplained += line.difference_minor
             absolute += abs(line.difference_minor)
@@ -497,4 +505,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         unexplained_lines=unexplained_lines,
         credit_cost_difference_minor=credit_cost,
         no_vendor_bill_ours_minor=no_vendor_bill,
+        no_vendor_bill_difference_minor=no_vendor_bill_diff,
     )
