@@ -16,7 +16,6 @@ from datetime import UTC, datetime, timedelta
 import psycopg
 from psycopg.rows import dict_row
 
-from geo_pipeline.evidence.archive import list_keys
 from geo_pipeline.evidence.s3_async import ObjectStoreArchive
 from geo_pipeline.evidence.wacz import verify_run
 from geo_pipeline.evidence.warc_store import run_prefix
@@ -52,7 +51,7 @@ def test_worker_killed_between_put_and_record_leaves_an_orphan_retention_removes
     w1 = cluster.worker(crash_at="stored_not_completed")
     assert cluster.wait_dead(w1) == -signal.SIGKILL
     # Killed after its PUT, before its transaction: its object is stored, no row names it.
-    orphans = set(list_keys(archive, prefix))
+    orphans = set(archive.list_keys(prefix))
     assert orphans, "the killed worker stored no object"
     assert _named(db_url) & orphans == set()
     assert fetch(db_url, "SELECT count(*) AS n FROM geo.evidence_objects")[0]["n"] == 0
@@ -66,7 +65,7 @@ def test_worker_killed_between_put_and_record_leaves_an_orphan_retention_removes
     named = _named(db_url)
     # Never referenced later either: the takeover stored and recorded an object of its own.
     assert named and named & orphans == set()
-    keys = set(list_keys(archive, prefix))
+    keys = set(archive.list_keys(prefix))
     # Every object a row names is stored. Unnamed ones may be more than those listed at the
     # kill: an upload the dead worker had fully sent may land after it died.
     assert named | orphans <= keys
@@ -78,7 +77,7 @@ def test_worker_killed_between_put_and_record_leaves_an_orphan_retention_removes
         plan = apply_retention(conn, archive, later, dry_run=True)
         (run,) = [r for r in plan.runs if r.run_id == s["run_id"]]
         assert set(run.warc_objects) == named | unnamed  # the orphans are found
-        assert set(list_keys(archive, prefix)) == keys  # a dry run deletes nothing
+        assert set(archive.list_keys(prefix)) == keys  # a dry run deletes nothing
         apply_retention(conn, archive, later, dry_run=False)
-    assert list_keys(archive, prefix) == []
+    assert archive.list_keys(prefix) == []
     assert fetch(db_url, "SELECT count(*) AS n FROM geo.warc_records")[0]["n"] == 0

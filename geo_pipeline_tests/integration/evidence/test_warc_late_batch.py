@@ -28,7 +28,6 @@ from geo_pipeline.analysis.review import list_review_queue
 from geo_pipeline.connectors.base import Attachment
 from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.evidence import SampleRef, fetch_evidence_for
-from geo_pipeline.evidence.archive import list_keys
 from geo_pipeline.evidence.recording import prepare_warc_evidence, record_evidence_batch
 from geo_pipeline.evidence.thumbnails import screenshot_derivatives
 from geo_pipeline.evidence.wacz import verify_run
@@ -206,7 +205,7 @@ def test_an_oversized_late_screenshot_sends_its_sample_to_review(
 ) -> None:
     archive = obstore_archive
     refs = answered_waiting_for_screenshots(db, archive, 2, policy)
-    keys_before = set(list_keys(archive, run_prefix(refs[0].tenant_id, refs[0].run_id)))
+    keys_before = set(archive.list_keys(run_prefix(refs[0].tenant_id, refs[0].run_id)))
     small = good_screenshot(width=8, height=8)
     big = Attachment("screenshot", "available", noisy_png(200, 200), "image/png")
     _, thumb = screenshot_derivatives(small.data)
@@ -229,7 +228,7 @@ def test_an_oversized_late_screenshot_sends_its_sample_to_review(
                        ).fetchall()  # fmt: skip
     db.commit()
     assert [r["sample_id"] for r in shots] == [refs[1].sample_id]
-    new_keys = set(list_keys(archive, run_prefix(refs[0].tenant_id, refs[0].run_id))) - keys_before
+    new_keys = set(archive.list_keys(run_prefix(refs[0].tenant_id, refs[0].run_id))) - keys_before
     assert len(new_keys) == 1
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
         queue = [r for r in list_review_queue(conn, refs[0].run_id)
