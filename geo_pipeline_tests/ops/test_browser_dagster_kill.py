@@ -27,8 +27,9 @@ from geo_pipeline_tests.ops.conftest import ARTIFACTS
 from geo_pipeline_tests.ops.dagster_ui import answers, graphql, running_dev
 from geo_pipeline_tests.processes import run_ok
 
-# slow: not yet seen passing on a loaded 2-core box (issue 36); run it with `-m slow`.
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(1500)]
+# Seen passing in 215 s at load average 5.7-10 on the shared 2-core box (issue 36), so it runs
+# in CI. The waits follow progress; the timeout is only a safety net for a hung stack.
+pytestmark = [pytest.mark.browser, pytest.mark.timeout(1500)]
 
 CHANNELS = ("deepseek__web", "kimi__web")
 DOWNSTREAM = ("collection_results", "validated_evidence", "brand_analysis", "brand_visibility")
