@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 41 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 42 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -3743,6 +3743,12 @@ CREATE INDEX brand_metrics_monitor_day ON analytics.brand_metrics USING btree (m
 --
 
 CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics USING btree (monitor_id, channel, brand, scheduled_for);
+
+--
+-- Name: channel_brand_metrics_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX channel_brand_metrics_monitor_day ON analytics.channel_brand_metrics USING btree (monitor_id, scheduled_for);
 
 --
 -- Name: share_of_voice_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
