@@ -14,8 +14,6 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-import pytest
-
 from geo_pipeline.evidence.archive import LocalArchive
 from geo_pipeline.flows import retention
 from geo_pipeline_tests.scale_data import completed_run, counted, quiet_autovacuum
