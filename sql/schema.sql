@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 41 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 43 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -906,6 +906,20 @@ END $$;
 ALTER FUNCTION geo.maintain_run_accounts() OWNER TO geo_owner;
 
 --
+-- Name: reopen_run_retention(); Type: FUNCTION; Schema: geo; Owner: -
+--
+
+CREATE FUNCTION geo.reopen_run_retention() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  UPDATE geo.runs r SET raw_expired_at = NULL, log_expired_at = NULL
+   WHERE r.run_id IN (SELECT DISTINCT n.run_id FROM new_transitions n)
+     AND (r.raw_expired_at IS NOT NULL OR r.log_expired_at IS NOT NULL);
+  RETURN NULL;
+END $$;
+
+--
 -- Name: sample_id_check_in_force(); Type: FUNCTION; Schema: geo; Owner: -
 --
 
@@ -1069,12 +1083,26 @@ CREATE TABLE geo.runs (
     confirmed_at timestamp with time zone,
     cancel_requested_at timestamp with time zone,
     closed_at timestamp with time zone,
+    raw_expired_at timestamp with time zone,
+    log_expired_at timestamp with time zone,
     CONSTRAINT runs_priority_check CHECK (((priority >= 0) AND (priority <= 9))),
     CONSTRAINT runs_run_id_check CHECK ((run_id ~ '^[A-Za-z0-9_-]{1,64}$'::text)),
     CONSTRAINT runs_sample_count_check CHECK ((sample_count >= 0))
 );
 
 ALTER TABLE geo.runs OWNER TO geo_owner;
+
+--
+-- Name: COLUMN runs.raw_expired_at; Type: COMMENT; Schema: geo; Owner: geo_owner
+--
+
+COMMENT ON COLUMN geo.runs.raw_expired_at IS 'When retention found nothing left of the run''s raw evidence window (NULL: check it)';
+
+--
+-- Name: COLUMN runs.log_expired_at; Type: COMMENT; Schema: geo; Owner: geo_owner
+--
+
+COMMENT ON COLUMN geo.runs.log_expired_at IS 'When retention found nothing left of the run''s execution log window (NULL: check it)';
 
 --
 -- Name: question_tags; Type: VIEW; Schema: analytics; Owner: geo_owner
@@ -3745,6 +3773,12 @@ CREATE INDEX brand_metrics_monitor_day ON analytics.brand_metrics USING btree (m
 CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics USING btree (monitor_id, channel, brand, scheduled_for);
 
 --
+-- Name: channel_brand_metrics_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE INDEX channel_brand_metrics_monitor_day ON analytics.channel_brand_metrics USING btree (monitor_id, scheduled_for);
+
+--
 -- Name: share_of_voice_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
@@ -4055,6 +4089,12 @@ CREATE TRIGGER samples_transitions AFTER UPDATE ON geo.samples REFERENCING OLD T
 --
 
 CREATE TRIGGER state_transitions_append_only BEFORE UPDATE ON geo.state_transitions FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
+
+--
+-- Name: state_transitions state_transitions_reopen_retention; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER state_transitions_reopen_retention AFTER INSERT ON geo.state_transitions REFERENCING NEW TABLE AS new_transitions FOR EACH STATEMENT EXECUTE FUNCTION geo.reopen_run_retention();
 
 --
 -- Name: account_sends account_sends_platform_account_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner

@@ -254,6 +254,14 @@ def _apply_run(
         )
 
 
+def _mark_run(conn: Conn, due: dict[str, Any], now: datetime) -> None:
+    """Mark the windows of the run that the step left nothing of, so later passes skip them
+    (0050: a pass costs the runs with something to expire, not the history)."""
+    params = {k: due[k] for k in ("run_id", "raw_due", "log_due")}
+    with conn.transaction(), conn.cursor() as cur:
+        cur.execute(Q("ops.retention_mark_run"), {**params, "now": now})
+
+
 def _table_pass(conn: Conn, now: datetime, windows: TableWindows, dry_run: bool) -> tuple[int, int]:
     outbox = {"cutoff": now - windows.outbox_keep, "limit": windows.chunk}
     dead = {
@@ -302,6 +310,7 @@ def apply_retention(
         if dry_run:
             continue
         _apply_run(conn, archive, plan, object_ids, now, refused)
+        _mark_run(conn, due, now)
         if not conn.autocommit:
             conn.commit()  # the reads above opened an outer transaction; end it per run
     outbox, dead = _table_pass(conn, now, windows or TableWindows(), dry_run)

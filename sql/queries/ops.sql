@@ -65,9 +65,11 @@ SELECT to_regclass(%(name)s) IS NOT NULL AS present;
 -- never touched, however old. Two windows: raw evidence (objects, raw answer text) after
 -- retention_days; the execution log (attempts, state transitions) after log_retention_days
 -- (NULL: the same). Database time comes in as %(now)s so a dry run and the real pass agree, and
--- tests can move the clock.
+-- tests can move the clock. A window the pass has marked as having nothing left
+-- (runs.raw_expired_at / log_expired_at, 0050) is not checked again: a pass costs the runs with
+-- something to expire, not the history.
 WITH w AS (
-  SELECT r.run_id, r.tenant_id, r.created_at, t.retention_days,
+  SELECT r.run_id, r.tenant_id, r.created_at, r.raw_expired_at, r.log_expired_at, t.retention_days,
          coalesce(t.log_retention_days, t.retention_days) AS log_retention_days,
          %(now)s::timestamptz - make_interval(days => t.retention_days) AS cutoff,
          %(now)s::timestamptz
@@ -75,24 +77,50 @@ WITH w AS (
   FROM geo.runs r JOIN geo.tenants t USING (tenant_id)
 )
 SELECT w.run_id, w.tenant_id, w.retention_days, w.log_retention_days, w.created_at, w.cutoff,
-       w.log_cutoff, w.created_at < w.cutoff AS raw_due, w.created_at < w.log_cutoff AS log_due
+       w.log_cutoff, w.created_at < w.cutoff AND w.raw_expired_at IS NULL AS raw_due,
+       w.created_at < w.log_cutoff AND w.log_expired_at IS NULL AS log_due
 FROM w
-WHERE w.created_at < greatest(w.cutoff, w.log_cutoff)  -- past at least one window
+WHERE ((w.created_at < w.cutoff AND w.raw_expired_at IS NULL)  -- past an unmarked window
+       OR (w.created_at < w.log_cutoff AND w.log_expired_at IS NULL))
   AND NOT EXISTS (SELECT 1 FROM geo.samples s
                    WHERE s.run_id = w.run_id AND s.collection_state IN ('queued', 'running'))
-  AND ((w.created_at < w.cutoff
+  AND ((w.created_at < w.cutoff AND w.raw_expired_at IS NULL
         AND (EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = w.run_id)
              OR EXISTS (SELECT 1 FROM geo.warc_records k WHERE k.run_id = w.run_id)
              OR EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
                          WHERE s.run_id = w.run_id AND a.raw_text IS NOT NULL
                            AND s.analysis_state <> 'pending')))
-       OR (w.created_at < w.log_cutoff
+       OR (w.created_at < w.log_cutoff AND w.log_expired_at IS NULL
            AND (EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
                          WHERE s.run_id = w.run_id)
                 OR EXISTS (SELECT 1 FROM geo.samples s JOIN geo.state_transitions t
                              USING (sample_id) WHERE s.run_id = w.run_id))))
 ORDER BY w.created_at, w.run_id
 LIMIT %(limit)s;
+
+-- name: retention_mark_run
+-- After a run's step (same transaction): mark each window the step was due on and left nothing
+-- of (0050), so later passes skip it. No mark while anything is left (history refused to the
+-- role): the next pass checks again. A sample that went back to work since the due check wrote
+-- a transition: seen here (no log mark), or committed after this and clearing the mark. The conditions are
+-- ops.retention_due_runs's, for one run. Raw text kept for a pending analysis does not stop the
+-- mark: the analysis finishing writes a transition, which clears the run's marks (0050's trigger)
+-- so the next pass clears that text.
+UPDATE geo.runs r SET
+  raw_expired_at = CASE WHEN %(raw_due)s
+    AND NOT EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = r.run_id)
+    AND NOT EXISTS (SELECT 1 FROM geo.warc_records k WHERE k.run_id = r.run_id)
+    AND NOT EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
+                     WHERE s.run_id = r.run_id AND a.raw_text IS NOT NULL
+                       AND s.analysis_state <> 'pending')
+    THEN %(now)s::timestamptz ELSE r.raw_expired_at END,
+  log_expired_at = CASE WHEN %(log_due)s
+    AND NOT EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
+                     WHERE s.run_id = r.run_id)
+    AND NOT EXISTS (SELECT 1 FROM geo.samples s JOIN geo.state_transitions t USING (sample_id)
+                     WHERE s.run_id = r.run_id)
+    THEN %(now)s::timestamptz ELSE r.log_expired_at END
+WHERE r.run_id = %(run_id)s;
 
 -- name: retention_objects
 -- The raw evidence objects of one run: what the archive holds for it.
