@@ -259,8 +259,15 @@ def test_deposit_idempotency_and_currency(db):
     assert ledger.deposit(db, "acme", 100, "CNY", "dep-1") == a
     with pytest.raises(ledger.IdempotencyConflict):
         ledger.deposit(db, "acme", 200, "CNY", "dep-1")
-    with pytest.raises(ledger.BillingError, match="currency USD is not one any platform quotes"):
-        ledger.deposit(db, "acme", 100, "USD", "dep-2")
+    # A currency no registered platform quotes in could never pay for a run (EUR: none does;
+    # USD is quoted since the simulated ChatGPT API and the answer services price in it) ...
+    assert "EUR" not in ledger.deposit_currencies()
+    with pytest.raises(ledger.BillingError, match="currency EUR is not one any platform quotes"):
+        ledger.deposit(db, "acme", 100, "EUR", "dep-2")
+    # ... and a quoted currency other than the tenant's cannot be booked on its one-currency ledger.
+    assert "USD" in ledger.deposit_currencies()
+    with pytest.raises(ledger.BillingError, match="acme is billed in CNY; a deposit in USD cannot"):
+        ledger.deposit(db, "acme", 100, "USD", "dep-2u")
     with pytest.raises(ledger.BillingError, match="at most 1000000000000000 minor units"):
         ledger.deposit(db, "acme", 2**63 - 1, "CNY", "dep-huge")
     with pytest.raises(ledger.BillingError, match="positive"):
