@@ -225,10 +225,18 @@ def select_platforms(
     return [chosen[p] for p in order if p in chosen]
 
 
+class _PlainDumper(yaml.SafeDumper):
+    """Every value written out where it stands: a manifest a person reads and diffs has no YAML
+    anchors (a shared labels mapping would otherwise be dumped as &id001 / *id001)."""
+
+    def ignore_aliases(self, data: object) -> bool:
+        return True
+
+
 def render(entries: list[PlatformEntry], opts: RenderOptions) -> dict[str, str]:
     """{file name: YAML text} for deploy/k8s: the workers and their ScaledObjects."""
     dump = lambda docs: "---\n".join(  # noqa: E731
-        yaml.safe_dump(d, sort_keys=False, allow_unicode=True) for d in docs
+        yaml.dump(d, Dumper=_PlainDumper, sort_keys=False, allow_unicode=True) for d in docs
     )
     return {
         "worker.yaml": WORKER_HEADER + dump([worker_deployment(e, opts) for e in entries]),

@@ -84,7 +84,9 @@ def test_cli_writes_the_files_and_refuses_an_unknown_platform(tmp_path: Path) ->
         cli, ["deploy", "render", "--out", str(tmp_path), "--platform", "deepseek_api"]
     )
     assert res.exit_code == 0, res.output
-    assert "6 platform(s)" in res.output and "deepseek_api" in res.output
+    # the enabled platforms (the simulators: no engine key is set here) and the one named
+    n = len(select_platforms(load_registry())) + 1
+    assert f"{n} platform(s)" in res.output and "deepseek_api" in res.output
     written = docs((tmp_path / "worker.yaml").read_text(encoding="utf-8"))
     assert ("Deployment", "geo-worker-deepseek-api") in written
     bad = runner.invoke(cli, ["deploy", "render", "--platform", "nosuch"])
