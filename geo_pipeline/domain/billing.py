@@ -397,9 +397,7 @@ class ReconciliationSummary:
     unexplained_absolute_minor: int = 0
     unexplained_lines: int = 0
     credit_cost_difference_minor: int = 0  # credits x credit price vs our rounded-up price
-    # Our charges on channels no vendor bills (no_vendor_bill lines), and their difference
-    # (theirs 0 - ours): explained by what the channel is, so it is part of the explained
-    # difference like every other explained line's (one rule: EXPLAINED, issue #34).
+    # Our charges on channels no vendor bills, and their (explained) difference theirs 0 - ours.
     no_vendor_bill_ours_minor: int = 0
     no_vendor_bill_difference_minor: int = 0
 

@@ -70,7 +70,9 @@ def test_browser_channels_have_no_vendor_bill_and_reconcile_explained() -> None:
     other = ReconLine("u2", "deepseek_web", "matched", "completed", 0, 0, "CNY")
     s = summarise("r1", "CNY", [line, line, other])
     assert s.unexplained_difference_minor == 0 and s.unexplained_lines == 0
-    assert s.explained_difference_minor == 0  # not a difference at all
+    # theirs 0 - ours 20, explained by what the channel is: in the explained difference like
+    # every explained line's (one rule, issue #34), and said as what it is in the last line
+    assert s.explained_difference_minor == -20
     assert s.no_vendor_bill_ours_minor == 20 and s.clean
     words = reconciliation_text(
         s.unexplained_difference_minor,
@@ -80,5 +82,5 @@ def test_browser_channels_have_no_vendor_bill_and_reconcile_explained() -> None:
         no_vendor_bill_minor=s.no_vendor_bill_ours_minor,
     )
     assert words[0] == "unexplained difference: none"
-    assert not any("more than the platforms billed" in w for w in words), words
+    assert words[1].endswith("we charged 0.20 CNY more than the platforms billed"), words
     assert words[-1].startswith("not billed by any platform: 0.20 CNY charged at our own")
