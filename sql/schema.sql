@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0056_one_claim_queue_index, 44 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 43 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -3909,6 +3909,12 @@ CREATE INDEX samples_due ON geo.samples USING btree (next_attempt_at) WHERE (col
 --
 
 CREATE INDEX samples_queued_accepted ON geo.samples USING btree (tenant_id, platform, accepted_at) WHERE ((collection_state = 'queued'::text) AND (submission_state = 'accepted'::text));
+
+--
+-- Name: samples_queued_tenant_due; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX samples_queued_tenant_due ON geo.samples USING btree (tenant_id, platform, next_attempt_at) WHERE (collection_state = 'queued'::text);
 
 --
 -- Name: samples_queued_tenant_priority; Type: INDEX; Schema: geo; Owner: geo_owner

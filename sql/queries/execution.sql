@@ -36,21 +36,13 @@ SELECT c.sample_id, c.tenant_id, c.priority, c.platform,
 FROM t
 CROSS JOIN unnest(%(platforms)s::text[]) AS p(platform)
 CROSS JOIN LATERAL (
-  -- The oldest-due: the k oldest of each priority (0-9, samples_priority_check), each read in
-  -- the order of samples_queued_tenant_priority, then the k oldest of those, ties in heap order
-  -- (as an index on next_attempt_at alone keeps them; migration 0056).
-  (SELECT x.sample_id, x.tenant_id, x.priority, x.platform, x.next_attempt_at, x.accepted_at
-   FROM generate_series(9, 0, -1) AS pr(priority)
-   CROSS JOIN LATERAL (
-     SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at,
-            s.ctid
-     FROM geo.samples s
-     CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
-                                      %(lookup_platforms)s::text[])
-     WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform AND s.priority = pr.priority
-       AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
-     ORDER BY s.next_attempt_at LIMIT %(k)s) x
-   ORDER BY x.next_attempt_at, x.ctid LIMIT %(k)s)
+  (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
+   FROM geo.samples s
+   CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                    %(lookup_platforms)s::text[])
+   WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
+     AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
+   ORDER BY s.next_attempt_at LIMIT %(k)s)
   UNION
   (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
    FROM geo.samples s
