@@ -19,7 +19,6 @@ import json
 import re
 import zipfile
 from dataclasses import replace
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -45,8 +44,10 @@ PAGE_TEXT = "Captured page: 瑞幸咖啡 leads the list"
 EXCHANGE = HttpExchange(
     method="POST",
     url="http://sim.test/v1/chat/completions",
-    request_headers=(("Authorization", "Bearer sk-LIVE-SECRET"),
-                     ("Content-Type", "application/json")),  # fmt: skip
+    request_headers=(
+        ("Authorization", "Bearer sk-LIVE-SECRET"),
+        ("Content-Type", "application/json"),
+    ),
     request_body=b'{"messages": [{"role": "user", "content": "best coffee?"}]}',
     status=200,
     reason="OK",
@@ -97,20 +98,20 @@ def _replayed_text(page: Any, url: str) -> str:
 
 
 @pytest.mark.parametrize("archive", ["local"], indirect=True)
-def test_replaywebpage_lists_and_replays_the_exchange_answer_and_captured_page(
-    db, archive, cli, replay_site, browser_page  # noqa: F811
-) -> None:
+def test_replaywebpage_lists_and_replays_the_export(db, archive, request) -> None:
+    # The imported fixtures, by name (a parameter of the same name would shadow the import).
+    cli_, site, page = (request.getfixturevalue(n) for n in ("cli", "replay_site",
+                                                                   "browser_page"))  # fmt: skip
     ref = _run_with_evidence(db, archive)
-    wacz = replay_site.root / "run.wacz"
-    got = cli("export", ref.run_id, "--tenant", "tenant-a", "--format", "wacz", "--out", str(wacz))
+    wacz = site.root / "run.wacz"
+    got = cli_("export", ref.run_id, "--tenant", "tenant-a", "--format", "wacz", "--out", str(wacz))
     assert got.returncode == 0, outcome(got)
     with zipfile.ZipFile(wacz) as zf:
         pages = [json.loads(line) for line in zf.read("pages/pages.jsonl").decode().splitlines()]
     pages = pages[1:]  # the header line
-    page = browser_page
 
     # The player's own pages view: every page of pages.jsonl, the answer and the page among them.
-    page.goto(replay_site.embed("list.html", "run.wacz"))
+    page.goto(site.embed("list.html", "run.wacz"))
     player = page.frame_locator("replay-web-page iframe")
     player.locator("wr-page-entry").first.wait_for(timeout=120_000)
     player.get_by_text(re.compile(rf"^{len(pages)} pages?$")).wait_for(timeout=60_000)
@@ -128,7 +129,7 @@ def test_replaywebpage_lists_and_replays_the_exchange_answer_and_captured_page(
         kind = next((k for k in expect if k in p["title"]), None)
         if kind is None:
             continue
-        text = _replayed_text(page, replay_site.embed(f"p{n}.html", "run.wacz", p["url"]))
+        text = _replayed_text(page, site.embed(f"p{n}.html", "run.wacz", p["url"]))
         page.screenshot(path=str(ARTIFACTS / f"wacz-replay-{n}-{kind.replace(' ', '-')}.png"))
         seen.setdefault(kind, []).append(text)
     assert any(API_ANSWER in t for t in seen["upstream exchange"]), seen
