@@ -11,10 +11,13 @@ one captured in a browser (the page's HTML kept). The CLI exports the WACZ. Repl
 * replays each of them: the text inside the replayed frame is the exchange's body, the answer
   text, the captured page's text.
 
-Screenshots of the pages list and of each replayed page go to test-artifacts/."""
+Screenshots of the pages list and of each replayed page go to test-artifacts/.
+
+A real capture of the simulator's chat app does not replay yet (xfail, strict): see below."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import re
 import zipfile
@@ -24,6 +27,7 @@ from typing import Any
 import pytest
 
 from geo_pipeline.connectors.base import HttpExchange
+from geo_pipeline.connectors.factory import build_connector
 from geo_pipeline.evidence.recording import prepare_warc_evidence, record_evidence_batch
 from geo_pipeline.evidence.warc_store import store_batch
 from geo_pipeline_tests.fixtures.replay import replay_site  # noqa: F401
@@ -34,6 +38,8 @@ from geo_pipeline_tests.integration.evidence.helpers import (
 )
 from geo_pipeline_tests.integration.evidence.test_cli_evidence import cli  # noqa: F401
 from geo_pipeline_tests.ops.conftest import ARTIFACTS, browser_page  # noqa: F401
+from geo_pipeline_tests.ops.test_browser_lane import QUESTION, browser_entry, log_in
+from geo_pipeline_tests.ops.test_browser_lane import request as submit_request
 from geo_pipeline_tests.processes import outcome
 
 pytestmark = pytest.mark.browser
@@ -137,3 +143,62 @@ def test_replaywebpage_lists_and_replays_the_export(db, archive, request) -> Non
     assert any(API_ANSWER in t for t in seen["answer text"]), seen
     assert [PAGE_TEXT in t for t in seen["captured page"]] == [True], seen
     assert not any("sk-LIVE-SECRET" in t for ts in seen.values() for t in ts)
+
+
+# Seen failing (2026-12-06, ReplayWeb.page 2.5.3): the replay frame of the captured page never
+# gets a body ("waiting for ... iframe[name=___wb_replay_top_frame] ... body" times out), while
+# the record itself is served (a fetch of its replay URL answers 200 text/html with the page).
+# The page is stored under `urn:geo:page_html:...`, and a page under a urn: address with one
+# relative link (`<a href='/ui/deepseek/'>`, tried in the test above) replays blank the same
+# way: links cannot resolve against a urn: base. A real capture always has links. The fix is to
+# give the captured page its http(s) address (the capture's page_url) in the WACZ, e.g. a
+# revisit record of identical payload under that URL; not done yet (issue 33).
+@pytest.mark.xfail(
+    strict=True,
+    reason="a captured page stored under a urn: address replays blank in ReplayWeb.page "
+    "(its relative links cannot resolve); issue 33",
+)
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("archive", ["local"], indirect=True)
+def test_replaywebpage_replays_a_real_browser_capture(db, archive, request) -> None:
+    """A capture the browser lane took of the simulator's DeepSeek web app in chromium, recorded
+    and exported like any answer: ReplayWeb.page replays the captured page (the question and the
+    answer as the app showed them) and the answer text."""
+    # The capture runs before the page fixture starts Playwright's loop in this thread.
+    cli_, site = request.getfixturevalue("cli"), request.getfixturevalue("replay_site")
+    sim = request.getfixturevalue("own_simulator")()
+    conn = build_connector(browser_entry(sim, "deepseek", site.root.parent / "profiles", ["a1"]))
+
+    async def capture() -> Any:
+        try:
+            await log_in(sim, conn, "a1")
+            req = submit_request(1, "desktop")
+            acc = await conn.submit(req)
+            assert (await conn.poll(acc.upstream_id)).state == "completed"
+            return await conn.fetch_evidence(acc.upstream_id, req)
+        finally:
+            await conn.aclose()
+
+    ev = asyncio.run(capture())
+    assert ev.page_html is not None and QUESTION.encode() in ev.page_html
+    ref = seed_sample(db, tenant_id="tenant-a", policy="required")
+    stored = store_batch(archive, [prepare_warc_evidence(ref, 1, replace(ev, sample_id=ref.sample_id),
+                                                         "required")])  # fmt: skip
+    with db.transaction():
+        record_evidence_batch(db, stored)
+    wacz = site.root / "capture.wacz"
+    got = cli_("export", ref.run_id, "--tenant", "tenant-a", "--format", "wacz", "--out", str(wacz))
+    assert got.returncode == 0, outcome(got)
+    with zipfile.ZipFile(wacz) as zf:
+        pages = [json.loads(line) for line in zf.read("pages/pages.jsonl").decode().splitlines()]
+    by_title = {p["title"].rsplit(": ", 1)[1]: p["url"] for p in pages[1:]}
+    assert {"captured page", "answer text", "screenshot"} <= set(by_title), by_title
+
+    page = request.getfixturevalue("browser_page")
+    shown = _replayed_text(page, site.embed("page.html", "capture.wacz", by_title["captured page"]))
+    page.screenshot(path=str(ARTIFACTS / "wacz-replay-browser-captured-page.png"))
+    assert QUESTION in shown, shown
+    first_line = ev.answer_text.strip().splitlines()[0].strip("#* ")
+    assert first_line and first_line in shown, (first_line, shown)
+    text = _replayed_text(page, site.embed("answer.html", "capture.wacz", by_title["answer text"]))
+    assert ev.answer_text.strip() in text
