@@ -18,7 +18,7 @@ PY := $(VENV_ABS)/bin/python
 export PATH := $(VENV_ABS)/bin:$(PATH)
 export VIRTUAL_ENV := $(VENV_ABS)
 
-.PHONY: install install-main demo test lint check-defs bench schema lock lock-check
+.PHONY: install install-main demo test lint check-defs bench schema lock lock-check replay-tools
 
 $(UV): requirements/uv.txt requirements/bootstrap_uv.py
 	$(PYTHON) -I -S requirements/bootstrap_uv.py $(UV)
@@ -33,6 +33,8 @@ $(PY): | $(UV)
 install: $(UV) | $(PY)
 	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements/dev.txt
 	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e .
+	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory replay-tools; \
+	else echo "npm not found: the WACZ replay test (ReplayWeb.page) will skip"; fi
 
 install-main: $(UV) | $(PY)
 	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements/main.txt
@@ -78,3 +80,13 @@ lock: $(UV)
 
 lock-check: $(UV)
 	UV=$(UV) requirements/lock.sh --check
+
+# ReplayWeb.page (npm `replaywebpage`, pinned with its integrity hash in tools/replay's lock) for
+# the replay test of an exported WACZ and for auditors offline (docs/operations.md). `npm ci`
+# installs exactly the lock; the package's built ui.js and sw.js carry their dependencies.
+REPLAY_UI := tools/replay/node_modules/replaywebpage/ui.js
+$(REPLAY_UI): tools/replay/package.json tools/replay/package-lock.json
+	cd tools/replay && npm ci --ignore-scripts --no-audit --no-fund
+	@touch $@
+
+replay-tools: $(REPLAY_UI)

@@ -9,7 +9,10 @@ torn objects (issue 33, docs/design.md section 10).
   bytes (evidence.warc), so an auditor gets one format whatever the run's age;
 * ``indexes/index.cdxj`` -- one line per record (SURT-style key, timestamp, JSON with url, mime,
   status, sha256 payload digest, offset, length, filename), sorted;
-* ``pages/pages.jsonl`` -- one page per answer: the upstream exchange (or the raw body);
+* ``pages/pages.jsonl`` -- the pages a player lists, for each answer: the upstream exchange (or
+  the raw body), the answer text (and its rendered HTML where kept), the captured page of a
+  browser capture and the screenshot, each titled with its sample and what it is, so an auditor
+  finds them in ReplayWeb.page's pages view (records under ``urn:geo:`` URIs replay there too);
 * ``datapackage.json`` -- every file above with its sha256 and size.
 
 Nothing unverified is exported: a record whose digest does not match is an error, as on every
@@ -55,6 +58,14 @@ from geo_pipeline.store.queries import Q
 WACZ_VERSION = "1.1.1"
 WARC_NAME = "data.warc.gz"
 _METADATA_KINDS = ("citations",)
+# The records an auditor opens as pages, and what each is called in the pages list.
+PAGE_KINDS = {
+    "response_raw": "upstream exchange",
+    "answer_raw": "answer text",
+    "answer_html": "answer as rendered",
+    "page_html": "captured page",
+    "screenshot": "screenshot",
+}
 
 
 @dataclass
@@ -153,9 +164,12 @@ def export_wacz(
             if len(status_line) >= 2:
                 entry["status"] = status_line[1]
         cdxj.append(f"{surt_key(url)} {ts} {json.dumps(entry, sort_keys=True)}")
-        if row["kind"] == "response_raw":
+        if row["kind"] in PAGE_KINDS:
+            what = PAGE_KINDS[row["kind"]]
+            if row["kind"] == "response_raw" and record.record_type != "response":
+                what = "upstream answer body"  # kept without its exchange
             pages.append({"id": record.record_id.strip("<>"), "url": url, "ts": date,
-                          "title": f"sample {row['sample_id']}"})  # fmt: skip
+                          "title": f"sample {row['sample_id']}: {what}"})  # fmt: skip
         summary.records += 1
     warc_bytes = warc.getvalue()
     files = {
@@ -172,7 +186,8 @@ def export_wacz(
         "title": f"geo_pipeline evidence of run {run_id}",
         "created": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "software": "geo_pipeline",
-        "mainPageURL": pages[0]["url"] if pages else None,
+        "mainPageURL": next((p["url"] for p in pages if p["title"].endswith(": upstream exchange")),
+                            pages[0]["url"] if pages else None),
         "resources": [
             {"name": path.rsplit("/", 1)[-1], "path": path,
              "hash": f"sha256:{sha256_hex(data)}", "bytes": len(data)}

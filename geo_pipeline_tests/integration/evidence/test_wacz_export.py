@@ -21,6 +21,7 @@ from warcio.archiveiterator import ArchiveIterator
 from geo_pipeline.connectors.base import HttpExchange
 from geo_pipeline.evidence import archive_evidence, record_evidence
 from geo_pipeline.evidence.recording import prepare_warc_evidence, record_evidence_batch
+from geo_pipeline.evidence.wacz import PAGE_KINDS
 from geo_pipeline.evidence.warc import digest_hex, split_record_key
 from geo_pipeline.evidence.warc_store import store_batch
 from geo_pipeline_tests.fixtures.s3 import overwrite_behind_our_back
@@ -111,7 +112,16 @@ def test_export_wacz_every_record_matches_the_database(db, archive, cli, tmp_pat
         off, length = int(entry["offset"]), int(entry["length"])
         one = next(iter(ArchiveIterator(io.BytesIO(warc_bytes[off : off + length]))))
         assert one.rec_headers.get_header("WARC-Target-URI") == entry["url"]
-    assert pages[0]["format"] == "json-pages-1.0" and len(pages) == 1 + 2  # two revisions
+    assert pages[0]["format"] == "json-pages-1.0"
+    # A page for each record an auditor opens (PAGE_KINDS), in both revisions, titled with its
+    # sample and what it is; the exchange, the answer text and the screenshot among them.
+    kinds = [json.loads(line.split(" ", 2)[2])["kind"] for line in cdxj]
+    assert len(pages) == 1 + sum(k in PAGE_KINDS for k in kinds)
+    titles = [p["title"] for p in pages[1:]]
+    assert titles.count(f"sample {ref.sample_id}: upstream exchange") == 1  # revision 1 (WARC)
+    assert titles.count(f"sample {ref.sample_id}: upstream answer body") == 1  # revision 2
+    assert titles.count(f"sample {ref.sample_id}: answer text") == 2
+    assert f"sample {ref.sample_id}: screenshot" in titles
 
     # Another tenant is refused before a byte is read.
     refused = cli("export", ref.run_id, "--tenant", "tenant-b", "--out", str(tmp_path / "b.wacz"))
