@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 43 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0058_analyst_replica_identity, 44 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -3749,10 +3749,26 @@ ALTER TABLE ONLY geo.webhook_deliveries
 CREATE INDEX brand_day_changes_flagged ON analytics.brand_day_changes USING btree (scheduled_for) WHERE flagged;
 
 --
+-- Name: brand_day_changes_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX brand_day_changes_replica_identity ON analytics.brand_day_changes USING btree (monitor_id, scheduled_for, comparison, channel, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.brand_day_changes REPLICA IDENTITY USING INDEX brand_day_changes_replica_identity;
+
+--
 -- Name: brand_day_trends_day; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
 CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends USING btree (scheduled_for, monitor_id);
+
+--
+-- Name: brand_day_trends_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX brand_day_trends_replica_identity ON analytics.brand_day_trends USING btree (monitor_id, scheduled_for, channel, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.brand_day_trends REPLICA IDENTITY USING INDEX brand_day_trends_replica_identity;
 
 --
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
@@ -3767,6 +3783,14 @@ CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monit
 CREATE INDEX brand_metrics_monitor_day ON analytics.brand_metrics USING btree (monitor_id, scheduled_for) WHERE ((monitor_id IS NOT NULL) AND (scheduled_for IS NOT NULL));
 
 --
+-- Name: brand_metrics_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX brand_metrics_replica_identity ON analytics.brand_metrics USING btree (run_id, channel, region, mode, question_revision, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.brand_metrics REPLICA IDENTITY USING INDEX brand_metrics_replica_identity;
+
+--
 -- Name: channel_brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
@@ -3777,6 +3801,14 @@ CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics US
 --
 
 CREATE INDEX channel_brand_metrics_monitor_day ON analytics.channel_brand_metrics USING btree (monitor_id, scheduled_for);
+
+--
+-- Name: channel_brand_metrics_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX channel_brand_metrics_replica_identity ON analytics.channel_brand_metrics USING btree (run_id, channel, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.channel_brand_metrics REPLICA IDENTITY USING INDEX channel_brand_metrics_replica_identity;
 
 --
 -- Name: share_of_voice_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
@@ -3809,10 +3841,26 @@ CREATE INDEX analyst_logins_tenant ON geo.analyst_logins USING btree (tenant_id)
 CREATE INDEX citations_domain ON geo.citations USING btree (registrable_domain);
 
 --
+-- Name: config_snapshots_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX config_snapshots_replica_identity ON geo.config_snapshots USING btree (snapshot_id, tenant_id);
+
+ALTER TABLE ONLY geo.config_snapshots REPLICA IDENTITY USING INDEX config_snapshots_replica_identity;
+
+--
 -- Name: dead_letters_at; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX dead_letters_at ON geo.dead_letters USING btree (at);
+
+--
+-- Name: evidence_objects_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX evidence_objects_replica_identity ON geo.evidence_objects USING btree (object_id, tenant_id);
+
+ALTER TABLE ONLY geo.evidence_objects REPLICA IDENTITY USING INDEX evidence_objects_replica_identity;
 
 --
 -- Name: evidence_objects_storage_key; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3831,6 +3879,14 @@ CREATE INDEX fee_statement_lines_upstream ON geo.fee_statement_lines USING btree
 --
 
 CREATE INDEX fee_statements_platform_date ON geo.fee_statements USING btree (platform, statement_date);
+
+--
+-- Name: ledger_entries_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX ledger_entries_replica_identity ON geo.ledger_entries USING btree (entry_id, tenant_id);
+
+ALTER TABLE ONLY geo.ledger_entries REPLICA IDENTITY USING INDEX ledger_entries_replica_identity;
 
 --
 -- Name: ledger_entries_run; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3863,6 +3919,30 @@ CREATE INDEX ledger_entries_upstream ON geo.ledger_entries USING btree (upstream
 CREATE INDEX monitor_events_monitor ON geo.monitor_events USING btree (monitor_id, event_id);
 
 --
+-- Name: monitor_events_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX monitor_events_replica_identity ON geo.monitor_events USING btree (event_id, tenant_id);
+
+ALTER TABLE ONLY geo.monitor_events REPLICA IDENTITY USING INDEX monitor_events_replica_identity;
+
+--
+-- Name: monitor_resample_failures_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX monitor_resample_failures_replica_identity ON geo.monitor_resample_failures USING btree (monitor_id, day, tenant_id);
+
+ALTER TABLE ONLY geo.monitor_resample_failures REPLICA IDENTITY USING INDEX monitor_resample_failures_replica_identity;
+
+--
+-- Name: monitors_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX monitors_replica_identity ON geo.monitors USING btree (monitor_id, tenant_id);
+
+ALTER TABLE ONLY geo.monitors REPLICA IDENTITY USING INDEX monitors_replica_identity;
+
+--
 -- Name: outbox_collect_batches; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -3887,6 +3967,22 @@ CREATE INDEX outbox_unpublished ON geo.outbox USING btree (outbox_id) WHERE (pub
 CREATE INDEX partition_publications_partition ON geo.partition_publications USING btree (run_id, channel, publication_id);
 
 --
+-- Name: quote_snapshots_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX quote_snapshots_replica_identity ON geo.quote_snapshots USING btree (quote_id, tenant_id);
+
+ALTER TABLE ONLY geo.quote_snapshots REPLICA IDENTITY USING INDEX quote_snapshots_replica_identity;
+
+--
+-- Name: retention_log_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX retention_log_replica_identity ON geo.retention_log USING btree (retention_id, tenant_id);
+
+ALTER TABLE ONLY geo.retention_log REPLICA IDENTITY USING INDEX retention_log_replica_identity;
+
+--
 -- Name: retention_log_run; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -3897,6 +3993,30 @@ CREATE INDEX retention_log_run ON geo.retention_log USING btree (run_id);
 --
 
 CREATE INDEX review_decisions_sample ON geo.review_decisions USING btree (sample_id, subject, decision_id);
+
+--
+-- Name: run_accounts_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX run_accounts_replica_identity ON geo.run_accounts USING btree (run_id, tenant_id);
+
+ALTER TABLE ONLY geo.run_accounts REPLICA IDENTITY USING INDEX run_accounts_replica_identity;
+
+--
+-- Name: run_platforms_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX run_platforms_replica_identity ON geo.run_platforms USING btree (run_id, platform, tenant_id);
+
+ALTER TABLE ONLY geo.run_platforms REPLICA IDENTITY USING INDEX run_platforms_replica_identity;
+
+--
+-- Name: runs_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX runs_replica_identity ON geo.runs USING btree (run_id, tenant_id);
+
+ALTER TABLE ONLY geo.runs REPLICA IDENTITY USING INDEX runs_replica_identity;
 
 --
 -- Name: samples_due; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3921,6 +4041,14 @@ CREATE INDEX samples_queued_tenant_due ON geo.samples USING btree (tenant_id, pl
 --
 
 CREATE INDEX samples_queued_tenant_priority ON geo.samples USING btree (tenant_id, platform, priority DESC, next_attempt_at) WHERE (collection_state = 'queued'::text);
+
+--
+-- Name: samples_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX samples_replica_identity ON geo.samples USING btree (sample_id, tenant_id);
+
+ALTER TABLE ONLY geo.samples REPLICA IDENTITY USING INDEX samples_replica_identity;
 
 --
 -- Name: samples_run_channel; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3957,6 +4085,14 @@ CREATE INDEX state_transitions_sample ON geo.state_transitions USING btree (samp
 --
 
 CREATE UNIQUE INDEX upstream_requests_upstream_id ON geo.upstream_requests USING btree (platform, upstream_id) WHERE (upstream_id IS NOT NULL);
+
+--
+-- Name: warc_records_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX warc_records_replica_identity ON geo.warc_records USING btree (object_key, record_offset, tenant_id);
+
+ALTER TABLE ONLY geo.warc_records REPLICA IDENTITY USING INDEX warc_records_replica_identity;
 
 --
 -- Name: warc_records_run; Type: INDEX; Schema: geo; Owner: geo_owner
