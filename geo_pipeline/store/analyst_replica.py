@@ -12,6 +12,9 @@ that tenant's login, the operator and the schema's group roles.
   analyst-readable tenant table (``replicated_tables`` in sql/queries/replica.sql) with the row
   filter ``WHERE (tenant_id = '<tenant>')``; migration 0058 gives each a replica identity that
   covers tenant_id, which PostgreSQL needs to publish UPDATE and DELETE through the filter;
+- **question texts** (``geo.question_revisions``) are shared by tenants (content-addressed), so
+  no row filter can publish them: ``create`` copies the tenant's; run it again to copy the texts
+  of later runs (until then ``analytics.sample_facts`` lacks those runs' rows);
 - **replica** (its own server, one per tenant): the project's migrations (so the ``analytics``
   views, policies, grants and revokes are the primary's; views are defined there, not
   replicated), the replicated tables emptied once, a subscription of the same opaque name, the
@@ -196,6 +199,21 @@ def wait_caught_up(
         time.sleep(0.1)
 
 
+def copy_question_texts(primary: Conn, replica: Conn, tenant_id: str) -> int:
+    """Copy the texts of the tenant's questions (not replicated: shared by tenants). Returns the
+    number of texts the replica did not have."""
+    rows = primary.execute(Q("replica.tenant_question_texts"), {"tenant_id": tenant_id}).fetchall()
+    cur = replica.execute(
+        Q("replica.insert_question_texts"),
+        {
+            "revisions": [r["question_revision"] for r in rows],
+            "texts": [r["text"] for r in rows],
+            "created": [r["created_at"] for r in rows],
+        },
+    )
+    return cur.rowcount
+
+
 def create(
     primary: Conn,
     replica: Conn,
@@ -211,6 +229,7 @@ def create(
     subscribe(replica, publication, conninfo, tables)
     wait_synced(replica, timeout_s)
     set_limits(replica)
+    copy_question_texts(primary, replica, tenant_id)
     replica.autocommit = False
     grant = None
     if not tenancy.analyst_logins(replica, tenant_id):

@@ -118,3 +118,16 @@ UNION ALL
 -- the operator (this connection's role: the guard, migrations, the subscription's owner) writes
 SELECT format('ALTER ROLE %%I IN DATABASE %%I SET default_transaction_read_only = off',
               current_user, current_database());
+
+-- name: tenant_question_texts
+-- The question texts the tenant's samples ask (geo.question_revisions is content-addressed and
+-- shared by tenants, so no row filter can publish it: the operator copies the tenant's texts).
+SELECT q.question_revision, q.text, q.created_at FROM geo.question_revisions q
+WHERE q.question_revision IN (SELECT s.question_revision FROM geo.samples s
+                              WHERE s.tenant_id = %(tenant_id)s)
+ORDER BY q.question_revision;
+
+-- name: insert_question_texts
+INSERT INTO geo.question_revisions (question_revision, text, created_at)
+SELECT * FROM unnest(%(revisions)s::text[], %(texts)s::text[], %(created)s::timestamptz[])
+ON CONFLICT (question_revision) DO NOTHING;

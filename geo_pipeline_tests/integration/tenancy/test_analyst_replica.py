@@ -12,6 +12,8 @@ the analyst can neither write, make temp tables or large objects, nor lift its l
 
 from __future__ import annotations
 
+import contextlib
+import io
 import threading
 import uuid
 from collections.abc import Iterator
@@ -21,14 +23,15 @@ from typing import Any
 
 import psycopg
 import pytest
+import redis as redis_lib
 from psycopg.rows import dict_row
 
 from geo_pipeline.cli.main import main
 from geo_pipeline.runtime import embedded_pg
-from geo_pipeline.store import analyst_guard, analyst_replica, tenancy
+from geo_pipeline.store import analyst_guard, analyst_replica, migrate, tenancy
 from geo_pipeline_tests.fixtures.postgres import server_state_dir, with_database
 from geo_pipeline_tests.integration.analysis.helpers import make_run
-from geo_pipeline_tests.integration.tenancy.helpers import with_user
+from geo_pipeline_tests.integration.tenancy.helpers import login_role, plant_tenant, with_user
 
 CHANNELS = [{"platform": "kimi", "device": "web"}, {"platform": "doubao", "device": "web"}]
 
@@ -42,6 +45,7 @@ class Servers:
     b: str
     b_login: str
     b_url: str  # B's analyst on B's replica
+    b_primary_url: str  # B's analyst on the primary
     publication: str
 
 
@@ -54,10 +58,9 @@ def _start(state: Path) -> embedded_pg.EmbeddedPostgres:
 
 
 @pytest.fixture(scope="module")
-def servers(
-    monkeypatch_module: pytest.MonkeyPatch, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[Servers]:
+def servers(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[Servers]:
     suffix = uuid.uuid4().hex[:8]
+    ns = f"geo-test-replica-{suffix}"
     a, b = f"acme-{suffix}", f"globex-{suffix}"
     base = Path(tmp_path_factory.mktemp("analyst-replica"))
     with (
@@ -73,21 +76,22 @@ def servers(
             primary_url = with_database(primary.url, "geo")
             replica_url = with_database(replica.url, "geo")
             with psycopg.connect(primary_url) as conn:
-                from geo_pipeline.store import migrate
-
                 migrate.upgrade(conn)
+            # B's real data, every stage (worker, analysis, review, publication, billing), so
+            # each analytics view has rows to compare; then B's analyst on the primary too.
+            with login_role(primary_url, "geo_svc", tenancy.SERVICE_ROLE) as svc:
+                plant_tenant(
+                    with_user(primary_url, svc), primary_url, redis_url, ns, b, str(base / "ev")
+                )
             with psycopg.connect(primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
-                c: Any = conn
-                tenancy.create_tenant(c, b)
-                c.commit()
-                make_run(c, f"b1-{suffix}", questions=["哪家咖啡好？"], channels=CHANNELS,
-                         repeats=2, tenant=b)  # fmt: skip
-                c.commit()
+                b_on_primary = tenancy.grant_analyst(conn, b).login  # type: ignore[arg-type]
             publisher = f"host={primary.socket_dir} port={primary.port} user=postgres dbname=geo"
-            monkeypatch_module.setenv("GEO_DATABASE_URL", primary_url)
-            monkeypatch_module.setenv("GEO_ANALYST_REPLICA_URL", replica_url)
-            monkeypatch_module.setenv("GEO_ANALYST_PUBLISHER_URL", publisher)
-            out = _cli("tenants", "analyst-replica", "create", b)
+            env = {
+                "GEO_DATABASE_URL": primary_url,
+                "GEO_ANALYST_REPLICA_URL": replica_url,
+                "GEO_ANALYST_PUBLISHER_URL": publisher,
+            }
+            out = _cli(env, "tenants", "analyst-replica", "create", b)
             printed = out.strip().splitlines()[-1]
             login = out.split("created analyst login ", 1)[1].split(";", 1)[0]
             assert printed.startswith(f"postgresql://{login}:"), out
@@ -102,26 +106,32 @@ def servers(
                 b=b,
                 b_login=login,
                 b_url=with_user(replica_url, login),
+                b_primary_url=with_user(primary_url, b_on_primary),
                 publication=publication,
             )
         finally:
             replica.stop()
             primary.stop()
+            client = redis_lib.Redis.from_url(redis_url)
+            try:
+                keys = list(client.scan_iter(match=f"{ns}:*", count=1000))
+                if keys:
+                    client.delete(*keys)
+            finally:
+                client.close()
 
 
-@pytest.fixture(scope="module")
-def monkeypatch_module() -> Iterator[pytest.MonkeyPatch]:
-    mp = pytest.MonkeyPatch()
-    yield mp
-    mp.undo()
-
-
-def _cli(*args: str) -> str:
-    import contextlib
-    import io
-
+def _cli(env: dict[str, str], *args: str) -> str:
+    """The CLI in this process, with ``env`` set for the call only (a session fixture such as
+    pg_admin_url must not see these servers' URLs)."""
     out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        for key, value in env.items():
+            mp.setenv(key, value)
         code = main(list(args))
     assert code == 0, f"exit {code}\nstdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}"
     return out.getvalue()
@@ -217,7 +227,9 @@ def test_another_tenant_present_or_absent_gives_b_identical_answers(servers: Ser
     # the logins a replica holds: B's only (plus the operator and the schema's group roles)
     logins = [r for r in with_a["roles"] if r.startswith("ana_")]
     assert logins == [servers.b_login]
-    assert with_a["n_live_tup"]["geo.samples"][0] == 4  # B's 4 samples, nobody else's
+    with _connect(servers.primary_url) as p:
+        b_samples = _one(p, "SELECT count(*) FROM geo.samples WHERE tenant_id = %s", (servers.b,))
+    assert with_a["n_live_tup"]["geo.samples"][0] == b_samples  # B's samples, nobody else's
 
 
 def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Servers):
@@ -244,19 +256,31 @@ def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Ser
         assert _one(admin, "SELECT count(DISTINCT tenant_id) FROM geo.samples") == 1
 
 
-def test_the_analytics_views_answer_on_the_replica(servers: Servers):
-    with _connect(servers.b_url) as c:
-        names = [
+def _view_rows(url: str) -> dict[str, int]:
+    with _connect(url) as c:
+        views = [
             r["v"]
             for r in c.execute(
-                "SELECT c.relname AS v FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace "
-                "WHERE n.nspname = 'analytics' AND c.relkind = 'v' ORDER BY 1"
+                "SELECT c.oid::regclass::text AS v FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'analytics' AND c.relkind IN ('v', 'r') ORDER BY 1"
             )
         ]
-        assert names, "no analytics views on the replica"
-        for view in names:
-            c.execute(f"SELECT count(*) FROM analytics.{view}").fetchone()  # type: ignore[arg-type]
-        assert _one(c, "SELECT count(*) FROM analytics.sample_status") >= 4
+        return {v: _one(c, f"SELECT count(*) FROM {v}") for v in views}  # type: ignore[arg-type]
+
+
+def test_every_analytics_relation_answers_the_same_on_the_replica(servers: Servers):
+    """The analyst's views are defined on the replica by its own migrations and read the
+    replicated tables: B's analyst gets as many rows from each as on the primary."""
+    with _connect(servers.primary_url) as p, _connect(servers.replica_url) as r:
+        analyst_replica.wait_caught_up(p, servers.publication)
+        # question texts are copied, not streamed: those of runs made after `create`
+        analyst_replica.copy_question_texts(p, r, servers.b)
+    on_primary = _view_rows(servers.b_primary_url)
+    on_replica = _view_rows(servers.b_url)
+    assert on_replica == on_primary
+    empty = sorted(v for v, n in on_primary.items() if n == 0)
+    assert len(empty) <= len(on_primary) // 4, f"too few views hold rows to compare: {empty}"
 
 
 WRITES = {
@@ -345,7 +369,11 @@ def test_every_analyst_readable_tenant_table_is_replicated(servers: Servers):
 
 
 def test_status_and_a_primary_without_logical_wal_is_refused(servers: Servers, pg_admin_url: str):
-    out = _cli("tenants", "analyst-replica", "status", servers.b, "--json")
+    env = {
+        "GEO_DATABASE_URL": servers.primary_url,
+        "GEO_ANALYST_REPLICA_URL": servers.replica_url,
+    }
+    out = _cli(env, "tenants", "analyst-replica", "status", servers.b, "--json")
     assert servers.publication in out and '"tables_ready"' in out
     with psycopg.connect(pg_admin_url, row_factory=dict_row) as c:
         level = _one(c, "SHOW wal_level")
