@@ -54,3 +54,18 @@ CREATE UNIQUE INDEX brand_day_trends_replica_identity
   ON analytics.brand_day_trends (monitor_id, scheduled_for, channel, brand, tenant_id);
 ALTER TABLE analytics.brand_day_trends
   REPLICA IDENTITY USING INDEX brand_day_trends_replica_identity;
+
+-- The publications' row filters name the tenants (`tenant_id = 'acme'`): on the primary, every
+-- login could read them (pg_publication_rel.prqual, pg_publication_tables.rowfilter, and the
+-- function behind that view), i.e. the customer list. Kept for superusers (the operator).
+REVOKE SELECT ON pg_catalog.pg_publication_rel, pg_catalog.pg_publication_tables FROM PUBLIC;
+REVOKE EXECUTE ON FUNCTION pg_catalog.pg_get_publication_tables FROM PUBLIC;
+DO $$
+BEGIN
+  IF has_table_privilege('public', 'pg_catalog.pg_publication_rel', 'SELECT')
+     OR has_table_privilege('public', 'pg_catalog.pg_publication_tables', 'SELECT') THEN
+    RAISE EXCEPTION 'migration 0058 needs a superuser: the publications'' row filters (which name '
+                    'tenants) are still readable by PUBLIC (run it as postgres, then go on as '
+                    'geo_migrator)';
+  END IF;
+END $$;

@@ -77,6 +77,8 @@ def servers(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterato
             replica_url = with_database(replica.url, "geo")
             with psycopg.connect(primary_url) as conn:
                 migrate.upgrade(conn)
+                # the project's own primary runs with logical decoding (embedded_pg.WAL_LEVEL)
+                assert conn.execute("SHOW wal_level").fetchone() == ("logical",)
             # B's real data, every stage (worker, analysis, review, publication, billing), so
             # each analytics view has rows to compare; then B's analyst on the primary too.
             with login_role(primary_url, "geo_svc", tenancy.SERVICE_ROLE) as svc:
@@ -380,3 +382,21 @@ def test_status_and_a_primary_without_logical_wal_is_refused(servers: Servers, p
         if level != "logical":
             with pytest.raises(analyst_replica.ReplicaError, match="wal_level=logical"):
                 analyst_replica.require_logical(c)  # type: ignore[arg-type]
+
+
+def test_the_row_filters_naming_tenants_are_not_readable_on_the_primary(servers: Servers):
+    """The publications' row filters name the tenants: an analyst on the primary may not read
+    them (migration 0058), the operator may."""
+    with _connect(servers.b_primary_url) as c:
+        for query in (
+            "SELECT rowfilter FROM pg_publication_tables",
+            "SELECT prqual FROM pg_publication_rel",
+            f"SELECT * FROM pg_get_publication_tables('{servers.publication}')",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(query)  # type: ignore[arg-type]
+    with _connect(servers.primary_url) as admin:
+        filters = {
+            r["rowfilter"] for r in admin.execute("SELECT rowfilter FROM pg_publication_tables")
+        }
+    assert filters == {f"(tenant_id = '{servers.b}'::text)"}
