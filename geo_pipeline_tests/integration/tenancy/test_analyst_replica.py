@@ -400,3 +400,17 @@ def test_the_row_filters_naming_tenants_are_not_readable_on_the_primary(servers:
             r["rowfilter"] for r in admin.execute("SELECT rowfilter FROM pg_publication_tables")
         }
     assert filters == {f"(tenant_id = '{servers.b}'::text)"}
+
+
+def test_drop_removes_the_subscription_the_slot_and_the_publication(servers: Servers):
+    """Last in this module: it ends the replication the other tests use."""
+    env = {"GEO_DATABASE_URL": servers.primary_url, "GEO_ANALYST_REPLICA_URL": servers.replica_url}
+    out = _cli(env, "tenants", "analyst-replica", "drop", servers.b)
+    assert out.strip() == f"dropped {servers.publication} (tenant {servers.b})"
+    with _connect(servers.primary_url) as p:
+        assert analyst_replica.publication_of(p, servers.b) is None
+        assert _one(p, "SELECT count(*) FROM pg_replication_slots") == 0
+    with _connect(servers.replica_url) as r:
+        assert analyst_replica.subscription(r) is None
+        assert _one(r, "SELECT count(*) FROM geo.samples") > 0  # the copy stays until removed
+    assert "has no analyst replica" in _cli(env, "tenants", "analyst-replica", "drop", servers.b)
