@@ -114,6 +114,13 @@ class Settings(BaseSettings):
     browser_quiet_hours: str | None = None
     browser_quiet_tz: str = "Asia/Shanghai"
 
+    # A tenant's analyst replica (issue #35; `geo-pipeline tenants analyst-replica`): the
+    # operator's (superuser) URL of the replica's database, one PostgreSQL server per tenant, and
+    # the connection string that server uses to reach the primary (a role with REPLICATION and
+    # SELECT on the tenant tables; unset: the database URL). The primary needs wal_level=logical.
+    analyst_replica_url: str | None = None
+    analyst_publisher_url: str | None = None
+
     @staticmethod
     def flag(value: str) -> bool:
         return value.strip().lower() in _TRUE

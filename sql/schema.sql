@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 43 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0064_tenant_of_child_rows, 45 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -946,6 +946,38 @@ CREATE FUNCTION geo.sample_id_for(run_id text, question_revision text, platform 
 $$;
 
 --
+-- Name: tenant_of_run(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.tenant_of_run() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF NEW.tenant_id IS NULL THEN
+    SELECT r.tenant_id INTO NEW.tenant_id FROM geo.runs r WHERE r.run_id = NEW.run_id;
+  END IF;
+  RETURN NEW;
+END $$;
+
+ALTER FUNCTION geo.tenant_of_run() OWNER TO geo_owner;
+
+--
+-- Name: tenant_of_sample(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.tenant_of_sample() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF NEW.tenant_id IS NULL THEN
+    SELECT s.tenant_id INTO NEW.tenant_id FROM geo.samples s WHERE s.sample_id = NEW.sample_id;
+  END IF;
+  RETURN NEW;
+END $$;
+
+ALTER FUNCTION geo.tenant_of_sample() OWNER TO geo_owner;
+
+--
 -- Name: touch_sample(); Type: FUNCTION; Schema: geo; Owner: geo_owner
 --
 
@@ -1329,7 +1361,8 @@ ALTER TABLE analytics.run_brands OWNER TO geo_owner;
 CREATE TABLE geo.analysis_current (
     sample_id text NOT NULL,
     detector_version text NOT NULL,
-    answer_revision integer NOT NULL
+    answer_revision integer NOT NULL,
+    tenant_id text NOT NULL
 );
 
 ALTER TABLE geo.analysis_current OWNER TO geo_owner;
@@ -1357,6 +1390,7 @@ CREATE TABLE geo.answers (
     raw_expired_at timestamp with time zone,
     search_queries text[],
     web_search_used boolean,
+    tenant_id text NOT NULL,
     CONSTRAINT answers_revision_check CHECK ((revision >= 1)),
     CONSTRAINT answers_validity_check CHECK ((validity = ANY (ARRAY['valid'::text, 'invalid'::text]))),
     CONSTRAINT invalid_has_reason CHECK (((validity = 'valid'::text) OR (validity_reason IS NOT NULL))),
@@ -1376,7 +1410,8 @@ CREATE TABLE geo.review_decisions (
     verdict text NOT NULL,
     note text,
     actor text NOT NULL,
-    decided_at timestamp with time zone DEFAULT now() NOT NULL
+    decided_at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant_id text NOT NULL
 );
 
 ALTER TABLE geo.review_decisions OWNER TO geo_owner;
@@ -1508,6 +1543,7 @@ CREATE TABLE geo.mentions (
     domain_cited boolean DEFAULT false NOT NULL,
     domain_retrieved boolean DEFAULT false NOT NULL,
     ambiguous boolean DEFAULT false NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT mention_facts_consistent CHECK (((mentioned AND (mention_count > 0) AND (first_offset IS NOT NULL)) OR ((NOT mentioned) AND (mention_count = 0)))),
     CONSTRAINT mentions_mention_count_check CHECK ((mention_count >= 0)),
     CONSTRAINT mentions_position_bucket_check CHECK ((position_bucket = ANY (ARRAY['top'::text, 'middle'::text, 'bottom'::text])))
@@ -1648,6 +1684,7 @@ CREATE TABLE geo.citations (
     span_start integer,
     span_end integer,
     cited_text text,
+    tenant_id text NOT NULL,
     CONSTRAINT citations_ordinal_check CHECK ((ordinal >= 0)),
     CONSTRAINT citations_relation_check CHECK ((relation = ANY (ARRAY['cited'::text, 'retrieved'::text])))
 );
@@ -1751,6 +1788,7 @@ CREATE TABLE geo.partition_publications (
     included integer NOT NULL,
     excluded integer NOT NULL,
     excluded_reasons jsonb DEFAULT '{}'::jsonb NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT complete_excludes_nothing CHECK (((basis = 'deadline'::text) OR (excluded = 0))),
     CONSTRAINT partition_publications_basis_check CHECK ((basis = ANY (ARRAY['complete'::text, 'deadline'::text]))),
     CONSTRAINT partition_publications_excluded_check CHECK ((excluded >= 0)),
@@ -1807,7 +1845,8 @@ CREATE TABLE geo.publication_exclusions (
     reason text NOT NULL,
     submission_state text NOT NULL,
     collection_state text NOT NULL,
-    attempt_no integer NOT NULL
+    attempt_no integer NOT NULL,
+    tenant_id text NOT NULL
 );
 
 ALTER TABLE geo.publication_exclusions OWNER TO geo_owner;
@@ -2000,6 +2039,7 @@ CREATE TABLE geo.analysis_results (
     state text NOT NULL,
     reason text,
     analysed_at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT analysis_results_state_check CHECK ((state = ANY (ARRAY['accepted'::text, 'review'::text, 'failed'::text])))
 );
 
@@ -2105,7 +2145,8 @@ CREATE TABLE analytics.share_of_voice (
     share_design_effect double precision,
     share_n_effective double precision,
     share_of_answers_lower double precision,
-    share_of_answers_upper double precision
+    share_of_answers_upper double precision,
+    tenant_id text NOT NULL
 );
 
 ALTER TABLE analytics.share_of_voice OWNER TO geo_owner;
@@ -2125,7 +2166,8 @@ CREATE TABLE analytics.source_domains (
     answers integer NOT NULL,
     valid_answers integer NOT NULL,
     answer_rate double precision,
-    refreshed_at timestamp with time zone DEFAULT now() NOT NULL
+    refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant_id text NOT NULL
 );
 
 ALTER TABLE analytics.source_domains OWNER TO geo_owner;
@@ -2143,6 +2185,7 @@ CREATE TABLE geo.mention_stances (
     stance text NOT NULL,
     attributes text[] DEFAULT '{}'::text[] NOT NULL,
     computed_at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT mention_stances_attributes_check CHECK ((attributes <@ ARRAY['price'::text, 'quality'::text, 'service'::text, 'taste'::text, 'convenience'::text, 'availability'::text, 'safety'::text, 'sustainability'::text, 'brand_reputation'::text, 'design'::text, 'other'::text])),
     CONSTRAINT mention_stances_stance_check CHECK ((stance = ANY (ARRAY['recommended'::text, 'neutral'::text, 'cautioned'::text, 'negative'::text])))
 );
@@ -2660,6 +2703,7 @@ CREATE TABLE geo.attempts (
     usage_web_search_requests integer,
     usage_search_context text,
     usage_source text,
+    tenant_id text NOT NULL,
     CONSTRAINT attempts_attempt_no_check CHECK ((attempt_no >= 1)),
     CONSTRAINT attempts_outcome_check CHECK ((outcome = ANY (ARRAY['running'::text, 'accepted'::text, 'completed'::text, 'failed'::text, 'uncertain'::text, 'not_accepted'::text, 'abandoned'::text, 'cancelled'::text]))),
     CONSTRAINT attempts_usage_cached_input_tokens_check CHECK ((usage_cached_input_tokens >= 0)),
@@ -2681,6 +2725,7 @@ CREATE TABLE geo.batches (
     batch_no integer NOT NULL,
     size integer NOT NULL,
     platform_counts jsonb NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT batches_batch_no_check CHECK ((batch_no >= 0)),
     CONSTRAINT batches_size_check CHECK ((size > 0))
 );
@@ -3017,6 +3062,7 @@ CREATE TABLE geo.reconciliation_lines (
     reconciled_at timestamp with time zone DEFAULT now() NOT NULL,
     fee_class text DEFAULT 'to_verify'::text NOT NULL,
     detail jsonb DEFAULT '{}'::jsonb NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT reconciliation_lines_classification_check CHECK ((classification = ANY (ARRAY['matched'::text, 'amount_mismatch'::text, 'missing_ours'::text, 'missing_theirs'::text, 'pending'::text, 'price_change'::text, 'in_day_total'::text, 'usage_cost'::text, 'usage_missing'::text, 'apportioned'::text, 'credit_cost'::text, 'credits_missing'::text, 'no_vendor_bill'::text]))),
     CONSTRAINT reconciliation_lines_fee_class_check CHECK ((fee_class = ANY (ARRAY['completed'::text, 'failed'::text, 'to_verify'::text])))
 );
@@ -3127,7 +3173,8 @@ ALTER TABLE geo.run_billing OWNER TO geo_owner;
 CREATE TABLE geo.run_dispatches (
     run_id text NOT NULL,
     channel text NOT NULL,
-    dispatched_at timestamp with time zone DEFAULT now() NOT NULL
+    dispatched_at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant_id text NOT NULL
 );
 
 ALTER TABLE geo.run_dispatches OWNER TO geo_owner;
@@ -3176,7 +3223,8 @@ CREATE TABLE geo.state_transitions (
     fencing_token bigint NOT NULL,
     attempt_no integer NOT NULL,
     actor text,
-    at timestamp with time zone DEFAULT now() NOT NULL
+    at timestamp with time zone DEFAULT now() NOT NULL,
+    tenant_id text NOT NULL
 );
 
 ALTER TABLE geo.state_transitions OWNER TO geo_owner;
@@ -3749,10 +3797,26 @@ ALTER TABLE ONLY geo.webhook_deliveries
 CREATE INDEX brand_day_changes_flagged ON analytics.brand_day_changes USING btree (scheduled_for) WHERE flagged;
 
 --
+-- Name: brand_day_changes_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX brand_day_changes_replica_identity ON analytics.brand_day_changes USING btree (monitor_id, scheduled_for, comparison, channel, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.brand_day_changes REPLICA IDENTITY USING INDEX brand_day_changes_replica_identity;
+
+--
 -- Name: brand_day_trends_day; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
 CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends USING btree (scheduled_for, monitor_id);
+
+--
+-- Name: brand_day_trends_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX brand_day_trends_replica_identity ON analytics.brand_day_trends USING btree (monitor_id, scheduled_for, channel, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.brand_day_trends REPLICA IDENTITY USING INDEX brand_day_trends_replica_identity;
 
 --
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
@@ -3767,6 +3831,14 @@ CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monit
 CREATE INDEX brand_metrics_monitor_day ON analytics.brand_metrics USING btree (monitor_id, scheduled_for) WHERE ((monitor_id IS NOT NULL) AND (scheduled_for IS NOT NULL));
 
 --
+-- Name: brand_metrics_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX brand_metrics_replica_identity ON analytics.brand_metrics USING btree (run_id, channel, region, mode, question_revision, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.brand_metrics REPLICA IDENTITY USING INDEX brand_metrics_replica_identity;
+
+--
 -- Name: channel_brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
@@ -3779,10 +3851,34 @@ CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics US
 CREATE INDEX channel_brand_metrics_monitor_day ON analytics.channel_brand_metrics USING btree (monitor_id, scheduled_for);
 
 --
+-- Name: channel_brand_metrics_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX channel_brand_metrics_replica_identity ON analytics.channel_brand_metrics USING btree (run_id, channel, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.channel_brand_metrics REPLICA IDENTITY USING INDEX channel_brand_metrics_replica_identity;
+
+--
 -- Name: share_of_voice_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
 CREATE INDEX share_of_voice_monitor_day ON analytics.share_of_voice USING btree (monitor_id, scheduled_for);
+
+--
+-- Name: share_of_voice_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX share_of_voice_replica_identity ON analytics.share_of_voice USING btree (run_id, channel, region, mode, brand, tenant_id);
+
+ALTER TABLE ONLY analytics.share_of_voice REPLICA IDENTITY USING INDEX share_of_voice_replica_identity;
+
+--
+-- Name: source_domains_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX source_domains_replica_identity ON analytics.source_domains USING btree (run_id, platform, registrable_domain, relation, tenant_id);
+
+ALTER TABLE ONLY analytics.source_domains REPLICA IDENTITY USING INDEX source_domains_replica_identity;
 
 --
 -- Name: account_sends_by_question; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3797,10 +3893,50 @@ CREATE INDEX account_sends_by_question ON geo.account_sends USING btree (platfor
 CREATE INDEX accounts_page_changed ON geo.accounts USING btree (platform) WHERE (page_changed_at IS NOT NULL);
 
 --
+-- Name: analysis_current_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX analysis_current_replica_identity ON geo.analysis_current USING btree (sample_id, tenant_id);
+
+ALTER TABLE ONLY geo.analysis_current REPLICA IDENTITY USING INDEX analysis_current_replica_identity;
+
+--
+-- Name: analysis_results_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX analysis_results_replica_identity ON geo.analysis_results USING btree (sample_id, detector_version, answer_revision, tenant_id);
+
+ALTER TABLE ONLY geo.analysis_results REPLICA IDENTITY USING INDEX analysis_results_replica_identity;
+
+--
 -- Name: analyst_logins_tenant; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX analyst_logins_tenant ON geo.analyst_logins USING btree (tenant_id);
+
+--
+-- Name: answers_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX answers_replica_identity ON geo.answers USING btree (sample_id, revision, tenant_id);
+
+ALTER TABLE ONLY geo.answers REPLICA IDENTITY USING INDEX answers_replica_identity;
+
+--
+-- Name: attempts_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX attempts_replica_identity ON geo.attempts USING btree (sample_id, attempt_no, tenant_id);
+
+ALTER TABLE ONLY geo.attempts REPLICA IDENTITY USING INDEX attempts_replica_identity;
+
+--
+-- Name: batches_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX batches_replica_identity ON geo.batches USING btree (run_id, batch_no, tenant_id);
+
+ALTER TABLE ONLY geo.batches REPLICA IDENTITY USING INDEX batches_replica_identity;
 
 --
 -- Name: citations_domain; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3809,10 +3945,34 @@ CREATE INDEX analyst_logins_tenant ON geo.analyst_logins USING btree (tenant_id)
 CREATE INDEX citations_domain ON geo.citations USING btree (registrable_domain);
 
 --
+-- Name: citations_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX citations_replica_identity ON geo.citations USING btree (sample_id, revision, ordinal, tenant_id);
+
+ALTER TABLE ONLY geo.citations REPLICA IDENTITY USING INDEX citations_replica_identity;
+
+--
+-- Name: config_snapshots_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX config_snapshots_replica_identity ON geo.config_snapshots USING btree (snapshot_id, tenant_id);
+
+ALTER TABLE ONLY geo.config_snapshots REPLICA IDENTITY USING INDEX config_snapshots_replica_identity;
+
+--
 -- Name: dead_letters_at; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX dead_letters_at ON geo.dead_letters USING btree (at);
+
+--
+-- Name: evidence_objects_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX evidence_objects_replica_identity ON geo.evidence_objects USING btree (object_id, tenant_id);
+
+ALTER TABLE ONLY geo.evidence_objects REPLICA IDENTITY USING INDEX evidence_objects_replica_identity;
 
 --
 -- Name: evidence_objects_storage_key; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3831,6 +3991,14 @@ CREATE INDEX fee_statement_lines_upstream ON geo.fee_statement_lines USING btree
 --
 
 CREATE INDEX fee_statements_platform_date ON geo.fee_statements USING btree (platform, statement_date);
+
+--
+-- Name: ledger_entries_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX ledger_entries_replica_identity ON geo.ledger_entries USING btree (entry_id, tenant_id);
+
+ALTER TABLE ONLY geo.ledger_entries REPLICA IDENTITY USING INDEX ledger_entries_replica_identity;
 
 --
 -- Name: ledger_entries_run; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3857,10 +4025,50 @@ CREATE INDEX ledger_entries_tenant ON geo.ledger_entries USING btree (tenant_id,
 CREATE INDEX ledger_entries_upstream ON geo.ledger_entries USING btree (upstream_id) WHERE (upstream_id IS NOT NULL);
 
 --
+-- Name: mention_stances_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX mention_stances_replica_identity ON geo.mention_stances USING btree (sample_id, detector_version, answer_revision, brand, stance_version, tenant_id);
+
+ALTER TABLE ONLY geo.mention_stances REPLICA IDENTITY USING INDEX mention_stances_replica_identity;
+
+--
+-- Name: mentions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX mentions_replica_identity ON geo.mentions USING btree (sample_id, detector_version, answer_revision, brand, tenant_id);
+
+ALTER TABLE ONLY geo.mentions REPLICA IDENTITY USING INDEX mentions_replica_identity;
+
+--
 -- Name: monitor_events_monitor; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX monitor_events_monitor ON geo.monitor_events USING btree (monitor_id, event_id);
+
+--
+-- Name: monitor_events_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX monitor_events_replica_identity ON geo.monitor_events USING btree (event_id, tenant_id);
+
+ALTER TABLE ONLY geo.monitor_events REPLICA IDENTITY USING INDEX monitor_events_replica_identity;
+
+--
+-- Name: monitor_resample_failures_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX monitor_resample_failures_replica_identity ON geo.monitor_resample_failures USING btree (monitor_id, day, tenant_id);
+
+ALTER TABLE ONLY geo.monitor_resample_failures REPLICA IDENTITY USING INDEX monitor_resample_failures_replica_identity;
+
+--
+-- Name: monitors_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX monitors_replica_identity ON geo.monitors USING btree (monitor_id, tenant_id);
+
+ALTER TABLE ONLY geo.monitors REPLICA IDENTITY USING INDEX monitors_replica_identity;
 
 --
 -- Name: outbox_collect_batches; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3887,16 +4095,96 @@ CREATE INDEX outbox_unpublished ON geo.outbox USING btree (outbox_id) WHERE (pub
 CREATE INDEX partition_publications_partition ON geo.partition_publications USING btree (run_id, channel, publication_id);
 
 --
+-- Name: partition_publications_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX partition_publications_replica_identity ON geo.partition_publications USING btree (publication_id, tenant_id);
+
+ALTER TABLE ONLY geo.partition_publications REPLICA IDENTITY USING INDEX partition_publications_replica_identity;
+
+--
+-- Name: publication_exclusions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX publication_exclusions_replica_identity ON geo.publication_exclusions USING btree (publication_id, sample_id, tenant_id);
+
+ALTER TABLE ONLY geo.publication_exclusions REPLICA IDENTITY USING INDEX publication_exclusions_replica_identity;
+
+--
+-- Name: quote_snapshots_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX quote_snapshots_replica_identity ON geo.quote_snapshots USING btree (quote_id, tenant_id);
+
+ALTER TABLE ONLY geo.quote_snapshots REPLICA IDENTITY USING INDEX quote_snapshots_replica_identity;
+
+--
+-- Name: reconciliation_lines_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX reconciliation_lines_replica_identity ON geo.reconciliation_lines USING btree (run_id, upstream_id, tenant_id);
+
+ALTER TABLE ONLY geo.reconciliation_lines REPLICA IDENTITY USING INDEX reconciliation_lines_replica_identity;
+
+--
+-- Name: retention_log_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX retention_log_replica_identity ON geo.retention_log USING btree (retention_id, tenant_id);
+
+ALTER TABLE ONLY geo.retention_log REPLICA IDENTITY USING INDEX retention_log_replica_identity;
+
+--
 -- Name: retention_log_run; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX retention_log_run ON geo.retention_log USING btree (run_id);
 
 --
+-- Name: review_decisions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX review_decisions_replica_identity ON geo.review_decisions USING btree (decision_id, tenant_id);
+
+ALTER TABLE ONLY geo.review_decisions REPLICA IDENTITY USING INDEX review_decisions_replica_identity;
+
+--
 -- Name: review_decisions_sample; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX review_decisions_sample ON geo.review_decisions USING btree (sample_id, subject, decision_id);
+
+--
+-- Name: run_accounts_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX run_accounts_replica_identity ON geo.run_accounts USING btree (run_id, tenant_id);
+
+ALTER TABLE ONLY geo.run_accounts REPLICA IDENTITY USING INDEX run_accounts_replica_identity;
+
+--
+-- Name: run_dispatches_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX run_dispatches_replica_identity ON geo.run_dispatches USING btree (run_id, channel, tenant_id);
+
+ALTER TABLE ONLY geo.run_dispatches REPLICA IDENTITY USING INDEX run_dispatches_replica_identity;
+
+--
+-- Name: run_platforms_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX run_platforms_replica_identity ON geo.run_platforms USING btree (run_id, platform, tenant_id);
+
+ALTER TABLE ONLY geo.run_platforms REPLICA IDENTITY USING INDEX run_platforms_replica_identity;
+
+--
+-- Name: runs_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX runs_replica_identity ON geo.runs USING btree (run_id, tenant_id);
+
+ALTER TABLE ONLY geo.runs REPLICA IDENTITY USING INDEX runs_replica_identity;
 
 --
 -- Name: samples_due; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3923,6 +4211,14 @@ CREATE INDEX samples_queued_tenant_due ON geo.samples USING btree (tenant_id, pl
 CREATE INDEX samples_queued_tenant_priority ON geo.samples USING btree (tenant_id, platform, priority DESC, next_attempt_at) WHERE (collection_state = 'queued'::text);
 
 --
+-- Name: samples_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX samples_replica_identity ON geo.samples USING btree (sample_id, tenant_id);
+
+ALTER TABLE ONLY geo.samples REPLICA IDENTITY USING INDEX samples_replica_identity;
+
+--
 -- Name: samples_run_channel; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -3947,6 +4243,14 @@ CREATE INDEX samples_screenshot_pending ON geo.samples USING btree (completed_at
 CREATE INDEX samples_uncertain ON geo.samples USING btree (run_id) WHERE (submission_state = 'uncertain'::text);
 
 --
+-- Name: state_transitions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX state_transitions_replica_identity ON geo.state_transitions USING btree (transition_id, tenant_id);
+
+ALTER TABLE ONLY geo.state_transitions REPLICA IDENTITY USING INDEX state_transitions_replica_identity;
+
+--
 -- Name: state_transitions_sample; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -3959,6 +4263,14 @@ CREATE INDEX state_transitions_sample ON geo.state_transitions USING btree (samp
 CREATE UNIQUE INDEX upstream_requests_upstream_id ON geo.upstream_requests USING btree (platform, upstream_id) WHERE (upstream_id IS NOT NULL);
 
 --
+-- Name: warc_records_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE UNIQUE INDEX warc_records_replica_identity ON geo.warc_records USING btree (object_key, record_offset, tenant_id);
+
+ALTER TABLE ONLY geo.warc_records REPLICA IDENTITY USING INDEX warc_records_replica_identity;
+
+--
 -- Name: warc_records_run; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -3969,6 +4281,102 @@ CREATE INDEX warc_records_run ON geo.warc_records USING btree (run_id);
 --
 
 CREATE INDEX warc_records_sample ON geo.warc_records USING btree (sample_id);
+
+--
+-- Name: share_of_voice a_tenant_of_run; Type: TRIGGER; Schema: analytics; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON analytics.share_of_voice FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: source_domains a_tenant_of_run; Type: TRIGGER; Schema: analytics; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON analytics.source_domains FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: batches a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.batches FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: partition_publications a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.partition_publications FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: reconciliation_lines a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.reconciliation_lines FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: run_dispatches a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.run_dispatches FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: state_transitions a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.state_transitions FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: analysis_current a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.analysis_current FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: analysis_results a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.analysis_results FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: answers a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.answers FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: attempts a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.attempts FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: citations a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.citations FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: mention_stances a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.mention_stances FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: mentions a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.mentions FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: publication_exclusions a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.publication_exclusions FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: review_decisions a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.review_decisions FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
 
 --
 -- Name: config_snapshots config_snapshots_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner

@@ -121,7 +121,12 @@ def revoke_cmd(tenant: str, login: str) -> None:
     help="Run a pass every this many seconds until stopped (default: one pass). A statement "
     "runs at most the limit plus this interval.",
 )
-def guard_cmd(every: float | None) -> None:
+@click.option(
+    "--replica",
+    is_flag=True,
+    help="Guard the analyst replica's database (GEO_ANALYST_REPLICA_URL) instead of the primary.",
+)
+def guard_cmd(every: float | None, replica: bool) -> None:
     """Hold analyst logins to their limits: cancel statements past the limit, end transactions
     left open past it, undo role defaults a login set for itself, refuse temp tables.
 
@@ -131,7 +136,8 @@ def guard_cmd(every: float | None) -> None:
     from geo_pipeline.store import analyst_guard
     from geo_pipeline.store import db as dbmod
 
-    with dbmod.connect() as conn:
+    url = _replica_urls()[1] if replica else None
+    with dbmod.connect(url) as conn:
         while True:
             report = analyst_guard.enforce(conn)
             conn.commit()
@@ -202,6 +208,103 @@ def limit_cmd(
     click.echo(
         f"{tenant} on {platform}: at most {lim.submits_per_second:g} submits/s, burst {lim.burst}"
     )
+
+
+@tenants_group.group("analyst-replica")
+def replica_group() -> None:
+    """A tenant's analyst server: a PostgreSQL of its own fed by logical replication with row
+    filters, so its analyst learns nothing of other tenants (issue #35).
+
+    GEO_DATABASE_URL is the primary (wal_level=logical, as a superuser), GEO_ANALYST_REPLICA_URL
+    the replica's database (a superuser; one server per tenant), GEO_ANALYST_PUBLISHER_URL how
+    the replica's server reaches the primary (default: GEO_DATABASE_URL).
+    """
+
+
+def _replica_urls(need_replica: bool = True) -> tuple[str, str | None, str]:
+    from geo_pipeline.settings import settings
+    from geo_pipeline.store import db as dbmod
+
+    env = settings()
+    primary = dbmod.database_url()
+    replica = dbmod.to_psycopg_url(env.analyst_replica_url) if env.analyst_replica_url else None
+    if need_replica and replica is None:
+        raise click.UsageError("set GEO_ANALYST_REPLICA_URL to the replica's database (superuser)")
+    publisher = dbmod.to_psycopg_url(env.analyst_publisher_url or primary)
+    return primary, replica, publisher
+
+
+@replica_group.command("create")
+@click.argument("tenant")
+@click.option("--login", default=None, help="The analyst login's name (default: opaque).")
+def replica_create_cmd(tenant: str, login: str | None) -> None:
+    """Publish TENANT's rows, subscribe the replica, wait for the copy, set its limits and create
+    its analyst login there (printed once). Run again after migrating the primary."""
+    from geo_pipeline.store import analyst_replica, tenancy
+    from geo_pipeline.store import db as dbmod
+
+    primary_url, replica_url, publisher = _replica_urls()
+    with (
+        dbmod.connect(primary_url, autocommit=True) as primary,
+        dbmod.connect(replica_url, autocommit=True) as replica,
+    ):
+        try:
+            made = analyst_replica.create(primary, replica, tenant, publisher, login=login)
+        except (analyst_replica.ReplicaError, tenancy.TenancyError) as exc:
+            raise click.ClickException(str(exc)) from exc
+    click.echo(
+        f"analyst replica of {tenant}: publication/subscription {made.publication}, "
+        f"{len(made.tables)} tables, copied"
+    )
+    if made.grant is None:
+        click.echo("its analyst login exists on the replica (unchanged; rotate with grant-analyst)")
+    else:
+        click.echo(f"created analyst login {made.grant.login}; shown once, store it now:")
+        click.echo(made.grant.connection_string())
+
+
+@replica_group.command("status")
+@click.argument("tenant")
+@click.option("--json", "as_json", is_flag=True)
+def replica_status_cmd(tenant: str, as_json: bool) -> None:
+    """TENANT's publication, its slot's lag on the primary, and the replica's subscription."""
+    from geo_pipeline.store import analyst_replica
+    from geo_pipeline.store import db as dbmod
+
+    primary_url, replica_url, _ = _replica_urls(need_replica=False)
+    with dbmod.connect(primary_url, autocommit=True) as primary:
+        if replica_url is None:
+            info = analyst_replica.status(primary, None, tenant)
+        else:
+            with dbmod.connect(replica_url, autocommit=True) as replica:
+                info = analyst_replica.status(primary, replica, tenant)
+    if as_json:
+        emit_json(info)
+    else:
+        emit_table([{k: v for k, v in info.items() if k != "subscription"}], title="publication")
+        if info.get("subscription"):
+            emit_table([info["subscription"]], title="subscription")
+
+
+@replica_group.command("drop")
+@click.argument("tenant")
+def replica_drop_cmd(tenant: str) -> None:
+    """Stop feeding TENANT's replica: drop its subscription, slot and publication (the
+    replica's database and login stay until you remove the server)."""
+    from geo_pipeline.store import analyst_replica
+    from geo_pipeline.store import db as dbmod
+
+    primary_url, replica_url, _ = _replica_urls(need_replica=False)
+    with dbmod.connect(primary_url, autocommit=True) as primary:
+        try:
+            if replica_url is None:
+                gone = analyst_replica.drop(primary, None, tenant)
+            else:
+                with dbmod.connect(replica_url, autocommit=True) as replica:
+                    gone = analyst_replica.drop(primary, replica, tenant)
+        except analyst_replica.ReplicaError as exc:
+            raise click.ClickException(str(exc)) from exc
+    click.echo(f"dropped {gone} (tenant {tenant})" if gone else f"{tenant} has no analyst replica")
 
 
 def register(root: click.Group) -> None:

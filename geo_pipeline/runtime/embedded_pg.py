@@ -39,6 +39,9 @@ ROOT_RUNS_AS = "nobody"
 PORT = 5432  # the socket's name (.s.PGSQL.5432); nothing listens on TCP
 SOCKET_PATH_MAX = 100  # sun_path holds 108 bytes on Linux, with its terminating NUL
 START_TIMEOUT_S = 120  # pg_ctl -w's own bound on a loaded machine (its default is 60 s)
+# Logical decoding, so a tenant's analyst replica can subscribe to this server (issue #35;
+# store/analyst_replica.py). A server already running with another level is reused as it is.
+WAL_LEVEL = "logical"
 
 
 class EmbeddedPostgresError(RuntimeError):
@@ -236,7 +239,7 @@ def start(pgdata: Path) -> EmbeddedPostgres:
                     "-l",
                     str(pgdata / "log"),
                     "-o",
-                    f"-h '' -k {shlex.quote(str(socket_dir))} -p {PORT}",
+                    f"-h '' -k {shlex.quote(str(socket_dir))} -p {PORT} -c wal_level={WAL_LEVEL}",
                     "start",
                 ],
                 who,

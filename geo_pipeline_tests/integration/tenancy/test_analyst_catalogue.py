@@ -1,8 +1,7 @@
 """What an analyst login still learns from the server's catalogue about another tenant
 (issue #35), measured on the real server as a KNOWN LIMIT: tenant B's analyst probes a world
 without tenant A and the same world once A has a login and runs. The test pins exactly what
-differs -- so a change that leaks more fails here, and a fix (a per-tenant replica) shows as
-these differences going away.
+differs -- so a change that leaks more fails here.
 
 Leaks (PostgreSQL gives every login these; no grant refuses them per row):
 - **role names**: every login can list every role of the server (``pg_roles``), and revoking
@@ -17,10 +16,12 @@ Leaks (PostgreSQL gives every login these; no grant refuses them per row):
 Does not leak: a single row of A (RLS), A's tenant id in any role name, membership or setting,
 A's binding of its login to its tenant, or A's sessions and locks (test_analyst_session.py).
 
-The remedy, not built: a server that holds one tenant's rows only (a per-tenant logical replica
-fed by PostgreSQL 15 publications with ``WHERE (tenant_id = ...)`` row filters, one login per
-replica): its catalogue, statistics and estimates are that tenant's alone (docs/operations.md,
-"Analyst guard").
+The remedy, built: a tenant's analyst replica, a server that holds one tenant's rows and
+login only, fed by publications with ``WHERE (tenant_id = ...)`` row filters
+(store/analyst_replica.py, ``geo-pipeline tenants analyst-replica``). There the same probes give
+identical answers with and without A (test_analyst_replica.py). This test stays as the KNOWN
+LIMIT of the shared server, for analysts who still connect to it (docs/operations.md, "Analyst
+replicas").
 """
 
 from __future__ import annotations

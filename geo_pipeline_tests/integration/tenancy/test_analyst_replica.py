@@ -1,0 +1,416 @@
+"""A tenant's analyst replica (issue #35), on two real servers started here: a primary with
+``wal_level=logical`` (the embedded PostgreSQL as the project starts it) migrated with the
+project's migrations, and tenant B's own replica server, made with
+``geo-pipeline tenants analyst-replica create``.
+
+What the shared primary cannot close (test_analyst_catalogue.py), B's replica does: with tenant
+A present on the primary against A absent, B's analyst on B's replica gets identical planner
+estimates for A's id, identical reltuples and pg_stat_user_tables counts, an identical role list
+and no row of A. B's new rows arrive (waited for on the primary's slot, not on a clock), and
+the analyst can neither write, make temp tables or large objects, nor lift its limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import threading
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+import redis as redis_lib
+from psycopg.rows import dict_row
+
+from geo_pipeline.cli.main import main
+from geo_pipeline.runtime import embedded_pg
+from geo_pipeline.store import analyst_guard, analyst_replica, migrate, tenancy
+from geo_pipeline_tests.fixtures.postgres import server_state_dir, with_database
+from geo_pipeline_tests.integration.analysis.helpers import make_run
+from geo_pipeline_tests.integration.tenancy.helpers import login_role, plant_tenant, with_user
+
+CHANNELS = [{"platform": "kimi", "device": "web"}, {"platform": "doubao", "device": "web"}]
+
+
+@dataclass(frozen=True)
+class Servers:
+    primary_url: str  # superuser, database geo
+    replica_url: str  # superuser, B's replica database
+    publisher: str  # how B's replica server reaches the primary
+    a: str
+    b: str
+    b_login: str
+    b_url: str  # B's analyst on B's replica
+    b_primary_url: str  # B's analyst on the primary
+    publication: str
+
+
+def _connect(url: str, **kw: Any) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, row_factory=dict_row, autocommit=True, **kw)  # type: ignore[arg-type]
+
+
+def _start(state: Path) -> embedded_pg.EmbeddedPostgres:
+    return embedded_pg.start(state / "pgdata")
+
+
+@pytest.fixture(scope="module")
+def servers(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterator[Servers]:
+    suffix = uuid.uuid4().hex[:8]
+    ns = f"geo-test-replica-{suffix}"
+    a, b = f"acme-{suffix}", f"globex-{suffix}"
+    base = Path(tmp_path_factory.mktemp("analyst-replica"))
+    with (
+        server_state_dir(base / "primary") as p_state,
+        server_state_dir(base / "replica") as r_state,
+    ):
+        primary = _start(p_state)
+        replica = _start(r_state)
+        try:
+            for server in (primary, replica):
+                with _connect(server.url) as c:
+                    c.execute("CREATE DATABASE geo")
+            primary_url = with_database(primary.url, "geo")
+            replica_url = with_database(replica.url, "geo")
+            with psycopg.connect(primary_url) as conn:
+                migrate.upgrade(conn)
+                # the project's own primary runs with logical decoding (embedded_pg.WAL_LEVEL)
+                assert conn.execute("SHOW wal_level").fetchone() == ("logical",)
+            # B's real data, every stage (worker, analysis, review, publication, billing), so
+            # each analytics view has rows to compare; then B's analyst on the primary too.
+            with login_role(primary_url, "geo_svc", tenancy.SERVICE_ROLE) as svc:
+                plant_tenant(
+                    with_user(primary_url, svc), primary_url, redis_url, ns, b, str(base / "ev")
+                )
+            with psycopg.connect(primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+                b_on_primary = tenancy.grant_analyst(conn, b).login  # type: ignore[arg-type]
+            publisher = f"host={primary.socket_dir} port={primary.port} user=postgres dbname=geo"
+            env = {
+                "GEO_DATABASE_URL": primary_url,
+                "GEO_ANALYST_REPLICA_URL": replica_url,
+                "GEO_ANALYST_PUBLISHER_URL": publisher,
+            }
+            out = _cli(env, "tenants", "analyst-replica", "create", b)
+            printed = out.strip().splitlines()[-1]
+            login = out.split("created analyst login ", 1)[1].split(";", 1)[0]
+            assert printed.startswith(f"postgresql://{login}:"), out
+            with _connect(primary_url) as p:
+                publication = analyst_replica.publication_of(p, b)
+            assert publication is not None
+            yield Servers(
+                primary_url=primary_url,
+                replica_url=replica_url,
+                publisher=publisher,
+                a=a,
+                b=b,
+                b_login=login,
+                b_url=with_user(replica_url, login),
+                b_primary_url=with_user(primary_url, b_on_primary),
+                publication=publication,
+            )
+        finally:
+            replica.stop()
+            primary.stop()
+            client = redis_lib.Redis.from_url(redis_url)
+            try:
+                keys = list(client.scan_iter(match=f"{ns}:*", count=1000))
+                if keys:
+                    client.delete(*keys)
+            finally:
+                client.close()
+
+
+def _cli(env: dict[str, str], *args: str) -> str:
+    """The CLI in this process, with ``env`` set for the call only (a session fixture such as
+    pg_admin_url must not see these servers' URLs)."""
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        for key, value in env.items():
+            mp.setenv(key, value)
+        code = main(list(args))
+    assert code == 0, f"exit {code}\nstdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}"
+    return out.getvalue()
+
+
+def _one(c: Any, query: str, params: tuple[Any, ...] = ()) -> Any:
+    row = c.execute(query, params).fetchone()
+    assert row is not None
+    return next(iter(row.values()))
+
+
+def _analyze_and_settle(replica_url: str) -> None:
+    """ANALYZE (the operator, as autovacuum would) and wait until the statistics system shows
+    every replicated row (its counters are flushed asynchronously)."""
+    with _connect(replica_url) as c:
+        c.execute("ANALYZE")
+        for _ in range(3000):
+            row = c.execute(
+                "SELECT n_live_tup AS live, (SELECT count(*) FROM geo.samples) AS n "
+                "FROM pg_stat_user_tables WHERE relid = 'geo.samples'::regclass"
+            ).fetchone()
+            if row is not None and row["live"] == row["n"]:
+                return
+            c.execute("SELECT pg_sleep(0.05)")
+        raise AssertionError(f"pg_stat_user_tables never showed the rows: {row}")
+
+
+def _probe(url: str, tenant_a: str) -> dict[str, Any]:
+    """Everything an analyst can ask the catalogue about A (as test_analyst_catalogue.py)."""
+    with _connect(url) as c:
+        plan = c.execute(
+            "EXPLAIN (FORMAT JSON) SELECT * FROM geo.samples WHERE tenant_id = %s", (tenant_a,)
+        ).fetchone()
+        assert plan is not None
+        return {
+            "roles": sorted(r["rolname"] for r in c.execute("SELECT rolname FROM pg_roles")),
+            "roles_by_oid": sorted(
+                r["name"]
+                for r in c.execute(
+                    "SELECT o::regrole::text AS name FROM generate_series(1, 100000) o "
+                    "WHERE o::regrole::text !~ '^[0-9]+$'"
+                )
+            ),
+            "reltuples": {
+                r["rel"]: r["reltuples"]
+                for r in c.execute(
+                    "SELECT c.oid::regclass::text AS rel, c.reltuples FROM pg_class c "
+                    "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                    "WHERE n.nspname IN ('geo', 'analytics')"
+                )
+            },
+            "n_live_tup": {
+                r["rel"]: (r["n_live_tup"], r["n_tup_ins"])
+                for r in c.execute(
+                    "SELECT relid::regclass::text AS rel, n_live_tup, n_tup_ins "
+                    "FROM pg_stat_user_tables"
+                )
+            },
+            "relation_size": _one(c, "SELECT pg_relation_size('geo.samples')"),
+            "estimate": plan["QUERY PLAN"][0]["Plan"]["Plan Rows"],
+            "rows_of_a": _one(
+                c, "SELECT count(*) FROM geo.samples WHERE tenant_id = %s", (tenant_a,)
+            ),
+            "tenants": [r["tenant_id"] for r in c.execute("SELECT tenant_id FROM geo.tenants")],
+            "databases": sorted(r["datname"] for r in c.execute("SELECT datname FROM pg_database")),
+        }
+
+
+def test_another_tenant_present_or_absent_gives_b_identical_answers(servers: Servers):
+    _analyze_and_settle(servers.replica_url)
+    without = _probe(servers.b_url, servers.a)
+
+    # Tenant A arrives on the primary: a tenant, an analyst login, a run of 12 samples.
+    with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        c: Any = conn
+        tenancy.create_tenant(c, servers.a)
+        c.commit()
+        a_login = tenancy.grant_analyst(c, servers.a).login
+        make_run(c, f"a-{uuid.uuid4().hex[:6]}", questions=["哪家咖啡好？", "最好喝的拿铁？"],
+                 channels=CHANNELS, repeats=3, tenant=servers.a)  # fmt: skip
+        c.commit()
+        c.autocommit = True
+        c.execute("ANALYZE geo.samples")
+        primary_a = _one(c, "SELECT count(*) FROM geo.samples WHERE tenant_id = %s", (servers.a,))
+        analyst_replica.wait_caught_up(c, servers.publication)
+    assert primary_a == 12  # A really is there, on the primary
+    _analyze_and_settle(servers.replica_url)
+    with_a = _probe(servers.b_url, servers.a)
+
+    assert with_a == without
+    assert with_a["rows_of_a"] == 0 and with_a["tenants"] == [servers.b]
+    assert a_login not in with_a["roles"] and a_login not in with_a["roles_by_oid"]
+    # the logins a replica holds: B's only (plus the operator and the schema's group roles)
+    logins = [r for r in with_a["roles"] if r.startswith("ana_")]
+    assert logins == [servers.b_login]
+    with _connect(servers.primary_url) as p:
+        b_samples = _one(p, "SELECT count(*) FROM geo.samples WHERE tenant_id = %s", (servers.b,))
+    assert with_a["n_live_tup"]["geo.samples"][0] == b_samples  # B's samples, nobody else's
+
+
+def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Servers):
+    run_id = f"b2-{uuid.uuid4().hex[:6]}"
+    with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        c: Any = conn
+        make_run(c, run_id, questions=["最好喝的拿铁？"], channels=CHANNELS, repeats=3,
+                 tenant=servers.b)  # fmt: skip
+        c.commit()
+        c.autocommit = True
+        on_primary = _one(c, "SELECT count(*) FROM geo.samples WHERE run_id = %s", (run_id,))
+        # an UPDATE is published through the row filter (replica identity: migration 0058)
+        c.execute("UPDATE geo.runs SET confirmed_at = now() WHERE run_id = %s", (run_id,))
+        confirmed = _one(c, "SELECT confirmed_at FROM geo.runs WHERE run_id = %s", (run_id,))
+        analyst_replica.wait_caught_up(c, servers.publication)
+    with _connect(servers.b_url) as c:
+        assert _one(c, "SELECT count(*) FROM geo.samples WHERE run_id = %s", (run_id,)) == 6
+        assert (
+            _one(c, "SELECT confirmed_at FROM geo.runs WHERE run_id = %s", (run_id,)) == confirmed
+        )
+        tenants = {r["tenant_id"] for r in c.execute("SELECT DISTINCT tenant_id FROM geo.samples")}
+    assert on_primary == 6 and tenants == {servers.b}
+    with _connect(servers.replica_url) as admin:  # the operator sees no more than B either
+        assert _one(admin, "SELECT count(DISTINCT tenant_id) FROM geo.samples") == 1
+
+
+def _view_rows(url: str) -> dict[str, int]:
+    with _connect(url) as c:
+        views = [
+            r["v"]
+            for r in c.execute(
+                "SELECT c.oid::regclass::text AS v FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname = 'analytics' AND c.relkind IN ('v', 'r') ORDER BY 1"
+            )
+        ]
+        return {v: _one(c, f"SELECT count(*) FROM {v}") for v in views}  # type: ignore[arg-type]
+
+
+def test_every_analytics_relation_answers_the_same_on_the_replica(servers: Servers):
+    """The analyst's views are defined on the replica by its own migrations and read the
+    replicated tables: B's analyst gets as many rows from each as on the primary."""
+    with _connect(servers.primary_url) as p, _connect(servers.replica_url) as r:
+        analyst_replica.wait_caught_up(p, servers.publication)
+        # question texts are copied, not streamed: those of runs made after `create`
+        analyst_replica.copy_question_texts(p, r, servers.b)
+    on_primary = _view_rows(servers.b_primary_url)
+    on_replica = _view_rows(servers.b_url)
+    assert on_replica == on_primary
+    empty = sorted(v for v, n in on_primary.items() if n == 0)
+    assert len(empty) <= len(on_primary) // 4, f"too few views hold rows to compare: {empty}"
+
+
+WRITES = {
+    "temp table": "CREATE TEMP TABLE scratch AS SELECT g FROM generate_series(1, 1000) g",
+    "lo_from_bytea": "SELECT lo_from_bytea(0, '\\x00'::bytea)",
+    "lo_create": "SELECT lo_create(0)",
+    "table in public": "CREATE TABLE public.scratch (x int)",
+    "insert": "INSERT INTO geo.tenants (tenant_id) VALUES ('x-replica')",
+    "delete": "DELETE FROM geo.samples",
+}
+
+
+@pytest.mark.parametrize("what", sorted(WRITES))
+def test_the_analyst_can_write_nothing_on_the_replica_even_read_write(servers: Servers, what: str):
+    with _connect(servers.b_url) as c:
+        c.execute("SET default_transaction_read_only = off")
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("BEGIN READ WRITE")
+            c.execute(WRITES[what])  # type: ignore[arg-type]
+
+
+def test_the_replica_sets_the_limits_and_the_login_cannot_lift_them(servers: Servers):
+    with _connect(servers.b_url) as c:
+        shown = {
+            r["name"]: r["setting"]
+            for r in c.execute(
+                "SELECT name, setting FROM pg_settings WHERE name IN ('temp_file_limit', "
+                "'statement_timeout', 'default_transaction_read_only')"
+            )
+        }
+        assert shown == {
+            "temp_file_limit": str(1024 * 1024),  # kB
+            "statement_timeout": str(tenancy.ANALYST_STATEMENT_SECONDS * 1000),
+            "default_transaction_read_only": "on",
+        }
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("SET temp_file_limit = -1")
+        c.execute("SET default_transaction_read_only = off")  # allowed; privileges still hold
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            c.execute("ALTER DATABASE geo RESET ALL")
+        limit = _one(c, "SELECT datconnlimit FROM pg_database WHERE datname = 'geo'")
+        assert limit == analyst_replica.REPLICA_CONNECTION_LIMIT
+        # a login may ALTER ROLE itself (PostgreSQL allows it); the guard on the replica undoes it
+        c.execute(f'ALTER ROLE "{servers.b_login}" SET statement_timeout = 0')
+    with _connect(servers.replica_url) as admin:
+        assert analyst_guard.enforce(admin).settings_restored == [servers.b_login]
+    with _connect(servers.b_url) as c:
+        ms = _one(c, "SELECT setting FROM pg_settings WHERE name = 'statement_timeout'")
+        assert int(ms) == tenancy.ANALYST_STATEMENT_SECONDS * 1000
+
+
+def test_a_query_past_the_limit_on_the_replica_is_cancelled(servers: Servers):
+    outcome: dict[str, Any] = {}
+
+    def analyst() -> None:
+        with _connect(servers.b_url) as conn:
+            conn.execute("SET statement_timeout = 0")
+            try:
+                conn.execute("SELECT pg_sleep(600)")
+                outcome["result"] = "finished"
+            except psycopg.Error as exc:
+                outcome["result"] = type(exc).__name__
+
+    t = threading.Thread(target=analyst, daemon=True)
+    t.start()
+    with _connect(servers.replica_url) as admin:
+        for _ in range(10_000):
+            active = admin.execute(
+                "SELECT pid FROM pg_stat_activity WHERE usename = %s AND state = 'active' "
+                "AND query LIKE '%%pg_sleep(600)%%'",
+                (servers.b_login,),
+            ).fetchone()
+            if active is not None:
+                break
+            admin.execute("SELECT pg_sleep(0.01)")
+        assert active is not None
+        report = analyst_guard.enforce(admin, statement_limit_seconds=0)
+    t.join(timeout=120)
+    assert report.cancelled == [(servers.b_login, active["pid"])]
+    assert outcome == {"result": "QueryCanceled"}
+
+
+def test_every_analyst_readable_tenant_table_is_replicated(servers: Servers):
+    with _connect(servers.primary_url) as c:
+        assert analyst_replica.tenant_tables_not_replicated(c) == ["geo.analyst_logins"]
+
+
+def test_status_and_a_primary_without_logical_wal_is_refused(servers: Servers, pg_admin_url: str):
+    env = {
+        "GEO_DATABASE_URL": servers.primary_url,
+        "GEO_ANALYST_REPLICA_URL": servers.replica_url,
+    }
+    out = _cli(env, "tenants", "analyst-replica", "status", servers.b, "--json")
+    assert servers.publication in out and '"tables_ready"' in out
+    with psycopg.connect(pg_admin_url, row_factory=dict_row) as c:
+        level = _one(c, "SHOW wal_level")
+        if level != "logical":
+            with pytest.raises(analyst_replica.ReplicaError, match="wal_level=logical"):
+                analyst_replica.require_logical(c)  # type: ignore[arg-type]
+
+
+def test_the_row_filters_naming_tenants_are_not_readable_on_the_primary(servers: Servers):
+    """The publications' row filters name the tenants: an analyst on the primary may not read
+    them (migration 0058), the operator may."""
+    with _connect(servers.b_primary_url) as c:
+        for query in (
+            "SELECT rowfilter FROM pg_publication_tables",
+            "SELECT prqual FROM pg_publication_rel",
+            f"SELECT * FROM pg_get_publication_tables('{servers.publication}')",
+        ):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                c.execute(query)  # type: ignore[arg-type]
+    with _connect(servers.primary_url) as admin:
+        filters = {
+            r["rowfilter"] for r in admin.execute("SELECT rowfilter FROM pg_publication_tables")
+        }
+    assert filters == {f"(tenant_id = '{servers.b}'::text)"}
+
+
+def test_drop_removes_the_subscription_the_slot_and_the_publication(servers: Servers):
+    """Last in this module: it ends the replication the other tests use."""
+    env = {"GEO_DATABASE_URL": servers.primary_url, "GEO_ANALYST_REPLICA_URL": servers.replica_url}
+    out = _cli(env, "tenants", "analyst-replica", "drop", servers.b)
+    assert out.strip() == f"dropped {servers.publication} (tenant {servers.b})"
+    with _connect(servers.primary_url) as p:
+        assert analyst_replica.publication_of(p, servers.b) is None
+        assert _one(p, "SELECT count(*) FROM pg_replication_slots") == 0
+    with _connect(servers.replica_url) as r:
+        assert analyst_replica.subscription(r) is None
+        assert _one(r, "SELECT count(*) FROM geo.samples") > 0  # the copy stays until removed
+    assert "has no analyst replica" in _cli(env, "tenants", "analyst-replica", "drop", servers.b)
