@@ -20,7 +20,6 @@ import tomllib
 from pathlib import Path
 
 import dagster as dg
-from dagster_aws.s3 import S3Resource
 
 import geo_pipeline.defs
 from geo_pipeline.defs.resources import (
@@ -40,6 +39,9 @@ def evidence_from_env() -> EvidenceStorageResource:
     url = env.evidence_url or ""
     if not url.startswith("s3://"):
         return EvidenceStorageResource(url=url)
+    # Here, not at the top: only an s3:// archive needs dagster_aws (1.3 s CPU to import).
+    from dagster_aws.s3 import S3Resource
+
     s3 = S3Resource(endpoint_url=env.s3_endpoint_url, region_name=env.aws_region)
     return EvidenceStorageResource(url=url, s3=s3)
 
