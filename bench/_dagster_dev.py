@@ -10,7 +10,13 @@ queued run coordinator, the daemon, the webserver's code server), through ``geo-
   partition dispatched (sampling_plan), every sample terminal, every partition published, and
   billing.
 
-Stage times are polled every 0.25 s (GraphQL and SQL), so each is late by at most that."""
+Stage times are polled every 0.25 s (GraphQL and SQL), so each is late by at most that.
+
+Beside the wall times, which a loaded box stretches, the load-independent counts: the Dagster
+runs of the collection run by job (each run is one run-worker process that imports dagster and
+the code location), each run's queue wait (created -> started) and duration (started -> ended),
+and the CPU seconds the whole ``dev`` process tree spent from the click to publication (read
+from /proc: every live descendant plus what exited descendants handed to their parents)."""
 
 from __future__ import annotations
 
@@ -63,6 +69,29 @@ MATERIALISED = """{ assetNodes(assetKeys: [{path: ["%s"]}]) { assetPartitionStat
   ... on DefaultPartitionStatuses { materializedPartitions } } } }"""
 
 
+def tree_cpu(root: int) -> float:
+    """CPU seconds (user + system) of ``root`` and its descendants, live and reaped, from /proc."""
+    tick = os.sysconf("SC_CLK_TCK")
+    parents: dict[int, int] = {}
+    times: dict[int, float] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                fields = fh.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        parents[int(entry)] = int(fields[1])
+        times[int(entry)] = sum(int(f) for f in fields[11:15]) / tick  # utime stime cutime cstime
+    tree, todo = set(), [root]
+    while todo:
+        pid = todo.pop()
+        tree.add(pid)
+        todo += [c for c, p in parents.items() if p == pid and c not in tree]
+    return sum(times.get(p, 0.0) for p in tree)
+
+
 def _location(port: int) -> tuple[str, str]:
     deadline = time.monotonic() + 600
     while time.monotonic() < deadline:
@@ -83,7 +112,9 @@ def _materialised(port: int, asset: str, run_id: str) -> set[str]:
     return {k for k in keys if k.split("|", 1)[0] == run_id}
 
 
-def one_launch(port: int, db_url: str, location: tuple[str, str], run_id: str) -> dict[str, Any]:
+def one_launch(
+    port: int, db_url: str, location: tuple[str, str], run_id: str, dev_pid: int
+) -> tuple[dict[str, Any], list[dict[str, Any]]]:
     from geo_pipeline.defs.launchpad import EXAMPLE
 
     config = {"ops": {"create_run_op": {"config": {"collection": dict(EXAMPLE), "run_id": run_id}}}}
@@ -96,6 +127,7 @@ def one_launch(port: int, db_url: str, location: tuple[str, str], run_id: str) -
         "runConfigData": config,
         "mode": "default",
     }
+    cpu0 = tree_cpu(dev_pid)
     t0 = time.monotonic()
     launched = _graphql(port, LAUNCH, {"p": params})["launchRun"]
     if launched["__typename"] != "LaunchRunSuccess":
@@ -107,7 +139,11 @@ def one_launch(port: int, db_url: str, location: tuple[str, str], run_id: str) -
         while "billing" not in marks:
             now = time.monotonic() - t0
             if now > 900:
-                raise RuntimeError(f"{run_id}: not published after 900 s; stages {marks}")
+                runs = _graphql(port, RUNS % run_id)["runsOrError"]["results"]
+                raise RuntimeError(
+                    f"{run_id}: not published after 900 s; stages {marks}; Dagster runs: "
+                    + "; ".join(f"{r['jobName']} {r['status']}" for r in runs)
+                )
             if "created" not in marks:
                 query = '{ runOrError(runId: "' + create_id + '") { ... on Run { status } } }'
                 st = _graphql(port, query)["runOrError"].get("status")
@@ -129,16 +165,38 @@ def one_launch(port: int, db_url: str, location: tuple[str, str], run_id: str) -
                                      ("published", "brand_visibility")):  # fmt: skip
                     if stage not in marks and len(_materialised(port, asset, run_id)) >= channels:
                         marks[stage] = now
+                if "published" in marks and "cpu" not in marks:
+                    marks["cpu"] = tree_cpu(dev_pid) - cpu0
                 if "published" in marks and _materialised(port, "billing_reconciliation", run_id):
                     marks["billing"] = now
             time.sleep(POLL_S)
         runs = _graphql(port, RUNS % run_id)["runsOrError"]["results"]
+    query = '{ runOrError(runId: "' + create_id + '") { ... on Run { runId jobName status '
+    query += "startTime endTime creationTime } } }"
+    runs = [_graphql(port, query)["runOrError"], *runs]
     queued = [
         (r["startTime"] - r["creationTime"]) for r in runs if r["startTime"] and r["creationTime"]
     ]
+    per_run = [
+        {
+            "job": r["jobName"],
+            "status": r["status"],
+            "created s": f"{r['creationTime'] - runs[0]['creationTime']:.1f}",
+            "queue wait s": f"{r['startTime'] - r['creationTime']:.1f}" if r["startTime"] else "-",
+            "run s": f"{r['endTime'] - r['startTime']:.1f}"
+            if r["startTime"] and r["endTime"]
+            else "-",
+        }
+        for r in sorted(runs, key=lambda r: r["creationTime"] or 0)
+    ]
+    by_job: dict[str, int] = {}
+    for r in runs:
+        by_job[r["jobName"]] = by_job.get(r["jobName"], 0) + 1
     return {
         "run": run_id,
-        "dagster runs": len(runs) + 1,
+        "dagster runs": len(runs),
+        "runs by job": ", ".join(f"{j} {n}" for j, n in sorted(by_job.items())),
+        "dev tree CPU s to published": f"{marks['cpu']:.1f}",
         "created s": f"{marks.get('created', float('nan')):.1f}",
         "dispatched s": f"{marks['dispatched']:.1f}",
         "collected s": f"{marks['collected']:.1f}",
@@ -147,10 +205,13 @@ def one_launch(port: int, db_url: str, location: tuple[str, str], run_id: str) -
         "goal s": f"<= {GOAL_CLICK_S:g}",
         "met": "yes" if marks["published"] <= GOAL_CLICK_S else "NO",
         "queue wait s (median)": f"{sorted(queued)[len(queued) // 2]:.1f}" if queued else "-",
-    }
+        "queue wait s (sum)": f"{sum(queued):.1f}",
+    }, per_run
 
 
-def bench_dev(rounds: int, db_url: str, ns: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+def bench_dev(
+    rounds: int, db_url: str, ns: str
+) -> tuple[list[dict[str, Any]], dict[str, Any], list[dict[str, Any]]]:
     """Start dev on the scratch database, launch ``rounds`` runs one after the other."""
     from _machine import REDIS_URL
 
@@ -170,6 +231,7 @@ def bench_dev(rounds: int, db_url: str, ns: str) -> tuple[list[dict[str, Any]], 
     cmd += ["--port", str(port), "--workers", "2"]
     out = (tmp / "dev.out").open("wb")
     t0 = time.monotonic()
+    load0 = os.getloadavg()
     proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env=env)
     try:
         while not _answers(port):
@@ -180,6 +242,7 @@ def bench_dev(rounds: int, db_url: str, ns: str) -> tuple[list[dict[str, Any]], 
                 )
             time.sleep(POLL_S)
         served = time.monotonic() - t0
+        cpu_served = tree_cpu(proc.pid)
         location = _location(port)
         loaded = time.monotonic() - t0
         start = {
@@ -187,9 +250,15 @@ def bench_dev(rounds: int, db_url: str, ns: str) -> tuple[list[dict[str, Any]], 
             "code location loaded s": f"{loaded:.1f}",
             "goal s": f"<= {GOAL_START_S:g}",
             "met": "yes" if served <= GOAL_START_S else "NO",
+            "dev tree CPU s to UI": f"{cpu_served:.1f}",
+            "load at start": " ".join(f"{x:.1f}" for x in load0),
         }
-        rows = [one_launch(port, db_url, location, f"bench-dev-{i}") for i in range(rounds)]
-        return rows, start
+        rows, per_run = [], []
+        for i in range(rounds):
+            row, runs = one_launch(port, db_url, location, f"bench-dev-{i}", proc.pid)
+            rows.append(row)
+            per_run += [{"run": row["run"], **r} for r in runs]
+        return rows, start, per_run
     finally:
         proc.terminate()
         try:

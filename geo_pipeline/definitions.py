@@ -17,10 +17,10 @@ GEO_RETENTION_DRY_RUN, GEO_RETENTION_DATABASE_URL (see geo_pipeline.defs). Secre
 from __future__ import annotations
 
 import tomllib
+import warnings
 from pathlib import Path
 
 import dagster as dg
-from dagster_aws.s3 import S3Resource
 
 import geo_pipeline.defs
 from geo_pipeline.defs.resources import (
@@ -40,6 +40,9 @@ def evidence_from_env() -> EvidenceStorageResource:
     url = env.evidence_url or ""
     if not url.startswith("s3://"):
         return EvidenceStorageResource(url=url)
+    # Here, not at the top: only an s3:// archive needs dagster_aws (1.3 s CPU to import).
+    from dagster_aws.s3 import S3Resource
+
     s3 = S3Resource(endpoint_url=env.s3_endpoint_url, region_name=env.aws_region)
     return EvidenceStorageResource(url=url, s3=s3)
 
@@ -86,14 +89,26 @@ def dg_project_file(start: Path = DEFS_FOLDER) -> Path | None:
     return None
 
 
+def has_components(folder: Path = DEFS_FOLDER) -> bool:
+    """Whether the defs folder holds a Dagster component (a ``defs.yaml`` anywhere in it)."""
+    return any(folder.rglob("defs.yaml"))
+
+
 def load_definitions() -> dg.Definitions:
-    """The defs folder as `dg` loads it, through the project's [tool.dg] (a checkout, the
-    image), with the resources. An installed wheel carries no pyproject.toml, so there the same
-    package's module-level definitions are collected by ``load_definitions_from_package_module``
-    (what the folder loader does for plain modules, without a project file)."""
+    """The defs folder's definitions, with the resources.
+
+    The folder holds plain modules only, so they are collected by
+    ``load_definitions_from_package_module`` (every module's module-level definitions, what the
+    folder loader does for plain modules). ``dg.load_from_defs_folder`` -- taken when the folder
+    holds a component (a ``defs.yaml``) and the project's [tool.dg] is found -- first imports
+    every installed plugin's component types (dagster_aws's among them): ~1 s of CPU in every
+    process that loads the code location, i.e. both code servers and the worker of every run
+    (issue 36). A test keeps the two loaders' definitions equal."""
     resources = resources_from_env()
-    if dg_project_file() is None:
-        return dg.load_definitions_from_package_module(geo_pipeline.defs, resources=resources)
+    if dg_project_file() is None or not has_components():
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", dg.PreviewWarning)  # preview since 1.10, still here
+            return dg.load_definitions_from_package_module(geo_pipeline.defs, resources=resources)
     return dg.Definitions.merge(
         dg.load_from_defs_folder(path_within_project=DEFS_FOLDER),
         dg.Definitions(resources=resources),

@@ -10,7 +10,6 @@ from urllib.parse import urlsplit
 
 import dagster as dg
 import redis as redis_lib
-from dagster_aws.s3 import S3Resource
 from pydantic import Field
 
 from geo_pipeline.connectors.registry import load_registry
@@ -63,7 +62,10 @@ class EvidenceStorageResource(dg.ConfigurableResource):
     client from GEO_S3_* / AWS_* variables."""
 
     url: str = Field(default="", description="evidence location (GEO_EVIDENCE_URL)")
-    s3: S3Resource | None = None
+    # A dagster_aws.s3.S3Resource, typed by its base class: importing dagster_aws costs every
+    # process that loads the code location (code servers, each run's worker) ~1.3 s of CPU, so
+    # only a deployment whose evidence is on s3:// imports it (definitions.evidence_from_env).
+    s3: dg.ConfigurableResource | None = None
 
     def archive(self) -> Archive:
         parts = urlsplit(self.url)

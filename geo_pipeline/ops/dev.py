@@ -154,35 +154,70 @@ def console_script(name: str) -> str:
 RESTART = Restart(initial_s=0.5, factor=2.0, max_s=30.0, stable_s=60.0)
 
 
-def start_chart_server(sup: Supervisor, stack: Stack, restart: Restart | None = None) -> str:
+def start_chart_server(
+    sup: Supervisor, stack: Stack, restart: Restart | None = None, wait: bool = True
+) -> str:
     """``geo-pipeline dagster charts`` on a fixed free port (a restart serves the same URL),
     and GEO_CHART_URL for the Dagster processes started after it, so brand_visibility's charts
-    show in place in the UI (defs/charts.py). Returns the URL."""
+    show in place in the UI (defs/charts.py). Returns the URL. With ``wait=False`` the URL is
+    set at once and the server comes up while the Dagster processes start (``dev`` waits for it
+    with ``wait_for_chart_server`` before saying the UI is ready)."""
     from geo_pipeline.ops.demo import free_port
 
     port = free_port()
     argv = [sys.executable, "-m", "geo_pipeline.cli.main", "dagster", "charts"]
-    child = sup.start("chart-server", [*argv, "--port", str(port)], stack.env, restart=restart)
-    sup.wait_for_line(child, lambda s: s.startswith("serving charts on "), 120)
+    sup.start("chart-server", [*argv, "--port", str(port)], stack.env, restart=restart)
+    if wait:
+        wait_for_chart_server(sup)
     url = f"http://127.0.0.1:{port}"
     stack.env["GEO_CHART_URL"] = url
     return url
 
 
-def start_dagster(sup: Supervisor, stack: Stack, port: int, restart: Restart | None = None) -> str:
-    """Start webserver and daemon; return the UI's URL once the webserver answers."""
-    workspace, _ = prepare_instance(stack)
-    # Pool limits and run partitions live in Dagster's storage, not dagster.yaml: the same
-    # idempotent command a deployment runs (`geo-pipeline dagster setup`).
-    done = subprocess.run(
+def wait_for_chart_server(sup: Supervisor, timeout_s: float = 120) -> None:
+    [child] = [c for c in sup.children if c.name == "chart-server"]
+    sup.wait_for_line(child, lambda s: s.startswith("serving charts on "), timeout_s)
+
+
+def begin_setup(stack: Stack) -> subprocess.Popen[str]:
+    """Prepare the instance (its dagster.yaml, its database) and start ``geo-pipeline dagster
+    setup`` -- pool limits and run partitions in Dagster's storage, the same idempotent command
+    a deployment runs -- in the background: it imports Dagster and opens the instance (seconds
+    of CPU), which ``dev`` overlaps with starting the simulator, workers and chart server.
+    ``start_dagster`` waits for it before the webserver and daemon open the same storage."""
+    prepare_instance(stack)
+    return subprocess.Popen(
         [sys.executable, "-m", "geo_pipeline.cli.main", "dagster", "setup"],
-        env=stack.env,
-        capture_output=True,
+        env=dict(stack.env),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
         text=True,
-        timeout=300,
     )
-    if done.returncode != 0:
-        raise DevInstanceError(f"geo-pipeline dagster setup failed: {done.stderr.strip()[-2000:]}")
+
+
+def start_dagster(
+    sup: Supervisor,
+    stack: Stack,
+    port: int,
+    restart: Restart | None = None,
+    setup: subprocess.Popen[str] | None = None,
+) -> str:
+    """Start webserver and daemon; return the UI's URL once the webserver answers. ``setup``:
+    the ``begin_setup`` process to wait for (else the setup runs here, first)."""
+    setup = setup or begin_setup(stack)
+    workspace = workspace_file()
+    if not workspace.exists():
+        workspace = stack.state_dir / "dagster" / "workspace.yaml"
+    try:
+        out, err = setup.communicate(timeout=300)
+    except subprocess.TimeoutExpired:
+        setup.kill()
+        out, err = setup.communicate()
+    if setup.returncode != 0:
+        raise DevInstanceError(
+            f"geo-pipeline dagster setup failed (exit {setup.returncode}): "
+            f"{(out + err).strip()[-2000:]}"
+        )
     web, daemon = console_script("dagster-webserver"), console_script("dagster-daemon")
     sup.start("dagster-daemon", [daemon, "run", "-w", str(workspace)], stack.env, restart=restart)
     w = sup.start(

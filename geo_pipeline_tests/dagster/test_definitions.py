@@ -202,10 +202,12 @@ def test_an_installed_wheel_without_a_project_file_loads_the_same_definitions(tm
     (tmp_path / "pyproject.toml").write_text("[project]\nname = 'other'\n")  # no [tool.dg]
     assert definitions.dg_project_file(tmp_path / "site-packages" / "geo_pipeline") is None
 
-    folder = definitions.defs
+    # The served definitions collect the package's modules (no component in the folder); the
+    # folder loader, which a component would need, must find the same.
+    walked = definitions.defs
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(definitions, "dg_project_file", lambda: None)  # as in site-packages
-        walked = definitions.load_definitions()
+        mp.setattr(definitions, "has_components", lambda: True)
+        folder = definitions.load_definitions()
     assert {k.to_user_string() for k in folder.resolve_asset_graph().get_all_asset_keys()} == {
         k.to_user_string() for k in walked.resolve_asset_graph().get_all_asset_keys()
     }
@@ -213,3 +215,26 @@ def test_an_installed_wheel_without_a_project_file_loads_the_same_definitions(tm
         mine = {x.name for x in getattr(folder, kind) or ()}
         theirs = {x.name for x in getattr(walked, kind) or ()}
         assert mine == theirs, kind
+
+
+def test_loading_the_code_location_does_not_import_dagster_aws() -> None:
+    """Every process that loads the code location (both code servers, the worker of every run)
+    pays for its imports (issue 36): dagster_aws (its component types, which pull Dagster's
+    test utilities) is imported only for an s3:// evidence archive."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GEO_")}
+    probe = "import sys, geo_pipeline.definitions; print(sorted(m for m in sys.modules if m.startswith('dagster_aws'))[:3])"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.strip() == "[]", done.stdout + done.stderr
+    env["GEO_EVIDENCE_URL"] = "s3://bucket/evidence"
+    probe = "import geo_pipeline.definitions as d; print(type(d.defs.resources['evidence'].s3).__name__)"
+    done = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, timeout=600
+    )
+    assert done.stdout.strip() == "S3Resource", done.stdout + done.stderr

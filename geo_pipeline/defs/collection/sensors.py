@@ -42,6 +42,11 @@ WILL_RETRY_TAG = "dagster/will_retry"
 # a failure that persists (a blocking check, a run that cannot start) costs at most this many
 # runs, and the failed runs are the alert.
 MAX_REQUEST_ATTEMPTS = 3
+# Both sensors tick as often as the daemon looks (its sensor loop runs every 5 s): a launch waits
+# on each of them once (sampling plan, then publication), and a tick is a few small queries
+# (the completion sensor's PostgreSQL sweep keeps its own 300 s interval). At 15 s and 30 s the
+# two waits were up to 45 s of an 8-sample run's click-to-published (issue 36).
+SENSOR_INTERVAL_S = 5
 
 
 def cursor_time(ts: float) -> str:
@@ -353,7 +358,7 @@ def evaluate_completions(
 @dg.sensor(
     name="completion_sensor",
     jobs=[partition_downstream_job, billing_job],
-    minimum_interval_seconds=30,
+    minimum_interval_seconds=SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Reads <ns>:completions and passed publish deadlines; requests the downstream "
     "assets of every partition PostgreSQL says is publishable (finished, or past its run's "
@@ -372,7 +377,7 @@ def completion_sensor(
 @dg.sensor(
     name="sampling_plan_sensor",
     jobs=[sampling_plan_job],
-    minimum_interval_seconds=15,
+    minimum_interval_seconds=SENSOR_INTERVAL_S,
     default_status=dg.DefaultSensorStatus.RUNNING,
     description="Requests sampling_plan for every never-dispatched partition of a recent run "
     "(created by the launchpad job, the daily re-sample job or the CLI), adding the run's "
