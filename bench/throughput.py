@@ -270,6 +270,7 @@ def worker_child(args: argparse.Namespace) -> None:
         )
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, worker.stop)
+        print(json.dumps({"ready": True}), flush=True)  # imports and set-up done (run_mode)
         report = await worker.run()
         if client is not None:
             await client.aclose()
@@ -312,10 +313,11 @@ def _wanted_s(pid: int) -> float:
     return total / 1e9
 
 
-def wait_started(pids: list[int], quiet_s: float = 1.0, limit_s: float = 180.0) -> float:
+def wait_started(pids: list[int], quiet_s: float = 1.0, limit_s: float = 30.0) -> float:
     """Wait until every process in ``pids`` has run or waited to run (``_wanted_s``) at most
     a fifth of ``quiet_s`` in each of two intervals in a row (imports and connections done, idle
-    for want of work), at least 1 s and at most ``limit_s``; returns the seconds waited."""
+    for want of work), at least 1 s and at most ``limit_s`` (on a box loaded far beyond its
+    cores an idle worker's wake-ups queue long enough to miss this); returns the seconds waited."""
     t0 = time.perf_counter()
     time.sleep(1.0)
     last, quiet = {p: _wanted_s(p) for p in pids}, 0
@@ -424,7 +426,11 @@ def run_mode(
         # module when no bytecode is cached, as with PYTHONDONTWRITEBYTECODE and an editable
         # install: ~2 s of CPU per process here) are a once-per-process cost, not a per-sample
         # one, and a fixed sleep left most of it inside the measured window on a busy box.
-        startup_s = wait_started(groups["workers"] + groups["relay"])
+        t_start = time.perf_counter()
+        for worker in workers:  # each says when its imports and set-up are done
+            worker.stdout.readline()  # type: ignore[union-attr]
+        startup_s = time.perf_counter() - t_start
+        startup_s += wait_started(groups["workers"] + groups["relay"])
         cpu_before = cpu_snapshot(groups)
         t0 = time.perf_counter()
         create_s, total = make_run(url, samples, f"bench-{mode}")
