@@ -270,6 +270,7 @@ def worker_child(args: argparse.Namespace) -> None:
         )
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, worker.stop)
+        print(json.dumps({"ready": True}), flush=True)  # imports and set-up done (run_mode)
         report = await worker.run()
         if client is not None:
             await client.aclose()
@@ -291,6 +292,41 @@ def worker_child(args: argparse.Namespace) -> None:
         ),
         flush=True,
     )
+
+
+def _wanted_s(pid: int) -> float:
+    """Seconds a process has run or waited to run, over all its threads (/proc schedstat: time
+    on a CPU + time waiting on a run queue): a process still starting up on a busy box waits for
+    the CPU it wants, and that wait counts here as wanting, unlike CPU time alone."""
+    total = 0
+    try:
+        tasks = os.listdir(f"/proc/{pid}/task")
+    except OSError:
+        return 0.0
+    for tid in tasks:
+        try:
+            with open(f"/proc/{pid}/task/{tid}/schedstat", encoding="ascii") as f:
+                on_cpu, waiting = f.read().split()[:2]
+        except (OSError, ValueError):
+            continue
+        total += int(on_cpu) + int(waiting)
+    return total / 1e9
+
+
+def wait_started(pids: list[int], quiet_s: float = 1.0, limit_s: float = 30.0) -> float:
+    """Wait until every process in ``pids`` has run or waited to run (``_wanted_s``) at most
+    a fifth of ``quiet_s`` in each of two intervals in a row (imports and connections done, idle
+    for want of work), at least 1 s and at most ``limit_s`` (on a box loaded far beyond its
+    cores an idle worker's wake-ups queue long enough to miss this); returns the seconds waited."""
+    t0 = time.perf_counter()
+    time.sleep(1.0)
+    last, quiet = {p: _wanted_s(p) for p in pids}, 0
+    while time.perf_counter() - t0 < limit_s and quiet < 2:
+        time.sleep(quiet_s)
+        now = {p: _wanted_s(p) for p in pids}
+        idle = all(now[p] - last[p] <= 0.2 * quiet_s for p in pids)
+        quiet, last = (quiet + 1 if idle else 0), now
+    return time.perf_counter() - t0
 
 
 # --------------------------------------------------------------------------- simulator
@@ -380,13 +416,21 @@ def run_mode(
             )  # fmt: skip
             procs.append(worker)
             workers.append(worker)
-        time.sleep(1.0)  # let them connect before the clock starts
         groups = {
             "workers": [w.pid for w in workers],
             "relay": [relay.pid],
             "simulator": [sim.pid] if sim is not None else [],
             "bench (planner, watcher)": [os.getpid()],
         }
+        # The clock starts when the processes have started: their imports (compiling every
+        # module when no bytecode is cached, as with PYTHONDONTWRITEBYTECODE and an editable
+        # install: ~2 s of CPU per process here) are a once-per-process cost, not a per-sample
+        # one, and a fixed sleep left most of it inside the measured window on a busy box.
+        t_start = time.perf_counter()
+        for worker in workers:  # each says when its imports and set-up are done
+            worker.stdout.readline()  # type: ignore[union-attr]
+        startup_s = time.perf_counter() - t_start
+        startup_s += wait_started(groups["workers"] + groups["relay"])
         cpu_before = cpu_snapshot(groups)
         t0 = time.perf_counter()
         create_s, total = make_run(url, samples, f"bench-{mode}")
@@ -400,7 +444,9 @@ def run_mode(
             out, _ = worker.communicate(timeout=60)
             reports.append(json.loads(out.strip().splitlines()[-1]))
         report = {
-            "cpu_s": sum(r["cpu_s"] for r in reports),
+            # The workers' CPU while the clock ran: their own total less what they had used
+            # when it started (startup, printed apart as worker_startup_cpu_s).
+            "cpu_s": sum(r["cpu_s"] for r in reports) - cpu_before["workers"],
             "max_rss_mb": max(r["max_rss_mb"] for r in reports),
         }
         with psycopg.connect(url, autocommit=True) as c:
@@ -441,6 +487,8 @@ def run_mode(
             "worker_cpu_s": round(report["cpu_s"], 1),
             "worker_cpu_cores": round(report["cpu_s"] / elapsed, 2),
             "worker_peak_rss_mb": round(report["max_rss_mb"], 1),
+            "worker_startup_cpu_s": round(cpu_before["workers"], 2),
+            "startup_wait_s": round(startup_s, 1),
             "cpu_ms_per_sample": round(1000 * report["cpu_s"] / max(1, actual), 2),
             "answers_recorded": recorded[0],
             "samples_with_raw_archived": recorded[1],

@@ -628,8 +628,9 @@ class Attempt:
         self, upstream_id: str, evidence: Evidence | None, unparseable: ConnectorError | None = None
     ) -> None:
         archived, ev_to, ev_reason, want_shot = await archive_for_completion(
-            self.c.archive, self.h.row, evidence, unparseable, warc=self.c.warc
-        )
+            self.c.archive, self.h.row, evidence, unparseable, warc=self.c.warc,
+            record_cap=self.c.record_cap,
+        )  # fmt: skip
         if not self.c.warc:  # with WARC the batch stores the evidence (worker.context)
             crashpoint("stored_not_completed")
         await self.end(

@@ -71,6 +71,9 @@ class Context:
         self.archive = archive
         # Evidence as WARC, one object per completion batch (issue 33; _finish_batch stores).
         self.warc = app_settings().evidence_format == "warc"
+        # Read once, like the format: settings() costs ~20 us a call (it keys its cache on the
+        # environment), which was per answer on the completion path.
+        self.record_cap = app_settings().evidence_record_max_bytes
         self.recoverable_platforms = list(recoverable_platforms)
         self.stopping = asyncio.Event()
         self.wakes = Wakes()  # services' completion callbacks (worker/callbacks.py)

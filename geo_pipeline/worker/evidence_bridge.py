@@ -71,6 +71,7 @@ async def archive_for_completion(
     unparseable: ConnectorError | None = None,
     *,
     warc: bool = False,
+    record_cap: int | None = None,
 ) -> tuple[Any, str | None, str | None, bool]:
     """Returns (archived, evidence_state, evidence_reason, screenshot_still_to_come).
 
@@ -83,7 +84,9 @@ async def archive_for_completion(
 
     With ``warc`` (``GEO_EVIDENCE_FORMAT=warc``) nothing is uploaded here: the evidence comes
     back as WARC records still to store, and the completion batch stores the batch's records
-    in one object per tenant and run before its fenced transaction (worker.context)."""
+    in one object per tenant and run before its fenced transaction (worker.context).
+    ``record_cap``: ``GEO_EVIDENCE_RECORD_MAX_BYTES`` as the worker read it at start (None: read
+    the environment now)."""
     if evidence is None:
         if archive is None or unparseable is None or unparseable.raw is None:
             return None, "failed", UNPARSEABLE if unparseable else "NO_EVIDENCE", False
@@ -124,7 +127,7 @@ async def archive_for_completion(
     ref, attempt_no = sample_ref(row), int(row["attempt_no"])
     policy, ev = str(row["screenshot_policy"]), evidence
     if warc:
-        cap = settings().evidence_record_max_bytes
+        cap = settings().evidence_record_max_bytes if record_cap is None else record_cap
         pending = prepare_warc_evidence(ref, attempt_no, ev, policy, max_record_bytes=cap)
         return pending, None, None, want_shot
     archived = await with_store_retry(
