@@ -151,8 +151,14 @@ def _world(size: int) -> tuple[Any, History]:
         conn.commit()
         if row is not None:
             h = row["history"]
-            history = History(h["tenant"], h["monitor"], datetime.fromisoformat(
-                h["first_day"]).date(), h["days"], h["samples"], h["brand_metrics_rows"])
+            history = History(
+                h["tenant"],
+                h["monitor"],
+                datetime.fromisoformat(h["first_day"]).date(),
+                h["days"],
+                h["samples"],
+                h["brand_metrics_rows"],
+            )
             print(f"  (history of {size:,} samples: reusing database {name})", flush=True)
             return conn, history
     conn.rollback()

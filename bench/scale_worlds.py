@@ -14,8 +14,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("GEO_SCALE_KEEP_WORLDS", "1")
 
-import _scale_analysis as sa  # noqa: E402
-import psycopg  # noqa: E402
+import _scale_analysis as sa
+import psycopg
 
 
 def main() -> None:

@@ -353,6 +353,9 @@ def _shifted_select(table: str, monitor_days: str) -> str:
         f" WHERE s.monitor_id = %(m)s AND s.scheduled_for >= %(base)s::date"
         f" AND s.scheduled_for < %(base)s::date + %(p)s"
         f" AND s.scheduled_for + k.shift <= %(last)s::date"
+        # written day after day, as the refresh writes them (a query over 30 days reads 30
+        # days' pages, not one row from each of many)
+        f" ORDER BY s.scheduled_for + k.shift, s.channel, s.brand"
     )
 
 
@@ -367,7 +370,11 @@ def _rebuild_indexes(conn: Any, table: str) -> list[str]:
     ).fetchall()
     restore = []
     for r in rows:
-        r = r if isinstance(r, dict) else dict(zip(("idx", "def", "conname", "cdef"), r, strict=True))
+        r = (
+            r
+            if isinstance(r, dict)
+            else dict(zip(("idx", "def", "conname", "cdef"), r, strict=True))
+        )
         if r["conname"]:
             conn.execute(f"ALTER TABLE {table} DROP CONSTRAINT {r['conname']}")
             restore.append(f"ALTER TABLE {table} ADD CONSTRAINT {r['conname']} {r['cdef']}")
@@ -438,7 +445,8 @@ def _derived_tables(conn: Any, monitor: str) -> None:
         " bool_or(is_target), sum(samples), sum(valid_samples), 0, 0, 0, sum(n),"
         " sum(mentions), sum(mentions)::float8 / sum(n), 0, count(*)"
         " FROM analytics.brand_metrics WHERE monitor_id = %(m)s"
-        " GROUP BY run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand",
+        " GROUP BY run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand"
+        " ORDER BY scheduled_for, channel, brand",
         {"m": monitor},
     )
     conn.execute(
@@ -448,7 +456,8 @@ def _derived_tables(conn: Any, monitor: str) -> None:
         " questions)"
         " SELECT run_id, monitor_id, scheduled_for, channel, 'cn', 'standard', brand,"
         " is_target, n, mentions, n, mentions, n, questions"
-        " FROM analytics.channel_brand_metrics WHERE monitor_id = %(m)s",
+        " FROM analytics.channel_brand_metrics WHERE monitor_id = %(m)s"
+        " ORDER BY scheduled_for, channel, brand",
         {"m": monitor},
     )
 

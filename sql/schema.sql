@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0055_account_page_changed, 43 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0057_runs_unexpired, 44 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -3897,6 +3897,12 @@ CREATE INDEX retention_log_run ON geo.retention_log USING btree (run_id);
 --
 
 CREATE INDEX review_decisions_sample ON geo.review_decisions USING btree (sample_id, subject, decision_id);
+
+--
+-- Name: runs_unexpired; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX runs_unexpired ON geo.runs USING btree (created_at, run_id) WHERE ((raw_expired_at IS NULL) OR (log_expired_at IS NULL));
 
 --
 -- Name: samples_due; Type: INDEX; Schema: geo; Owner: geo_owner

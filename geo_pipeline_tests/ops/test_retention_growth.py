@@ -33,11 +33,23 @@ def _history(db: Any, tenant: str, days: int) -> None:
     db.commit()
 
 
+def _vacuum(db: Any) -> None:
+    """As autovacuum leaves a table between passes: no dead row versions nor stale index entries
+    (the history's runs moved through their states), statistics current."""
+    db.commit()
+    db.autocommit = True
+    try:
+        db.execute("VACUUM ANALYZE")
+    finally:
+        db.autocommit = False
+
+
 def _last_day_pass(db: Any, archive: LocalArchive, tenant: str, days: int) -> Any:
     """Expire every day but the last (earlier passes), then count the pass that expires it."""
     last = BASE + timedelta(days=days - 1)
     first = retention.apply_retention(db, archive, last + WINDOW - timedelta(hours=1), False)
     assert {r.run_id for r in first.runs} >= {f"ret-{tenant}-{d:03d}" for d in range(days - 1)}
+    _vacuum(db)
     with counted(db) as work:
         rep = retention.apply_retention(db, archive, last + WINDOW + timedelta(hours=1), False)
     assert [r.run_id for r in rep.runs] == [f"ret-{tenant}-{days - 1:03d}"]
@@ -53,6 +65,7 @@ def test_retention_of_the_last_day_costs_that_day_not_the_history(db: Any, tmp_p
         _history(db, tenant, days)
         work[days] = _last_day_pass(db, archive, tenant, days)
         print(days, work[days])
-    # 10x the history (and the short one beside it): at most 2x the work
-    assert work[30].rows_read <= 2 * work[3].rows_read, work
-    assert work[30].buffers <= 2 * work[3].buffers, work
+    # 10x the history (and the short one beside it): the same work, but for a few pages of the
+    # tables and indexes the history widens (10 %)
+    assert work[30].rows_read <= 1.1 * work[3].rows_read, work
+    assert work[30].buffers <= 1.1 * work[3].buffers, work
