@@ -89,12 +89,12 @@ WHERE ((w.created_at < w.cutoff AND w.raw_expired_at IS NULL)  -- past an unmark
   AND ((w.created_at < w.cutoff AND w.raw_expired_at IS NULL
         AND (EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = w.run_id)
              OR EXISTS (SELECT 1 FROM geo.warc_records k WHERE k.run_id = w.run_id)
-             OR EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
-                         WHERE s.run_id = w.run_id AND a.raw_text IS NOT NULL
-                           AND s.analysis_state <> 'pending')))
+             OR EXISTS (SELECT 1 FROM geo.answers a WHERE a.raw_text IS NOT NULL
+                         AND a.sample_id = ANY (ARRAY(SELECT s.sample_id FROM geo.samples s
+                               WHERE s.run_id = w.run_id AND s.analysis_state <> 'pending')))))
        OR (w.created_at < w.log_cutoff AND w.log_expired_at IS NULL
-           AND (EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
-                         WHERE s.run_id = w.run_id)
+           AND (EXISTS (SELECT 1 FROM geo.attempts a WHERE a.sample_id = ANY (ARRAY(
+                          SELECT s.sample_id FROM geo.samples s WHERE s.run_id = w.run_id)))
                 -- per sample through state_transitions_sample (0057's note): never a scan of
                 -- the whole log, however the planner guesses its size
                 OR EXISTS (SELECT 1 FROM geo.state_transitions t WHERE t.sample_id = ANY (ARRAY(
@@ -114,13 +114,13 @@ UPDATE geo.runs r SET
   raw_expired_at = CASE WHEN %(raw_due)s
     AND NOT EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = r.run_id)
     AND NOT EXISTS (SELECT 1 FROM geo.warc_records k WHERE k.run_id = r.run_id)
-    AND NOT EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
-                     WHERE s.run_id = r.run_id AND a.raw_text IS NOT NULL
-                       AND s.analysis_state <> 'pending')
+    AND NOT EXISTS (SELECT 1 FROM geo.answers a WHERE a.raw_text IS NOT NULL
+                     AND a.sample_id = ANY (ARRAY(SELECT s.sample_id FROM geo.samples s
+                           WHERE s.run_id = r.run_id AND s.analysis_state <> 'pending')))
     THEN %(now)s::timestamptz ELSE r.raw_expired_at END,
   log_expired_at = CASE WHEN %(log_due)s
-    AND NOT EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
-                     WHERE s.run_id = r.run_id)
+    AND NOT EXISTS (SELECT 1 FROM geo.attempts a WHERE a.sample_id = ANY (ARRAY(
+                     SELECT s.sample_id FROM geo.samples s WHERE s.run_id = r.run_id)))
     AND NOT EXISTS (SELECT 1 FROM geo.state_transitions t WHERE t.sample_id = ANY (ARRAY(
                      SELECT s.sample_id FROM geo.samples s WHERE s.run_id = r.run_id)))
     THEN %(now)s::timestamptz ELSE r.log_expired_at END
