@@ -159,6 +159,8 @@ def _world(size: int) -> tuple[Any, History]:
                 h["samples"],
                 h["brand_metrics_rows"],
             )
+            migrate.upgrade(conn)  # a world kept from an older tree gets the newer migrations
+            conn.commit()
             print(f"  (history of {size:,} samples: reusing database {name})", flush=True)
             return conn, history
     conn.rollback()
