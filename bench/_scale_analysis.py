@@ -146,7 +146,7 @@ def _world(size: int) -> tuple[Any, History]:
             a.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
     conn = psycopg.connect(f"{base}/{name}", row_factory=dict_row)
     done = conn.execute("SELECT to_regclass('public.scale_world') IS NOT NULL AS t").fetchone()
-    if done["t"]:
+    if done is not None and done["t"]:
         row = conn.execute("SELECT history FROM public.scale_world").fetchone()
         conn.commit()
         if row is not None:
