@@ -57,7 +57,7 @@ from geo_pipeline.store import migrate
 from geo_pipeline_tests.scale_data import (
     ANALYST_QUERIES,
     History,
-    analyst_history,
+    bulk_analyst_history,
     completed_run,
     counted,
 )
@@ -66,7 +66,6 @@ Measure = Callable[[int], dict[str, float]]
 
 _admin = ADMIN_URL
 _databases: dict[str, Any] = {}  # key -> open connection to a scratch database
-_histories: dict[int, History] = {}
 _run_no = itertools.count()
 
 
@@ -129,14 +128,73 @@ HISTORY_SIZES = [100_000, 1_000_000]
 HISTORY_BIG = [10_000_000]
 
 
+# Generated histories are kept in databases of their own, named by size (WORLD_PREFIX + size),
+# and reused by later processes when GEO_SCALE_KEEP_WORLDS=1 (or when they exist already):
+# generate once per size, measure as often as wanted. Without it they are dropped at exit.
+WORLD_PREFIX = "geo_scale_world_"
+KEEP_WORLDS = os.environ.get("GEO_SCALE_KEEP_WORLDS", "") not in ("", "0")
+
+
+def _world(size: int) -> tuple[Any, History]:
+    """The history of ``size`` samples in its own database: reused when a complete one exists,
+    else generated (bulk_analyst_history) and recorded as complete."""
+    name = f"{WORLD_PREFIX}{size}"
+    base = _admin.rsplit("/", 1)[0]
+    with psycopg.connect(_admin, autocommit=True) as a:
+        exists = a.execute("SELECT 1 FROM pg_database WHERE datname = %s", (name,)).fetchone()
+        if not exists:
+            a.execute(f'CREATE DATABASE "{name}"')  # type: ignore[arg-type]
+    conn = psycopg.connect(f"{base}/{name}", row_factory=dict_row)
+    done = conn.execute("SELECT to_regclass('public.scale_world') IS NOT NULL AS t").fetchone()
+    if done is not None and done["t"]:
+        row = conn.execute("SELECT history FROM public.scale_world").fetchone()
+        conn.commit()
+        if row is not None:
+            h = row["history"]
+            history = History(
+                h["tenant"],
+                h["monitor"],
+                datetime.fromisoformat(h["first_day"]).date(),
+                h["days"],
+                h["samples"],
+                h["brand_metrics_rows"],
+            )
+            migrate.upgrade(conn)  # a world kept from an older tree gets the newer migrations
+            conn.commit()
+            print(f"  (history of {size:,} samples: reusing database {name})", flush=True)
+            return conn, history
+    conn.rollback()
+    migrate.upgrade(conn)
+    conn.commit()
+    t0 = time.perf_counter()
+    history = bulk_analyst_history(conn, size)
+    conn.execute("CREATE TABLE public.scale_world (history jsonb NOT NULL)")
+    conn.execute("INSERT INTO public.scale_world VALUES (%s)", (json.dumps({
+        **history.__dict__, "first_day": history.first_day.isoformat()}),))  # fmt: skip
+    conn.commit()
+    print(f"  (history of {size:,} samples generated in database {name}, its trends and changes"
+          f" stored: {time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
+    return conn, history
+
+
+def _drop_worlds() -> None:
+    for size, (conn, _h) in list(_worlds.items()):
+        name = conn.info.dbname
+        conn.close()
+        if not KEEP_WORLDS:
+            with psycopg.connect(_admin, autocommit=True) as a:
+                a.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
+        del _worlds[size]
+
+
+_worlds: dict[int, tuple[Any, History]] = {}
+atexit.register(_drop_worlds)
+
+
 def _history(size: int) -> tuple[Any, History]:
-    conn = _database(f"history{size}")
-    if size not in _histories:
-        t0 = time.perf_counter()
-        _histories[size] = analyst_history(conn, size)
-        print(f"  (history of {size:,} samples generated with COPY, its trends and changes"
-              f" stored: {time.perf_counter() - t0:.0f} s)", flush=True)  # fmt: skip
-    return conn, _histories[size]
+    if size not in _worlds:
+        _worlds[size] = _world(size)
+    return _worlds[size]
 
 
 def _last_day(history: History) -> Any:

@@ -89,7 +89,8 @@ def sweep(
             else:
                 row[key] = f"{int(medians[key][-1]):,}" if got else "-"
         rows.append(row)
-        print(f"  {name} @ {size:,}: {row['median_s']} s ({row['spread_s']})", flush=True)
+        work = ", ".join(f"{k} {row[k]}" for k in ("cpu_s", *WORK_KEYS) if row[k] != "-")
+        print(f"  {name} @ {size:,}: {row['median_s']} s ({row['spread_s']}); {work}", flush=True)
     slopes = {k: slope(sizes, v) for k, v in medians.items()}
     return rows, slopes
 

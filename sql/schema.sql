@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0064_tenant_of_child_rows, 45 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0064_tenant_of_child_rows, 46 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -4185,6 +4185,12 @@ ALTER TABLE ONLY geo.run_platforms REPLICA IDENTITY USING INDEX run_platforms_re
 CREATE UNIQUE INDEX runs_replica_identity ON geo.runs USING btree (run_id, tenant_id);
 
 ALTER TABLE ONLY geo.runs REPLICA IDENTITY USING INDEX runs_replica_identity;
+
+--
+-- Name: runs_unexpired; Type: INDEX; Schema: geo; Owner: geo_owner
+--
+
+CREATE INDEX runs_unexpired ON geo.runs USING btree (created_at, run_id) WHERE ((raw_expired_at IS NULL) OR (log_expired_at IS NULL));
 
 --
 -- Name: samples_due; Type: INDEX; Schema: geo; Owner: geo_owner

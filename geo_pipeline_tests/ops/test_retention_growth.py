@@ -3,6 +3,12 @@ day's run, after every older day's was expired by earlier passes, should cost th
 not the history's. Counted by PostgreSQL (rows and index entries read, buffers), never a clock:
 3 -> 30 days of daily 200-sample runs.
 
+Seen failing before sql/migrations/0057_runs_unexpired.sql (with the history vacuumed as autovacuum
+leaves it, 3 -> 30 days: 2,075 -> 5,885 buffers, 5,659 -> 16,128 rows): the due check read every
+run, and its "raw text left?" and "log left?" tests were answered by one hashed pass over every
+sample (and a scan of the whole transition log) when the planner guessed few matches. Now the
+unmarked runs come through runs_unexpired and each run's samples are probed one by one.
+
 Seen failing before sql/migrations/0050_run_retention_marks.sql (3 -> 30 days: 8,407 -> 38,439
 rows read): ops.retention_due_runs checked every run past its window on every pass, and for a run
 already expired its EXISTS tests read all of that run's samples before finding nothing. Now the
@@ -33,11 +39,23 @@ def _history(db: Any, tenant: str, days: int) -> None:
     db.commit()
 
 
+def _vacuum(db: Any) -> None:
+    """As autovacuum leaves a table between passes: no dead row versions nor stale index entries
+    (the history's runs moved through their states), statistics current."""
+    db.commit()
+    db.autocommit = True
+    try:
+        db.execute("VACUUM ANALYZE")
+    finally:
+        db.autocommit = False
+
+
 def _last_day_pass(db: Any, archive: LocalArchive, tenant: str, days: int) -> Any:
     """Expire every day but the last (earlier passes), then count the pass that expires it."""
     last = BASE + timedelta(days=days - 1)
     first = retention.apply_retention(db, archive, last + WINDOW - timedelta(hours=1), False)
     assert {r.run_id for r in first.runs} >= {f"ret-{tenant}-{d:03d}" for d in range(days - 1)}
+    _vacuum(db)
     with counted(db) as work:
         rep = retention.apply_retention(db, archive, last + WINDOW + timedelta(hours=1), False)
     assert [r.run_id for r in rep.runs] == [f"ret-{tenant}-{days - 1:03d}"]
@@ -53,6 +71,8 @@ def test_retention_of_the_last_day_costs_that_day_not_the_history(db: Any, tmp_p
         _history(db, tenant, days)
         work[days] = _last_day_pass(db, archive, tenant, days)
         print(days, work[days])
-    # 10x the history (and the short one beside it): at most 2x the work
-    assert work[30].rows_read <= 2 * work[3].rows_read, work
-    assert work[30].buffers <= 2 * work[3].buffers, work
+    # 10x the history (and the short one beside it): the same work but for a few pages of the
+    # tables and indexes the history widens (measured 3,423 -> 3,793 buffers, 8,415 -> 4,854
+    # rows; before 0057 and the per-sample probes: 2,075 -> 5,885 and 5,659 -> 16,128)
+    assert work[30].rows_read <= 1.2 * work[3].rows_read, work
+    assert work[30].buffers <= 1.2 * work[3].buffers, work

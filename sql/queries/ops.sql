@@ -75,6 +75,8 @@ WITH w AS (
          %(now)s::timestamptz
            - make_interval(days => coalesce(t.log_retention_days, t.retention_days)) AS log_cutoff
   FROM geo.runs r JOIN geo.tenants t USING (tenant_id)
+  -- only runs with a window not yet marked done: through runs_unexpired (0057), not the history
+  WHERE r.raw_expired_at IS NULL OR r.log_expired_at IS NULL
 )
 SELECT w.run_id, w.tenant_id, w.retention_days, w.log_retention_days, w.created_at, w.cutoff,
        w.log_cutoff, w.created_at < w.cutoff AND w.raw_expired_at IS NULL AS raw_due,
@@ -87,14 +89,16 @@ WHERE ((w.created_at < w.cutoff AND w.raw_expired_at IS NULL)  -- past an unmark
   AND ((w.created_at < w.cutoff AND w.raw_expired_at IS NULL
         AND (EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = w.run_id)
              OR EXISTS (SELECT 1 FROM geo.warc_records k WHERE k.run_id = w.run_id)
-             OR EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
-                         WHERE s.run_id = w.run_id AND a.raw_text IS NOT NULL
-                           AND s.analysis_state <> 'pending')))
+             OR EXISTS (SELECT 1 FROM geo.answers a WHERE a.raw_text IS NOT NULL
+                         AND a.sample_id = ANY (ARRAY(SELECT s.sample_id FROM geo.samples s
+                               WHERE s.run_id = w.run_id AND s.analysis_state <> 'pending')))))
        OR (w.created_at < w.log_cutoff AND w.log_expired_at IS NULL
-           AND (EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
-                         WHERE s.run_id = w.run_id)
-                OR EXISTS (SELECT 1 FROM geo.samples s JOIN geo.state_transitions t
-                             USING (sample_id) WHERE s.run_id = w.run_id))))
+           AND (EXISTS (SELECT 1 FROM geo.attempts a WHERE a.sample_id = ANY (ARRAY(
+                          SELECT s.sample_id FROM geo.samples s WHERE s.run_id = w.run_id)))
+                -- per sample through state_transitions_sample (0057's note): never a scan of
+                -- the whole log, however the planner guesses its size
+                OR EXISTS (SELECT 1 FROM geo.state_transitions t WHERE t.sample_id = ANY (ARRAY(
+                             SELECT s.sample_id FROM geo.samples s WHERE s.run_id = w.run_id))))))
 ORDER BY w.created_at, w.run_id
 LIMIT %(limit)s;
 
@@ -110,15 +114,15 @@ UPDATE geo.runs r SET
   raw_expired_at = CASE WHEN %(raw_due)s
     AND NOT EXISTS (SELECT 1 FROM geo.evidence_objects e WHERE e.run_id = r.run_id)
     AND NOT EXISTS (SELECT 1 FROM geo.warc_records k WHERE k.run_id = r.run_id)
-    AND NOT EXISTS (SELECT 1 FROM geo.answers a JOIN geo.samples s USING (sample_id)
-                     WHERE s.run_id = r.run_id AND a.raw_text IS NOT NULL
-                       AND s.analysis_state <> 'pending')
+    AND NOT EXISTS (SELECT 1 FROM geo.answers a WHERE a.raw_text IS NOT NULL
+                     AND a.sample_id = ANY (ARRAY(SELECT s.sample_id FROM geo.samples s
+                           WHERE s.run_id = r.run_id AND s.analysis_state <> 'pending')))
     THEN %(now)s::timestamptz ELSE r.raw_expired_at END,
   log_expired_at = CASE WHEN %(log_due)s
-    AND NOT EXISTS (SELECT 1 FROM geo.attempts a JOIN geo.samples s USING (sample_id)
-                     WHERE s.run_id = r.run_id)
-    AND NOT EXISTS (SELECT 1 FROM geo.samples s JOIN geo.state_transitions t USING (sample_id)
-                     WHERE s.run_id = r.run_id)
+    AND NOT EXISTS (SELECT 1 FROM geo.attempts a WHERE a.sample_id = ANY (ARRAY(
+                     SELECT s.sample_id FROM geo.samples s WHERE s.run_id = r.run_id)))
+    AND NOT EXISTS (SELECT 1 FROM geo.state_transitions t WHERE t.sample_id = ANY (ARRAY(
+                     SELECT s.sample_id FROM geo.samples s WHERE s.run_id = r.run_id)))
     THEN %(now)s::timestamptz ELSE r.log_expired_at END
 WHERE r.run_id = %(run_id)s;
 
@@ -146,8 +150,8 @@ SELECT count(*) AS n FROM geo.answers a JOIN geo.samples s USING (sample_id)
 WHERE s.run_id = %(run_id)s AND a.raw_text IS NOT NULL AND s.analysis_state <> 'pending';
 
 -- name: retention_transition_count
-SELECT count(*) AS n FROM geo.state_transitions t JOIN geo.samples s USING (sample_id)
-WHERE s.run_id = %(run_id)s;
+SELECT count(*) AS n FROM geo.state_transitions t
+WHERE t.sample_id = ANY (ARRAY(SELECT s.sample_id FROM geo.samples s WHERE s.run_id = %(run_id)s));
 
 -- name: retention_delete_objects
 -- Rows go after their bytes are gone from the archive: a crash in between leaves a row whose
@@ -166,9 +170,11 @@ WHERE a.sample_id = s.sample_id AND s.run_id = %(run_id)s AND a.raw_text IS NOT 
   AND s.analysis_state <> 'pending';
 
 -- name: retention_delete_transitions
--- Through the samples, so the per-sample index is used (the log has no run index: a hot table).
-DELETE FROM geo.state_transitions t USING geo.samples s
-WHERE t.sample_id = s.sample_id AND s.run_id = %(run_id)s;
+-- Through the samples, so the per-sample index is used (the log has no run index: a hot table):
+-- the run's sample ids as an array, probed one by one, never a join the planner could answer
+-- with a scan of the whole log (whose pages the history's deleted rows leave behind).
+DELETE FROM geo.state_transitions t
+WHERE t.sample_id = ANY (ARRAY(SELECT s.sample_id FROM geo.samples s WHERE s.run_id = %(run_id)s));
 
 -- name: retention_log_insert
 INSERT INTO geo.retention_log (run_id, tenant_id, retention_days, cutoff, objects_deleted,
