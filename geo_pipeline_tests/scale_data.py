@@ -212,11 +212,11 @@ def analyst_history(
             {"m": monitor},
         )
         conn.execute(
-            "INSERT INTO analytics.share_of_voice (run_id, monitor_id, scheduled_for, channel,"
+            "INSERT INTO analytics.share_of_voice (run_id, tenant_id, monitor_id, scheduled_for, channel,"
             " region, mode, brand, is_target, n, answers_mentioning_brand,"
             " answers_mentioning_any_tracked_brand, brand_mentions, all_tracked_mentions,"
             " questions)"
-            " SELECT run_id, monitor_id, scheduled_for, channel, 'cn', 'standard', brand,"
+            " SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, 'cn', 'standard', brand,"
             " is_target, n, mentions, n, mentions, n, questions"
             " FROM analytics.channel_brand_metrics WHERE monitor_id = %(m)s",
             {"m": monitor},
@@ -450,11 +450,11 @@ def _derived_tables(conn: Any, monitor: str) -> None:
         {"m": monitor},
     )
     conn.execute(
-        "INSERT INTO analytics.share_of_voice (run_id, monitor_id, scheduled_for, channel,"
+        "INSERT INTO analytics.share_of_voice (run_id, tenant_id, monitor_id, scheduled_for, channel,"
         " region, mode, brand, is_target, n, answers_mentioning_brand,"
         " answers_mentioning_any_tracked_brand, brand_mentions, all_tracked_mentions,"
         " questions)"
-        " SELECT run_id, monitor_id, scheduled_for, channel, 'cn', 'standard', brand,"
+        " SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, 'cn', 'standard', brand,"
         " is_target, n, mentions, n, mentions, n, questions"
         " FROM analytics.channel_brand_metrics WHERE monitor_id = %(m)s"
         " ORDER BY scheduled_for, channel, brand",

@@ -700,6 +700,43 @@ BEGIN
 END $$;
 
 --
+-- Name: enable_replica_identities(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.enable_replica_identities() RETURNS integer
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  t record;
+  made integer := 0;
+BEGIN
+  FOR t IN
+    SELECT c.oid::regclass AS rel, c.relname || '_replica_identity' AS ix,
+           (SELECT string_agg(quote_ident(a.attname), ', ' ORDER BY k.o)
+              FROM unnest(i.indkey) WITH ORDINALITY k(attnum, o)
+              JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum) AS key_columns
+    FROM pg_class c
+    JOIN pg_namespace n ON n.oid = c.relnamespace
+    JOIN pg_index i ON i.indrelid = c.oid AND i.indisprimary
+    JOIN pg_attribute tid ON tid.attrelid = c.oid AND tid.attname = 'tenant_id' AND tid.attnotnull
+    WHERE n.nspname IN ('geo', 'analytics') AND c.relkind = 'r'
+      AND has_table_privilege('geo_analyst', c.oid, 'SELECT')
+      AND c.oid <> 'geo.analyst_logins'::regclass
+      AND NOT (tid.attnum = ANY (i.indkey))
+      AND c.relreplident <> 'i'
+    ORDER BY 1
+  LOOP
+    EXECUTE format('CREATE UNIQUE INDEX IF NOT EXISTS %I ON %s (%s, tenant_id)',
+                   t.ix, t.rel, t.key_columns);
+    EXECUTE format('ALTER TABLE %s REPLICA IDENTITY USING INDEX %I', t.rel, t.ix);
+    made := made + 1;
+  END LOOP;
+  RETURN made;
+END $$;
+
+ALTER FUNCTION geo.enable_replica_identities() OWNER TO geo_owner;
+
+--
 -- Name: exclusion_reason(text, text, integer); Type: FUNCTION; Schema: geo; Owner: geo_owner
 --
 
@@ -3797,26 +3834,10 @@ ALTER TABLE ONLY geo.webhook_deliveries
 CREATE INDEX brand_day_changes_flagged ON analytics.brand_day_changes USING btree (scheduled_for) WHERE flagged;
 
 --
--- Name: brand_day_changes_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX brand_day_changes_replica_identity ON analytics.brand_day_changes USING btree (monitor_id, scheduled_for, comparison, channel, brand, tenant_id);
-
-ALTER TABLE ONLY analytics.brand_day_changes REPLICA IDENTITY USING INDEX brand_day_changes_replica_identity;
-
---
 -- Name: brand_day_trends_day; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
 CREATE INDEX brand_day_trends_day ON analytics.brand_day_trends USING btree (scheduled_for, monitor_id);
-
---
--- Name: brand_day_trends_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX brand_day_trends_replica_identity ON analytics.brand_day_trends USING btree (monitor_id, scheduled_for, channel, brand, tenant_id);
-
-ALTER TABLE ONLY analytics.brand_day_trends REPLICA IDENTITY USING INDEX brand_day_trends_replica_identity;
 
 --
 -- Name: brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
@@ -3831,14 +3852,6 @@ CREATE INDEX brand_metrics_monitor ON analytics.brand_metrics USING btree (monit
 CREATE INDEX brand_metrics_monitor_day ON analytics.brand_metrics USING btree (monitor_id, scheduled_for) WHERE ((monitor_id IS NOT NULL) AND (scheduled_for IS NOT NULL));
 
 --
--- Name: brand_metrics_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX brand_metrics_replica_identity ON analytics.brand_metrics USING btree (run_id, channel, region, mode, question_revision, brand, tenant_id);
-
-ALTER TABLE ONLY analytics.brand_metrics REPLICA IDENTITY USING INDEX brand_metrics_replica_identity;
-
---
 -- Name: channel_brand_metrics_monitor; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
@@ -3851,34 +3864,10 @@ CREATE INDEX channel_brand_metrics_monitor ON analytics.channel_brand_metrics US
 CREATE INDEX channel_brand_metrics_monitor_day ON analytics.channel_brand_metrics USING btree (monitor_id, scheduled_for);
 
 --
--- Name: channel_brand_metrics_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX channel_brand_metrics_replica_identity ON analytics.channel_brand_metrics USING btree (run_id, channel, brand, tenant_id);
-
-ALTER TABLE ONLY analytics.channel_brand_metrics REPLICA IDENTITY USING INDEX channel_brand_metrics_replica_identity;
-
---
 -- Name: share_of_voice_monitor_day; Type: INDEX; Schema: analytics; Owner: geo_owner
 --
 
 CREATE INDEX share_of_voice_monitor_day ON analytics.share_of_voice USING btree (monitor_id, scheduled_for);
-
---
--- Name: share_of_voice_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX share_of_voice_replica_identity ON analytics.share_of_voice USING btree (run_id, channel, region, mode, brand, tenant_id);
-
-ALTER TABLE ONLY analytics.share_of_voice REPLICA IDENTITY USING INDEX share_of_voice_replica_identity;
-
---
--- Name: source_domains_replica_identity; Type: INDEX; Schema: analytics; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX source_domains_replica_identity ON analytics.source_domains USING btree (run_id, platform, registrable_domain, relation, tenant_id);
-
-ALTER TABLE ONLY analytics.source_domains REPLICA IDENTITY USING INDEX source_domains_replica_identity;
 
 --
 -- Name: account_sends_by_question; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3893,50 +3882,10 @@ CREATE INDEX account_sends_by_question ON geo.account_sends USING btree (platfor
 CREATE INDEX accounts_page_changed ON geo.accounts USING btree (platform) WHERE (page_changed_at IS NOT NULL);
 
 --
--- Name: analysis_current_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX analysis_current_replica_identity ON geo.analysis_current USING btree (sample_id, tenant_id);
-
-ALTER TABLE ONLY geo.analysis_current REPLICA IDENTITY USING INDEX analysis_current_replica_identity;
-
---
--- Name: analysis_results_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX analysis_results_replica_identity ON geo.analysis_results USING btree (sample_id, detector_version, answer_revision, tenant_id);
-
-ALTER TABLE ONLY geo.analysis_results REPLICA IDENTITY USING INDEX analysis_results_replica_identity;
-
---
 -- Name: analyst_logins_tenant; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX analyst_logins_tenant ON geo.analyst_logins USING btree (tenant_id);
-
---
--- Name: answers_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX answers_replica_identity ON geo.answers USING btree (sample_id, revision, tenant_id);
-
-ALTER TABLE ONLY geo.answers REPLICA IDENTITY USING INDEX answers_replica_identity;
-
---
--- Name: attempts_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX attempts_replica_identity ON geo.attempts USING btree (sample_id, attempt_no, tenant_id);
-
-ALTER TABLE ONLY geo.attempts REPLICA IDENTITY USING INDEX attempts_replica_identity;
-
---
--- Name: batches_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX batches_replica_identity ON geo.batches USING btree (run_id, batch_no, tenant_id);
-
-ALTER TABLE ONLY geo.batches REPLICA IDENTITY USING INDEX batches_replica_identity;
 
 --
 -- Name: citations_domain; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3945,34 +3894,10 @@ ALTER TABLE ONLY geo.batches REPLICA IDENTITY USING INDEX batches_replica_identi
 CREATE INDEX citations_domain ON geo.citations USING btree (registrable_domain);
 
 --
--- Name: citations_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX citations_replica_identity ON geo.citations USING btree (sample_id, revision, ordinal, tenant_id);
-
-ALTER TABLE ONLY geo.citations REPLICA IDENTITY USING INDEX citations_replica_identity;
-
---
--- Name: config_snapshots_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX config_snapshots_replica_identity ON geo.config_snapshots USING btree (snapshot_id, tenant_id);
-
-ALTER TABLE ONLY geo.config_snapshots REPLICA IDENTITY USING INDEX config_snapshots_replica_identity;
-
---
 -- Name: dead_letters_at; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX dead_letters_at ON geo.dead_letters USING btree (at);
-
---
--- Name: evidence_objects_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX evidence_objects_replica_identity ON geo.evidence_objects USING btree (object_id, tenant_id);
-
-ALTER TABLE ONLY geo.evidence_objects REPLICA IDENTITY USING INDEX evidence_objects_replica_identity;
 
 --
 -- Name: evidence_objects_storage_key; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -3991,14 +3916,6 @@ CREATE INDEX fee_statement_lines_upstream ON geo.fee_statement_lines USING btree
 --
 
 CREATE INDEX fee_statements_platform_date ON geo.fee_statements USING btree (platform, statement_date);
-
---
--- Name: ledger_entries_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX ledger_entries_replica_identity ON geo.ledger_entries USING btree (entry_id, tenant_id);
-
-ALTER TABLE ONLY geo.ledger_entries REPLICA IDENTITY USING INDEX ledger_entries_replica_identity;
 
 --
 -- Name: ledger_entries_run; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -4025,50 +3942,10 @@ CREATE INDEX ledger_entries_tenant ON geo.ledger_entries USING btree (tenant_id,
 CREATE INDEX ledger_entries_upstream ON geo.ledger_entries USING btree (upstream_id) WHERE (upstream_id IS NOT NULL);
 
 --
--- Name: mention_stances_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX mention_stances_replica_identity ON geo.mention_stances USING btree (sample_id, detector_version, answer_revision, brand, stance_version, tenant_id);
-
-ALTER TABLE ONLY geo.mention_stances REPLICA IDENTITY USING INDEX mention_stances_replica_identity;
-
---
--- Name: mentions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX mentions_replica_identity ON geo.mentions USING btree (sample_id, detector_version, answer_revision, brand, tenant_id);
-
-ALTER TABLE ONLY geo.mentions REPLICA IDENTITY USING INDEX mentions_replica_identity;
-
---
 -- Name: monitor_events_monitor; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX monitor_events_monitor ON geo.monitor_events USING btree (monitor_id, event_id);
-
---
--- Name: monitor_events_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX monitor_events_replica_identity ON geo.monitor_events USING btree (event_id, tenant_id);
-
-ALTER TABLE ONLY geo.monitor_events REPLICA IDENTITY USING INDEX monitor_events_replica_identity;
-
---
--- Name: monitor_resample_failures_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX monitor_resample_failures_replica_identity ON geo.monitor_resample_failures USING btree (monitor_id, day, tenant_id);
-
-ALTER TABLE ONLY geo.monitor_resample_failures REPLICA IDENTITY USING INDEX monitor_resample_failures_replica_identity;
-
---
--- Name: monitors_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX monitors_replica_identity ON geo.monitors USING btree (monitor_id, tenant_id);
-
-ALTER TABLE ONLY geo.monitors REPLICA IDENTITY USING INDEX monitors_replica_identity;
 
 --
 -- Name: outbox_collect_batches; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -4095,96 +3972,16 @@ CREATE INDEX outbox_unpublished ON geo.outbox USING btree (outbox_id) WHERE (pub
 CREATE INDEX partition_publications_partition ON geo.partition_publications USING btree (run_id, channel, publication_id);
 
 --
--- Name: partition_publications_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX partition_publications_replica_identity ON geo.partition_publications USING btree (publication_id, tenant_id);
-
-ALTER TABLE ONLY geo.partition_publications REPLICA IDENTITY USING INDEX partition_publications_replica_identity;
-
---
--- Name: publication_exclusions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX publication_exclusions_replica_identity ON geo.publication_exclusions USING btree (publication_id, sample_id, tenant_id);
-
-ALTER TABLE ONLY geo.publication_exclusions REPLICA IDENTITY USING INDEX publication_exclusions_replica_identity;
-
---
--- Name: quote_snapshots_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX quote_snapshots_replica_identity ON geo.quote_snapshots USING btree (quote_id, tenant_id);
-
-ALTER TABLE ONLY geo.quote_snapshots REPLICA IDENTITY USING INDEX quote_snapshots_replica_identity;
-
---
--- Name: reconciliation_lines_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX reconciliation_lines_replica_identity ON geo.reconciliation_lines USING btree (run_id, upstream_id, tenant_id);
-
-ALTER TABLE ONLY geo.reconciliation_lines REPLICA IDENTITY USING INDEX reconciliation_lines_replica_identity;
-
---
--- Name: retention_log_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX retention_log_replica_identity ON geo.retention_log USING btree (retention_id, tenant_id);
-
-ALTER TABLE ONLY geo.retention_log REPLICA IDENTITY USING INDEX retention_log_replica_identity;
-
---
 -- Name: retention_log_run; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX retention_log_run ON geo.retention_log USING btree (run_id);
 
 --
--- Name: review_decisions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX review_decisions_replica_identity ON geo.review_decisions USING btree (decision_id, tenant_id);
-
-ALTER TABLE ONLY geo.review_decisions REPLICA IDENTITY USING INDEX review_decisions_replica_identity;
-
---
 -- Name: review_decisions_sample; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX review_decisions_sample ON geo.review_decisions USING btree (sample_id, subject, decision_id);
-
---
--- Name: run_accounts_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX run_accounts_replica_identity ON geo.run_accounts USING btree (run_id, tenant_id);
-
-ALTER TABLE ONLY geo.run_accounts REPLICA IDENTITY USING INDEX run_accounts_replica_identity;
-
---
--- Name: run_dispatches_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX run_dispatches_replica_identity ON geo.run_dispatches USING btree (run_id, channel, tenant_id);
-
-ALTER TABLE ONLY geo.run_dispatches REPLICA IDENTITY USING INDEX run_dispatches_replica_identity;
-
---
--- Name: run_platforms_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX run_platforms_replica_identity ON geo.run_platforms USING btree (run_id, platform, tenant_id);
-
-ALTER TABLE ONLY geo.run_platforms REPLICA IDENTITY USING INDEX run_platforms_replica_identity;
-
---
--- Name: runs_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX runs_replica_identity ON geo.runs USING btree (run_id, tenant_id);
-
-ALTER TABLE ONLY geo.runs REPLICA IDENTITY USING INDEX runs_replica_identity;
 
 --
 -- Name: runs_unexpired; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -4217,14 +4014,6 @@ CREATE INDEX samples_queued_tenant_due ON geo.samples USING btree (tenant_id, pl
 CREATE INDEX samples_queued_tenant_priority ON geo.samples USING btree (tenant_id, platform, priority DESC, next_attempt_at) WHERE (collection_state = 'queued'::text);
 
 --
--- Name: samples_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX samples_replica_identity ON geo.samples USING btree (sample_id, tenant_id);
-
-ALTER TABLE ONLY geo.samples REPLICA IDENTITY USING INDEX samples_replica_identity;
-
---
 -- Name: samples_run_channel; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -4249,14 +4038,6 @@ CREATE INDEX samples_screenshot_pending ON geo.samples USING btree (completed_at
 CREATE INDEX samples_uncertain ON geo.samples USING btree (run_id) WHERE (submission_state = 'uncertain'::text);
 
 --
--- Name: state_transitions_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX state_transitions_replica_identity ON geo.state_transitions USING btree (transition_id, tenant_id);
-
-ALTER TABLE ONLY geo.state_transitions REPLICA IDENTITY USING INDEX state_transitions_replica_identity;
-
---
 -- Name: state_transitions_sample; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -4267,14 +4048,6 @@ CREATE INDEX state_transitions_sample ON geo.state_transitions USING btree (samp
 --
 
 CREATE UNIQUE INDEX upstream_requests_upstream_id ON geo.upstream_requests USING btree (platform, upstream_id) WHERE (upstream_id IS NOT NULL);
-
---
--- Name: warc_records_replica_identity; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE UNIQUE INDEX warc_records_replica_identity ON geo.warc_records USING btree (object_key, record_offset, tenant_id);
-
-ALTER TABLE ONLY geo.warc_records REPLICA IDENTITY USING INDEX warc_records_replica_identity;
 
 --
 -- Name: warc_records_run; Type: INDEX; Schema: geo; Owner: geo_owner
@@ -5423,6 +5196,12 @@ GRANT ALL ON FUNCTION analytics.refresh_brand_rollup(p_monitor text, p_day date)
 
 REVOKE ALL ON FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) FROM PUBLIC;
 GRANT ALL ON FUNCTION analytics.rewrite_brand_days(p_monitor text, p_days date[]) TO geo_service;
+
+--
+-- Name: FUNCTION enable_replica_identities(); Type: ACL; Schema: geo; Owner: geo_owner
+--
+
+REVOKE ALL ON FUNCTION geo.enable_replica_identities() FROM PUBLIC;
 
 --
 -- Name: TABLE brand_changes; Type: ACL; Schema: analytics; Owner: geo_owner

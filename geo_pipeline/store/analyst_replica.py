@@ -110,6 +110,9 @@ def publish(primary: Conn, tenant_id: str) -> tuple[str, list[str]]:
     exists = primary.execute(Q("tenancy.get_tenant"), {"tenant_id": tenant_id}).fetchone()
     if exists is None:
         raise ReplicaError(f"no tenant {tenant_id!r} on the primary (`tenants create` first)")
+    # The replica identities (primary key + tenant_id) are built by the first replica only: a
+    # deployment without analyst replicas keeps its inserts free of those indexes (0058).
+    primary.execute(Q("replica.enable_replica_identities")).fetchone()
     tables = replicated_tables(primary)
     name = publication_of(primary, tenant_id)
     verb = "ALTER" if name else "CREATE"

@@ -131,3 +131,9 @@ ORDER BY q.question_revision;
 INSERT INTO geo.question_revisions (question_revision, text, created_at)
 SELECT * FROM unnest(%(revisions)s::text[], %(texts)s::text[], %(created)s::timestamptz[])
 ON CONFLICT (question_revision) DO NOTHING;
+
+-- name: enable_replica_identities
+-- Makes (primary key, tenant_id) the replica identity of every table replicated_tables needs it
+-- for (migration 0058); builds the indexes the first time only, returns how many it made. Each
+-- build holds a write lock on its table for the build's length.
+SELECT geo.enable_replica_identities() AS made;
