@@ -443,10 +443,18 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         ],
         title="per channel",
     )
+    # each channel's status with its reason (the table's status column is the bare word)
+    for ch, d in rep.channels.items():
+        if d["overall"] != "full_success":
+            c.print(f"channel status: {words.channel_status_text(ch, d)}", markup=False)
     shown = [str(st["overall"])] + [str(d["overall"]) for d in rep.channels.values()]
     for line in words.status_words_text(shown):
         c.print(line, markup=False)
     c.print(words.access_text(), markup=False)
+    for d in rep.channels.values():
+        c.print(f"channel: {d['label']}", markup=False)
+    if rep.channels_without_screenshots:
+        c.print(words.no_screenshots_text(rep.channels_without_screenshots), markup=False)
     if rep.mention_rates:
         emit_table(
             [
@@ -476,6 +484,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             c.print(f"modes pooled per channel: {line}", markup=False)
     else:
         c.print("mention rates: not available yet (analysing, not 'not mentioned')")
+    if rep.trend_note:
+        c.print(rep.trend_note, markup=False)
     _print_ui_api(rep, ui)
     m = rep.money
     d = m["display"]
@@ -495,7 +505,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         c.print(f"reconciliation: {line}", markup=False)
     if m["reconciliation"]:
         emit_table(
-            words.reconciliation_rows(m["reconciliation"], str(m["currency"]).strip()),
+            m["reconciliation_display"],
             words.RECONCILIATION_COLUMNS,
             title="reconciliation lines by classification (`geo-pipeline billing reconcile "
             "RUN_ID` lists each line; the JSON report has the minor units)",

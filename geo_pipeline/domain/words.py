@@ -6,6 +6,7 @@ every terminal and HTML view that a person reads uses these, machine formats kee
 from __future__ import annotations
 
 from collections.abc import Mapping
+from decimal import Decimal
 from typing import Any
 
 from geo_pipeline.domain.billing import EXPLAINED
@@ -287,18 +288,26 @@ def counted_as(explained: bool) -> str:
 
 
 def reconciliation_rows(lines: list[Mapping[str, Any]], currency: str) -> list[dict[str, Any]]:
-    """Reconciliation lines by classification as people read them (RECONCILIATION_COLUMNS)."""
-    return [
-        {
-            "classification": r["classification"],
-            "counted as": counted_as(bool(r["explained"])),
-            "lines": r["lines"],
-            "ours": money_text(int(r["ours_minor"]), currency),
-            "theirs": money_text(int(r["theirs_minor"]), currency),
-            "difference (theirs - ours)": money_text(int(r["difference_minor"]), currency),
-        }
-        for r in lines
-    ]
+    """Reconciliation lines by classification as people read them (RECONCILIATION_COLUMNS), the
+    terminal, the HTML and the JSON (``money.reconciliation_display``) alike: where a vendor
+    billed fractions of a minor unit, the exact amount beside the rounded one."""
+    out = []
+    for r in lines:
+        exact = r.get("theirs_exact_minor")
+        diff_exact = None if exact is None else Decimal(str(exact)) - int(r["ours_minor"])
+        out.append(
+            {
+                "classification": r["classification"],
+                "counted as": counted_as(bool(r["explained"])),
+                "lines": r["lines"],
+                "ours": money_text(int(r["ours_minor"]), currency),
+                "theirs": money_exact_text(int(r["theirs_minor"]), exact, currency),
+                "difference (theirs - ours)": money_exact_text(
+                    int(r["difference_minor"]), diff_exact, currency
+                ),
+            }
+        )
+    return out
 
 
 # ------------------------------------------------- "partial" and friends, defined where shown
@@ -368,3 +377,108 @@ def analysis_followup_text(summary: Mapping[str, Any]) -> str:
 TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
 # The terminal report's rule: a terminal's width, but never 4096 characters into a pipe.
 RULE_MAX = 100
+
+
+# ------------------------------------------------------------- a second newcomer's read (#34)
+# Money exactly: a vendor may bill a fraction of a minor unit (cloro's credits: 0.4 cent a task).
+# Stored lines are whole minor units, rounded once per line; the exact amount (detail
+# ``cost_exact_minor``) is shown beside the rounded one wherever they differ, in the same text in
+# the terminal, the HTML and the JSON (a newcomer read "theirs 0.00 USD" for 4 billed tasks).
+
+
+def exact_money_text(exact_minor: Decimal | str | int, currency: str) -> str:
+    """An exact amount in major units, as many decimals as it has (at least two): a sum of
+    ``0.800000`` minor units is ``0.008 CNY``."""
+    major = Decimal(str(exact_minor)) / 100
+    text = format(major.normalize(), "f")
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0").ljust(2, "0")
+    if whole in ("-0", "") and Decimal(str(exact_minor)) == 0:
+        whole = "0"
+    return f"{whole}.{frac} {str(currency).strip()}"
+
+
+def money_exact_text(minor: int, exact_minor: Decimal | str | None, currency: str) -> str:
+    """Rounded money with the exact amount beside it where they differ:
+    ``0.00 CNY (exact 0.008 CNY)``; just ``0.08 CNY`` where the two agree."""
+    rounded = money_text(int(minor), currency)
+    if exact_minor is None or Decimal(str(exact_minor)) == Decimal(int(minor)):
+        return rounded
+    return f"{rounded} (exact {exact_money_text(exact_minor, currency)})"
+
+
+# Warnings a sample carries in the reports: the answer's stored warnings as they stand NOW. A
+# screenshot that has arrived is not pending any more; a service that never gives screenshots
+# does not warn on each answer (that is the service's property, said once per report:
+# ``no_screenshots_text``).
+SCREENSHOT_WARNINGS = ("SCREENSHOT_PENDING", "SCREENSHOT_UNAVAILABLE")
+
+
+def current_warnings(
+    warnings: list[str] | tuple[str, ...] | None, evidence_word: str, gives_screenshots: bool
+) -> list[str]:
+    """The warnings of one sample as a person reads them (JSON ``warnings``, the HTML list)."""
+    out = []
+    for w in warnings or ():
+        if not gives_screenshots and w in SCREENSHOT_WARNINGS:
+            continue
+        if w == "SCREENSHOT_PENDING" and evidence_word != "pending":
+            continue
+        out.append(str(w))
+    return out
+
+
+def no_screenshots_text(channels: list[str]) -> str:
+    """Said once per report: the channels whose service never gives a screenshot."""
+    return (
+        f"screenshots: the service behind {', '.join(sorted(channels))} never gives one "
+        "(a property of the service, not a fault of these answers; their text is stored)"
+    )
+
+
+# What a channel is, in words: a channel key is platform__device, and two keys can look alike
+# while being different things (``deepseek__web``: DeepSeek's model API, device "web", beside
+# ``deepseek_web__desktop``: DeepSeek's consumer web app in our browser). The keys stay (they are
+# stored, partition and column values); every report says what each one is, in these words.
+CHANNEL_ACCESS_WORDS: dict[str, str] = {
+    "api": "model API",
+    "scraped": "consumer product via an answer-scraping service",
+    "browser": "consumer web app in our own browser",
+}
+
+
+def channel_label(channel: str, access: str) -> str:
+    """``deepseek__web = deepseek, model API, device 'web'``: what a channel key stands for."""
+    platform, _, device = str(channel).partition("__")
+    how = CHANNEL_ACCESS_WORDS.get(str(access), f"access {access}")
+    return f"{channel} = {platform}, {how}, device '{device}'"
+
+
+def channel_status_text(channel: str, status: Mapping[str, Any]) -> str:
+    """One channel's status with its reason: ``kimi__web: partial: 1 required screenshot
+    missing``."""
+    return f"{channel}: {status_text(status)}"
+
+
+def trend_note(run: Mapping[str, Any], trend_days: int) -> str | None:
+    """Why a run's report shows no trend over days (None when it shows one): said in the
+    terminal, the HTML and the JSON alike."""
+    if trend_days >= 2:
+        return None
+    monitor = run.get("monitor_id")
+    if not monitor:
+        return "trend: none: this run belongs to no monitor (a trend is a monitor's rates per day)"
+    if run.get("scheduled_for") is None:
+        return (
+            f"trend: none: this run was created by hand under monitor {monitor}, not as one of "
+            "its scheduled days; a trend is drawn from the monitor's scheduled days"
+        )
+    if trend_days == 1:
+        return (
+            f"trend: none yet: monitor {monitor} has one scheduled day so far; a trend needs at "
+            "least two days"
+        )
+    return (
+        f"trend: none yet: the analyst tables have no day of monitor {monitor} so far (the "
+        "run's analysis has not been refreshed into them)"
+    )

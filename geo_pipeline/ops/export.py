@@ -33,6 +33,7 @@ from geo_pipeline.domain.words import (
     evidence_words_text,
     modes_text,
     money_text,
+    no_screenshots_text,
     status_words_text,
 )
 from geo_pipeline.jsonable import json_default
@@ -68,7 +69,10 @@ CSV_COLUMNS = (
     "answer_revision",
     "validity",
     "validity_reason",
-    "citation_count",
+    # Sources apart, as the analyst views keep them (geo.citations.relation): cited = the answer
+    # points at it; retrieved = the engine read it without citing it. One name, one meaning.
+    "cited_count",
+    "retrieved_count",
     "citation_urls",
     # The fan-out of the answer (issue 31): whether the engine searched, and its queries.
     "web_search_used",
@@ -120,7 +124,8 @@ def csv_rows(report: RunReport) -> list[dict[str, Any]]:
         d["run_id"] = report.run["run_id"]
         d["access"] = report.channels.get(str(d["channel"]), {}).get("access")
         d["search_queries"] = " | ".join(d.get("search_queries") or [])
-        d["citation_count"] = len(s.citations)
+        d["cited_count"] = sum(1 for c in s.citations if c.get("relation") == "cited")
+        d["retrieved_count"] = sum(1 for c in s.citations if c.get("relation") == "retrieved")
         d["citation_urls"] = " ".join(c["normalized_url"] for c in s.citations)
         d["screenshot_key"] = s.screenshot["storage_key"] if s.screenshot else None
         d["thumbnail_key"] = s.thumbnail["storage_key"] if s.thumbnail else None
@@ -268,6 +273,11 @@ def to_html(report: RunReport) -> str:
             modes_words=modes_text(channel_modes(report.samples)),
             index_note=INDEX_NOTE,
             access_note=access_text(),
+            channel_labels=[c["label"] for c in report.channels.values()],
+            no_screenshots=no_screenshots_text(report.channels_without_screenshots)
+            if report.channels_without_screenshots
+            else "",
+            trend_note=report.trend_note,
             mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,

@@ -1,0 +1,153 @@
+"""A second newcomer's read of `make demo` (issue #34): six things the report still said wrong or
+did not say. Each is checked on one planted run and every failure is collected, so one run shows
+them all:
+
+1. a sub-cent vendor bill (cloro's 0.4 cent credit cost) read "theirs 0.00": money is shown
+   exactly beside the rounded figure, the same text in the terminal, the HTML and the JSON;
+2. a sample whose screenshot arrived still carried the warning SCREENSHOT_PENDING, and answers of
+   a service that never gives screenshots carried SCREENSHOT_UNAVAILABLE (a property of the
+   service, said once, not a warning on each answer);
+3. an API channel ``x__web`` beside a browser channel ``x_web__desktop``: every report says what
+   each channel is, in one set of words;
+4. the CSV's ``citation_count`` counted retrieved sources too: cited and retrieved are two columns;
+5. the terminal's per-channel status had no reason;
+6. a monitor's run without a trend did not say why.
+"""
+
+from __future__ import annotations
+
+import html as htmllib
+import json
+import re
+
+from click.testing import CliRunner
+
+from geo_pipeline.cli.main import cli as root
+from geo_pipeline.cli.ops import _print_report, _Ui
+from geo_pipeline.domain import words
+from geo_pipeline.ops import export, report
+from geo_pipeline_tests.integration.analysis.helpers import make_run, store_answer
+
+QUESTIONS = ["哪个咖啡品牌最好？", "上班族早上买咖啡推荐哪个品牌？"]
+
+
+def _text(page: str) -> str:
+    return re.sub(r"\s+", " ", htmllib.unescape(re.sub(r"<[^>]+>", " ", page)))
+
+
+def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, capsys, tmp_path):
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    # an API that gives no screenshots, priced in the run's CNY (nothing is sent to it here)
+    monkeypatch.setenv("GEO_DEEPSEEK_API_KEY", "unused-in-this-test")
+    samples = make_run(
+        db,
+        "r-second",
+        questions=QUESTIONS,
+        channels=[
+            {"platform": "kimi", "device": "web"},
+            {"platform": "deepseek_api", "device": "web"},
+        ],
+        repeats=1,
+        monitor="luckin-coffee",
+    )
+    kimi = [s for s in samples if s["channel"] == "kimi__web"]
+    api = [s for s in samples if s["channel"] == "deepseek_api__web"]
+    # kimi: one stored sample whose late screenshot came (the answer still says pending), one
+    # with a required screenshot missing
+    store_answer(db, kimi[0]["sample_id"], "推荐瑞幸。", citations=[("cited", "a.com"),
+                 ("retrieved", "b.com"), ("retrieved", "c.com")])  # fmt: skip
+    store_answer(db, kimi[1]["sample_id"], "推荐星巴克。", evidence="partial")
+    db.execute(
+        "UPDATE geo.samples SET evidence_reason = 'SCREENSHOT_UNAVAILABLE' WHERE sample_id = %s",
+        (kimi[1]["sample_id"],),
+    )
+    db.execute(
+        "UPDATE geo.answers SET warnings = '{SCREENSHOT_PENDING}' WHERE sample_id = %s",
+        (kimi[0]["sample_id"],),
+    )
+    # deepseek_api gives no screenshots: its answers carry SCREENSHOT_UNAVAILABLE
+    for s in api:
+        store_answer(db, s["sample_id"], "推荐瑞幸和星巴克。")
+        db.execute(
+            "UPDATE geo.answers SET warnings = '{SCREENSHOT_UNAVAILABLE}' WHERE sample_id = %s",
+            (s["sample_id"],),
+        )
+    # two credit_cost lines: we charged 1 fen each, the vendor billed 0.4 fen each (exact)
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail) VALUES"
+        " ('r-second', 'u-c1', 'kimi', 'credit_cost', 1, 0, 'CNY', 'completed',"
+        "  '{\"cost_exact_minor\": \"0.400000\"}'),"
+        " ('r-second', 'u-c2', 'kimi', 'credit_cost', 1, 0, 'CNY', 'completed',"
+        "  '{\"cost_exact_minor\": \"0.400000\"}'),"
+        " ('r-second', 'u-m', 'kimi', 'matched', 8, 8, 'CNY', 'completed', '{}')"
+    )
+    db.commit()
+    analysed = CliRunner().invoke(root, ["runs", "analyse", "r-second"])
+    assert analysed.exit_code == 0, analysed.output
+
+    rep = report.build_report(db, "r-second")
+    exported = json.loads(export.to_json(rep))
+    raw_page = export.to_html(rep)
+    page = _text(raw_page)
+    csv_rows = export.csv_rows(rep)
+    capsys.readouterr()
+    paths = {k: tmp_path / f"r.{k}" for k in ("html", "csv", "json")}
+    _print_report(rep, paths, _Ui(quiet=False))
+    terminal = re.sub(r"\s+", " ", capsys.readouterr().out)
+    wrong: list[str] = []
+
+    def check(ok: bool, finding: str) -> None:
+        if not ok:
+            wrong.append(finding)
+
+    # 1. the vendor's exact 0.8 fen beside the rounded 0.00, the same words everywhere
+    exact = "0.00 CNY (exact 0.008 CNY)"
+    check(exact in terminal, f"1: terminal lacks {exact!r}")
+    check(exact in page, f"1: HTML lacks {exact!r}")
+    check(exact in json.dumps(exported, ensure_ascii=False), f"1: JSON lacks {exact!r}")
+    # 2. no pending warning on a stored screenshot; no per-answer warning for a service that
+    # never gives screenshots, said once as the service's property
+    by_id = {s["sample_id"]: s for s in exported["samples"]}
+    check(
+        "SCREENSHOT_PENDING" not in by_id[kimi[0]["sample_id"]]["warnings"],
+        f"2: a stored screenshot still warns pending: {by_id[kimi[0]['sample_id']]['warnings']}",
+    )
+    for s in api:
+        check(
+            "SCREENSHOT_UNAVAILABLE" not in by_id[s["sample_id"]]["warnings"],
+            "2: a service that never gives screenshots warns SCREENSHOT_UNAVAILABLE per answer",
+        )
+    # getattr: on the old code these words did not exist (each check then fails, not the test)
+    no_shots = getattr(words, "no_screenshots_text", lambda c: "<unsaid>")(["deepseek_api__web"])
+    for name, said in (("terminal", terminal), ("html", page)):
+        check(said.count(no_shots) == 1, f"2: {name} does not say once {no_shots!r}")
+    check(exported.get("channels_without_screenshots") == ["deepseek_api__web"],
+          "2: JSON does not list the channels without screenshots")  # fmt: skip
+    # 3. what each channel is, in one set of words
+    for ch, access in (("kimi__web", "api"), ("deepseek_api__web", "api")):
+        label = getattr(words, "channel_label", lambda c, a: "<unsaid>")(ch, access)
+        check(label in terminal, f"3: terminal does not say {label!r}")
+        check(label in page, f"3: HTML does not say {label!r}")
+        check(exported["channels"][ch].get("label") == label, f"3: JSON label of {ch}")
+    # 4. cited and retrieved apart, the same names as the HTML/JSON
+    cols = export.CSV_COLUMNS
+    check("citation_count" not in cols, "4: the CSV still has citation_count")
+    check({"cited_count", "retrieved_count"} <= set(cols), "4: no cited_count/retrieved_count")
+    row = next(r for r in csv_rows if r["sample_id"] == kimi[0]["sample_id"])
+    check(
+        (row.get("cited_count"), row.get("retrieved_count")) in ((1, 2), ("1", "2")),
+        f"4: counts {row.get('cited_count')!r} {row.get('retrieved_count')!r}",
+    )
+    # 5. the terminal's per-channel status with its reason
+    check(
+        "kimi__web: partial: 1 required screenshot missing" in terminal,
+        "5: the terminal's per-channel status has no reason",
+    )
+    # 6. no trend, and why
+    note = exported.get("trend_note")
+    check(bool(note), "6: the JSON says nothing of the missing trend")
+    if note:
+        check(note in terminal, f"6: terminal does not say {note!r}")
+        check(note in page, f"6: HTML does not say {note!r}")
+    assert not wrong, "\n".join(wrong)
