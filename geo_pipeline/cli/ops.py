@@ -451,8 +451,9 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     for line in words.status_words_text(shown):
         c.print(line, markup=False)
     c.print(words.access_text(), markup=False)
-    for d in rep.channels.values():
-        c.print(f"channel: {d['label']}", markup=False)
+    for ch, d in rep.channels.items():
+        label = words.channel_label(ch, str(d.get("access", words.ACCESS_UNKNOWN)))
+        c.print(f"channel: {label}", markup=False)
     if rep.channels_without_screenshots:
         c.print(words.no_screenshots_text(rep.channels_without_screenshots), markup=False)
     if rep.mention_rates:
@@ -505,7 +506,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         c.print(f"reconciliation: {line}", markup=False)
     if m["reconciliation"]:
         emit_table(
-            m["reconciliation_display"],
+            words.reconciliation_rows(m["reconciliation"], str(m["currency"]).strip()),
             words.RECONCILIATION_COLUMNS,
             title="reconciliation lines by classification (`geo-pipeline billing reconcile "
             "RUN_ID` lists each line; the JSON report has the minor units)",

@@ -5,7 +5,7 @@ every terminal and HTML view that a person reads uses these, machine formats kee
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from decimal import Decimal
 from typing import Any
 
@@ -287,7 +287,7 @@ def counted_as(explained: bool) -> str:
     return "explained" if explained else "unexplained"
 
 
-def reconciliation_rows(lines: list[Mapping[str, Any]], currency: str) -> list[dict[str, Any]]:
+def reconciliation_rows(lines: Sequence[Mapping[str, Any]], currency: str) -> list[dict[str, Any]]:
     """Reconciliation lines by classification as people read them (RECONCILIATION_COLUMNS), the
     terminal, the HTML and the JSON (``money.reconciliation_display``) alike: where a vendor
     billed fractions of a minor unit, the exact amount beside the rounded one."""

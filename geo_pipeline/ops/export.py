@@ -25,15 +25,19 @@ from geo_pipeline.analysis import ui_api
 from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.domain.vocabulary import EXPORT_FORMATS
 from geo_pipeline.domain.words import (
+    ACCESS_UNKNOWN,
     INDEX_NOTE,
     PENDING_SCREENSHOT_NOTE,
     access_text,
+    channel_label,
     definitions_text,
     evidence_reason_text,
     evidence_words_text,
     modes_text,
     money_text,
     no_screenshots_text,
+    reconciliation_rows,
+    status_text,
     status_words_text,
 )
 from geo_pipeline.jsonable import json_default
@@ -273,7 +277,18 @@ def to_html(report: RunReport) -> str:
             modes_words=modes_text(channel_modes(report.samples)),
             index_note=INDEX_NOTE,
             access_note=access_text(),
-            channel_labels=[c["label"] for c in report.channels.values()],
+            channel_labels=[
+                channel_label(ch, str(c.get("access", ACCESS_UNKNOWN)))
+                for ch, c in report.channels.items()
+            ],
+            channel_status={
+                ch: status_text(c)
+                for ch, c in report.channels.items()
+                if c.get("overall") != "full_success"
+            },
+            reconciliation_display=reconciliation_rows(
+                report.money.get("reconciliation") or [], str(report.money["currency"]).strip()
+            ),
             no_screenshots=no_screenshots_text(report.channels_without_screenshots)
             if report.channels_without_screenshots
             else "",

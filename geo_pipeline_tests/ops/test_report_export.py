@@ -87,7 +87,11 @@ def test_csv_and_json_have_one_row_per_sample(db, tmp_path):
     rows = list(csv.DictReader(io.StringIO(export.to_csv(rep))))
     assert len(rows) == len(samples)
     row = next(r for r in rows if r["sample_id"] == deep[0]["sample_id"])
-    assert row["cited_count"] == "2" and row["retrieved_count"] == "0" and row["thumbnail_key"].endswith("thumbnail.png")
+    assert (
+        row["cited_count"] == "2"
+        and row["retrieved_count"] == "0"
+        and row["thumbnail_key"].endswith("thumbnail.png")
+    )
     data = json.loads(export.to_json(rep))
     assert data["status"]["total"] == 8 and len(data["samples"]) == 8
     assert all("raw_text" not in s for s in data["samples"])

@@ -77,9 +77,9 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
         "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
         " ours_minor, theirs_minor, currency, fee_class, detail) VALUES"
         " ('r-second', 'u-c1', 'kimi', 'credit_cost', 1, 0, 'CNY', 'completed',"
-        "  '{\"cost_exact_minor\": \"0.400000\"}'),"
+        '  \'{"cost_exact_minor": "0.400000"}\'),'
         " ('r-second', 'u-c2', 'kimi', 'credit_cost', 1, 0, 'CNY', 'completed',"
-        "  '{\"cost_exact_minor\": \"0.400000\"}'),"
+        '  \'{"cost_exact_minor": "0.400000"}\'),'
         " ('r-second', 'u-m', 'kimi', 'matched', 8, 8, 'CNY', 'completed', '{}')"
     )
     db.commit()
