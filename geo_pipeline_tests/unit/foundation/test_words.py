@@ -50,3 +50,46 @@ def test_money_in_major_units_and_differences_with_direction():
     # unexplained difference, it contradicted the line above it).
     assert difference_text(0, "CNY") == "none"
     assert difference_text(0, "CNY").startswith("none")
+
+
+def test_exact_money_beside_the_rounded_figure():
+    """Issue #34 (second read): 4 cloro tasks at 0.4 cent read "theirs 0.00 USD"."""
+    from geo_pipeline.domain.words import exact_money_text, money_exact_text
+
+    assert exact_money_text("1.600000", "USD") == "0.016 USD"
+    assert exact_money_text("870", "CNY") == "8.70 CNY"
+    assert exact_money_text("-1.2", "CNY") == "-0.012 CNY"
+    assert exact_money_text("0", "CNY") == "0.00 CNY"
+    assert money_exact_text(0, "1.600000", "USD") == "0.00 USD (exact 0.016 USD)"
+    assert money_exact_text(8, "8.000000", "CNY") == "0.08 CNY"
+    assert money_exact_text(8, None, "CNY") == "0.08 CNY"
+
+
+def test_warnings_as_they_stand_now():
+    from geo_pipeline.domain.words import current_warnings
+
+    pending = ["SCREENSHOT_PENDING"]
+    assert current_warnings(pending, "stored", True) == []
+    assert current_warnings(pending, "pending", True) == pending
+    assert current_warnings(["SCREENSHOT_UNAVAILABLE", "X"], "stored", False) == ["X"]
+    assert current_warnings(["SCREENSHOT_UNAVAILABLE"], "partial", True) == [
+        "SCREENSHOT_UNAVAILABLE"
+    ]
+
+
+def test_a_channel_key_said_as_what_it_is():
+    from geo_pipeline.domain.words import channel_label
+
+    api = channel_label("deepseek__web", "api")
+    browser = channel_label("deepseek_web__desktop", "browser")
+    assert api == "deepseek__web = deepseek, model API, device 'web'"
+    assert "our own browser" in browser and "device 'desktop'" in browser
+
+
+def test_why_no_trend():
+    from geo_pipeline.domain.words import trend_note
+
+    assert trend_note({"monitor_id": "m", "scheduled_for": "2026-12-01"}, 2) is None
+    assert "belongs to no monitor" in (trend_note({"monitor_id": None}, 0) or "")
+    assert "created by hand" in (trend_note({"monitor_id": "m", "scheduled_for": None}, 0) or "")
+    assert "one scheduled day" in (trend_note({"monitor_id": "m", "scheduled_for": "d"}, 1) or "")
