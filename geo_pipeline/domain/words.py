@@ -90,12 +90,16 @@ def money_with_minor(minor: int, currency: str) -> str:
     return f"{money_text(minor, currency)} ({int(minor)} minor units)"
 
 
-def difference_text(theirs_minus_ours_minor: int, currency: str) -> str:
-    """A reconciliation difference with its direction (who billed more)."""
+def difference_text(
+    theirs_minus_ours_minor: int, currency: str, exact_minor: Decimal | str | None = None
+) -> str:
+    """A reconciliation difference with its direction (who billed more); with ``exact_minor``
+    (a vendor billing fractions of a minor unit) the exact amount beside the rounded one."""
     d = int(theirs_minus_ours_minor)
     if d == 0:
         return "none"
-    amount = money_text(abs(d), currency)
+    exact = None if exact_minor is None else abs(Decimal(str(exact_minor)))
+    amount = money_exact_text(abs(d), exact, currency)
     if d > 0:
         return f"the platforms billed {amount} more than we charged"
     return f"we charged {amount} more than the platforms billed"
@@ -144,14 +148,16 @@ def reconciliation_text(
     absolute_minor: int | None = None,
     unexplained_lines: int | None = None,
     no_vendor_bill_minor: int = 0,
+    explained_exact_minor: Decimal | str | None = None,
 ) -> list[str]:
     """The reconciliation difference split into unexplained and explained (and what is still
-    pending), each with its direction."""
+    pending), each with its direction; the explained one exactly where a vendor billed
+    fractions of a minor unit (``explained_exact_minor``)."""
     unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
     lines = [
         f"unexplained difference: {unexplained}",
         f"explained difference (lines classified {', '.join(EXPLAINED)}): "
-        f"{difference_text(explained_minor, currency)}",
+        f"{difference_text(explained_minor, currency, explained_exact_minor)}",
     ]
     if pending_ours_minor:
         lines.append(

@@ -93,3 +93,13 @@ def test_why_no_trend():
     assert "belongs to no monitor" in (trend_note({"monitor_id": None}, 0) or "")
     assert "created by hand" in (trend_note({"monitor_id": "m", "scheduled_for": None}, 0) or "")
     assert "one scheduled day" in (trend_note({"monitor_id": "m", "scheduled_for": "d"}, 1) or "")
+
+
+def test_the_explained_sentence_says_the_exact_difference_too():
+    """The scraped demo run said "we charged 0.04 USD more" above a line reading exact -0.024."""
+    from geo_pipeline.domain.words import reconciliation_text
+
+    lines = reconciliation_text(0, -4, 0, "USD", explained_exact_minor="-2.4")
+    assert lines[1].endswith("we charged 0.04 USD (exact 0.024 USD) more than the platforms billed")
+    plain = reconciliation_text(0, -4, 0, "USD", explained_exact_minor="-4")
+    assert plain[1].endswith("we charged 0.04 USD more than the platforms billed")
