@@ -61,7 +61,11 @@ def status_text(
         head = f"cancelled ({head} of what was collected)"
     total = int(status.get("total", 0))
     if overall == "full_success":
-        reason = f"all {total} samples completed with their evidence stored"
+        reason = (
+            "its 1 sample completed with its evidence stored"
+            if total == 1
+            else f"all {total} samples completed with their evidence stored"
+        )
     elif overall == "empty":
         reason = "the run has no samples"
     else:

@@ -248,17 +248,7 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
             absolute_minor=summary.unexplained_absolute_minor,
             unexplained_lines=summary.unexplained_lines,
             no_vendor_bill_minor=summary.no_vendor_bill_ours_minor,
-            # the summary's explained difference plus what rounding each line took off the
-            # vendor's exact amount (sub-minor-unit bills: cloro's credits)
-            explained_exact_minor=summary.explained_difference_minor
-            + sum(
-                (
-                    Decimal(r["theirs_exact_minor"]) - int(r["theirs_minor"])
-                    for r in recon
-                    if r["explained"]
-                ),
-                Decimal(0),
-            ),
+            explained_exact_minor=summary.explained_difference_exact_minor,
         )
         if summary
         else ["not reconciled yet"],
