@@ -34,6 +34,7 @@ from geo_pipeline.domain.words import (
     evidence_reason_text,
     evidence_words_text,
     modes_text,
+    money_exact_text,
     money_text,
     no_screenshots_text,
     reconciliation_rows,
@@ -165,6 +166,7 @@ def _environment() -> jinja2.Environment:
     env.filters["when"] = when
     env.filters["evidence_url"] = evidence_url
     env.filters["money"] = money_text  # major units with the currency, where a person reads
+    env.filters["money_exact"] = money_exact_text  # ... with a vendor's exact amount beside it
     env.filters["evidence_reason"] = evidence_reason_text  # THE words, as the terminal says
     return env
 

@@ -265,6 +265,10 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         # theirs - ours; pending lines (statement not in yet) are in neither figure
         "reconciliation_unexplained_minor": summary.unexplained_difference_minor if summary else 0,
         "reconciliation_explained_minor": summary.explained_difference_minor if summary else 0,
+        # the same with each vendor amount exact (decimal minor units as text; see words)
+        "reconciliation_explained_exact_minor": str(
+            summary.explained_difference_exact_minor if summary else 0
+        ),
         "reconciliation_pending_ours_minor": summary.pending_ours_minor if summary else 0,
     }
 

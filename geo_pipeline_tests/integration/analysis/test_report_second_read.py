@@ -106,6 +106,12 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     check(exact in terminal, f"1: terminal lacks {exact!r}")
     check(exact in page, f"1: HTML lacks {exact!r}")
     check(exact in json.dumps(exported, ensure_ascii=False), f"1: JSON lacks {exact!r}")
+    # ... and the explained difference says it too (found re-reading the demo: "we charged 0.04
+    # USD more" above a line reading exact -0.024)
+    said = "we charged 0.02 CNY (exact 0.012 CNY) more than the platforms billed"
+    for name, text in (("terminal", terminal), ("html", page)):
+        check(said in text, f"1: {name} does not say {said!r}")
+    check("-0.02 CNY (exact -0.012 CNY)" in page, "1: the HTML money table's explained cell")
     # 2. no pending warning on a stored screenshot; no per-answer warning for a service that
     # never gives screenshots, said once as the service's property
     by_id = {s["sample_id"]: s for s in exported["samples"]}
