@@ -103,3 +103,12 @@ def test_the_explained_sentence_says_the_exact_difference_too():
     assert lines[1].endswith("we charged 0.04 USD (exact 0.024 USD) more than the platforms billed")
     plain = reconciliation_text(0, -4, 0, "USD", explained_exact_minor="-4")
     assert plain[1].endswith("we charged 0.04 USD more than the platforms billed")
+
+
+def test_one_sample_is_not_all_1_samples():
+    """The browser demo run read "full_success: all 1 samples completed"."""
+    from geo_pipeline.domain.words import status_text
+
+    assert status_text({"overall": "full_success", "total": 1}) == (
+        "full_success: its 1 sample completed with its evidence stored"
+    )
