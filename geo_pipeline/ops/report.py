@@ -93,7 +93,9 @@ class SampleReport:
         state = self.row["analysis_state"]
         if state == "pending":
             return "analysing" if self.row["evidence_state"] in ("stored", "partial") else "-"
-        return str(state)
+        # an answer judged invalid reads "invalid", the word of the status and the rate tables
+        # (analysis_state keeps the stored 'failed' for machines)
+        return "invalid" if state == "failed" else str(state)
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.row.items()}

@@ -66,8 +66,11 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
         (kimi[0]["sample_id"],),
     )
     # deepseek_api gives no screenshots: its answers carry SCREENSHOT_UNAVAILABLE
-    for s in api:
-        store_answer(db, s["sample_id"], "推荐瑞幸和星巴克。")
+    for i, s in enumerate(api):
+        if i == 1:  # an invalid answer (a login page)
+            store_answer(db, s["sample_id"], "请先登录", validity="invalid", reason="login_page")
+        else:
+            store_answer(db, s["sample_id"], "推荐瑞幸和星巴克。")
         db.execute(
             "UPDATE geo.answers SET warnings = '{SCREENSHOT_UNAVAILABLE}' WHERE sample_id = %s",
             (s["sample_id"],),
@@ -156,4 +159,9 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     if note:
         check(note in terminal, f"6: terminal does not say {note!r}")
         check(note in page, f"6: HTML does not say {note!r}")
+    # (re-reading the demo) an invalid answer is "invalid" in the CSV's analysis_label and the
+    # HTML sample list, as in the status and the rate tables, never "failed"
+    bad = next(r for r in csv_rows if r["sample_id"] == api[1]["sample_id"])
+    check(bad["analysis_label"] == "invalid", f"7: CSV analysis_label {bad['analysis_label']!r}")
+    check("analysis invalid" in page and "analysis failed" not in page, "7: HTML sample list")
     assert not wrong, "\n".join(wrong)
