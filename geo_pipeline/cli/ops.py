@@ -402,8 +402,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     )
     if st.get("invalid_answers"):
         c.print(
-            f"invalid answers (in no rate): {sum(st['invalid_answers'].values())}: "
-            + ", ".join(f"{k} x{v}" for k, v in st["invalid_answers"].items()),
+            "invalid answers (in no rate): "
+            + words.invalid_answers_text(st["invalid_answers"], st.get("invalid_in_review", 0)),
             markup=False,
         )
     ev = st["evidence"]
@@ -445,7 +445,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     )
     # each channel's status with its reason (the table's status column is the bare word)
     for ch, d in rep.channels.items():
-        if d["overall"] != "full_success":
+        if words.channel_status_said(d):
             c.print(f"channel status: {words.channel_status_text(ch, d)}", markup=False)
     shown = [str(st["overall"])] + [str(d["overall"]) for d in rep.channels.values()]
     for line in words.status_words_text(shown):
@@ -463,6 +463,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "channel": r["channel"],
                     "access": r.get("access", words.ACCESS_UNKNOWN),
                     "brand": r["brand"] + (" *" if r["is_target"] else ""),
+                    "samples": r["samples"],
                     "n": r["n"],
                     "mentions": r["mentions"],
                     "rate [95% interval]": _rate(r),

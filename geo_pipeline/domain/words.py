@@ -79,6 +79,18 @@ def status_text(
         else:
             parts = _problems(status)
         reason = "; ".join(parts) or "no reason recorded"
+    # Answers in no rate (invalid), whatever the status: a full_success channel can hold one.
+    if channels:
+        invalid = [
+            f"{w} on {ch}"
+            for ch, st in sorted(channels.items())
+            if (w := _invalid_words(st.get("invalid_reasons") or {}))
+        ]
+    else:
+        one = _invalid_words(status.get("invalid_reasons") or {})
+        invalid = [one] if one else []
+    if invalid:
+        reason += "; " + "; ".join(invalid) + ", in no rate"
     if status.get("analysing"):
         reason += " (analysing)"
     return f"{head}: {reason}"
@@ -220,13 +232,43 @@ ANALYSIS_WORDS = {
 
 def analysis_text(summary: Mapping[str, Any]) -> str:
     """What an analysis pass did, in the words the reports use: ``analysed 50 answers: 49
-    accepted, 0 for review, 1 invalid (in no rate)``. ``summary``: AnalysisSummary.as_dict()."""
+    accepted, 0 for review, 1 invalid (in no rate; 1 of them awaits a person's review)``.
+    An invalid answer a person is to confirm (``invalid_review``, a truncated answer) is counted
+    once, as invalid, as the report's invalid answers and the rate tables count it (issue #34).
+    ``summary``: AnalysisSummary.as_dict()."""
+    in_review = int(summary.get("invalid_review", 0))
+    invalid = int(summary.get("failed", 0)) + in_review
     return (
         f"analysed {int(summary.get('analysed', 0))} answers: "
         f"{int(summary.get('accepted', 0))} accepted, "
-        f"{int(summary.get('review', 0))} {ANALYSIS_WORDS['review']}, "
-        f"{int(summary.get('failed', 0))} {ANALYSIS_WORDS['failed']} (in no rate)"
+        f"{int(summary.get('review', 0)) - in_review} {ANALYSIS_WORDS['review']}, "
+        f"{invalid} {ANALYSIS_WORDS['failed']} (in no rate{invalid_review_text(in_review)})"
     )
+
+
+def invalid_review_text(in_review: int) -> str:
+    """Said of the invalid answers a person is still to confirm: ``; 1 of them awaits a
+    person's review`` (empty when none)."""
+    return f"; {int(in_review)} of them awaits a person's review" if in_review else ""
+
+
+def invalid_answers_text(by_reason: Mapping[str, int], in_review: int = 0) -> str:
+    """The invalid answers of a report, counted by reason (terminal and HTML alike):
+    ``1: truncated x1; 1 of them awaits a person's review``."""
+    total = sum(int(v) for v in by_reason.values())
+    reasons = ", ".join(f"{k} x{int(v)}" for k, v in by_reason.items())
+    return f"{total}: {reasons}{invalid_review_text(in_review)}"
+
+
+def _invalid_words(by_reason: Mapping[str, int]) -> str | None:
+    """``1 answer invalid (truncated)``: the answers of a scope in no rate, by reason."""
+    total = sum(int(v) for v in by_reason.values())
+    if not total:
+        return None
+    why = ", ".join(
+        k if len(by_reason) == 1 else f"{k} x{int(v)}" for k, v in sorted(by_reason.items())
+    )
+    return f"{total} {'answer' if total == 1 else 'answers'} invalid ({why})"
 
 
 # ------------------------------------------------------------------ how a channel was collected
@@ -336,10 +378,13 @@ EVIDENCE_WORDS: dict[str, str] = {
     ),
 }
 STATUS_WORDS: dict[str, str] = {
-    "full_success": "status full_success: every sample completed with its evidence stored",
+    "full_success": (
+        "status full_success: every sample completed with its evidence stored (an answer "
+        "judged invalid is still in no rate: said beside the status)"
+    ),
     "partial": (
         "status partial: some sample failed or lacks evidence (the reasons follow the status); "
-        "the rest is complete and counted"
+        "the rest is complete and counted, except invalid answers"
     ),
     "failed": "status failed: no sample completed",
 }
@@ -462,6 +507,12 @@ def channel_label(channel: str, access: str) -> str:
     platform, _, device = str(channel).partition("__")
     how = CHANNEL_ACCESS_WORDS.get(str(access), f"access {access}")
     return f"{channel} = {platform}, {how}, device '{device}'"
+
+
+def channel_status_said(status: Mapping[str, Any]) -> bool:
+    """Whether a report says a channel's status in words: when it is not full_success, or when
+    some of its answers are in no rate (invalid) all the same."""
+    return status.get("overall") != "full_success" or bool(status.get("invalid_reasons"))
 
 
 def channel_status_text(channel: str, status: Mapping[str, Any]) -> str:

@@ -496,7 +496,8 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
                 conn.commit()
                 time.sleep(0.5)
                 again = analyse_run(conn, run_id)
-                for k in ("analysed", "accepted", "review", "failed", "reanalysed"):
+                counted = ("analysed", "accepted", "review", "failed", "invalid_review")
+                for k in (*counted, "reanalysed"):
                     total[k] += getattr(again, k)
                 moved = again.analysed > 0 or again.waiting_evidence < waiting
                 still = 0 if moved else still + 1

@@ -30,6 +30,7 @@ from geo_pipeline.domain.words import (
     PENDING_SCREENSHOT_NOTE,
     access_text,
     channel_label,
+    channel_status_said,
     definitions_text,
     evidence_reason_text,
     evidence_words_text,
@@ -284,9 +285,7 @@ def to_html(report: RunReport) -> str:
                 for ch, c in report.channels.items()
             ],
             channel_status={
-                ch: status_text(c)
-                for ch, c in report.channels.items()
-                if c.get("overall") != "full_success"
+                ch: status_text(c) for ch, c in report.channels.items() if channel_status_said(c)
             },
             reconciliation_display=reconciliation_rows(
                 report.money.get("reconciliation") or [], str(report.money["currency"]).strip()

@@ -36,6 +36,7 @@ from geo_pipeline.domain.words import (
     channel_label,
     current_warnings,
     evidence_status,
+    invalid_answers_text,
     money_text,
     reconciliation_rows,
     reconciliation_text,
@@ -371,7 +372,16 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     trends, fdr_q = brand_trends(conn, run_id)
     # The status with its reason, and the invalid answers by reason: one text for every view.
     status["text"] = status_text(status, channels)
-    status["invalid_answers"] = invalid_answers(samples)
+    invalid = invalid_answers(samples)
+    # an invalid answer a person is still to confirm is counted once, as invalid, and said so
+    in_review = sum(
+        1
+        for s in samples
+        if s.row.get("validity") == "invalid" and s.row.get("analysis_state") == "review"
+    )
+    status["invalid_answers"] = invalid
+    status["invalid_in_review"] = in_review
+    status["invalid_text"] = invalid_answers_text(invalid, in_review)
     return RunReport(
         run=run,
         status=status,

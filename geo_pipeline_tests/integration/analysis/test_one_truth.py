@@ -109,10 +109,13 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
         for ch in statusmod.channels_of_run(db, "r-one")
     }
     words = status_text(statusmod.run_status(db, "r-one").as_dict(), channels)  # = runs show
-    assert words == "partial: 1 required screenshot missing on kimi__web"
+    assert words == (
+        "partial: 1 required screenshot missing on kimi__web; "
+        "1 answer invalid (login_page) on kimi__web, in no rate"
+    )
     assert rep.status["text"] == exported["status"]["text"] == words and words in html
     assert rep.status["invalid_answers"] == exported["status"]["invalid_answers"]
-    assert rep.status["invalid_answers"] == {"login_page": 1} and "login_page ×1" in html
+    assert rep.status["invalid_answers"] == {"login_page": 1} and "login_page x1" in html
     assert view["invalid_samples"] == 1
 
     # ---- the quote and the difference

@@ -165,3 +165,50 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     check(bad["analysis_label"] == "invalid", f"7: CSV analysis_label {bad['analysis_label']!r}")
     check("analysis invalid" in page and "analysis failed" not in page, "7: HTML sample list")
     assert not wrong, "\n".join(wrong)
+
+
+def test_an_invalid_answer_in_review_is_counted_once(db, db_url, monkeypatch, capsys, tmp_path):
+    """A third newcomer's read (F1-F3): a truncated answer (invalid, sent to a person) read
+    "0 invalid" in the analysis line but "invalid 1" in the report, sat in two columns of the
+    mention table, and its channel read full_success with no word of the answer in no rate."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    samples = make_run(
+        db, "r-third", questions=QUESTIONS[:1], channels=[{"platform": "kimi", "device": "web"}],
+        repeats=2, monitor="luckin-coffee",
+    )  # fmt: skip
+    store_answer(db, samples[0]["sample_id"], "推荐瑞幸。")
+    store_answer(db, samples[1]["sample_id"], "推荐瑞", validity="invalid", reason="truncated")
+    db.commit()
+    analysed = CliRunner().invoke(root, ["runs", "analyse", "r-third"])
+    assert analysed.exit_code == 0, analysed.output
+    rep = report.build_report(db, "r-third")
+    exported = json.loads(export.to_json(rep))
+    page = _text(export.to_html(rep))
+    capsys.readouterr()
+    paths = {k: tmp_path / f"r.{k}" for k in ("html", "csv", "json")}
+    _print_report(rep, paths, _Ui(quiet=False))
+    terminal = re.sub(r"\s+", " ", capsys.readouterr().out)
+    wrong: list[str] = []
+
+    def check(ok: bool, finding: str) -> None:
+        if not ok:
+            wrong.append(finding)
+
+    # F1: one count, one name: invalid (in no rate), of which one awaits a person
+    line = "1 accepted, 0 for review, 1 invalid (in no rate; 1 of them awaits a person's review)"
+    check(line in analysed.output, f"F1: runs analyse says {analysed.output!r}")
+    said = "1: truncated x1; 1 of them awaits a person's review"
+    check(f"invalid answers (in no rate): {said}" in terminal, "F1: terminal invalid line")
+    check(f"Invalid answers (in no rate): {said}" in page, "F1: HTML invalid line")
+    # F2: the answer is in one column of the mention table; columns add up to the samples
+    for r in exported["mention_rates"]:
+        parts = (r["n"], r["invalid_samples"], r["analysing_samples"], r["review_samples"])
+        check(parts == (1, 1, 0, 0), f"F2: n/invalid/analysing/review {parts}")
+    # F3: the channel's status says the answer in no rate, everywhere it is said
+    status = "kimi__web: full_success: all 2 samples completed with their evidence stored; " \
+        "1 answer invalid (truncated), in no rate"
+    check(status in terminal, "F3: terminal channel status")
+    check(status in page, "F3: HTML channel status")
+    check(exported["channels"]["kimi__web"].get("status_text") == status.split(": ", 1)[1],
+          f"F3: JSON {exported['channels']['kimi__web'].get('status_text')!r}")  # fmt: skip
+    assert not wrong, "\n".join(wrong)
