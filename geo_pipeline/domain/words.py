@@ -6,7 +6,7 @@ every terminal and HTML view that a person reads uses these, machine formats kee
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from geo_pipeline.domain.billing import EXPLAINED
@@ -112,11 +112,15 @@ def difference_text(
     """A reconciliation difference with its direction (who billed more); with ``exact_minor``
     (a vendor billing fractions of a minor unit) the exact amount beside the rounded one."""
     d = int(theirs_minus_ours_minor)
-    if d == 0:
+    exact = None if exact_minor is None else Decimal(str(exact_minor))
+    if exact is not None and exact != 0:
+        d_sign = 1 if exact > 0 else -1  # the direction of the exact amount
+    elif d == 0:
         return "none"
-    exact = None if exact_minor is None else abs(Decimal(str(exact_minor)))
-    amount = money_exact_text(abs(d), exact, currency)
-    if d > 0:
+    else:
+        d_sign = 1 if d > 0 else -1
+    amount = money_exact_text(abs(d), None if exact is None else abs(exact), currency)
+    if d_sign > 0:
         return f"the platforms billed {amount} more than we charged"
     return f"we charged {amount} more than the platforms billed"
 
@@ -454,12 +458,17 @@ def exact_money_text(exact_minor: Decimal | str | int, currency: str) -> str:
 
 
 def money_exact_text(minor: int, exact_minor: Decimal | str | None, currency: str) -> str:
-    """Rounded money with the exact amount beside it where they differ:
-    ``0.00 CNY (exact 0.008 CNY)``; just ``0.08 CNY`` where the two agree."""
-    rounded = money_text(int(minor), currency)
-    if exact_minor is None or Decimal(str(exact_minor)) == Decimal(int(minor)):
+    """Money with the exact amount beside it where it has fractions of a minor unit:
+    ``0.01 CNY (exact 0.008 CNY)``; just ``0.08 CNY`` where it has none. THE definition: the
+    rounded figure is the exact amount rounded to the minor unit, half away from zero (never a
+    sum of rounded lines); ``minor`` is shown only where there is no exact amount."""
+    if exact_minor is None:
+        return money_text(int(minor), currency)
+    exact = Decimal(str(exact_minor))
+    rounded = money_text(int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP)), currency)
+    if exact == exact.to_integral_value():
         return rounded
-    return f"{rounded} (exact {exact_money_text(exact_minor, currency)})"
+    return f"{rounded} (exact {exact_money_text(exact, currency)})"
 
 
 # Warnings a sample carries in the reports: the answer's stored warnings as they stand NOW. A

@@ -105,16 +105,17 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
             wrong.append(finding)
 
     # 1. the vendor's exact 0.8 fen beside the rounded 0.00, the same words everywhere
-    exact = "0.00 CNY (exact 0.008 CNY)"
+    # (third read) the rounded figure is the exact amount rounded: 0.008 reads 0.01
+    exact = "0.01 CNY (exact 0.008 CNY)"
     check(exact in terminal, f"1: terminal lacks {exact!r}")
     check(exact in page, f"1: HTML lacks {exact!r}")
     check(exact in json.dumps(exported, ensure_ascii=False), f"1: JSON lacks {exact!r}")
     # ... and the explained difference says it too (found re-reading the demo: "we charged 0.04
     # USD more" above a line reading exact -0.024)
-    said = "we charged 0.02 CNY (exact 0.012 CNY) more than the platforms billed"
+    said = "we charged 0.01 CNY (exact 0.012 CNY) more than the platforms billed"
     for name, text in (("terminal", terminal), ("html", page)):
         check(said in text, f"1: {name} does not say {said!r}")
-    check("-0.02 CNY (exact -0.012 CNY)" in page, "1: the HTML money table's explained cell")
+    check("-0.01 CNY (exact -0.012 CNY)" in page, "1: the HTML money table's explained cell")
     # 2. no pending warning on a stored screenshot; no per-answer warning for a service that
     # never gives screenshots, said once as the service's property
     by_id = {s["sample_id"]: s for s in exported["samples"]}
@@ -205,8 +206,10 @@ def test_an_invalid_answer_in_review_is_counted_once(db, db_url, monkeypatch, ca
         parts = (r["n"], r["invalid_samples"], r["analysing_samples"], r["review_samples"])
         check(parts == (1, 1, 0, 0), f"F2: n/invalid/analysing/review {parts}")
     # F3: the channel's status says the answer in no rate, everywhere it is said
-    status = "kimi__web: full_success: all 2 samples completed with their evidence stored; " \
+    status = (
+        "kimi__web: full_success: all 2 samples completed with their evidence stored; "
         "1 answer invalid (truncated), in no rate"
+    )
     check(status in terminal, "F3: terminal channel status")
     check(status in page, "F3: HTML channel status")
     check(exported["channels"]["kimi__web"].get("status_text") == status.split(": ", 1)[1],

@@ -60,7 +60,11 @@ def test_exact_money_beside_the_rounded_figure():
     assert exact_money_text("870", "CNY") == "8.70 CNY"
     assert exact_money_text("-1.2", "CNY") == "-0.012 CNY"
     assert exact_money_text("0", "CNY") == "0.00 CNY"
-    assert money_exact_text(0, "1.600000", "USD") == "0.00 USD (exact 0.016 USD)"
+    # the rounded figure is the exact amount rounded (half away from zero), never a sum of
+    # rounded lines: 0.016 reads 0.02 (the third newcomer read "0.00 (exact 0.016)")
+    assert money_exact_text(0, "1.600000", "USD") == "0.02 USD (exact 0.016 USD)"
+    assert money_exact_text(-4, "-2.4", "USD") == "-0.02 USD (exact -0.024 USD)"
+    assert money_exact_text(0, "0.4", "USD") == "0.00 USD (exact 0.004 USD)"
     assert money_exact_text(8, "8.000000", "CNY") == "0.08 CNY"
     assert money_exact_text(8, None, "CNY") == "0.08 CNY"
 
@@ -100,7 +104,10 @@ def test_the_explained_sentence_says_the_exact_difference_too():
     from geo_pipeline.domain.words import reconciliation_text
 
     lines = reconciliation_text(0, -4, 0, "USD", explained_exact_minor="-2.4")
-    assert lines[1].endswith("we charged 0.04 USD (exact 0.024 USD) more than the platforms billed")
+    assert lines[1].endswith("we charged 0.02 USD (exact 0.024 USD) more than the platforms billed")
+    # below half a minor unit the direction is still said, never "none"
+    tiny = reconciliation_text(0, 0, 0, "USD", explained_exact_minor="-0.4")
+    assert tiny[1].endswith("we charged 0.00 USD (exact 0.004 USD) more than the platforms billed")
     plain = reconciliation_text(0, -4, 0, "USD", explained_exact_minor="-4")
     assert plain[1].endswith("we charged 0.04 USD more than the platforms billed")
 
