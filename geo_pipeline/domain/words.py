@@ -116,7 +116,7 @@ def difference_text(
     if exact is not None and exact != 0:
         d_sign = 1 if exact > 0 else -1  # the direction of the exact amount
     elif d == 0:
-        return "none"
+        return money_text(0, currency)  # the amount: "none" read as "no such lines"
     else:
         d_sign = 1 if d > 0 else -1
     amount = money_exact_text(abs(d), None if exact is None else abs(exact), currency)
@@ -174,11 +174,19 @@ def reconciliation_text(
     pending), each with its direction; the explained one exactly where a vendor billed
     fractions of a minor unit (``explained_exact_minor``)."""
     unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
-    lines = [
-        f"unexplained difference: {unexplained}",
-        f"explained difference (lines classified {', '.join(EXPLAINED)}): "
-        f"{difference_text(explained_minor, currency, explained_exact_minor)}",
-    ]
+    head = f"explained difference (lines classified {', '.join(EXPLAINED)}): "
+    if no_vendor_bill_minor:
+        # Lines no platform bills (theirs 0) are no vendor's bill: the sentence never says "than
+        # the platforms billed" of them (a browser run has no fee statement at all).
+        nvb = int(no_vendor_bill_minor)
+        exact = None if explained_exact_minor is None else Decimal(str(explained_exact_minor)) + nvb
+        explained = (
+            f"{difference_text(int(explained_minor) + nvb, currency, exact)} on lines a platform "
+            f"bills, and {money_text(nvb, currency)} we charged that no platform bills"
+        )
+    else:
+        explained = difference_text(explained_minor, currency, explained_exact_minor)
+    lines = [f"unexplained difference: {unexplained}", head + explained]
     if pending_ours_minor:
         lines.append(
             f"pending: {money_text(pending_ours_minor, currency)} of our charges have no "
