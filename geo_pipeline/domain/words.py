@@ -496,6 +496,9 @@ def current_warnings(
             continue
         if w == "SCREENSHOT_PENDING" and evidence_word != "pending":
             continue
+        # stored evidence holds every required screenshot: a missing optional one is no warning
+        if w == "SCREENSHOT_UNAVAILABLE" and evidence_word == "stored":
+            continue
         out.append(str(w))
     return out
 

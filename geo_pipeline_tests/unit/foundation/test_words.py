@@ -79,6 +79,9 @@ def test_warnings_as_they_stand_now():
     assert current_warnings(["SCREENSHOT_UNAVAILABLE"], "partial", True) == [
         "SCREENSHOT_UNAVAILABLE"
     ]
+    # evidence stored = every REQUIRED screenshot stored: a missing optional one is no warning
+    # (deepseek__app Q3 r2 warned on stored evidence, "optional on this channel": F8)
+    assert current_warnings(["SCREENSHOT_UNAVAILABLE", "X"], "stored", True) == ["X"]
 
 
 def test_a_channel_key_said_as_what_it_is():
