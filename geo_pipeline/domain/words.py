@@ -96,6 +96,18 @@ def status_text(
     return f"{head}: {reason}"
 
 
+def counted(n: int, noun: str) -> str:
+    """``1 fee statement``, ``2 fee statements``: a count with its noun in the right number."""
+    return f"{int(n)} {noun}" + ("" if int(n) == 1 else "s")
+
+
+def exact_minor_text(exact_minor: Decimal | str | int) -> str:
+    """Exact decimal minor units as text, one format for every line (JSON/CSV):
+    ``0.8``, ``8``, ``687`` -- never ``0.800000`` beside ``8``."""
+    d = Decimal(str(exact_minor))
+    return format(d.normalize(), "f") if d != 0 else "0"
+
+
 def money_text(minor: int, currency: str) -> str:
     """Money as a person reads it: major units with the currency, ``8.70 CNY``."""
     return Money(int(minor), str(currency).strip()).format()

@@ -36,6 +36,7 @@ from geo_pipeline.domain.words import (
     channel_label,
     current_warnings,
     evidence_status,
+    exact_minor_text,
     invalid_answers_text,
     money_text,
     reconciliation_rows,
@@ -229,7 +230,7 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     for r in recon:
         r["explained"] = is_explained(str(r["classification"]))
         # exact decimal minor units as text (a JSON number would turn it into a float)
-        r["theirs_exact_minor"] = str(r.get("theirs_exact_minor", r["theirs_minor"]))
+        r["theirs_exact_minor"] = exact_minor_text(r.get("theirs_exact_minor", r["theirs_minor"]))
     # The same summary `billing reconcile`, the blocking check, the gauge and the alert agree with.
     summary = reconcile.stored_summary(conn, run["run_id"]) if recon else None
     currency = str(run["currency"]).strip()

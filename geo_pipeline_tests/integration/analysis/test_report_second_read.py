@@ -116,6 +116,11 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     for name, text in (("terminal", terminal), ("html", page)):
         check(said in text, f"1: {name} does not say {said!r}")
     check("-0.01 CNY (exact -0.012 CNY)" in page, "1: the HTML money table's explained cell")
+    # (third read, F11) one format for the exact vendor amount: "0.8" beside "8", not "0.800000"
+    exacts = {
+        r["classification"]: r["theirs_exact_minor"] for r in exported["money"]["reconciliation"]
+    }
+    check(exacts == {"credit_cost": "0.8", "matched": "8"}, f"F11: theirs_exact_minor {exacts}")
     # 2. no pending warning on a stored screenshot; no per-answer warning for a service that
     # never gives screenshots, said once as the service's property
     by_id = {s["sample_id"]: s for s in exported["samples"]}

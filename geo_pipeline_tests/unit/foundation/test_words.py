@@ -122,3 +122,12 @@ def test_one_sample_is_not_all_1_samples():
     assert status_text({"overall": "full_success", "total": 1}) == (
         "full_success: its 1 sample completed with its evidence stored"
     )
+
+
+def test_one_fee_statement_is_not_1_fee_statements():
+    """The demo read "reconciled against 1 fee statements" (third newcomer read, F11)."""
+    from geo_pipeline.domain.words import counted
+
+    assert counted(1, "fee statement") == "1 fee statement"
+    assert counted(2, "fee statement") == "2 fee statements"
+    assert counted(0, "fee statement") == "0 fee statements"
