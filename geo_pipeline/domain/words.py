@@ -280,6 +280,8 @@ def invalid_answers_text(by_reason: Mapping[str, int], in_review: int = 0) -> st
     """The invalid answers of a report, counted by reason (terminal and HTML alike):
     ``1: truncated x1; 1 of them awaits a person's review``."""
     total = sum(int(v) for v in by_reason.values())
+    if not total:
+        return "0"
     reasons = ", ".join(f"{k} x{int(v)}" for k, v in by_reason.items())
     return f"{total}: {reasons}{invalid_review_text(in_review)}"
 
