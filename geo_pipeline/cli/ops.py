@@ -381,9 +381,9 @@ def _run_result(rep: Any, paths: dict[str, Path], followup: dict[str, Any]) -> d
 
 
 def _rate(r: dict[str, Any]) -> str:
-    if r["mention_rate"] is None:
-        return "-"
-    return f"{r['mention_rate']:.2f} [{r['mention_rate_lower']:.2f}, {r['mention_rate_upper']:.2f}]"
+    from geo_pipeline.domain.words import rate_text
+
+    return rate_text(r["mention_rate"], r["mention_rate_lower"], r["mention_rate_upper"], r["n"])
 
 
 def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
@@ -466,7 +466,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "samples": r["samples"],
                     "n": r["n"],
                     "mentions": r["mentions"],
-                    "rate [95% interval]": _rate(r),
+                    "rate (95 % interval, n)": _rate(r),
                     "interval": r.get("mention_rate_interval") or "",
                     "n effective": r.get("n_effective"),
                     "invalid": r["invalid_samples"],

@@ -108,6 +108,22 @@ def exact_minor_text(exact_minor: Decimal | str | int) -> str:
     return format(d.normalize(), "f") if d != 0 else "0"
 
 
+def percent_text(value: Any) -> str:
+    """A share in [0, 1] as a whole percentage (no unit): 0.8 -> "80"."""
+    return f"{float(value) * 100:.0f}"
+
+
+def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
+    """A rate with its interval and sample size, as people write it, in every view (terminal,
+    HTML table, HTML chart): ``80 % (58–92 %, n = 20)``."""
+    size = f"n = {int(n) if n is not None else 0}"
+    if rate is None:
+        return f"n/a ({size})"
+    if lower is None or upper is None:
+        return f"{percent_text(rate)} % ({size})"
+    return f"{percent_text(rate)} % ({percent_text(lower)}–{percent_text(upper)} %, {size})"
+
+
 def money_text(minor: int, currency: str) -> str:
     """Money as a person reads it: major units with the currency, ``8.70 CNY``."""
     return Money(int(minor), str(currency).strip()).format()

@@ -38,10 +38,12 @@ from geo_pipeline.domain.words import (
     money_exact_text,
     money_text,
     no_screenshots_text,
+    percent_text,
     reconciliation_rows,
     status_text,
     status_words_text,
 )
+from geo_pipeline.domain.words import rate_text as words_rate_text
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.report import RunReport, channel_modes, trend_section
 
@@ -210,17 +212,12 @@ MENTION_TABLE = (
 
 def percent(value: Any) -> str:
     """A share in [0, 1] as a whole percentage (no unit): 0.8 -> "80"."""
-    return f"{float(value) * 100:.0f}"
+    return percent_text(value)
 
 
 def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
-    """A rate with its interval and sample size, as people write it: "80 % (58–92 %, n = 20)"."""
-    size = f"n = {int(n) if n is not None else 0}"
-    if rate is None:
-        return f"n/a ({size})"
-    if lower is None or upper is None:
-        return f"{percent(rate)} % ({size})"
-    return f"{percent(rate)} % ({percent(lower)}–{percent(upper)} %, {size})"
+    """THE rate format (domain.words.rate_text): "80 % (58–92 %, n = 20)"."""
+    return words_rate_text(rate, lower, upper, n)
 
 
 def mention_row(row: dict[str, Any]) -> dict[str, Any]:

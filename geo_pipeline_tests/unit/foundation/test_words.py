@@ -131,3 +131,29 @@ def test_one_fee_statement_is_not_1_fee_statements():
     assert counted(1, "fee statement") == "1 fee statement"
     assert counted(2, "fee statement") == "2 fee statements"
     assert counted(0, "fee statement") == "0 fee statements"
+
+
+def test_one_rate_format_in_the_terminal_the_html_and_the_chart():
+    """F10 (third read): "0.90 [0.44, 0.99]" in the terminal, "90 % (44–99 %, n = 10)" in the
+    HTML table, "90.0 % [44.1 %, 99.0 %]" in the HTML chart: one format, the HTML table's."""
+    from geo_pipeline.analysis.charts import rate_bars_svg
+    from geo_pipeline.cli.ops import _rate
+    from geo_pipeline.domain.words import rate_text
+
+    said = "90 % (44–99 %, n = 10)"
+    assert rate_text(0.9, 0.441, 0.99, 10) == said
+    row = {"mention_rate": 0.9, "mention_rate_lower": 0.441, "mention_rate_upper": 0.99, "n": 10}
+    assert _rate(row) == said
+    svg = rate_bars_svg(
+        [
+            {
+                "channel": "kimi__web",
+                "brand": "b",
+                "rate": 0.9,
+                "lower": 0.441,
+                "upper": 0.99,
+                "n": 10,
+            }
+        ]
+    )
+    assert f"b on kimi__web: {said}" in svg
