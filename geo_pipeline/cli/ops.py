@@ -415,7 +415,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         c.print(line, markup=False)
     if st["evidence_reasons"]:
         c.print(
-            "evidence missing: "
+            "why evidence is partial or failed: "
             + "; ".join(
                 words.evidence_reason_text(k, v) for k, v in st["evidence_reasons"].items()
             ),

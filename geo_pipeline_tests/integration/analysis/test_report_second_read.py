@@ -121,6 +121,10 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
         r["classification"]: r["theirs_exact_minor"] for r in exported["money"]["reconciliation"]
     }
     check(exacts == {"credit_cost": "0.8", "matched": "8"}, f"F11: theirs_exact_minor {exacts}")
+    # (third read, F11) the reasons of missing evidence in the evidence table's own words
+    why = "why evidence is partial or failed: 1 required screenshot missing"
+    check(why in terminal, f"F11: terminal does not say {why!r}")
+    check("Why evidence is partial or failed:" in page, "F11: HTML evidence reasons heading")
     # 2. no pending warning on a stored screenshot; no per-answer warning for a service that
     # never gives screenshots, said once as the service's property
     by_id = {s["sample_id"]: s for s in exported["samples"]}
