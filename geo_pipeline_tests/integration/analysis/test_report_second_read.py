@@ -125,6 +125,9 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     why = "why evidence is partial or failed: 1 required screenshot missing"
     check(why in terminal, f"F11: terminal does not say {why!r}")
     check("Why evidence is partial or failed:" in page, "F11: HTML evidence reasons heading")
+    # (third read, F12) a source cited and one retrieved from one site read apart: the HTML
+    # shows each source's URL (without the scheme), not only its title and domain
+    check("[cited] a.com/p" in page, "F12: the HTML does not show the cited source's URL")
     # 2. no pending warning on a stored screenshot; no per-answer warning for a service that
     # never gives screenshots, said once as the service's property
     by_id = {s["sample_id"]: s for s in exported["samples"]}
