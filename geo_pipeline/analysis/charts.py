@@ -18,6 +18,8 @@ from datetime import date
 from html import escape
 from typing import Any
 
+from geo_pipeline.domain.words import rate_text
+
 WIDTH, HEIGHT = 640, 300
 LEFT, RIGHT, TOP, BOTTOM = 48, 150, 28, 56
 PALETTE = ("#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f")
@@ -99,10 +101,8 @@ def rate_bars_svg(rows: Iterable[Mapping[str, Any]], title: str = "Mention rate"
                 continue
             x = gx + bi * bar_w
             rate = float(r["rate"])
-            tip = (
-                f"{brand} on {channel}: {_pct(rate)} "
-                f"[{_pct(r.get('lower'))}, {_pct(r.get('upper'))}], n = {r.get('n')}"
-            )
+            said = rate_text(rate, r.get("lower"), r.get("upper"), r.get("n"))
+            tip = f"{brand} on {channel}: {said}"
             body.append(
                 f'<rect x="{x:.1f}" y="{y(rate):.1f}" width="{bar_w * 0.9:.1f}" '
                 f'height="{plot_h * rate:.1f}" fill="{PALETTE[bi % len(PALETTE)]}">'

@@ -19,6 +19,7 @@ from psycopg.types.json import Jsonb
 from geo_pipeline.analysis.refresh import refresh_analytics
 from geo_pipeline.domain.mentions import (
     DETECTOR_VERSION,
+    INVALID_REVIEW_PREFIX,
     BrandSet,
     CitationRef,
     Detection,
@@ -46,6 +47,9 @@ class AnalysisSummary:
     accepted: int = 0
     review: int = 0
     failed: int = 0
+    # of ``review``: invalid answers a person is to confirm (a truncated answer). They are
+    # invalid answers first (in no rate): the words count them there, once (issue #34).
+    invalid_review: int = 0
     reanalysed: int = 0
     waiting_evidence: int = 0
     waiting_answer: int = 0
@@ -205,3 +209,8 @@ def _analyse_chunk(
     summary.accepted += states.count("accepted")
     summary.review += states.count("review")
     summary.failed += states.count("failed")
+    summary.invalid_review += sum(
+        1
+        for st, why in zip(states, reasons, strict=True)
+        if st == "review" and str(why or "").startswith(INVALID_REVIEW_PREFIX)
+    )

@@ -147,7 +147,8 @@ SECTION_TITLES = {
 SECTION_NOTES = {
     "fan_out_channels": (
         "searched: share of the channel's n answers that ran a web search, with its 95 % "
-        "interval (question-clustered); queries: the search queries the engine reported "
+        "interval (question-clustered where several questions are pooled, Wilson from one "
+        "question: each row names its method); queries: the search queries the engine reported "
         "(distinct after trimming and case folding, per question); an API that hides its "
         "queries shows searched answers with 0 queries"
     ),

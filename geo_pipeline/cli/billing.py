@@ -385,6 +385,7 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
         absolute_minor=summary.unexplained_absolute_minor,
         unexplained_lines=summary.unexplained_lines,
         no_vendor_bill_minor=summary.no_vendor_bill_ours_minor,
+        explained_exact_minor=summary.explained_difference_exact_minor,
     ):
         click.echo(line)
     if not summary.clean:

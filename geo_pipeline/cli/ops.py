@@ -386,9 +386,9 @@ def _run_result(rep: Any, paths: dict[str, Path], followup: dict[str, Any]) -> d
 
 
 def _rate(r: dict[str, Any]) -> str:
-    if r["mention_rate"] is None:
-        return "-"
-    return f"{r['mention_rate']:.2f} [{r['mention_rate_lower']:.2f}, {r['mention_rate_upper']:.2f}]"
+    from geo_pipeline.domain.words import rate_text
+
+    return rate_text(r["mention_rate"], r["mention_rate_lower"], r["mention_rate_upper"], r["n"])
 
 
 def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
@@ -407,8 +407,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
     )
     if st.get("invalid_answers"):
         c.print(
-            f"invalid answers (in no rate): {sum(st['invalid_answers'].values())}: "
-            + ", ".join(f"{k} x{v}" for k, v in st["invalid_answers"].items()),
+            "invalid answers (in no rate): "
+            + words.invalid_answers_text(st["invalid_answers"], st.get("invalid_in_review", 0)),
             markup=False,
         )
     ev = st["evidence"]
@@ -420,7 +420,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         c.print(line, markup=False)
     if st["evidence_reasons"]:
         c.print(
-            "evidence missing: "
+            "why evidence is partial or failed: "
             + "; ".join(
                 words.evidence_reason_text(k, v) for k, v in st["evidence_reasons"].items()
             ),
@@ -448,10 +448,19 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         ],
         title="per channel",
     )
+    # each channel's status with its reason (the table's status column is the bare word)
+    for ch, d in rep.channels.items():
+        if words.channel_status_said(d):
+            c.print(f"channel status: {words.channel_status_text(ch, d)}", markup=False)
     shown = [str(st["overall"])] + [str(d["overall"]) for d in rep.channels.values()]
     for line in words.status_words_text(shown):
         c.print(line, markup=False)
     c.print(words.access_text(), markup=False)
+    for ch, d in rep.channels.items():
+        label = words.channel_label(ch, str(d.get("access", words.ACCESS_UNKNOWN)))
+        c.print(f"channel: {label}", markup=False)
+    if rep.channels_without_screenshots:
+        c.print(words.no_screenshots_text(rep.channels_without_screenshots), markup=False)
     if rep.mention_rates:
         emit_table(
             [
@@ -459,9 +468,10 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "channel": r["channel"],
                     "access": r.get("access", words.ACCESS_UNKNOWN),
                     "brand": r["brand"] + (" *" if r["is_target"] else ""),
+                    "samples": r["samples"],
                     "n": r["n"],
                     "mentions": r["mentions"],
-                    "rate [95% interval]": _rate(r),
+                    "rate (95 % interval, n)": _rate(r),
                     "interval": r.get("mention_rate_interval") or "",
                     "n effective": r.get("n_effective"),
                     "invalid": r["invalid_samples"],
@@ -481,6 +491,8 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             c.print(f"modes pooled per channel: {line}", markup=False)
     else:
         c.print("mention rates: not available yet (analysing, not 'not mentioned')")
+    if rep.trend_note:
+        c.print(rep.trend_note, markup=False)
     _print_ui_api(rep, ui)
     m = rep.money
     d = m["display"]

@@ -279,9 +279,12 @@ def show_cmd(run_id: str, as_json: bool) -> None:
     analysis = st.counts.analysis
     if any(analysis.values()):
         # Every analysis state, in the text too: review and failed need a person.
+        from geo_pipeline.domain.words import ANALYSIS_WORDS
+
+        # in the reports' words: an invalid answer is "invalid", never "failed" (issue #34)
         click.echo(
             "analysis: "
-            + ", ".join(f"{k} {v}" for k, v in sorted(analysis.items()) if v)
+            + ", ".join(f"{ANALYSIS_WORDS.get(k, k)} {v}" for k, v in sorted(analysis.items()) if v)
             + ("  (answers for review: geo-pipeline review list)" if analysis.get("review") else "")
         )
     rows = [

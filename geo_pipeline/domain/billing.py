@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Any, Literal, get_args
 
 from geo_pipeline.domain.catalogue import reprice
@@ -400,6 +401,15 @@ class ReconciliationSummary:
     # Our charges on channels no vendor bills, and their (explained) difference theirs 0 - ours.
     no_vendor_bill_ours_minor: int = 0
     no_vendor_bill_difference_minor: int = 0
+    # What rounding each explained line once took off the vendor's exact amount (a vendor that
+    # bills fractions of a minor unit: detail ``cost_exact_minor``, e.g. cloro's 0.4 cent a
+    # task), exact decimal minor units: the reports say the exact difference beside the rounded.
+    explained_rounding_exact_minor: Decimal = Decimal(0)
+
+    @property
+    def explained_difference_exact_minor(self) -> Decimal:
+        """The explained difference with each line's exact vendor amount (theirs exact - ours)."""
+        return self.explained_difference_minor + self.explained_rounding_exact_minor
 
     @property
     def explained_difference_minor(self) -> int:
@@ -443,6 +453,7 @@ class ReconciliationSummary:
             "no_vendor_bill_ours_minor": self.no_vendor_bill_ours_minor,
             "no_vendor_bill_difference_minor": self.no_vendor_bill_difference_minor,
             "explained_difference_minor": self.explained_difference_minor,
+            "explained_difference_exact_minor": str(self.explained_difference_exact_minor),
             "clean": self.clean,
         }
 
@@ -458,8 +469,16 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
     apportioned = absolute = unexplained_lines = credit_cost = no_vendor_bill = 0
     no_vendor_bill_diff = 0
+    rounding = Decimal(0)
     for line in lines:
         n += 1
+        exact = (line.detail or {}).get("cost_exact_minor")
+        if (
+            exact is not None
+            and line.classification != "pending"
+            and is_explained(line.classification)
+        ):
+            rounding += Decimal(str(exact)) - line.theirs_minor
         counts[line.classification] += 1
         diffs[line.classification] += line.difference_minor
         ours_fc[line.fee_class] += line.ours_minor
@@ -504,4 +523,5 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         credit_cost_difference_minor=credit_cost,
         no_vendor_bill_ours_minor=no_vendor_bill,
         no_vendor_bill_difference_minor=no_vendor_bill_diff,
+        explained_rounding_exact_minor=rounding,
     )

@@ -735,6 +735,9 @@ def detect(
 # still say enough to count (R22 "truncated" is a judgement on the text's end, not its body).
 # Every other invalid reason (empty, login/error/captcha page, refusal, too short) is final.
 REVIEW_INVALID_REASONS = frozenset({"truncated"})
+# The review reason of an invalid answer a person is to confirm: it stays an invalid answer (in no
+# rate) in every count a person reads (domain.words.analysis_text).
+INVALID_REVIEW_PREFIX = "invalid_answer_needs_review:"
 
 AnalysisState = Literal["accepted", "review", "failed"]
 
@@ -757,7 +760,7 @@ def verdict_for(validity: str, validity_reason: str | None) -> Verdict:
         return Verdict("accepted", None, True)
     why = validity_reason or "unknown"
     if why in REVIEW_INVALID_REASONS:
-        return Verdict("review", f"invalid_answer_needs_review:{why}", True)
+        return Verdict("review", f"{INVALID_REVIEW_PREFIX}{why}", True)
     return Verdict("failed", f"invalid_answer:{why}", False)
 
 

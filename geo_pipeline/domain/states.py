@@ -113,6 +113,8 @@ class LayerCounts:
     analysis: Mapping[str, int] = field(default_factory=dict)
     evidence_reasons: Mapping[str, int] = field(default_factory=dict)
     failure_reasons: Mapping[str, int] = field(default_factory=dict)
+    # Answers judged invalid (in no rate, whatever the status), by validity reason.
+    invalid_reasons: Mapping[str, int] = field(default_factory=dict)
     # Samples with archived evidence whose analysis is still pending (a joint count: a failed
     # sample has a pending analysis too, but nothing to analyse).
     awaiting_analysis: int = 0
@@ -147,6 +149,7 @@ class AggregateStatus:
             "analysis": dict(c.analysis),
             "evidence_reasons": dict(c.evidence_reasons),
             "failure_reasons": dict(c.failure_reasons),
+            "invalid_reasons": dict(c.invalid_reasons),
         }
 
 

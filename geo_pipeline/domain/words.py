@@ -5,7 +5,8 @@ every terminal and HTML view that a person reads uses these, machine formats kee
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
 from geo_pipeline.domain.billing import EXPLAINED
@@ -60,7 +61,11 @@ def status_text(
         head = f"cancelled ({head} of what was collected)"
     total = int(status.get("total", 0))
     if overall == "full_success":
-        reason = f"all {total} samples completed with their evidence stored"
+        reason = (
+            "its 1 sample completed with its evidence stored"
+            if total == 1
+            else f"all {total} samples completed with their evidence stored"
+        )
     elif overall == "empty":
         reason = "the run has no samples"
     else:
@@ -74,9 +79,49 @@ def status_text(
         else:
             parts = _problems(status)
         reason = "; ".join(parts) or "no reason recorded"
+    # Answers in no rate (invalid), whatever the status: a full_success channel can hold one.
+    if channels:
+        invalid = [
+            f"{w} on {ch}"
+            for ch, st in sorted(channels.items())
+            if (w := _invalid_words(st.get("invalid_reasons") or {}))
+        ]
+    else:
+        one = _invalid_words(status.get("invalid_reasons") or {})
+        invalid = [one] if one else []
+    if invalid:
+        reason += "; " + "; ".join(invalid) + ", in no rate"
     if status.get("analysing"):
         reason += " (analysing)"
     return f"{head}: {reason}"
+
+
+def counted(n: int, noun: str) -> str:
+    """``1 fee statement``, ``2 fee statements``: a count with its noun in the right number."""
+    return f"{int(n)} {noun}" + ("" if int(n) == 1 else "s")
+
+
+def exact_minor_text(exact_minor: Decimal | str | int) -> str:
+    """Exact decimal minor units as text, one format for every line (JSON/CSV):
+    ``0.8``, ``8``, ``687`` -- never ``0.800000`` beside ``8``."""
+    d = Decimal(str(exact_minor))
+    return format(d.normalize(), "f") if d != 0 else "0"
+
+
+def percent_text(value: Any) -> str:
+    """A share in [0, 1] as a whole percentage (no unit): 0.8 -> "80"."""
+    return f"{float(value) * 100:.0f}"
+
+
+def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
+    """A rate with its interval and sample size, as people write it, in every view (terminal,
+    HTML table, HTML chart): ``80 % (58–92 %, n = 20)``."""
+    size = f"n = {int(n) if n is not None else 0}"
+    if rate is None:
+        return f"n/a ({size})"
+    if lower is None or upper is None:
+        return f"{percent_text(rate)} % ({size})"
+    return f"{percent_text(rate)} % ({percent_text(lower)}–{percent_text(upper)} %, {size})"
 
 
 def money_text(minor: int, currency: str) -> str:
@@ -89,13 +134,21 @@ def money_with_minor(minor: int, currency: str) -> str:
     return f"{money_text(minor, currency)} ({int(minor)} minor units)"
 
 
-def difference_text(theirs_minus_ours_minor: int, currency: str) -> str:
-    """A reconciliation difference with its direction (who billed more)."""
+def difference_text(
+    theirs_minus_ours_minor: int, currency: str, exact_minor: Decimal | str | None = None
+) -> str:
+    """A reconciliation difference with its direction (who billed more); with ``exact_minor``
+    (a vendor billing fractions of a minor unit) the exact amount beside the rounded one."""
     d = int(theirs_minus_ours_minor)
-    if d == 0:
-        return "none"
-    amount = money_text(abs(d), currency)
-    if d > 0:
+    exact = None if exact_minor is None else Decimal(str(exact_minor))
+    if exact is not None and exact != 0:
+        d_sign = 1 if exact > 0 else -1  # the direction of the exact amount
+    elif d == 0:
+        return money_text(0, currency)  # the amount: "none" read as "no such lines"
+    else:
+        d_sign = 1 if d > 0 else -1
+    amount = money_exact_text(abs(d), None if exact is None else abs(exact), currency)
+    if d_sign > 0:
         return f"the platforms billed {amount} more than we charged"
     return f"we charged {amount} more than the platforms billed"
 
@@ -143,15 +196,25 @@ def reconciliation_text(
     absolute_minor: int | None = None,
     unexplained_lines: int | None = None,
     no_vendor_bill_minor: int = 0,
+    explained_exact_minor: Decimal | str | None = None,
 ) -> list[str]:
     """The reconciliation difference split into unexplained and explained (and what is still
-    pending), each with its direction."""
+    pending), each with its direction; the explained one exactly where a vendor billed
+    fractions of a minor unit (``explained_exact_minor``)."""
     unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
-    lines = [
-        f"unexplained difference: {unexplained}",
-        f"explained difference (lines classified {', '.join(EXPLAINED)}): "
-        f"{difference_text(explained_minor, currency)}",
-    ]
+    head = f"explained difference (lines classified {', '.join(EXPLAINED)}): "
+    if no_vendor_bill_minor:
+        # Lines no platform bills (theirs 0) are no vendor's bill: the sentence never says "than
+        # the platforms billed" of them (a browser run has no fee statement at all).
+        nvb = int(no_vendor_bill_minor)
+        exact = None if explained_exact_minor is None else Decimal(str(explained_exact_minor)) + nvb
+        explained = (
+            f"{difference_text(int(explained_minor) + nvb, currency, exact)} on lines a platform "
+            f"bills, and {money_text(nvb, currency)} we charged that no platform bills"
+        )
+    else:
+        explained = difference_text(explained_minor, currency, explained_exact_minor)
+    lines = [f"unexplained difference: {unexplained}", head + explained]
     if pending_ours_minor:
         lines.append(
             f"pending: {money_text(pending_ours_minor, currency)} of our charges have no "
@@ -209,13 +272,45 @@ ANALYSIS_WORDS = {
 
 def analysis_text(summary: Mapping[str, Any]) -> str:
     """What an analysis pass did, in the words the reports use: ``analysed 50 answers: 49
-    accepted, 0 for review, 1 invalid (in no rate)``. ``summary``: AnalysisSummary.as_dict()."""
+    accepted, 0 for review, 1 invalid (in no rate; 1 of them awaits a person's review)``.
+    An invalid answer a person is to confirm (``invalid_review``, a truncated answer) is counted
+    once, as invalid, as the report's invalid answers and the rate tables count it (issue #34).
+    ``summary``: AnalysisSummary.as_dict()."""
+    in_review = int(summary.get("invalid_review", 0))
+    invalid = int(summary.get("failed", 0)) + in_review
     return (
         f"analysed {int(summary.get('analysed', 0))} answers: "
         f"{int(summary.get('accepted', 0))} accepted, "
-        f"{int(summary.get('review', 0))} {ANALYSIS_WORDS['review']}, "
-        f"{int(summary.get('failed', 0))} {ANALYSIS_WORDS['failed']} (in no rate)"
+        f"{int(summary.get('review', 0)) - in_review} {ANALYSIS_WORDS['review']}, "
+        f"{invalid} {ANALYSIS_WORDS['failed']} (in no rate{invalid_review_text(in_review)})"
     )
+
+
+def invalid_review_text(in_review: int) -> str:
+    """Said of the invalid answers a person is still to confirm: ``; 1 of them awaits a
+    person's review`` (empty when none)."""
+    return f"; {int(in_review)} of them awaits a person's review" if in_review else ""
+
+
+def invalid_answers_text(by_reason: Mapping[str, int], in_review: int = 0) -> str:
+    """The invalid answers of a report, counted by reason (terminal and HTML alike):
+    ``1: truncated x1; 1 of them awaits a person's review``."""
+    total = sum(int(v) for v in by_reason.values())
+    if not total:
+        return "0"
+    reasons = ", ".join(f"{k} x{int(v)}" for k, v in by_reason.items())
+    return f"{total}: {reasons}{invalid_review_text(in_review)}"
+
+
+def _invalid_words(by_reason: Mapping[str, int]) -> str | None:
+    """``1 answer invalid (truncated)``: the answers of a scope in no rate, by reason."""
+    total = sum(int(v) for v in by_reason.values())
+    if not total:
+        return None
+    why = ", ".join(
+        k if len(by_reason) == 1 else f"{k} x{int(v)}" for k, v in sorted(by_reason.items())
+    )
+    return f"{total} {'answer' if total == 1 else 'answers'} invalid ({why})"
 
 
 # ------------------------------------------------------------------ how a channel was collected
@@ -286,19 +381,27 @@ def counted_as(explained: bool) -> str:
     return "explained" if explained else "unexplained"
 
 
-def reconciliation_rows(lines: list[Mapping[str, Any]], currency: str) -> list[dict[str, Any]]:
-    """Reconciliation lines by classification as people read them (RECONCILIATION_COLUMNS)."""
-    return [
-        {
-            "classification": r["classification"],
-            "counted as": counted_as(bool(r["explained"])),
-            "lines": r["lines"],
-            "ours": money_text(int(r["ours_minor"]), currency),
-            "theirs": money_text(int(r["theirs_minor"]), currency),
-            "difference (theirs - ours)": money_text(int(r["difference_minor"]), currency),
-        }
-        for r in lines
-    ]
+def reconciliation_rows(lines: Sequence[Mapping[str, Any]], currency: str) -> list[dict[str, Any]]:
+    """Reconciliation lines by classification as people read them (RECONCILIATION_COLUMNS), the
+    terminal, the HTML and the JSON (``money.reconciliation_display``) alike: where a vendor
+    billed fractions of a minor unit, the exact amount beside the rounded one."""
+    out = []
+    for r in lines:
+        exact = r.get("theirs_exact_minor")
+        diff_exact = None if exact is None else Decimal(str(exact)) - int(r["ours_minor"])
+        out.append(
+            {
+                "classification": r["classification"],
+                "counted as": counted_as(bool(r["explained"])),
+                "lines": r["lines"],
+                "ours": money_text(int(r["ours_minor"]), currency),
+                "theirs": money_exact_text(int(r["theirs_minor"]), exact, currency),
+                "difference (theirs - ours)": money_exact_text(
+                    int(r["difference_minor"]), diff_exact, currency
+                ),
+            }
+        )
+    return out
 
 
 # ------------------------------------------------- "partial" and friends, defined where shown
@@ -317,10 +420,13 @@ EVIDENCE_WORDS: dict[str, str] = {
     ),
 }
 STATUS_WORDS: dict[str, str] = {
-    "full_success": "status full_success: every sample completed with its evidence stored",
+    "full_success": (
+        "status full_success: every sample completed with its evidence stored (an answer "
+        "judged invalid is still in no rate: said beside the status)"
+    ),
     "partial": (
         "status partial: some sample failed or lacks evidence (the reasons follow the status); "
-        "the rest is complete and counted"
+        "the rest is complete and counted, except invalid answers"
     ),
     "failed": "status failed: no sample completed",
 }
@@ -368,3 +474,122 @@ def analysis_followup_text(summary: Mapping[str, Any]) -> str:
 TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
 # The terminal report's rule: a terminal's width, but never 4096 characters into a pipe.
 RULE_MAX = 100
+
+
+# ------------------------------------------------------------- a second newcomer's read (#34)
+# Money exactly: a vendor may bill a fraction of a minor unit (cloro's credits: 0.4 cent a task).
+# Stored lines are whole minor units, rounded once per line; the exact amount (detail
+# ``cost_exact_minor``) is shown beside the rounded one wherever they differ, in the same text in
+# the terminal, the HTML and the JSON (a newcomer read "theirs 0.00 USD" for 4 billed tasks).
+
+
+def exact_money_text(exact_minor: Decimal | str | int, currency: str) -> str:
+    """An exact amount in major units, as many decimals as it has (at least two): a sum of
+    ``0.800000`` minor units is ``0.008 CNY``."""
+    major = Decimal(str(exact_minor)) / 100
+    text = format(major.normalize(), "f")
+    whole, _, frac = text.partition(".")
+    frac = frac.rstrip("0").ljust(2, "0")
+    if whole in ("-0", "") and Decimal(str(exact_minor)) == 0:
+        whole = "0"
+    return f"{whole}.{frac} {str(currency).strip()}"
+
+
+def money_exact_text(minor: int, exact_minor: Decimal | str | None, currency: str) -> str:
+    """Money with the exact amount beside it where it has fractions of a minor unit:
+    ``0.01 CNY (exact 0.008 CNY)``; just ``0.08 CNY`` where it has none. THE definition: the
+    rounded figure is the exact amount rounded to the minor unit, half away from zero (never a
+    sum of rounded lines); ``minor`` is shown only where there is no exact amount."""
+    if exact_minor is None:
+        return money_text(int(minor), currency)
+    exact = Decimal(str(exact_minor))
+    rounded = money_text(int(exact.quantize(Decimal(1), rounding=ROUND_HALF_UP)), currency)
+    if exact == exact.to_integral_value():
+        return rounded
+    return f"{rounded} (exact {exact_money_text(exact, currency)})"
+
+
+# Warnings a sample carries in the reports: the answer's stored warnings as they stand NOW. A
+# screenshot that has arrived is not pending any more; a service that never gives screenshots
+# does not warn on each answer (that is the service's property, said once per report:
+# ``no_screenshots_text``).
+SCREENSHOT_WARNINGS = ("SCREENSHOT_PENDING", "SCREENSHOT_UNAVAILABLE")
+
+
+def current_warnings(
+    warnings: list[str] | tuple[str, ...] | None, evidence_word: str, gives_screenshots: bool
+) -> list[str]:
+    """The warnings of one sample as a person reads them (JSON ``warnings``, the HTML list)."""
+    out = []
+    for w in warnings or ():
+        if not gives_screenshots and w in SCREENSHOT_WARNINGS:
+            continue
+        if w == "SCREENSHOT_PENDING" and evidence_word != "pending":
+            continue
+        # stored evidence holds every required screenshot: a missing optional one is no warning
+        if w == "SCREENSHOT_UNAVAILABLE" and evidence_word == "stored":
+            continue
+        out.append(str(w))
+    return out
+
+
+def no_screenshots_text(channels: list[str]) -> str:
+    """Said once per report: the channels whose service never gives a screenshot."""
+    return (
+        f"screenshots: the service behind {', '.join(sorted(channels))} never gives one "
+        "(a property of the service, not a fault of these answers; their text is stored)"
+    )
+
+
+# What a channel is, in words: a channel key is platform__device, and two keys can look alike
+# while being different things (``deepseek__web``: DeepSeek's model API, device "web", beside
+# ``deepseek_web__desktop``: DeepSeek's consumer web app in our browser). The keys stay (they are
+# stored, partition and column values); every report says what each one is, in these words.
+CHANNEL_ACCESS_WORDS: dict[str, str] = {
+    "api": "model API",
+    "scraped": "consumer product via an answer-scraping service",
+    "browser": "consumer web app in our own browser",
+}
+
+
+def channel_label(channel: str, access: str) -> str:
+    """``deepseek__web = deepseek, model API, device 'web'``: what a channel key stands for."""
+    platform, _, device = str(channel).partition("__")
+    how = CHANNEL_ACCESS_WORDS.get(str(access), f"access {access}")
+    return f"{channel} = {platform}, {how}, device '{device}'"
+
+
+def channel_status_said(status: Mapping[str, Any]) -> bool:
+    """Whether a report says a channel's status in words: when it is not full_success, or when
+    some of its answers are in no rate (invalid) all the same."""
+    return status.get("overall") != "full_success" or bool(status.get("invalid_reasons"))
+
+
+def channel_status_text(channel: str, status: Mapping[str, Any]) -> str:
+    """One channel's status with its reason: ``kimi__web: partial: 1 required screenshot
+    missing``."""
+    return f"{channel}: {status_text(status)}"
+
+
+def trend_note(run: Mapping[str, Any], trend_days: int) -> str | None:
+    """Why a run's report shows no trend over days (None when it shows one): said in the
+    terminal, the HTML and the JSON alike."""
+    if trend_days >= 2:
+        return None
+    monitor = run.get("monitor_id")
+    if not monitor:
+        return "trend: none: this run belongs to no monitor (a trend is a monitor's rates per day)"
+    if run.get("scheduled_for") is None:
+        return (
+            f"trend: none: this run was created by hand under monitor {monitor}, not as one of "
+            "its scheduled days; a trend is drawn from the monitor's scheduled days"
+        )
+    if trend_days == 1:
+        return (
+            f"trend: none yet: monitor {monitor} has one scheduled day so far; a trend needs at "
+            "least two days"
+        )
+    return (
+        f"trend: none yet: the analyst tables have no day of monitor {monitor} so far (the "
+        "run's analysis has not been refreshed into them)"
+    )

@@ -124,6 +124,7 @@ def run_money(conn: Conn, run_id: str) -> dict[str, Any]:
             absolute_minor=summary.unexplained_absolute_minor,
             unexplained_lines=summary.unexplained_lines,
             no_vendor_bill_minor=summary.no_vendor_bill_ours_minor,
+            explained_exact_minor=summary.explained_difference_exact_minor,
         )
         if summary.lines
         else ["not reconciled yet"],

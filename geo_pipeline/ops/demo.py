@@ -496,7 +496,8 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
                 conn.commit()
                 time.sleep(0.5)
                 again = analyse_run(conn, run_id)
-                for k in ("analysed", "accepted", "review", "failed", "reanalysed"):
+                summed = ("analysed", "accepted", "review", "failed", "invalid_review")
+                for k in (*summed, "reanalysed"):
                     total[k] += getattr(again, k)
                 moved = again.analysed > 0 or again.waiting_evidence < waiting
                 still = 0 if moved else still + 1
@@ -531,7 +532,10 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
 
             done["gauges"] = business.refresh(conn)
             conn.commit()
-            say(f"reconciled against {len(settled.imported)} fee statements; reservation released")
+            from geo_pipeline.domain.words import counted
+
+            statements = counted(len(settled.imported), "fee statement")
+            say(f"reconciled against {statements}; reservation released")
         except Exception as exc:
             conn.rollback()
             done["billing_error"] = str(exc)

@@ -25,16 +25,25 @@ from geo_pipeline.analysis import ui_api
 from geo_pipeline.analysis.charts import rate_bars_svg
 from geo_pipeline.domain.vocabulary import EXPORT_FORMATS
 from geo_pipeline.domain.words import (
+    ACCESS_UNKNOWN,
     INDEX_NOTE,
     PENDING_SCREENSHOT_NOTE,
     access_text,
+    channel_label,
+    channel_status_said,
     definitions_text,
     evidence_reason_text,
     evidence_words_text,
     modes_text,
+    money_exact_text,
     money_text,
+    no_screenshots_text,
+    percent_text,
+    reconciliation_rows,
+    status_text,
     status_words_text,
 )
+from geo_pipeline.domain.words import rate_text as words_rate_text
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.ops.report import RunReport, channel_modes, trend_section
 
@@ -68,7 +77,10 @@ CSV_COLUMNS = (
     "answer_revision",
     "validity",
     "validity_reason",
-    "citation_count",
+    # Sources apart, as the analyst views keep them (geo.citations.relation): cited = the answer
+    # points at it; retrieved = the engine read it without citing it. One name, one meaning.
+    "cited_count",
+    "retrieved_count",
     "citation_urls",
     # The fan-out of the answer (issue 31): whether the engine searched, and its queries.
     "web_search_used",
@@ -120,7 +132,8 @@ def csv_rows(report: RunReport) -> list[dict[str, Any]]:
         d["run_id"] = report.run["run_id"]
         d["access"] = report.channels.get(str(d["channel"]), {}).get("access")
         d["search_queries"] = " | ".join(d.get("search_queries") or [])
-        d["citation_count"] = len(s.citations)
+        d["cited_count"] = sum(1 for c in s.citations if c.get("relation") == "cited")
+        d["retrieved_count"] = sum(1 for c in s.citations if c.get("relation") == "retrieved")
         d["citation_urls"] = " ".join(c["normalized_url"] for c in s.citations)
         d["screenshot_key"] = s.screenshot["storage_key"] if s.screenshot else None
         d["thumbnail_key"] = s.thumbnail["storage_key"] if s.thumbnail else None
@@ -156,6 +169,7 @@ def _environment() -> jinja2.Environment:
     env.filters["when"] = when
     env.filters["evidence_url"] = evidence_url
     env.filters["money"] = money_text  # major units with the currency, where a person reads
+    env.filters["money_exact"] = money_exact_text  # ... with a vendor's exact amount beside it
     env.filters["evidence_reason"] = evidence_reason_text  # THE words, as the terminal says
     return env
 
@@ -198,17 +212,12 @@ MENTION_TABLE = (
 
 def percent(value: Any) -> str:
     """A share in [0, 1] as a whole percentage (no unit): 0.8 -> "80"."""
-    return f"{float(value) * 100:.0f}"
+    return percent_text(value)
 
 
 def rate_text(rate: Any, lower: Any, upper: Any, n: Any) -> str:
-    """A rate with its interval and sample size, as people write it: "80 % (58–92 %, n = 20)"."""
-    size = f"n = {int(n) if n is not None else 0}"
-    if rate is None:
-        return f"n/a ({size})"
-    if lower is None or upper is None:
-        return f"{percent(rate)} % ({size})"
-    return f"{percent(rate)} % ({percent(lower)}–{percent(upper)} %, {size})"
+    """THE rate format (domain.words.rate_text): "80 % (58–92 %, n = 20)"."""
+    return words_rate_text(rate, lower, upper, n)
 
 
 def mention_row(row: dict[str, Any]) -> dict[str, Any]:
@@ -268,6 +277,20 @@ def to_html(report: RunReport) -> str:
             modes_words=modes_text(channel_modes(report.samples)),
             index_note=INDEX_NOTE,
             access_note=access_text(),
+            channel_labels=[
+                channel_label(ch, str(c.get("access", ACCESS_UNKNOWN)))
+                for ch, c in report.channels.items()
+            ],
+            channel_status={
+                ch: status_text(c) for ch, c in report.channels.items() if channel_status_said(c)
+            },
+            reconciliation_display=reconciliation_rows(
+                report.money.get("reconciliation") or [], str(report.money["currency"]).strip()
+            ),
+            no_screenshots=no_screenshots_text(report.channels_without_screenshots)
+            if report.channels_without_screenshots
+            else "",
+            trend_note=report.trend_note,
             mention_rows=[mention_row(r) for r in report.mention_rates],
             mention_chart=markupsafe.Markup(mention_chart(report)) if report.mention_rates else "",
             money=report.money,

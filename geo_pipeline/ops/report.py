@@ -33,10 +33,16 @@ from geo_pipeline.billing import reconcile
 from geo_pipeline.domain.billing import is_explained
 from geo_pipeline.domain.words import (
     ACCESS_UNKNOWN,
+    channel_label,
+    current_warnings,
     evidence_status,
+    exact_minor_text,
+    invalid_answers_text,
     money_text,
+    reconciliation_rows,
     reconciliation_text,
     status_text,
+    trend_note,
 )
 from geo_pipeline.evidence.display import fill_displays
 from geo_pipeline.settings import settings
@@ -64,6 +70,9 @@ class SampleReport:
     citations: list[dict[str, Any]] = field(default_factory=list)
     screenshot: dict[str, Any] | None = None
     thumbnail: dict[str, Any] | None = None
+    # Whether the channel's service ever gives a screenshot (registry ``screenshot``): where it
+    # never does, that is said once per report, not as a warning on each answer.
+    gives_screenshots: bool = True
 
     @property
     def evidence_missing_reason(self) -> str | None:
@@ -86,13 +95,19 @@ class SampleReport:
         state = self.row["analysis_state"]
         if state == "pending":
             return "analysing" if self.row["evidence_state"] in ("stored", "partial") else "-"
-        return str(state)
+        # an answer judged invalid reads "invalid", the word of the status and the rate tables
+        # (analysis_state keeps the stored 'failed' for machines)
+        return "invalid" if state == "failed" else str(state)
 
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.row.items()}
         out["evidence_status"] = self.evidence_status
         out["evidence_missing_reason"] = self.evidence_missing_reason
         out["analysis_label"] = self.analysis_label
+        # the warnings as they stand now (a screenshot that arrived is no longer pending)
+        out["warnings"] = current_warnings(
+            self.row.get("warnings"), self.evidence_status, self.gives_screenshots
+        )
         out["citations"] = self.citations
         out["screenshot"] = self.screenshot
         out["thumbnail"] = self.thumbnail
@@ -117,6 +132,10 @@ class RunReport:
     # Scraped vs API apart (issue 31): fan_out_channels, fan_out, citation_gap and
     # ui_api_agreement, the rows of their analytics views (analysis/ui_api.py).
     ui_api: dict[str, list[dict[str, Any]]] = field(default_factory=dict)
+    # Why there is no trend (None when there is one), and the channels whose service never gives
+    # a screenshot: each said once, in the terminal, the HTML and the JSON alike.
+    trend_note: str | None = None
+    channels_without_screenshots: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -131,6 +150,8 @@ class RunReport:
             "retention": self.retention,
             "trends": self.trends,
             "trend_fdr_q": self.trend_fdr_q,
+            "trend_note": self.trend_note,
+            "channels_without_screenshots": self.channels_without_screenshots,
             **self.ui_api,
         }
 
@@ -208,6 +229,8 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     recon = fetch_all(conn, "ops.report_reconciliation", {"run_id": run["run_id"]})
     for r in recon:
         r["explained"] = is_explained(str(r["classification"]))
+        # exact decimal minor units as text (a JSON number would turn it into a float)
+        r["theirs_exact_minor"] = exact_minor_text(r.get("theirs_exact_minor", r["theirs_minor"]))
     # The same summary `billing reconcile`, the blocking check, the gauge and the alert agree with.
     summary = reconcile.stored_summary(conn, run["run_id"]) if recon else None
     currency = str(run["currency"]).strip()
@@ -229,6 +252,7 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
             absolute_minor=summary.unexplained_absolute_minor,
             unexplained_lines=summary.unexplained_lines,
             no_vendor_bill_minor=summary.no_vendor_bill_ours_minor,
+            explained_exact_minor=summary.explained_difference_exact_minor,
         )
         if summary
         else ["not reconciled yet"],
@@ -240,9 +264,15 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         "refunded_minor": by_kind.get("refund", 0),
         "ledger": ledger,
         "reconciliation": recon,
+        # the same lines as people read them, in the terminal and the HTML alike
+        "reconciliation_display": reconciliation_rows(recon, currency),
         # theirs - ours; pending lines (statement not in yet) are in neither figure
         "reconciliation_unexplained_minor": summary.unexplained_difference_minor if summary else 0,
         "reconciliation_explained_minor": summary.explained_difference_minor if summary else 0,
+        # the same with each vendor amount exact (decimal minor units as text; see words)
+        "reconciliation_explained_exact_minor": str(
+            summary.explained_difference_exact_minor if summary else 0
+        ),
         "reconciliation_pending_ours_minor": summary.pending_ours_minor if summary else 0,
     }
 
@@ -283,6 +313,21 @@ def channel_access(channels: list[str]) -> dict[str, str]:
     return out
 
 
+def channel_screenshots(channels: list[str]) -> dict[str, bool]:
+    """Whether each channel's service ever gives a screenshot (its platform's ``screenshot`` in
+    the connector registry; True for a platform the registry no longer lists: never guessed
+    away)."""
+    from geo_pipeline.connectors.registry import load_registry
+
+    reg = load_registry()
+    known = {**reg.disabled, **reg.entries}
+    out = {}
+    for ch in channels:
+        entry = known.get(ch.split("__", 1)[0])
+        out[ch] = bool(entry.capabilities.screenshot) if entry else True
+    return out
+
+
 def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> RunReport:
     """Assemble the report of one run. Raises ``store.runs.RunNotFound`` for an unknown id."""
     run = runstore.get_run(conn, run_id)
@@ -299,6 +344,9 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     for ch, d in channels.items():
         got = frozen.get(ch, {}).get("access")
         d["access"] = got if got not in (None, ACCESS_UNKNOWN) else fallback[ch]
+        d["label"] = channel_label(ch, str(d["access"]))  # what the key stands for, in words
+        d["status_text"] = status_text(d)  # the channel's status with its reason
+    shots = channel_screenshots(list(channels))
     params = {"run_id": run_id}
     cites: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for c in fetch_all(conn, "ops.report_citations", params):
@@ -315,6 +363,7 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
             citations=cites.get(r["sample_id"], []),
             screenshot=media.get((r["sample_id"], "screenshot")),
             thumbnail=media.get((r["sample_id"], "thumbnail")),
+            gives_screenshots=shots.get(str(r["channel"]), True),
         )
         for r in rows
     ]
@@ -324,7 +373,16 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     trends, fdr_q = brand_trends(conn, run_id)
     # The status with its reason, and the invalid answers by reason: one text for every view.
     status["text"] = status_text(status, channels)
-    status["invalid_answers"] = invalid_answers(samples)
+    invalid = invalid_answers(samples)
+    # an invalid answer a person is still to confirm is counted once, as invalid, and said so
+    in_review = sum(
+        1
+        for s in samples
+        if s.row.get("validity") == "invalid" and s.row.get("analysis_state") == "review"
+    )
+    status["invalid_answers"] = invalid
+    status["invalid_in_review"] = in_review
+    status["invalid_text"] = invalid_answers_text(invalid, in_review)
     return RunReport(
         run=run,
         status=status,
@@ -338,4 +396,6 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         trends=trends,
         trend_fdr_q=fdr_q,
         ui_api=ui_api.sections(conn, run_id),
+        trend_note=trend_note(run, len({r["scheduled_for"] for r in trends})),
+        channels_without_screenshots=sorted(c for c, ok in shots.items() if not ok),
     )

@@ -49,6 +49,8 @@ def _counts(
                 by["evidence_reason"][r["evidence_reason"]] += n
             if r["failure_reason"] is not None:
                 by["failure_reason"][r["failure_reason"]] += n
+            if r["invalid_reason"] is not None:
+                by["invalid_reason"][r["invalid_reason"]] += n
             if (
                 r["analysis_state"] == "pending"
                 and r["collection_state"] == "completed"
@@ -63,6 +65,7 @@ def _counts(
         analysis=dict(by["analysis"]),
         evidence_reasons=dict(by["evidence_reason"]),
         failure_reasons=dict(by["failure_reason"]),
+        invalid_reasons=dict(sorted(by["invalid_reason"].items())),
         awaiting_analysis=awaiting,
     )
 

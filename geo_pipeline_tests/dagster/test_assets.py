@@ -164,6 +164,13 @@ def test_finished_partition_materialises_collection_and_evidence_with_passing_ch
     assert (col["published_on"], col["included"], col["excluded"]) == ("complete", 4, 0)
     ev = metadata(result, names.VALIDATED_EVIDENCE)
     assert ev["answers"] == 3 and ev["valid_answers"] == 2
+    # cited and retrieved apart, the names the CSV uses (issue #34: one name, one meaning)
+    [trace] = [
+        e for e in result.get_asset_check_evaluations()
+        if e.check_name == names.CHECK_CITATION_TRACEABILITY
+    ]  # fmt: skip
+    keys = set(trace.metadata)
+    assert {"cited", "retrieved"} <= keys and "citations" not in keys, keys
 
 
 def test_collection_checks_fail_and_block_evidence_on_broken_data(

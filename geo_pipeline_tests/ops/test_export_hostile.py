@@ -99,7 +99,11 @@ def test_csv_cells_that_would_start_a_formula_are_quoted_with_an_apostrophe(cell
 
 def test_csv_leaves_ordinary_text_alone():
     (row,) = csv.DictReader(io.StringIO(export.to_csv(_report("Best coffee? a=b", []))))
-    assert row["question"] == "Best coffee? a=b" and row["citation_count"] == "0"
+    assert (
+        row["question"] == "Best coffee? a=b"
+        and row["cited_count"] == "0"
+        and row["retrieved_count"] == "0"
+    )
 
 
 def test_only_http_and_https_citations_are_live_links():

@@ -48,7 +48,8 @@ def _scenario(db, tmp_path):
 def test_report_counts_come_from_the_aggregation_service(db, tmp_path):
     samples, deep, kimi, _ = _scenario(db, tmp_path)
     rep = report.build_report(db, "run-ops")
-    words = {"text", "invalid_answers"}  # the status in words, derived from the same counts
+    # the status in words, derived from the same counts (and the invalid answers of the samples)
+    words = {"text", "invalid_answers", "invalid_in_review", "invalid_text"}
     assert {k: v for k, v in rep.status.items() if k not in words} == status.run_status(
         db, "run-ops"
     ).as_dict()
@@ -87,7 +88,11 @@ def test_csv_and_json_have_one_row_per_sample(db, tmp_path):
     rows = list(csv.DictReader(io.StringIO(export.to_csv(rep))))
     assert len(rows) == len(samples)
     row = next(r for r in rows if r["sample_id"] == deep[0]["sample_id"])
-    assert row["citation_count"] == "2" and row["thumbnail_key"].endswith("thumbnail.png")
+    assert (
+        row["cited_count"] == "2"
+        and row["retrieved_count"] == "0"
+        and row["thumbnail_key"].endswith("thumbnail.png")
+    )
     data = json.loads(export.to_json(rep))
     assert data["status"]["total"] == 8 and len(data["samples"]) == 8
     assert all("raw_text" not in s for s in data["samples"])

@@ -158,7 +158,9 @@ WITH st AS MATERIALIZED (
          count(*) FILTER (WHERE validity = 'invalid')::int AS invalid_samples,
          count(*) FILTER (WHERE mention_status = 'analysing'
                             AND validity IS DISTINCT FROM 'invalid')::int AS analysing_samples,
-         count(*) FILTER (WHERE mention_status = 'in_review')::int AS review_samples,
+         -- an invalid answer a person is to confirm is counted once: as invalid (issue #34)
+         count(*) FILTER (WHERE mention_status = 'in_review'
+                            AND validity IS DISTINCT FROM 'invalid')::int AS review_samples,
          count(*) FILTER (WHERE collection_state IN ('queued', 'running'))::int
            AS collecting_samples,
          count(*) FILTER (WHERE mention_status = 'known')::int AS n

@@ -143,7 +143,10 @@ WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s
 ORDER BY c.sample_id, c.revision, c.ordinal LIMIT 1000;
 
 -- name: citation_count
-SELECT count(*) AS n FROM geo.citations c JOIN geo.samples s ON s.sample_id = c.sample_id
+-- Citation rows of a partition, cited and retrieved apart (the names the CSV and analysts.md use).
+SELECT count(*) FILTER (WHERE c.relation = 'cited') AS cited,
+       count(*) FILTER (WHERE c.relation = 'retrieved') AS retrieved
+FROM geo.citations c JOIN geo.samples s ON s.sample_id = c.sample_id
 WHERE s.run_id = %(run_id)s AND s.channel = %(channel)s;
 
 -- name: screenshot_coverage

@@ -52,7 +52,11 @@ GROUP BY kind, currency ORDER BY kind;
 SELECT classification, currency, count(*) AS lines,
        coalesce(sum(ours_minor), 0)::bigint AS ours_minor,
        coalesce(sum(theirs_minor), 0)::bigint AS theirs_minor,
-       coalesce(sum(difference_minor), 0)::bigint AS difference_minor
+       coalesce(sum(difference_minor), 0)::bigint AS difference_minor,
+       -- the vendor's exact amount where it bills fractions of a minor unit (credits x credit
+       -- price, detail.cost_exact_minor); the stored whole minor units elsewhere
+       coalesce(sum(coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor)), 0)
+         AS theirs_exact_minor
 FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
 GROUP BY classification, currency ORDER BY classification;
 

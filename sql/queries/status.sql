@@ -2,18 +2,25 @@
 -- The one place sample states are counted (R7), in one pass over the scope: a run, optionally one
 -- channel and/or one question revision. One row per combination of states (a handful), with the
 -- reasons that explain missing evidence and failures.
-SELECT submission_state, collection_state, evidence_state, analysis_state,
-       CASE WHEN evidence_state IN ('partial', 'failed')
-            THEN coalesce(evidence_reason, 'UNSPECIFIED') END AS evidence_reason,
-       CASE WHEN collection_state = 'failed'
-            THEN coalesce(collection_reason, 'UNSPECIFIED') END AS failure_reason,
+-- invalid_reason: the latest answer judged invalid (in no rate whatever the status), by reason.
+SELECT s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,
+       CASE WHEN s.evidence_state IN ('partial', 'failed')
+            THEN coalesce(s.evidence_reason, 'UNSPECIFIED') END AS evidence_reason,
+       CASE WHEN s.collection_state = 'failed'
+            THEN coalesce(s.collection_reason, 'UNSPECIFIED') END AS failure_reason,
+       CASE WHEN a.validity = 'invalid'
+            THEN coalesce(a.validity_reason, 'unspecified') END AS invalid_reason,
        count(*) AS n
-FROM geo.samples
-WHERE run_id = %(run_id)s
-  AND (%(channel)s::text IS NULL OR (platform, device) = (split_part(%(channel)s, '__', 1),
-                                                          split_part(%(channel)s, '__', 2)))
-  AND (%(question_revision)s::text IS NULL OR question_revision = %(question_revision)s)
-GROUP BY 1, 2, 3, 4, 5, 6;
+FROM geo.samples s
+LEFT JOIN LATERAL (
+  SELECT validity, validity_reason FROM geo.answers
+   WHERE sample_id = s.sample_id ORDER BY revision DESC LIMIT 1
+) a ON s.collection_state = 'completed'
+WHERE s.run_id = %(run_id)s
+  AND (%(channel)s::text IS NULL OR (s.platform, s.device) = (split_part(%(channel)s, '__', 1),
+                                                              split_part(%(channel)s, '__', 2)))
+  AND (%(question_revision)s::text IS NULL OR s.question_revision = %(question_revision)s)
+GROUP BY 1, 2, 3, 4, 5, 6, 7;
 
 -- name: run_cancelled
 -- Whether the operator asked to cancel the run (its status must say so, R7).

@@ -72,12 +72,14 @@ def validity_rate(
 def citation_traceability(conn: Conn, run_id: str, channel: str) -> dg.AssetCheckResult:
     """R18, R22: every citation keeps raw and normalised URL and belongs to an archived answer."""
     rows = query_rows(conn, "untraceable_citations", run_id=run_id, channel=channel)
-    total = query_rows(conn, "citation_count", run_id=run_id, channel=channel)[0]["n"]
+    counts = query_rows(conn, "citation_count", run_id=run_id, channel=channel)[0]
     return check_result(
         names.CHECK_CITATION_TRACEABILITY,
         names.VALIDATED_EVIDENCE,
         not rows,
-        citations=int(total),
+        # cited and retrieved apart: one name, one meaning (the CSV's cited_count/retrieved_count)
+        cited=int(counts["cited"]),
+        retrieved=int(counts["retrieved"]),
         untraceable=len(rows),
         examples=[
             f"{r['sample_id']}#{r['revision']}/{r['ordinal']}: {r['problem']}"

@@ -105,10 +105,11 @@ def test_planted_run_counts_rates_and_wilson_bounds(db, planted):
         pytest.approx(hi, abs=1e-12),
     )
 
-    # Question 1: two answers in review (ambiguous alias, doubtful truncation) are not in n.
+    # Question 1: two answers in review (ambiguous alias, doubtful truncation) are not in n; the
+    # truncated one is an invalid answer, counted once, in invalid_samples (issue #34).
     q1 = metric(db, "deepseek__web", 1, LUCKIN)
     assert (q1["samples"], q1["valid_samples"], q1["invalid_samples"]) == (5, 4, 1)
-    assert (q1["review_samples"], q1["analysing_samples"], q1["n"], q1["mentions"]) == (2, 0, 3, 1)
+    assert (q1["review_samples"], q1["analysing_samples"], q1["n"], q1["mentions"]) == (1, 0, 3, 1)
     assert (q1["domain_cited"], q1["domain_retrieved"]) == (0, 1)
     sb1 = metric(db, "deepseek__web", 1, SB)
     assert (sb1["n"], sb1["mentions"]) == (3, 1)

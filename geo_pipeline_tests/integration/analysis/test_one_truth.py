@@ -94,7 +94,11 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
     got = (plots[f"mention_rate_lower/{key}"].value, plots[f"mention_rate_upper/{key}"].value)
     assert got == (lo4, hi4)  # the Dagster Plots keep 4 decimals, the reports 3
     assert (typed["lower_95"], typed["upper_95"]) == (lo4, hi4)
-    assert _rate(terminal) == f"{view['mention_rate']:.2f} [{lower:.2f}, {upper:.2f}]"
+    # one rate format in the terminal, the HTML table and the chart (F10)
+    pct = lambda v: f"{v * 100:.0f}"  # noqa: E731
+    assert _rate(terminal) == (
+        f"{pct(view['mention_rate'])} % ({pct(lower)}–{pct(upper)} %, n = {view['n']})"
+    )
     row = export.mention_row(terminal)
     assert row["rate"] in html and row["interval_kind"] == view["mention_rate_interval"]
     assert view["n"] == terminal["n"] == as_json["n"] == typed["n"] == 8  # the invalid one out
@@ -109,10 +113,13 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
         for ch in statusmod.channels_of_run(db, "r-one")
     }
     words = status_text(statusmod.run_status(db, "r-one").as_dict(), channels)  # = runs show
-    assert words == "partial: 1 required screenshot missing on kimi__web"
+    assert words == (
+        "partial: 1 required screenshot missing on kimi__web; "
+        "1 answer invalid (login_page) on kimi__web, in no rate"
+    )
     assert rep.status["text"] == exported["status"]["text"] == words and words in html
     assert rep.status["invalid_answers"] == exported["status"]["invalid_answers"]
-    assert rep.status["invalid_answers"] == {"login_page": 1} and "login_page ×1" in html
+    assert rep.status["invalid_answers"] == {"login_page": 1} and "login_page x1" in html
     assert view["invalid_samples"] == 1
 
     # ---- the quote and the difference

@@ -42,3 +42,20 @@ def test_a_no_vendor_bill_line_is_an_explained_difference() -> None:
     s = summarise("r1", "CNY", [_line(0, "no_vendor_bill", ours=20, theirs=0)])
     assert s.explained_difference_minor == -20
     assert s.unexplained_difference_minor == 0 and s.no_vendor_bill_ours_minor == 20
+
+
+def test_the_exact_explained_difference_keeps_sub_minor_vendor_amounts() -> None:
+    """cloro bills 0.4 cent a task: four credit_cost lines read theirs 0 (rounded once per line)
+    while the vendor billed 1.6 cents; the summary's exact figure is what every report and
+    `billing reconcile` say beside the rounded one (issue #34, a second newcomer's read)."""
+    from decimal import Decimal
+
+    lines = [
+        ReconLine(f"c{i}", "chatgpt_cloro", "credit_cost", "completed", 1, 0, "USD",
+                  detail={"cost_exact_minor": "0.400000"})
+        for i in range(4)
+    ] + [_line(9, "matched", 2, 2)]  # fmt: skip
+    s = summarise("r1", "USD", lines)
+    assert s.explained_difference_minor == -4
+    assert s.explained_difference_exact_minor == Decimal("-2.4")
+    assert s.as_dict()["explained_difference_exact_minor"] == "-2.400000"

@@ -81,6 +81,11 @@ def test_browser_channels_have_no_vendor_bill_and_reconcile_explained() -> None:
         "CNY",
         no_vendor_bill_minor=s.no_vendor_bill_ours_minor,
     )
-    assert words[0] == "unexplained difference: none"
-    assert words[1].endswith("we charged 0.20 CNY more than the platforms billed"), words
+    # a zero amount reads 0.00 CNY, never "none" (read as "no such lines"); with no vendor
+    # statement the sentence never says "than the platforms billed" (third newcomer read, F6/F7)
+    assert words[0] == "unexplained difference: 0.00 CNY"
+    assert "than the platforms billed" not in words[1], words
+    assert words[1].endswith(
+        "0.00 CNY on lines a platform bills, and 0.20 CNY we charged that no platform bills"
+    ), words
     assert words[-1].startswith("not billed by any platform: 0.20 CNY charged at our own")
