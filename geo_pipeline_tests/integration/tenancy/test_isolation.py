@@ -318,6 +318,9 @@ def test_functions_in_geo_and_analytics_are_not_definer_escapes(world: World):
         "analytics.wilson_upper(bigint,bigint,double precision)",
         "geo.analyst_tenant()",
         "geo.claimable(text,text,text,text,text[])",
+        # The analyst replicas' replica identities (0058): DDL run as its caller, the operator
+        # (EXECUTE revoked from PUBLIC; only a table's owner may index it or set its identity).
+        "geo.enable_replica_identities()",
         "geo.exclusion_reason(text,text,integer)",
         # The sample-id rule (0051): a hash of its arguments, reading no table; and whether the
         # check over it is validated, read from the catalogue every login may read.
