@@ -148,104 +148,9 @@ def measure_settlement(size: int) -> dict[str, float]:
     return _timed(conn, lambda: settle_run(conn, run_id, registry=None))
 
 
-# --------------------------------------------------------------------------- completion sensor
-_sensor: dict[int, tuple[Any, dict[str, Any], str]] = {}
-SENSOR_CHANNELS = [("deepseek", "web"), ("deepseek", "app"), ("doubao", "web"), ("qwen", "web"),
-                   ("kimi", "web")]  # fmt: skip
-
-
-def _sensor_setup(partitions: int) -> tuple[Any, dict[str, Any], str]:
-    """bench/dagster_sensor.py's set-up, ``partitions`` // 5 runs of 5 channels x 2 samples,
-    every sample terminal and its completion in the stream; a database, Redis namespace and
-    Dagster instance per size (the tick reads the whole stream, and the instance's partitions)."""
-    if partitions in _sensor:
-        return _sensor[partitions]
-    import dagster as dg
-    import redis as redis_lib
-    from _machine import REDIS_URL
-    from dagster_sensor import config as sensor_config
-    from dagster_sensor import publish
-
-    from geo_pipeline.defs.collection.jobs import plan_from_config
-    from geo_pipeline.defs.partitions import register_run_partitions
-    from geo_pipeline.defs.resources import (
-        ConnectorRegistryResource,
-        PipelineSettingsResource,
-        PostgresResource,
-        RedisResource,
-    )
-
-    url, ns = _exit.enter_context(scratch(f"geo_scale_sensor{partitions}"))
-    instance = _exit.enter_context(dg.instance_for_test())
-    client = redis_lib.Redis.from_url(REDIS_URL, decode_responses=True)
-    _exit.callback(client.close)
-    channels = [f"{p}__{d}" for p, d in SENSOR_CHANNELS]
-    with psycopg.connect(url, row_factory=dict_row, autocommit=True) as conn:  # type: ignore[arg-type]
-        migrate.upgrade(conn)  # type: ignore[arg-type]
-        ledger.deposit(conn, "bench", 10**12, "CNY", "bench-deposit")  # type: ignore[arg-type]
-        cfg = sensor_config(2)
-        for i in range(max(1, partitions // len(channels))):
-            plan = plan_from_config(cfg, ConnectorRegistryResource(), f"sensor-{i:05d}", conn)
-            rid, _ = create_run(conn, plan, dispatch=False)  # type: ignore[arg-type]
-            register_run_partitions(instance, rid, channels)
-        conn.execute("UPDATE geo.samples SET collection_state = 'failed', collection_reason = 'X'")
-        conn.execute("VACUUM ANALYZE")  # no dead rows nor stale index entries left to count
-    publish(client, f"{ns}:completions", url)
-    resources = {
-        "db": PostgresResource(url=url),
-        "redis": RedisResource(url=REDIS_URL, prefix=ns),
-        "settings": PipelineSettingsResource(),
-    }
-    _sensor[partitions] = (instance, resources, url)
-    return _sensor[partitions]
-
-
-def measure_sensor_tick(partitions: int) -> dict[str, float]:
-    """One completion-sensor tick reading every partition's completions from the stream's start
-    (the normal path: the catch-up sweep not due), as bench/dagster_sensor.py's "stream" tick.
-    The work counted is the tick's own database connection's (geo_pipeline.store.work)."""
-    import json
-    from collections.abc import Iterator
-
-    import dagster as dg
-
-    from geo_pipeline.defs.collection.sensors import completion_sensor
-    from geo_pipeline.defs.resources import PostgresResource
-
-    ticks: list[Any] = []
-
-    class Metered(PostgresResource):
-        @contextlib.contextmanager
-        def connect(self) -> Iterator[Any]:
-            with super().connect() as conn, measured(conn) as work:
-                yield conn
-            ticks.append(work)
-
-    instance, resources, url = _sensor_setup(partitions)
-    ctx = dg.build_sensor_context(
-        instance=instance,
-        # No id: from the stream's start without a gap ("0-0" reads as entries trimmed after the
-        # cursor once the stream has entries, and the tick would sweep PostgreSQL as well).
-        cursor=json.dumps({"id": None, "swept": time.time()}),
-        resources={**resources, "db": Metered(url=url)},
-    )
-    c0, t0 = time.process_time(), time.perf_counter()
-    result = completion_sensor(ctx)
-    t1, c1 = time.perf_counter(), time.process_time()
-    assert isinstance(result, dg.SensorResult)
-    (work,) = ticks
-    return {
-        "seconds": t1 - t0,
-        "cpu_s": c1 - c0,  # this process only: the sensor's database backend is not followed
-        "rows": work.rows_read,
-        "buffers": work.buffers,
-        "statements": work.statements,
-    }
-
-
 # (name, sizes, measure[, sizes run only with --big]). The default sizes keep `make bench`
-# within minutes on 2 cores; the large ones take their set-up time (a 100,000-charge run, 2,000
-# runs of partitions) or are slow by nature (a 200,000-sample run: the largest bench/plan.py's
+# within minutes on 2 cores; the large ones take their set-up time (a 100,000-charge run)
+# or are slow by nature (a 200,000-sample run: the largest bench/plan.py's
 # config shape allows, 500 questions x 20 channel settings x 20 repeats).
 PATHS: list[tuple[Any, ...]] = [
     (
@@ -255,5 +160,4 @@ PATHS: list[tuple[Any, ...]] = [
         [200_000],
     ),
     ("settlement / reconciliation (charges)", [1_000, 10_000], measure_settlement, [100_000]),
-    ("completion sensor tick (partitions)", [100, 1_000], measure_sensor_tick, [10_000]),
 ]
