@@ -1,5 +1,10 @@
-"""Scale-sweep path of the completion sensor (bench/scale.py loads ``PATHS``): one real tick at
-100 -> 1,000 -> 10,000 partitions whose completions are in the stream.
+"""Scale-sweep paths of the completion sensor (bench/scale.py loads ``PATHS``):
+
+- one real tick at 100 -> 1,000 -> 10,000 partitions whose completions are in the stream (every
+  partition publishable: one request each, plus one billing request per run);
+- one real tick reading the completions of 100 partitions only, beside 100 -> 1,000 -> 10,000
+  registered partitions (the same worlds, the cursor just before the last 100 partitions'
+  entries): the work should follow the partitions that changed, not all of them.
 
 The world of each size is built in bulk (geo_pipeline_tests/sensor_world.py): one run created by
 ``create_run`` (bench/dagster_sensor.py's config: 5 channels x 2 samples), copied with
@@ -51,9 +56,11 @@ from geo_pipeline_tests.sensor_world import clone_runs, dagster_metered, end_sam
 
 _exit = contextlib.ExitStack()
 atexit.register(_exit.close)
-_worlds: dict[int, tuple[dg.DagsterInstance, dict[str, Any], str, int]] = {}
-def world(partitions: int) -> tuple[dg.DagsterInstance, dict[str, Any], str, int]:
-    """(instance, resources, database URL, stream entries) of ``partitions`` // 5 runs."""
+_worlds: dict[int, tuple[dg.DagsterInstance, dict[str, Any], str]] = {}
+
+
+def world(partitions: int) -> tuple[dg.DagsterInstance, dict[str, Any], str]:
+    """(instance, resources, database URL) of ``partitions`` // 5 runs."""
     if partitions in _worlds:
         return _worlds[partitions]
     url, ns = _exit.enter_context(scratch(f"geo_scale_sensor{partitions}"))
@@ -71,7 +78,9 @@ def world(partitions: int) -> tuple[dg.DagsterInstance, dict[str, Any], str, int
             clone_runs(conn, ids[0], ids[1:])
             end_samples(conn, ids)
         conn.execute("VACUUM ANALYZE")
-        rows = conn.execute("SELECT sample_id, run_id, channel FROM geo.samples").fetchall()
+        rows = conn.execute(
+            "SELECT sample_id, run_id, channel FROM geo.samples ORDER BY run_id, channel, sample_id"
+        ).fetchall()
     client = redis_lib.Redis.from_url(REDIS_URL, decode_responses=True)
     try:
         pipe = client.pipeline(transaction=False)
@@ -92,12 +101,35 @@ def world(partitions: int) -> tuple[dg.DagsterInstance, dict[str, Any], str, int
         "redis": RedisResource(url=REDIS_URL, prefix=ns),
         "settings": PipelineSettingsResource(),
     }
-    _worlds[partitions] = (instance, resources, url, len(rows))
+    _worlds[partitions] = (instance, resources, url)
     return _worlds[partitions]
 
 
+TOUCHED = 100  # partitions of the "beside history" path whose completions the tick reads
+
+
 def measure_sensor_tick(partitions: int) -> dict[str, float]:
-    instance, resources, url, entries = world(partitions)
+    """A tick reading the completions of all ``partitions`` from the stream's start."""
+    return _tick(partitions, None, partitions)
+
+
+def measure_tick_beside_history(partitions: int) -> dict[str, float]:
+    """A tick reading the completions of the last 100 partitions only, beside ``partitions``
+    registered ones (its cursor just before their entries): the work should not grow."""
+    _, resources, _ = world(partitions)
+    client = redis_lib.Redis.from_url(REDIS_URL, decode_responses=True)
+    try:
+        stream = resources["redis"].completions_stream
+        # 2 entries per partition: the id before the last TOUCHED partitions' entries (none:
+        # the stream holds only theirs, read it from its start).
+        last = list(client.xrevrange(stream, count=2 * TOUCHED + 1) or [])
+    finally:
+        client.close()
+    return _tick(partitions, str(last[-1][0]) if len(last) > 2 * TOUCHED else None, TOUCHED)
+
+
+def _tick(partitions: int, after: str | None, touched: int) -> dict[str, float]:
+    instance, resources, url = world(partitions)
     ticks: list[Work] = []
 
     class Metered(PostgresResource):
@@ -109,9 +141,9 @@ def measure_sensor_tick(partitions: int) -> dict[str, float]:
 
     ctx = dg.build_sensor_context(
         instance=instance,
-        # No id: from the stream's start without a gap ("0-0" reads as entries trimmed after the
-        # cursor once the stream has entries, and the tick would sweep PostgreSQL as well).
-        cursor=json.dumps({"id": None, "swept": time.time()}),
+        # ``after`` None: from the stream's start without a gap ("0-0" reads as entries trimmed
+        # after the cursor once the stream has entries, and the tick would sweep PostgreSQL).
+        cursor=json.dumps({"id": after, "swept": time.time()}),
         resources={**resources, "db": Metered(url=url)},
     )
     with dagster_metered(instance) as dg_work:
@@ -120,10 +152,11 @@ def measure_sensor_tick(partitions: int) -> dict[str, float]:
         t1, c1 = time.perf_counter(), time.process_time()
     assert isinstance(result, dg.SensorResult)
     requests = len(result.run_requests or [])
-    assert requests == partitions + partitions // len(CHANNELS), (requests, partitions)
+    assert requests == touched + touched // len(CHANNELS), (requests, touched)
     (work,) = ticks
-    print(f"    tick @ {partitions:,}: {t1 - t0:.3f} s, {requests:,} requests; PostgreSQL: "
-          f"{work.statements} statements, {work.rows_read:,} rows, {work.buffers:,} buffers; "
+    print(f"    tick @ {touched:,} of {partitions:,}: {t1 - t0:.3f} s, {requests:,} requests; "
+          f"PostgreSQL: {work.statements} statements, {work.rows_read:,} rows, "
+          f"{work.buffers:,} buffers; "
           f"Dagster: {dg_work['calls']} calls, {dg_work['statements']} statements, "
           f"{dg_work['rows']:,} rows returned", flush=True)  # fmt: skip
     return {
@@ -137,4 +170,9 @@ def measure_sensor_tick(partitions: int) -> dict[str, float]:
 
 PATHS: list[tuple[Any, ...]] = [
     ("completion sensor tick (partitions)", [100, 1_000, 10_000], measure_sensor_tick),
+    (
+        "completion tick, 100 touched beside (registered partitions)",
+        [100, 1_000, 10_000],
+        measure_tick_beside_history,
+    ),
 ]

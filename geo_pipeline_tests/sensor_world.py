@@ -57,7 +57,7 @@ def clone_runs(conn: Any, template: str, run_ids: Sequence[str]) -> None:
             for c in cols
         )
         conn.execute(
-            f"INSERT INTO geo.{table} ({', '.join(cols)})"  # noqa: S608 - our own table names
+            f"INSERT INTO geo.{table} ({', '.join(cols)})"  # our own table names
             f" SELECT {exprs} FROM geo.{table} t"
             " CROSS JOIN unnest(%(ids)s::text[]) AS g(new_id) WHERE t.run_id = %(template)s",
             {"ids": list(run_ids), "template": template},

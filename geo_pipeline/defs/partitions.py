@@ -82,6 +82,14 @@ def add_requests(
     return out
 
 
+def existing_keys(instance: dg.DagsterInstance, name: str, keys: Iterable[str]) -> set[str]:
+    """Of ``keys``, those the dynamic partitions definition ``name`` has: membership queries for
+    these keys only (one per 1,000), never a listing of every key — a sensor ticking every 5 s
+    beside 90 days of partitions would read them all each time. No keys: no query."""
+    wanted = sorted(set(keys))
+    return set(instance.get_existing_dynamic_partitions(name, wanted)) if wanted else set()
+
+
 def register_run_partitions(
     instance: dg.DagsterInstance, run_id: str, channels: Sequence[str]
 ) -> None:

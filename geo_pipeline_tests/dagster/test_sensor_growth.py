@@ -5,7 +5,10 @@ A tick's work is what its own database connection did (geo_pipeline.store.work: 
 sent, rows and index entries read, buffers), measured around the connection the sensor opens.
 Every sample was set terminal by one UPDATE; a VACUUM ANALYZE after it clears the dead rows and
 stale index entries that UPDATE leaves (with few rows and no autovacuum yet, those entries are
-what a rows-read count would mostly measure), so the count is the tick's own.
+what a rows-read count would mostly measure), so the count is the tick's own. The tick's
+Dagster side is counted too (sensor_world.dagster_metered: the instance storages' statements and
+the rows its calls return). Runs are copied in bulk from one made by create_run
+(geo_pipeline_tests/sensor_world.py).
 """
 
 from __future__ import annotations
@@ -22,20 +25,23 @@ import redis as redis_lib
 
 from geo_pipeline.defs.collection.jobs import plan_from_config
 from geo_pipeline.defs.collection.sensors import completion_sensor, cursor_time
-from geo_pipeline.defs.partitions import register_run_partitions
 from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResource
-from geo_pipeline.domain.plan import build_plan
 from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.work import Work, measured
 from geo_pipeline_tests.dagster.conftest import collection_config, fund
-from geo_pipeline_tests.growth import assert_linear
+from geo_pipeline_tests.growth import MAX_EXPONENT, assert_linear, exponent
+from geo_pipeline_tests.sensor_world import (
+    clone_runs,
+    dagster_metered,
+    end_samples,
+    register_all,
+)
 
 CHANNELS = [("deepseek", "web"), ("deepseek", "app"), ("doubao", "web"), ("qwen", "web"),
             ("kimi", "web")]  # fmt: skip
 SMALL, LARGE = 20, 200  # runs of 5 channels: 100 and 1,000 partitions (one sample each)
-pytestmark = pytest.mark.timeout(900)  # 1,320 runs created on a loaded 2-core box
 
 
 class MeteredPostgres(PostgresResource):
@@ -49,11 +55,13 @@ class MeteredPostgres(PostgresResource):
 
 
 _TICKS: list[Work] = []
+_DAGSTER: dict[str, dict[str, int]] = {"small": {}, "large": {}}
 
 
 def _runs(conn: Any, dg_instance: dg.DagsterInstance, first: int, count: int) -> list[str]:
     """``count`` runs of 5 partitions of one sample each, registered in Dagster, every sample
-    terminal. One quote, each run planned from it (setup time)."""
+    terminal: the first created by create_run, the others copied from it in bulk
+    (geo_pipeline_tests/sensor_world.py; setup time)."""
     fund(conn, amount=10**12)
     config = {
         **collection_config(),
@@ -64,25 +72,18 @@ def _runs(conn: Any, dg_instance: dg.DagsterInstance, first: int, count: int) ->
             for p, d in CHANNELS
         ],
     }
-    quoted = plan_from_config(config, ConnectorRegistryResource(), "grow-q", conn)
-    ids = []
-    for i in range(first, first + count):
-        plan = build_plan(quoted.config, quoted.quote, f"grow-{i:04d}")
-        run_id, _ = create_run(conn, plan, dispatch=False)
-        register_run_partitions(dg_instance, run_id, plan.config.channels)
-        ids.append(run_id)
-    conn.execute(
-        "UPDATE geo.samples SET collection_state = 'failed', collection_reason = 'X'"
-        " WHERE run_id = ANY(%s)",
-        (ids,),
-    )
+    ids = [f"grow-{i:04d}" for i in range(first, first + count)]
+    plan = plan_from_config(config, ConnectorRegistryResource(), ids[0], conn)
+    create_run(conn, plan, dispatch=False)
+    with conn.transaction():
+        clone_runs(conn, ids[0], ids[1:])
+        end_samples(conn, ids)
+    register_all(dg_instance, {rid: plan.config.channels for rid in ids})
     conn.execute("VACUUM ANALYZE")  # autocommit: see the module docstring
     return ids
 
 
-def _publish(
-    client: redis_lib.Redis, stream: str, conn: Any, run_ids: list[str]
-) -> str | None:
+def _publish(client: redis_lib.Redis, stream: str, conn: Any, run_ids: list[str]) -> str | None:
     """Each sample's completion entry; returns the id of the last entry before them (None: the
     stream was empty, read it from its start)."""
     before = client.xrevrange(stream, count=1)
@@ -102,16 +103,25 @@ def _publish(
 
 
 def _tick(
-    dg_instance: dg.DagsterInstance, resources: dict[str, Any], after: str | None
+    dg_instance: dg.DagsterInstance,
+    resources: dict[str, Any],
+    after: str | None,
+    dagster_work: dict[str, int] | None = None,
 ) -> tuple[Work, int]:
     """One tick reading the stream after ``after`` (the sweep not due): its work and how many
-    runs it requested."""
+    runs it requested. ``dagster_work``, when given, receives what the tick asked of the Dagster
+    instance (sensor_world.dagster_metered: calls, storage statements, rows returned)."""
     _TICKS.clear()
     metered = {**resources, "db": MeteredPostgres(url=resources["db"].url)}
     now = time.time()
     cursor = json.dumps({"id": after, "swept": now})
-    with dg.build_sensor_context(instance=dg_instance, cursor=cursor, resources=metered) as ctx:
+    with (
+        dg.build_sensor_context(instance=dg_instance, cursor=cursor, resources=metered) as ctx,
+        dagster_metered(dg_instance) as counts,
+    ):
         result = completion_sensor(ctx)
+    if dagster_work is not None:
+        dagster_work.update(counts)
     assert isinstance(result, dg.SensorResult)
     assert len(_TICKS) == 1, _TICKS  # the tick's one connection, measured
     assert json.loads(result.cursor or "{}")["swept"] == cursor_time(now)  # no sweep: no gap
@@ -122,7 +132,8 @@ def _tick(
 def sized(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any], redis_url: str
 ) -> Callable[[], tuple[Work, Work]]:
-    """The work of a tick told about 100 partitions, then of one told about 1,000."""
+    """The work of a tick told about 100 partitions, then of one told about 1,000 (what they
+    asked of the Dagster instance in ``_DAGSTER``)."""
 
     def measure() -> tuple[Work, Work]:
         client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
@@ -130,11 +141,11 @@ def sized(
         try:
             small = _runs(conn, dg_instance, 0, SMALL)
             small_tick, small_requests = _tick(
-                dg_instance, resources, _publish(client, stream, conn, small)
+                dg_instance, resources, _publish(client, stream, conn, small), _DAGSTER["small"]
             )
             large = _runs(conn, dg_instance, SMALL, LARGE)
             large_tick, large_requests = _tick(
-                dg_instance, resources, _publish(client, stream, conn, large)
+                dg_instance, resources, _publish(client, stream, conn, large), _DAGSTER["large"]
             )
         finally:
             client.close()
@@ -148,12 +159,18 @@ def sized(
 def test_a_completion_tick_grows_linearly_with_its_partitions(
     sized: Callable[[], tuple[Work, Work]],
 ) -> None:
-    """100 -> 1,000 partitions touched (50 runs of history beside the second): the statements
+    """100 -> 1,000 partitions touched (20 runs of history beside the second): the statements
     stay the same (each query takes the tick's partitions at once) and the rows and buffers
-    grow at most ~linearly."""
+    grow at most ~linearly; so do the Dagster instance's statements and the rows its calls
+    return."""
     small, large = sized()
     assert large.statements == small.statements, (small, large)
     assert_linear("completion tick", small, large)
+    dg_small, dg_large = _DAGSTER["small"], _DAGSTER["large"]
+    for field in ("statements", "rows"):
+        a, b = dg_small[field], dg_large[field]
+        assert a > 0, f"the Dagster meter counted no {field}"
+        assert exponent(a, b, 10) <= MAX_EXPONENT, f"Dagster {field}: {a:,} -> {b:,}"
 
 
 def test_the_growth_test_catches_a_tick_that_reads_every_partition_per_run(
@@ -197,3 +214,31 @@ def test_a_completion_tick_does_not_read_the_history(
         a, b = getattr(before, field), getattr(later, field)
         assert a > 0, f"the meter counted no {field}"
         assert b <= 2 * a, f"{field}: {a:,} -> {b:,} with 10x the history"
+
+
+def test_a_completion_tick_asks_dagster_only_about_the_partitions_it_touched(
+    conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any], redis_url: str
+) -> None:
+    """The same 100 partitions touched beside 10x more registered partitions (runs of history,
+    their keys in the instance): the rows the tick's Dagster calls return and the statements the
+    instance runs stay the same. A tick that lists every dynamic partition of both definitions
+    to learn which of its keys exist reads the whole history every 5 s."""
+    client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
+    stream = resources["redis"].completions_stream
+    before: dict[str, int] = {}
+    later: dict[str, int] = {}
+    try:
+        touched = _runs(conn, dg_instance, 0, SMALL)
+        after = _publish(client, stream, conn, touched)
+        _, requested = _tick(dg_instance, resources, after, before)
+        _runs(conn, dg_instance, SMALL, LARGE)  # history: registered, no entries in the stream
+        _, requested_later = _tick(dg_instance, resources, after, later)
+    finally:
+        client.close()
+    assert requested == requested_later == 6 * SMALL
+    assert before["calls"] > 0 and before["statements"] > 0, before  # the meter is not blind
+    assert later["statements"] == before["statements"], (before, later)
+    assert later["rows"] <= 2 * before["rows"], (
+        f"Dagster rows returned: {before['rows']:,} -> {later['rows']:,} with 10x the "
+        "registered partitions beside the same 100 touched"
+    )

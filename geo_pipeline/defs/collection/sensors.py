@@ -28,7 +28,12 @@ from geo_pipeline.defs import names
 from geo_pipeline.defs.collection.stream import Pair, StreamRead, read_completions
 from geo_pipeline.defs.factory import query_rows
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
-from geo_pipeline.defs.partitions import add_requests, partition_key, run_partition_keys
+from geo_pipeline.defs.partitions import (
+    add_requests,
+    existing_keys,
+    partition_key,
+    run_partition_keys,
+)
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
 from geo_pipeline.domain.states import Publication
 from geo_pipeline.store import status as statusmod
@@ -266,8 +271,6 @@ def evaluate_completions(
     sweep_due = now - cursor["swept"] >= settings.sweep_interval_seconds
     # The first tick sweeps too (swept = 0 in a fresh cursor).
     sweep = read.gap is not None or sweep_due
-    existing_runs = set(context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS))
-    existing_pairs = set(context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS))
     candidates = set(read.pairs)
     with db.connect() as conn:
         # Deadlines that passed since the last tick: no completion event comes for a partition
@@ -293,6 +296,16 @@ def evaluate_completions(
             # Published with exclusions and changed since: late completions whose stream
             # entries were lost are still re-published.
             candidates |= statusmod.republish_due(conn, settings.recent_run_days)
+        # Which of the tick's keys exist, asked for those keys only (the work follows the
+        # partitions touched, not every partition registered).
+        existing_runs = existing_keys(
+            context.instance, names.RUNS_PARTITIONS, {rid for rid, _ in candidates} | unbilled
+        )
+        existing_pairs = existing_keys(
+            context.instance,
+            names.RUN_CHANNEL_PARTITIONS,
+            {key for pair in candidates if (key := _key(pair)) is not None},
+        )
         # Runs created by the CLI have no partitions yet (and a run registered before the
         # upgrade to run|channel partitions has only its run key): adopt the recent ones
         # PostgreSQL knows, with every channel of the run (ids it does not know are ignored;
@@ -306,6 +319,10 @@ def evaluate_completions(
             conn, recent_runs_among(conn, unregistered, settings.recent_run_days, now)
         )
         adopted_runs, adopted_pairs = run_partition_keys(adopted)
+        # An adopted run's other channels may exist already (added before a crash).
+        existing_pairs |= existing_keys(
+            context.instance, names.RUN_CHANNEL_PARTITIONS, set(adopted_pairs) - existing_pairs
+        )
         requests, finished, exhausted = completion_requests(
             conn,
             candidates,
