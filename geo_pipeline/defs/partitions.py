@@ -82,12 +82,18 @@ def add_requests(
     return out
 
 
-def existing_keys(instance: dg.DagsterInstance, name: str, keys: Iterable[str]) -> set[str]:
-    """Of ``keys``, those the dynamic partitions definition ``name`` has: membership queries for
-    these keys only (one per 1,000), never a listing of every key — a sensor ticking every 5 s
-    beside 90 days of partitions would read them all each time. No keys: no query."""
-    wanted = sorted(set(keys))
-    return set(instance.get_existing_dynamic_partitions(name, wanted)) if wanted else set()
+def existing_partitions(
+    instance: dg.DagsterInstance, run_ids: Iterable[str], pair_keys: Iterable[str | None]
+) -> tuple[set[str], set[str]]:
+    """(run keys, run|channel keys) among the given ones that exist (None keys are skipped):
+    membership queries for these keys only, one per 1,000, never a listing of every key (a
+    sensor ticking every 5 s beside 90 days of partitions would read them all each time). No
+    keys of a kind: no query for it."""
+    out: list[set[str]] = []
+    for name, keys in ((RUNS_PARTITIONS, run_ids), (RUN_CHANNEL_PARTITIONS, pair_keys)):
+        wanted = sorted({k for k in keys if k is not None})
+        out.append(set(instance.get_existing_dynamic_partitions(name, wanted)) if wanted else set())
+    return out[0], out[1]
 
 
 def register_run_partitions(

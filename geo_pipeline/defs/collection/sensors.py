@@ -30,7 +30,7 @@ from geo_pipeline.defs.factory import query_rows
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
 from geo_pipeline.defs.partitions import (
     add_requests,
-    existing_keys,
+    existing_partitions,
     partition_key,
     run_partition_keys,
 )
@@ -296,15 +296,9 @@ def evaluate_completions(
             # Published with exclusions and changed since: late completions whose stream
             # entries were lost are still re-published.
             candidates |= statusmod.republish_due(conn, settings.recent_run_days)
-        # Which of the tick's keys exist, asked for those keys only (the work follows the
-        # partitions touched, not every partition registered).
-        existing_runs = existing_keys(
-            context.instance, names.RUNS_PARTITIONS, {rid for rid, _ in candidates} | unbilled
-        )
-        existing_pairs = existing_keys(
-            context.instance,
-            names.RUN_CHANNEL_PARTITIONS,
-            {key for pair in candidates if (key := _key(pair)) is not None},
+        # Which of the tick's keys exist: asked for those keys only, not every partition.
+        existing_runs, existing_pairs = existing_partitions(
+            context.instance, {rid for rid, _ in candidates} | unbilled, map(_key, candidates)
         )
         # Runs created by the CLI have no partitions yet (and a run registered before the
         # upgrade to run|channel partitions has only its run key): adopt the recent ones
@@ -320,9 +314,7 @@ def evaluate_completions(
         )
         adopted_runs, adopted_pairs = run_partition_keys(adopted)
         # An adopted run's other channels may exist already (added before a crash).
-        existing_pairs |= existing_keys(
-            context.instance, names.RUN_CHANNEL_PARTITIONS, set(adopted_pairs) - existing_pairs
-        )
+        existing_pairs |= existing_partitions(context.instance, (), adopted_pairs)[1]
         requests, finished, exhausted = completion_requests(
             conn,
             candidates,
