@@ -12,10 +12,14 @@ the analyst can neither write, make temp tables or large objects, nor lift its l
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
+import os
 import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +35,11 @@ from geo_pipeline.runtime import embedded_pg
 from geo_pipeline.store import analyst_guard, analyst_replica, migrate, tenancy
 from geo_pipeline_tests.fixtures.postgres import server_state_dir, with_database
 from geo_pipeline_tests.integration.analysis.helpers import make_run
+from geo_pipeline_tests.integration.execution.helpers import FakeConnector
+from geo_pipeline_tests.integration.execution.helpers import make_run as exec_make_run
+from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
 from geo_pipeline_tests.integration.tenancy.helpers import login_role, plant_tenant, with_user
+from geo_pipeline_tests.processes import cpu_seconds
 
 CHANNELS = [{"platform": "kimi", "device": "web"}, {"platform": "doubao", "device": "web"}]
 
@@ -400,6 +408,233 @@ def test_the_row_filters_naming_tenants_are_not_readable_on_the_primary(servers:
             r["rowfilter"] for r in admin.execute("SELECT rowfilter FROM pg_publication_tables")
         }
     assert filters == {f"(tenant_id = '{servers.b}'::text)"}
+
+
+HEAVY = (
+    "SELECT count(*) FROM analytics.sample_facts f CROSS JOIN generate_series(1, 50000000) g "
+    "WHERE g % 1000 = length(f.sample_id)"
+)
+
+
+class ReplicaAnalyst(threading.Thread):
+    """B's analyst on B's replica: heavy statements back to back, each cancelled by the
+    replica's own statement_timeout (the analyst sets none)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.stop = threading.Event()
+        self.first_cancel = threading.Event()
+        self.timeout_seen = ""
+        self.outcomes: Counter[str] = Counter()
+        self.cancelled_spans: list[tuple[float, float]] = []  # (start, end), monotonic
+
+    def run(self) -> None:
+        with _connect(self.url) as conn:
+            self.timeout_seen = str(_one(conn, "SHOW statement_timeout"))
+            while not self.stop.is_set():
+                began = time.monotonic()
+                try:
+                    conn.execute(HEAVY)
+                    self.outcomes["finished"] += 1
+                except psycopg.errors.QueryCanceled:
+                    self.outcomes["QueryCanceled"] += 1
+                    self.cancelled_spans.append((began, time.monotonic()))
+                    self.first_cancel.set()
+                except psycopg.Error as exc:  # anything else fails the test below
+                    self.outcomes[type(exc).__name__] += 1
+                    return
+
+
+def _server_pids(url: str) -> tuple[int, list[int]]:
+    """The server's postmaster and its live children (from /proc: the checkpointer's parent)."""
+    with _connect(url) as c:
+        child = _one(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
+    postmaster = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(entry.name))
+    return postmaster, children
+
+
+def _pin(url: str, cpus: set[int]) -> None:
+    """Run the server (postmaster, so every backend it forks later, and its live children) on
+    ``cpus`` only."""
+    postmaster, children = _server_pids(url)
+    for pid in [postmaster, *children]:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(pid, cpus)
+
+
+@dataclass(frozen=True)
+class Collected:
+    samples: int
+    completed: int
+    attempts: int
+    seconds: float  # from the worker's start to the last sample settled
+    walsender_cpu_s: float  # the primary's WAL sender for B's replica, until the replica confirmed
+    apply_cpu_s: float  # the replica's apply worker, likewise
+    lag_bytes_at_end: int  # WAL the replica had not confirmed when collection ended
+
+    @property
+    def rate(self) -> float:
+        return self.samples / self.seconds
+
+
+def _collect_b(
+    servers: Servers, redis_url: str, run_id: str, walsender: int, apply: int
+) -> Collected:
+    """Collect a run of B on the primary with the project's worker (a fake connector, no
+    network), counting samples settled per second and the WAL sender's CPU from /proc."""
+    cpu_before, apply_before = cpu_seconds(walsender), cpu_seconds(apply)
+    ids = exec_make_run(servers.primary_url, run_id, tenant=servers.b, questions=60, repeats=20)
+    with _connect(servers.primary_url) as poll:
+
+        def settled() -> bool:
+            n = _one(
+                poll,
+                "SELECT count(*) FROM geo.samples WHERE run_id = %s "
+                "AND collection_state IN ('completed', 'failed')",
+                (run_id,),
+            )
+            return bool(n == len(ids))
+
+        began = time.monotonic()
+        asyncio.run(
+            run_worker_until(
+                servers.primary_url,
+                redis_url,
+                f"geo-test-rate-{uuid.uuid4().hex[:8]}",
+                {"deepseek": FakeConnector("deepseek")},
+                settled,
+                timeout_s=900.0,  # a safety net on a loaded box; the loop ends when all settle
+            )
+        )
+        seconds = time.monotonic() - began
+        assert settled(), f"{run_id} did not settle in 900 s"
+        lag = _one(
+            poll,
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint "
+            "FROM pg_replication_slots WHERE slot_name = %s",
+            (servers.publication,),
+        )
+        analyst_replica.wait_caught_up(poll, servers.publication)
+        cpu_after, apply_after = cpu_seconds(walsender), cpu_seconds(apply)
+        completed = _one(
+            poll,
+            "SELECT count(*) FROM geo.samples WHERE run_id = %s AND collection_state = 'completed'",
+            (run_id,),
+        )
+        attempts = _one(
+            poll,
+            "SELECT count(*) FROM geo.attempts a JOIN geo.samples s USING (sample_id) "
+            "WHERE s.run_id = %s",
+            (run_id,),
+        )
+    assert cpu_before is not None and cpu_after is not None, "the WAL sender restarted"
+    assert apply_before is not None and apply_after is not None, "the apply worker restarted"
+    return Collected(
+        len(ids), completed, attempts, seconds, cpu_after - cpu_before,
+        apply_after - apply_before, lag,
+    )  # fmt: skip
+
+
+def test_an_analyst_query_past_the_limit_is_cancelled_while_collection_keeps_its_rate(
+    servers: Servers, redis_url: str
+):
+    """B's analyst hammers B's replica with statements its server's statement_timeout cancels,
+    while B's collection runs on the primary: collection keeps its rate, measured in the same
+    test without the analyst. Both servers run on this machine; each gets a CPU of its own
+    (affinity), as each would have its own host -- CPU sharing on one host is what
+    test_analyst_load.py shows for the primary. What couples them here is replication: the
+    primary's WAL sender decodes B's changes and the replica applies them while the analyst's
+    statements read the same tables; its CPU per sample is measured and printed."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to give the replica's server one of its own")
+    mine = os.sched_getaffinity(0)
+    primary_cpus, replica_cpus = set(cpus[:-1]), {cpus[-1]}
+    _pin(servers.primary_url, primary_cpus)
+    _pin(servers.replica_url, replica_cpus)
+    os.sched_setaffinity(0, primary_cpus)  # the worker (this thread and those it starts)
+    # B's submit cap (plant_tenant's) would set the rate by itself: lifted here, so collection
+    # runs as fast as its CPU lets it and a slowdown shows.
+    with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        cap = tenancy.platform_limits(conn, ["deepseek"]).get((servers.b, "deepseek"))  # type: ignore[arg-type]
+        tenancy.clear_platform_limit(conn, servers.b, "deepseek")  # type: ignore[arg-type]
+    with _connect(servers.replica_url) as admin:  # a small limit, set by the operator
+        admin.execute(
+            f'ALTER ROLE "{servers.b_login}" IN DATABASE geo SET statement_timeout = 1000'
+        )
+    try:
+        with _connect(servers.primary_url) as p:
+            walsender = _one(
+                p,
+                "SELECT pid FROM pg_stat_replication WHERE application_name = %s",
+                (servers.publication,),
+            )
+        with _connect(servers.replica_url) as r:
+            apply = _one(r, "SELECT pid FROM pg_stat_subscription WHERE relid IS NULL")
+        suffix = uuid.uuid4().hex[:6]
+        alone = _collect_b(servers, redis_url, f"rate-alone-{suffix}", walsender, apply)
+
+        analyst = ReplicaAnalyst(servers.b_url)
+        analyst.start()
+        try:
+            assert analyst.first_cancel.wait(timeout=600), analyst.outcomes
+            started = time.monotonic()
+            loaded = _collect_b(servers, redis_url, f"rate-loaded-{suffix}", walsender, apply)
+            ended = time.monotonic()
+        finally:
+            analyst.stop.set()
+            analyst.join(timeout=600)
+        assert not analyst.is_alive()
+    finally:
+        os.sched_setaffinity(0, mine)
+        with _connect(servers.replica_url) as admin:
+            admin.execute(f'ALTER ROLE "{servers.b_login}" IN DATABASE geo RESET statement_timeout')
+        if cap is not None:
+            with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+                tenancy.set_platform_limit(
+                    conn,  # type: ignore[arg-type]
+                    servers.b,
+                    "deepseek",
+                    cap.submits_per_second,
+                    cap.burst,
+                )
+    per_1000 = {
+        phase: {
+            "walsender_s": round(1000 * got.walsender_cpu_s / got.samples, 3),
+            "apply_s": round(1000 * got.apply_cpu_s / got.samples, 3),
+        }
+        for phase, got in (("alone", alone), ("loaded", loaded))
+    }
+    print(
+        f"\ncollection alone: {alone}, {alone.rate:.1f} samples/s"
+        f"\ncollection with the analyst: {loaded}, {loaded.rate:.1f} samples/s "
+        f"(ratio {loaded.rate / alone.rate:.2f})"
+        f"\nCPU per 1,000 samples: {per_1000}; analyst: {dict(analyst.outcomes)}"
+    )
+
+    # The analyst set no limit: the server's cancelled every statement, none ran to the end,
+    # and cancellations overlapped the whole collection.
+    assert analyst.timeout_seen == "1s"
+    assert set(analyst.outcomes) == {"QueryCanceled"}, analyst.outcomes
+    assert any(s < ended and e > started for s, e in analyst.cancelled_spans)
+    for got in (alone, loaded):
+        assert got.completed == got.attempts == got.samples, got  # no failure, no retry
+    # The bound comes from this test's baseline: at least half of it (a generous margin for
+    # other work on a shared machine), and the WAL sender does no more than twice the work per
+    # sample (plus two clock ticks of /proc's resolution).
+    assert loaded.rate >= alone.rate / 2, (alone, loaded)
+    tick = 2 / os.sysconf("SC_CLK_TCK")
+    assert loaded.walsender_cpu_s <= 2 * alone.walsender_cpu_s + tick, (alone, loaded)
 
 
 def test_drop_removes_the_subscription_the_slot_and_the_publication(servers: Servers):
