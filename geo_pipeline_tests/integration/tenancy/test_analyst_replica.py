@@ -266,6 +266,53 @@ def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Ser
         assert _one(admin, "SELECT count(DISTINCT tenant_id) FROM geo.samples") == 1
 
 
+def test_a_new_runs_question_texts_reach_the_replica_with_one_guard_pass(servers: Servers):
+    """Question texts are shared by content (no row filter publishes them): the replica's guard
+    pass copies the texts its tenant's new samples ask, so analytics.sample_facts has the run."""
+    run_id = f"b3-{uuid.uuid4().hex[:6]}"
+    asked = [f"{run_id} 哪家的燕麦拿铁最好？", f"{run_id} 冷萃咖啡推荐？"]
+    with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        c: Any = conn
+        make_run(c, run_id, questions=asked, channels=CHANNELS, repeats=1, tenant=servers.b)
+        c.commit()
+        c.autocommit = True
+        analyst_replica.wait_caught_up(c, servers.publication)
+    facts = "SELECT count(*) FROM analytics.sample_facts WHERE run_id = %s"
+    texts_of = "SELECT question_text FROM analytics.sample_facts WHERE run_id = %s"
+    with _connect(servers.b_primary_url) as c:
+        on_primary = _one(c, facts, (run_id,))
+        texts_on_primary = {r["question_text"] for r in c.execute(texts_of, (run_id,))}
+    with _connect(servers.b_url) as c:
+        assert _one(c, "SELECT count(*) FROM geo.samples WHERE run_id = %s", (run_id,)) == 4
+    env = {"GEO_DATABASE_URL": servers.primary_url, "GEO_ANALYST_REPLICA_URL": servers.replica_url}
+    out = _cli(env, "tenants", "guard-analysts", "--replica")
+    with _connect(servers.b_url) as c:
+        on_replica = _one(c, facts, (run_id,))
+        texts = {r["question_text"] for r in c.execute(texts_of, (run_id,))}
+    assert on_primary == 4
+    assert on_replica == on_primary, out
+    assert texts == texts_on_primary and len(texts) == len(asked)
+    assert "question texts of new runs from the primary" in out  # with earlier tests' runs
+
+
+def test_the_replica_guard_goes_on_when_the_primary_is_unreachable(
+    servers: Servers, tmp_path: Path
+):
+    """Copying texts needs the primary; guarding the replica does not wait for it."""
+    nowhere = f"postgresql://postgres@/geo?host={tmp_path}&port=1"  # no server listens there
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        mp.setenv("GEO_DATABASE_URL", nowhere)
+        mp.setenv("GEO_ANALYST_REPLICA_URL", servers.replica_url)
+        code = main(["tenants", "guard-analysts", "--replica"])
+    assert code == 0, f"stdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}"
+    assert "question texts not copied this pass: cannot connect" in err.getvalue()
+
+
 def _view_rows(url: str) -> dict[str, int]:
     with _connect(url) as c:
         views = [
@@ -285,7 +332,7 @@ def test_every_analytics_relation_answers_the_same_on_the_replica(servers: Serve
     with _connect(servers.primary_url) as p, _connect(servers.replica_url) as r:
         analyst_replica.wait_caught_up(p, servers.publication)
         # question texts are copied, not streamed: those of runs made after `create`
-        analyst_replica.copy_question_texts(p, r, servers.b)
+        analyst_replica.sync_question_texts(p, r)
     on_primary = _view_rows(servers.b_primary_url)
     on_replica = _view_rows(servers.b_url)
     assert on_replica == on_primary
