@@ -680,11 +680,12 @@ def test_an_analyst_query_past_the_limit_is_cancelled_while_collection_keeps_its
     for got in (alone, loaded):
         assert got.completed == got.attempts == got.samples, got  # no failure, no retry
     # The bound comes from this test's baseline: at least half of it (a generous margin for
-    # other work on a shared machine), and the WAL sender does no more than twice the work per
-    # sample (plus two clock ticks of /proc's resolution).
+    # other work on a shared machine), and the WAL sender does no more than three times the work
+    # for the same samples (its idle wake-ups grow with the phase's length; plus two clock
+    # ticks of /proc's resolution).
     assert loaded.rate >= alone.rate / 2, (alone, loaded)
     tick = 2 / os.sysconf("SC_CLK_TCK")
-    assert loaded.walsender_cpu_s <= 2 * alone.walsender_cpu_s + tick, (alone, loaded)
+    assert loaded.walsender_cpu_s <= 3 * alone.walsender_cpu_s + tick, (alone, loaded)
 
 
 def test_drop_removes_the_subscription_the_slot_and_the_publication(servers: Servers):
