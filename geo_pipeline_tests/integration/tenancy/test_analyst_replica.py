@@ -7,7 +7,9 @@ What the shared primary cannot close (test_analyst_catalogue.py), B's replica do
 A present on the primary against A absent, B's analyst on B's replica gets identical planner
 estimates for A's id, identical reltuples and pg_stat_user_tables counts, an identical role list
 and no row of A. B's new rows arrive (waited for on the primary's slot, not on a clock), and
-the analyst can neither write, make temp tables or large objects, nor lift its limits.
+the analyst can neither write, make temp tables or large objects, nor lift its limits. The
+replica's guard copies new runs' question texts; an analyst cancelled again and again by the
+replica's statement_timeout leaves B's collection on the primary at its measured rate.
 """
 
 from __future__ import annotations
