@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0064_tenant_of_child_rows, 46 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0065_tenant_of_quotes_and_requests, 47 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -981,6 +981,22 @@ CREATE FUNCTION geo.sample_id_for(run_id text, question_revision text, platform 
   SELECT 's' || left(encode(sha256(convert_to(concat_ws(chr(31), run_id, question_revision,
     platform, device, region, mode, repeat_index::text), 'UTF8')), 'hex'), 24)
 $$;
+
+--
+-- Name: tenant_of_quote(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.tenant_of_quote() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  IF NEW.tenant_id IS NULL THEN
+    SELECT q.tenant_id INTO NEW.tenant_id FROM geo.quote_snapshots q WHERE q.quote_id = NEW.quote_id;
+  END IF;
+  RETURN NEW;
+END $$;
+
+ALTER FUNCTION geo.tenant_of_quote() OWNER TO geo_owner;
 
 --
 -- Name: tenant_of_run(); Type: FUNCTION; Schema: geo; Owner: geo_owner
@@ -3056,6 +3072,7 @@ CREATE TABLE geo.quote_lines (
     unit_price_minor bigint NOT NULL,
     quantity integer NOT NULL,
     amount_minor bigint NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT quote_lines_check CHECK ((amount_minor = (unit_price_minor * quantity))),
     CONSTRAINT quote_lines_item_check CHECK ((item = ANY (ARRAY['base'::text, 'deep_thinking'::text, 'web_search'::text, 'screenshot'::text, 'retry_allowance'::text]))),
     CONSTRAINT quote_lines_quantity_check CHECK ((quantity >= 0)),
@@ -3225,6 +3242,7 @@ CREATE TABLE geo.run_fee_rules (
     platform text NOT NULL,
     price_version text NOT NULL,
     retry_fee_rule text NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT run_fee_rules_retry_fee_rule_check CHECK ((retry_fee_rule = ANY (ARRAY['charged'::text, 'free_after_failure'::text, 'free'::text])))
 );
 
@@ -3339,6 +3357,7 @@ CREATE TABLE geo.upstream_requests (
     last_lookup_at timestamp with time zone,
     resolved_by text,
     sends integer DEFAULT 0 NOT NULL,
+    tenant_id text NOT NULL,
     CONSTRAINT accepted_request_has_id CHECK (((state <> 'accepted'::text) OR (upstream_id IS NOT NULL))),
     CONSTRAINT upstream_requests_state_check CHECK ((state = ANY (ARRAY['prepared'::text, 'sending'::text, 'accepted'::text, 'uncertain'::text, 'not_accepted'::text])))
 );
@@ -4074,6 +4093,12 @@ CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON analytics.share_of_voice FOR EAC
 CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON analytics.source_domains FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
 
 --
+-- Name: quote_lines a_tenant_of_quote; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_quote BEFORE INSERT ON geo.quote_lines FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_quote();
+
+--
 -- Name: batches a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
@@ -4096,6 +4121,12 @@ CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.reconciliation_lines FOR EAC
 --
 
 CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.run_dispatches FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+
+--
+-- Name: run_fee_rules a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.run_fee_rules FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
 
 --
 -- Name: state_transitions a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -4156,6 +4187,12 @@ CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.publication_exclusions FO
 --
 
 CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.review_decisions FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+
+--
+-- Name: upstream_requests a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.upstream_requests FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
 
 --
 -- Name: config_snapshots config_snapshots_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner

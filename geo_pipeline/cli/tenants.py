@@ -16,6 +16,7 @@ from geo_pipeline.cli.output import emit_json, emit_table
 
 if TYPE_CHECKING:
     from geo_pipeline.store import tenancy
+    from geo_pipeline.store.db import Conn
 
 
 @click.group("tenants")
@@ -124,7 +125,8 @@ def revoke_cmd(tenant: str, login: str) -> None:
 @click.option(
     "--replica",
     is_flag=True,
-    help="Guard the analyst replica's database (GEO_ANALYST_REPLICA_URL) instead of the primary.",
+    help="Guard the analyst replica's database (GEO_ANALYST_REPLICA_URL) instead of the primary, "
+    "and copy the question texts of its new runs from the primary (GEO_DATABASE_URL).",
 )
 def guard_cmd(every: float | None, replica: bool) -> None:
     """Hold analyst logins to their limits: cancel statements past the limit, end transactions
@@ -136,11 +138,13 @@ def guard_cmd(every: float | None, replica: bool) -> None:
     from geo_pipeline.store import analyst_guard
     from geo_pipeline.store import db as dbmod
 
-    url = _replica_urls()[1] if replica else None
+    primary_url, url = _replica_urls()[:2] if replica else (None, None)
     with dbmod.connect(url) as conn:
         while True:
             report = analyst_guard.enforce(conn)
             conn.commit()
+            if primary_url is not None:
+                _sync_replica_texts(primary_url, conn)
             for login, pid in report.cancelled:
                 click.echo(f"cancelled a statement of {login} (pid {pid}) past the limit")
             for login, pid in report.terminated:
@@ -150,6 +154,25 @@ def guard_cmd(every: float | None, replica: bool) -> None:
             if every is None:
                 return
             time.sleep(every)
+
+
+def _sync_replica_texts(primary_url: str, replica: Conn) -> None:
+    """The question texts of the replica's new runs (shared by tenants, so not replicated)."""
+    import psycopg
+
+    from geo_pipeline.store import analyst_replica
+    from geo_pipeline.store import db as dbmod
+
+    try:
+        with dbmod.connect(primary_url, autocommit=True) as primary:
+            copied = analyst_replica.sync_question_texts(primary, replica)
+        replica.commit()
+    except (psycopg.Error, dbmod.DatabaseUnavailable) as exc:  # the guard itself goes on
+        replica.rollback()
+        click.echo(f"question texts not copied this pass: {exc}", err=True)
+        return
+    if copied:
+        click.echo(f"copied {copied} question texts of new runs from the primary")
 
 
 @tenants_group.command("analysts")

@@ -13,8 +13,9 @@ that tenant's login, the operator and the schema's group roles.
   filter ``WHERE (tenant_id = '<tenant>')``; migration 0058 gives each a replica identity that
   covers tenant_id, which PostgreSQL needs to publish UPDATE and DELETE through the filter;
 - **question texts** (``geo.question_revisions``) are shared by tenants (content-addressed), so
-  no row filter can publish them: ``create`` copies the tenant's; run it again to copy the texts
-  of later runs (until then ``analytics.sample_facts`` lacks those runs' rows);
+  no row filter can publish them: ``create`` copies the tenant's, and every pass of the
+  replica's guard (``guard-analysts --replica``) copies those of later runs (until then
+  ``analytics.sample_facts`` lacks those runs' rows);
 - **replica** (its own server, one per tenant): the project's migrations (so the ``analytics``
   views, policies, grants and revokes are the primary's; views are defined there, not
   replicated), the replicated tables emptied once, a subscription of the same opaque name, the
@@ -206,6 +207,10 @@ def copy_question_texts(primary: Conn, replica: Conn, tenant_id: str) -> int:
     """Copy the texts of the tenant's questions (not replicated: shared by tenants). Returns the
     number of texts the replica did not have."""
     rows = primary.execute(Q("replica.tenant_question_texts"), {"tenant_id": tenant_id}).fetchall()
+    return _insert_question_texts(replica, rows)
+
+
+def _insert_question_texts(replica: Conn, rows: list[Any]) -> int:
     cur = replica.execute(
         Q("replica.insert_question_texts"),
         {
@@ -215,6 +220,27 @@ def copy_question_texts(primary: Conn, replica: Conn, tenant_id: str) -> int:
         },
     )
     return cur.rowcount
+
+
+def sync_question_texts(primary: Conn, replica: Conn) -> int:
+    """Copy the texts the replica's samples ask and it lacks (runs made since the last copy), as
+    the replica's guard does on every pass. Reads the replica's samples and, on the primary, only
+    the runs that ask a missing text. Returns the number of texts copied."""
+    tenants = [r["tenant_id"] for r in replica.execute(Q("replica.replica_tenant"))]
+    if len(tenants) != 1:  # before the first `create`: nothing to copy for
+        return 0
+    missing = replica.execute(Q("replica.missing_question_texts")).fetchall()
+    if not missing:
+        return 0
+    rows = primary.execute(
+        Q("replica.question_texts_of_runs"),
+        {
+            "tenant_id": tenants[0],
+            "run_ids": [r["run_id"] for r in missing],
+            "revisions": [r["question_revision"] for r in missing],
+        },
+    ).fetchall()
+    return _insert_question_texts(replica, rows)
 
 
 def create(

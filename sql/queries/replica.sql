@@ -137,3 +137,27 @@ ON CONFLICT (question_revision) DO NOTHING;
 -- for (migration 0058); builds the indexes the first time only, returns how many it made. Each
 -- build holds a write lock on its table for the build's length.
 SELECT geo.enable_replica_identities() AS made;
+
+-- name: replica_tenant
+-- The tenant whose rows this replica holds (geo.tenants arrives filtered: one row, or none
+-- before the first `create`).
+SELECT tenant_id FROM geo.tenants ORDER BY tenant_id;
+
+-- name: missing_question_texts
+-- On the replica: the (run, question revision) pairs its samples ask whose text it lacks (texts
+-- are copied, not replicated: runs made after the last copy). Reads the replica's samples only.
+SELECT DISTINCT s.run_id, s.question_revision FROM geo.samples s
+WHERE NOT EXISTS (SELECT 1 FROM geo.question_revisions q
+                  WHERE q.question_revision = s.question_revision)
+ORDER BY 1, 2;
+
+-- name: question_texts_of_runs
+-- On the primary: the texts of those revisions, each only if the named run of this tenant asks
+-- it (the replica's list is not taken on trust; samples_run_channel finds the run's samples).
+SELECT DISTINCT q.question_revision, q.text, q.created_at
+FROM unnest(%(run_ids)s::text[], %(revisions)s::text[]) AS m(run_id, revision)
+JOIN geo.question_revisions q ON q.question_revision = m.revision
+WHERE EXISTS (SELECT 1 FROM geo.samples s
+              WHERE s.run_id = m.run_id AND s.question_revision = m.revision
+                AND s.tenant_id = %(tenant_id)s)
+ORDER BY q.question_revision;

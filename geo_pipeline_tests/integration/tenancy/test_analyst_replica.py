@@ -7,15 +7,21 @@ What the shared primary cannot close (test_analyst_catalogue.py), B's replica do
 A present on the primary against A absent, B's analyst on B's replica gets identical planner
 estimates for A's id, identical reltuples and pg_stat_user_tables counts, an identical role list
 and no row of A. B's new rows arrive (waited for on the primary's slot, not on a clock), and
-the analyst can neither write, make temp tables or large objects, nor lift its limits.
+the analyst can neither write, make temp tables or large objects, nor lift its limits. The
+replica's guard copies new runs' question texts; an analyst cancelled again and again by the
+replica's statement_timeout leaves B's collection on the primary at its measured rate.
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import io
+import os
 import threading
+import time
 import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -31,7 +37,11 @@ from geo_pipeline.runtime import embedded_pg
 from geo_pipeline.store import analyst_guard, analyst_replica, migrate, tenancy
 from geo_pipeline_tests.fixtures.postgres import server_state_dir, with_database
 from geo_pipeline_tests.integration.analysis.helpers import make_run
+from geo_pipeline_tests.integration.execution.helpers import FakeConnector
+from geo_pipeline_tests.integration.execution.helpers import make_run as exec_make_run
+from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
 from geo_pipeline_tests.integration.tenancy.helpers import login_role, plant_tenant, with_user
+from geo_pipeline_tests.processes import cpu_seconds
 
 CHANNELS = [{"platform": "kimi", "device": "web"}, {"platform": "doubao", "device": "web"}]
 
@@ -258,6 +268,53 @@ def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Ser
         assert _one(admin, "SELECT count(DISTINCT tenant_id) FROM geo.samples") == 1
 
 
+def test_a_new_runs_question_texts_reach_the_replica_with_one_guard_pass(servers: Servers):
+    """Question texts are shared by content (no row filter publishes them): the replica's guard
+    pass copies the texts its tenant's new samples ask, so analytics.sample_facts has the run."""
+    run_id = f"b3-{uuid.uuid4().hex[:6]}"
+    asked = [f"{run_id} 哪家的燕麦拿铁最好？", f"{run_id} 冷萃咖啡推荐？"]
+    with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        c: Any = conn
+        make_run(c, run_id, questions=asked, channels=CHANNELS, repeats=1, tenant=servers.b)
+        c.commit()
+        c.autocommit = True
+        analyst_replica.wait_caught_up(c, servers.publication)
+    facts = "SELECT count(*) FROM analytics.sample_facts WHERE run_id = %s"
+    texts_of = "SELECT question_text FROM analytics.sample_facts WHERE run_id = %s"
+    with _connect(servers.b_primary_url) as c:
+        on_primary = _one(c, facts, (run_id,))
+        texts_on_primary = {r["question_text"] for r in c.execute(texts_of, (run_id,))}
+    with _connect(servers.b_url) as c:
+        assert _one(c, "SELECT count(*) FROM geo.samples WHERE run_id = %s", (run_id,)) == 4
+    env = {"GEO_DATABASE_URL": servers.primary_url, "GEO_ANALYST_REPLICA_URL": servers.replica_url}
+    out = _cli(env, "tenants", "guard-analysts", "--replica")
+    with _connect(servers.b_url) as c:
+        on_replica = _one(c, facts, (run_id,))
+        texts = {r["question_text"] for r in c.execute(texts_of, (run_id,))}
+    assert on_primary == 4
+    assert on_replica == on_primary, out
+    assert texts == texts_on_primary and len(texts) == len(asked)
+    assert "question texts of new runs from the primary" in out  # with earlier tests' runs
+
+
+def test_the_replica_guard_goes_on_when_the_primary_is_unreachable(
+    servers: Servers, tmp_path: Path
+):
+    """Copying texts needs the primary; guarding the replica does not wait for it."""
+    nowhere = f"postgresql://postgres@/geo?host={tmp_path}&port=1"  # no server listens there
+    out, err = io.StringIO(), io.StringIO()
+    with (
+        pytest.MonkeyPatch.context() as mp,
+        contextlib.redirect_stdout(out),
+        contextlib.redirect_stderr(err),
+    ):
+        mp.setenv("GEO_DATABASE_URL", nowhere)
+        mp.setenv("GEO_ANALYST_REPLICA_URL", servers.replica_url)
+        code = main(["tenants", "guard-analysts", "--replica"])
+    assert code == 0, f"stdout:\n{out.getvalue()}\nstderr:\n{err.getvalue()}"
+    assert "question texts not copied this pass: cannot connect" in err.getvalue()
+
+
 def _view_rows(url: str) -> dict[str, int]:
     with _connect(url) as c:
         views = [
@@ -277,7 +334,7 @@ def test_every_analytics_relation_answers_the_same_on_the_replica(servers: Serve
     with _connect(servers.primary_url) as p, _connect(servers.replica_url) as r:
         analyst_replica.wait_caught_up(p, servers.publication)
         # question texts are copied, not streamed: those of runs made after `create`
-        analyst_replica.copy_question_texts(p, r, servers.b)
+        analyst_replica.sync_question_texts(p, r)
     on_primary = _view_rows(servers.b_primary_url)
     on_replica = _view_rows(servers.b_url)
     assert on_replica == on_primary
@@ -368,38 +425,269 @@ def test_a_query_past_the_limit_on_the_replica_is_cancelled(servers: Servers):
 def test_every_analyst_readable_tenant_table_is_replicated(servers: Servers):
     with _connect(servers.primary_url) as c:
         assert analyst_replica.tenant_tables_not_replicated(c) == ["geo.analyst_logins"]
-
-
-def test_status_and_a_primary_without_logical_wal_is_refused(servers: Servers, pg_admin_url: str):
-    env = {
-        "GEO_DATABASE_URL": servers.primary_url,
-        "GEO_ANALYST_REPLICA_URL": servers.replica_url,
-    }
-    out = _cli(env, "tenants", "analyst-replica", "status", servers.b, "--json")
-    assert servers.publication in out and '"tables_ready"' in out
-    with psycopg.connect(pg_admin_url, row_factory=dict_row) as c:
-        level = _one(c, "SHOW wal_level")
-        if level != "logical":
-            with pytest.raises(analyst_replica.ReplicaError, match="wal_level=logical"):
-                analyst_replica.require_logical(c)  # type: ignore[arg-type]
-
-
-def test_the_row_filters_naming_tenants_are_not_readable_on_the_primary(servers: Servers):
-    """The publications' row filters name the tenants: an analyst on the primary may not read
-    them (migration 0058), the operator may."""
-    with _connect(servers.b_primary_url) as c:
-        for query in (
-            "SELECT rowfilter FROM pg_publication_tables",
-            "SELECT prqual FROM pg_publication_rel",
-            f"SELECT * FROM pg_get_publication_tables('{servers.publication}')",
-        ):
-            with pytest.raises(psycopg.errors.InsufficientPrivilege):
-                c.execute(query)  # type: ignore[arg-type]
-    with _connect(servers.primary_url) as admin:
-        filters = {
-            r["rowfilter"] for r in admin.execute("SELECT rowfilter FROM pg_publication_tables")
+        # every table an analyst reads through a row-security policy, tenant_id or not
+        replicated = set(analyst_replica.replicated_tables(c))
+        policed = {
+            r["rel"]
+            for r in c.execute(
+                "SELECT c.oid::regclass::text AS rel FROM pg_class c "
+                "JOIN pg_namespace n ON n.oid = c.relnamespace "
+                "WHERE n.nspname IN ('geo', 'analytics') AND c.relkind = 'r' "
+                "AND c.relrowsecurity AND has_table_privilege('geo_analyst', c.oid, 'SELECT')"
+            )
         }
-    assert filters == {f"(tenant_id = '{servers.b}'::text)"}
+    # each replica binds its own login; question texts are shared by content (copied, not
+    # published); the price lists and the transition rules are shared reference data (the
+    # replica's own migrations seed them)
+    assert sorted(policed - replicated) == [
+        "geo.allowed_transitions",
+        "geo.analyst_logins",
+        "geo.price_versions",
+        "geo.question_revisions",
+    ]
+
+
+@pytest.mark.parametrize("table", ["geo.quote_lines", "geo.run_fee_rules", "geo.upstream_requests"])
+def test_rows_reached_through_a_quote_run_or_sample_arrive_on_the_replica(
+    servers: Servers, table: str
+):
+    """Tables whose tenant is their quote's, run's or sample's (migration 0065)."""
+    with _connect(servers.primary_url) as p:
+        analyst_replica.wait_caught_up(p, servers.publication)
+    with _connect(servers.b_primary_url) as c:
+        on_primary = _one(c, f"SELECT count(*) FROM {table}")  # type: ignore[arg-type]
+    with _connect(servers.b_url) as c:
+        on_replica = _one(c, f"SELECT count(*) FROM {table}")  # type: ignore[arg-type]
+    assert on_primary > 0
+    assert on_replica == on_primary
+
+
+HEAVY = (
+    "SELECT count(*) FROM analytics.sample_facts f CROSS JOIN generate_series(1, 50000000) g "
+    "WHERE g % 1000 = length(f.sample_id)"
+)
+
+
+class ReplicaAnalyst(threading.Thread):
+    """B's analyst on B's replica: heavy statements back to back, each cancelled by the
+    replica's own statement_timeout (the analyst sets none)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.stop = threading.Event()
+        self.first_cancel = threading.Event()
+        self.timeout_seen = ""
+        self.outcomes: Counter[str] = Counter()
+        self.cancelled_spans: list[tuple[float, float]] = []  # (start, end), monotonic
+
+    def run(self) -> None:
+        with _connect(self.url) as conn:
+            self.timeout_seen = str(_one(conn, "SHOW statement_timeout"))
+            while not self.stop.is_set():
+                began = time.monotonic()
+                try:
+                    conn.execute(HEAVY)
+                    self.outcomes["finished"] += 1
+                except psycopg.errors.QueryCanceled:
+                    self.outcomes["QueryCanceled"] += 1
+                    self.cancelled_spans.append((began, time.monotonic()))
+                    self.first_cancel.set()
+                except psycopg.Error as exc:  # anything else fails the test below
+                    self.outcomes[type(exc).__name__] += 1
+                    return
+
+
+def _server_pids(url: str) -> tuple[int, list[int]]:
+    """The server's postmaster and its live children (from /proc: the checkpointer's parent)."""
+    with _connect(url) as c:
+        child = _one(c, "SELECT pid FROM pg_stat_activity WHERE backend_type = 'checkpointer'")
+    postmaster = int(Path(f"/proc/{child}/stat").read_text().rsplit(")", 1)[1].split()[1])
+    children = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                stat = (entry / "stat").read_text()
+            except OSError:
+                continue
+            if int(stat.rsplit(")", 1)[1].split()[1]) == postmaster:
+                children.append(int(entry.name))
+    return postmaster, children
+
+
+def _pin(url: str, cpus: set[int]) -> None:
+    """Run the server (postmaster, so every backend it forks later, and its live children) on
+    ``cpus`` only."""
+    postmaster, children = _server_pids(url)
+    for pid in [postmaster, *children]:
+        with contextlib.suppress(ProcessLookupError):
+            os.sched_setaffinity(pid, cpus)
+
+
+@dataclass(frozen=True)
+class Collected:
+    samples: int
+    completed: int
+    attempts: int
+    seconds: float  # from the worker's start to the last sample settled
+    walsender_cpu_s: float  # the primary's WAL sender for B's replica, until the replica confirmed
+    apply_cpu_s: float  # the replica's apply worker, likewise
+    lag_bytes_at_end: int  # WAL the replica had not confirmed when collection ended
+
+    @property
+    def rate(self) -> float:
+        return self.samples / self.seconds
+
+
+def _collect_b(
+    servers: Servers, redis_url: str, run_id: str, walsender: int, apply: int
+) -> Collected:
+    """Collect a run of B on the primary with the project's worker (a fake connector, no
+    network), counting samples settled per second and the WAL sender's CPU from /proc."""
+    cpu_before, apply_before = cpu_seconds(walsender), cpu_seconds(apply)
+    ids = exec_make_run(servers.primary_url, run_id, tenant=servers.b, questions=60, repeats=20)
+    with _connect(servers.primary_url) as poll:
+
+        def settled() -> bool:
+            n = _one(
+                poll,
+                "SELECT count(*) FROM geo.samples WHERE run_id = %s "
+                "AND collection_state IN ('completed', 'failed')",
+                (run_id,),
+            )
+            return bool(n == len(ids))
+
+        began = time.monotonic()
+        asyncio.run(
+            run_worker_until(
+                servers.primary_url,
+                redis_url,
+                f"geo-test-rate-{uuid.uuid4().hex[:8]}",
+                {"deepseek": FakeConnector("deepseek")},
+                settled,
+                timeout_s=900.0,  # a safety net on a loaded box; the loop ends when all settle
+            )
+        )
+        seconds = time.monotonic() - began
+        assert settled(), f"{run_id} did not settle in 900 s"
+        lag = _one(
+            poll,
+            "SELECT pg_wal_lsn_diff(pg_current_wal_lsn(), confirmed_flush_lsn)::bigint "
+            "FROM pg_replication_slots WHERE slot_name = %s",
+            (servers.publication,),
+        )
+        analyst_replica.wait_caught_up(poll, servers.publication)
+        cpu_after, apply_after = cpu_seconds(walsender), cpu_seconds(apply)
+        completed = _one(
+            poll,
+            "SELECT count(*) FROM geo.samples WHERE run_id = %s AND collection_state = 'completed'",
+            (run_id,),
+        )
+        attempts = _one(
+            poll,
+            "SELECT count(*) FROM geo.attempts a JOIN geo.samples s USING (sample_id) "
+            "WHERE s.run_id = %s",
+            (run_id,),
+        )
+    assert cpu_before is not None and cpu_after is not None, "the WAL sender restarted"
+    assert apply_before is not None and apply_after is not None, "the apply worker restarted"
+    return Collected(
+        len(ids), completed, attempts, seconds, cpu_after - cpu_before,
+        apply_after - apply_before, lag,
+    )  # fmt: skip
+
+
+def test_an_analyst_query_past_the_limit_is_cancelled_while_collection_keeps_its_rate(
+    servers: Servers, redis_url: str
+):
+    """B's analyst hammers B's replica with statements its server's statement_timeout cancels,
+    while B's collection runs on the primary: collection keeps its rate, measured in the same
+    test without the analyst. Both servers run on this machine; each gets a CPU of its own
+    (affinity), as each would have its own host -- CPU sharing on one host is what
+    test_analyst_load.py shows for the primary. What couples them here is replication: the
+    primary's WAL sender decodes B's changes and the replica applies them while the analyst's
+    statements read the same tables; its CPU per sample is measured and printed."""
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to give the replica's server one of its own")
+    mine = os.sched_getaffinity(0)
+    primary_cpus, replica_cpus = set(cpus[:-1]), {cpus[-1]}
+    _pin(servers.primary_url, primary_cpus)
+    _pin(servers.replica_url, replica_cpus)
+    os.sched_setaffinity(0, primary_cpus)  # the worker (this thread and those it starts)
+    # B's submit cap (plant_tenant's) would set the rate by itself: lifted here, so collection
+    # runs as fast as its CPU lets it and a slowdown shows.
+    with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        cap = tenancy.platform_limits(conn, ["deepseek"]).get((servers.b, "deepseek"))  # type: ignore[arg-type]
+        tenancy.clear_platform_limit(conn, servers.b, "deepseek")  # type: ignore[arg-type]
+    with _connect(servers.replica_url) as admin:  # a small limit, set by the operator
+        admin.execute(
+            f'ALTER ROLE "{servers.b_login}" IN DATABASE geo SET statement_timeout = 1000'
+        )
+    try:
+        with _connect(servers.primary_url) as p:
+            walsender = _one(
+                p,
+                "SELECT pid FROM pg_stat_replication WHERE application_name = %s",
+                (servers.publication,),
+            )
+        with _connect(servers.replica_url) as r:
+            apply = _one(r, "SELECT pid FROM pg_stat_subscription WHERE relid IS NULL")
+        suffix = uuid.uuid4().hex[:6]
+        alone = _collect_b(servers, redis_url, f"rate-alone-{suffix}", walsender, apply)
+
+        analyst = ReplicaAnalyst(servers.b_url)
+        analyst.start()
+        try:
+            assert analyst.first_cancel.wait(timeout=600), analyst.outcomes
+            started = time.monotonic()
+            loaded = _collect_b(servers, redis_url, f"rate-loaded-{suffix}", walsender, apply)
+            ended = time.monotonic()
+        finally:
+            analyst.stop.set()
+            analyst.join(timeout=600)
+        assert not analyst.is_alive()
+    finally:
+        os.sched_setaffinity(0, mine)
+        with _connect(servers.replica_url) as admin:
+            admin.execute(f'ALTER ROLE "{servers.b_login}" IN DATABASE geo RESET statement_timeout')
+        if cap is not None:
+            with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+                tenancy.set_platform_limit(
+                    conn,  # type: ignore[arg-type]
+                    servers.b,
+                    "deepseek",
+                    cap.submits_per_second,
+                    cap.burst,
+                )
+    per_1000 = {
+        phase: {
+            "walsender_s": round(1000 * got.walsender_cpu_s / got.samples, 3),
+            "apply_s": round(1000 * got.apply_cpu_s / got.samples, 3),
+        }
+        for phase, got in (("alone", alone), ("loaded", loaded))
+    }
+    print(
+        f"\ncollection alone: {alone}, {alone.rate:.1f} samples/s"
+        f"\ncollection with the analyst: {loaded}, {loaded.rate:.1f} samples/s "
+        f"(ratio {loaded.rate / alone.rate:.2f})"
+        f"\nCPU per 1,000 samples: {per_1000}; analyst: {dict(analyst.outcomes)}"
+    )
+
+    # The analyst set no limit: the server's cancelled every statement, none ran to the end,
+    # and cancellations overlapped the whole collection.
+    assert analyst.timeout_seen == "1s"
+    assert set(analyst.outcomes) == {"QueryCanceled"}, analyst.outcomes
+    assert any(s < ended and e > started for s, e in analyst.cancelled_spans)
+    for got in (alone, loaded):
+        assert got.completed == got.attempts == got.samples, got  # no failure, no retry
+    # The bound comes from this test's baseline: at least half of it (a generous margin for
+    # other work on a shared machine), and the WAL sender does no more than three times the work
+    # for the same samples (its idle wake-ups grow with the phase's length; plus two clock
+    # ticks of /proc's resolution).
+    assert loaded.rate >= alone.rate / 2, (alone, loaded)
+    tick = 2 / os.sysconf("SC_CLK_TCK")
+    assert loaded.walsender_cpu_s <= 3 * alone.walsender_cpu_s + tick, (alone, loaded)
 
 
 def test_drop_removes_the_subscription_the_slot_and_the_publication(servers: Servers):
