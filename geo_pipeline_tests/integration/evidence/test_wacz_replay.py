@@ -186,8 +186,17 @@ def test_replaywebpage_replays_a_real_browser_capture(db, archive, request) -> N
     by_title = {p["title"].rsplit(": ", 1)[1]: p["url"] for p in pages[1:]}
     assert {"captured page", "answer text", "screenshot"} <= set(by_title), by_title
 
-    # The page is listed at the address the browser loaded, as in any web archive.
+    # The page is listed at the address the browser loaded, as in any web archive, and the
+    # answer's stream as the exchange the page's script made (request and response records).
     assert by_title["captured page"] == ev.capture["page_url"] == f"{sim.url}/ui/deepseek/"
+    stream_url = f"{sim.url}/ui/deepseek/api/v0/chat/completion"
+    assert by_title["upstream exchange"] == stream_url, by_title
+    with zipfile.ZipFile(wacz) as zf:
+        index = [json.loads(line.split(" ", 2)[2]) for line in
+                 zf.read("indexes/index.cdxj").decode().splitlines()]  # fmt: skip
+    assert sorted((e["recordType"], e.get("status")) for e in index if e["url"] == stream_url) == [
+        ("request", None), ("response", "200")], index  # fmt: skip
+    assert ev.exchange is not None and QUESTION.encode() in ev.exchange.request_body
 
     page = request.getfixturevalue("browser_page")
     shown = _replayed_text(page, site.embed("page.html", "capture.wacz", by_title["captured page"]))
