@@ -575,6 +575,9 @@ class BrowserConnector:
             dom_citations = await self._dom_citations(page)
             png = await page.screenshot(full_page=True, type="png")
             html = (await page.content()).encode()
+            # The address the page was at when captured (after redirects and the app's own
+            # navigation): the base its links resolve against, where the archive puts it.
+            page_url = str(page.url or "") or self.page_url
         except ConnectorError:
             raise
         except Exception as exc:
@@ -600,7 +603,7 @@ class BrowserConnector:
             "geolocation": f"{region.latitude},{region.longitude}",
             "proxy": "yes" if region.proxy_env else "no",
             "sent_at": sent_at.isoformat(),
-            "page_url": self.page_url,
+            "page_url": page_url,
         }
         capture = Capture(
             account_id=lease.account_id,
