@@ -47,6 +47,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from psycopg.types.json import Jsonb
 
@@ -72,7 +73,7 @@ from geo_pipeline.evidence.thumbnails import (
     screenshot_derivatives,
 )
 from geo_pipeline.evidence.warc import Part as WarcPart
-from geo_pipeline.evidence.warc import Placement, WarcRecord, answer_records
+from geo_pipeline.evidence.warc import Placement, WarcRecord, answer_records, redact_url
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
 
@@ -237,15 +238,37 @@ def content_digest(text: str | bytes, citations_bytes: bytes, provider_truncated
 def capture_parts(evidence: Evidence) -> list[Part]:
     """A browser capture's extra parts (issue #32): the page HTML exactly as captured, and how
     it was captured (device, region, account) with the search queries the engine ran, as
-    canonical JSON. None for an answer that has neither."""
+    canonical JSON, the page's address with its credentials redacted (D2). None for an answer
+    that has neither."""
     parts = []
     if evidence.page_html is not None:
         parts.append(Part("page_html", HTML_MIME, evidence.page_html))
     if evidence.capture or evidence.search_queries:
         meta = {**evidence.capture, "search_queries": list(evidence.search_queries)}
+        if meta.get("page_url"):
+            meta["page_url"] = redact_url(str(meta["page_url"]))
         data = json.dumps(meta, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
         parts.append(Part("capture", JSON_MIME, data.encode()))
     return parts
+
+
+def part_address(kind: str, evidence: Evidence) -> str | None:
+    """Where a capture part was captured: the captured page at the http(s) address the browser
+    loaded (``capture['page_url']``), so its WARC record is that address as in any web archive
+    and a player (ReplayWeb.page, pywb) resolves the page's links against it; None otherwise
+    (a ``urn:geo:`` URI). Credentials in the address are redacted when the record is written."""
+    url = str(evidence.capture.get("page_url") or "") if kind == "page_html" else ""
+    return url if urlsplit(url).scheme in ("http", "https") and urlsplit(url).netloc else None
+
+
+def warc_capture_parts(evidence: Evidence) -> list[WarcPart]:
+    """``capture_parts`` as WARC parts: the page as rendered (a resource at its address) and
+    how it was captured (metadata)."""
+    return [
+        WarcPart(p.kind, "metadata" if p.kind == "capture" else "resource", p.mime_type, p.data,
+                 uri=part_address(p.kind, evidence))
+        for p in capture_parts(evidence)
+    ]  # fmt: skip
 
 
 def _put(archive: Archive, ref: SampleRef, kind: str, data: bytes, mime: str) -> ArchivedObject:
@@ -477,10 +500,7 @@ def prepare_warc_evidence(
         WarcPart("citations", "metadata", JSON_MIME, cjson),
     ]
     # A browser capture's page as rendered (resource) and how it was captured (metadata).
-    parts += [
-        WarcPart(p.kind, "metadata" if p.kind == "capture" else "resource", p.mime_type, p.data)
-        for p in capture_parts(evidence)
-    ]
+    parts += warc_capture_parts(evidence)
     if todo is not None:
         original, mime, thumb = todo
         parts += [

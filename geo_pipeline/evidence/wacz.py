@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import io
 import json
+import re
 import zipfile
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -84,13 +85,28 @@ def _run_tenant_check(conn: Conn, tenant_id: str, run_id: str) -> None:
 
 
 def surt_key(url: str) -> str:
-    """The CDXJ sort key: ``com,example)/path?query`` for http(s), the URI itself otherwise."""
+    """The CDXJ sort key as pywb's indexer writes it (cdxj-indexer, the ``surt`` package):
+    ``com,example:8443)/path?a=1&b=2`` for http(s) -- lower case, ``www.`` dropped, a port
+    kept unless the scheme's default, one trailing slash dropped, query arguments sorted, no
+    fragment; the URI itself in lower case otherwise."""
     parts = urlsplit(url)
     if parts.scheme not in ("http", "https") or not parts.hostname:
         return url.lower()
-    host = parts.hostname.lower().removeprefix("www.")
-    key = ",".join(reversed(host.split("."))) + ")" + (parts.path or "/").lower()
-    return key + (f"?{parts.query}" if parts.query else "")
+    host = re.sub(r"^www\d*\.", "", parts.hostname.lower())
+    key = ",".join(reversed(host.split(".")))
+    try:
+        port = parts.port
+    except ValueError:
+        port = None
+    if port is not None and port != {"http": 80, "https": 443}[parts.scheme]:
+        key += f":{port}"
+    path = parts.path or "/"
+    if len(path) > 1 and path.endswith("/"):
+        path = path[:-1]
+    key += ")" + path.lower()
+    if parts.query:
+        key += "?" + "&".join(sorted(parts.query.lower().split("&")))
+    return key
 
 
 def _warc_member(archive: Archive, row: dict[str, Any]) -> bytes:

@@ -8,7 +8,10 @@ record can be cut out of a larger object by (offset, length) and read alone:
   not keep the exchange, the raw body alone as a ``resource`` record;
 * the answer text as a ``resource`` record and the normalised citations as a ``metadata``
   record, both ``WARC-Concurrent-To`` the exchange's primary record;
-* a screenshot and its thumbnail as ``resource`` records, linked the same way.
+* a screenshot and its thumbnail as ``resource`` records, linked the same way;
+* a browser capture's page as a ``resource`` record under the http(s) address the browser
+  loaded (as a web archive holds a page), so a player resolves its links against that address;
+  the other parts have ``urn:geo:`` URIs of their own.
 
 Secrets never reach a record (D2): credential headers (``Authorization``, API-key headers,
 cookies, …) and credential query parameters keep their names and lose their values. The body
@@ -71,12 +74,15 @@ class WarcCorrupt(ValueError):
 
 @dataclass(frozen=True)
 class Part:
-    """A derived part of an answer: its evidence kind, WARC record type, MIME type, bytes."""
+    """A derived part of an answer: its evidence kind, WARC record type, MIME type, bytes, and
+    the address it was captured at when it has one (a browser capture's page, at the http(s)
+    URL the browser loaded, credentials redacted); None: a ``urn:geo:`` URI of its own."""
 
     kind: str
     record_type: str
     mime_type: str
     data: bytes
+    uri: str | None = None
 
 
 @dataclass(frozen=True)
@@ -298,10 +304,14 @@ def part_records(
                              "resource, metadata or conversion")  # fmt: skip
         payload_hex = hashlib.sha256(part.data).hexdigest()
         rid = _record_id(sample_id, attempt_no, part.kind, payload_hex)
+        uri = (
+            redact_url(part.uri)
+            if part.uri
+            else f"urn:geo:{part.kind}:{sample_id}:sha256-{payload_hex}"
+        )
         records.append(
             _write(
-                kind=part.kind, record_type=part.record_type,
-                uri=f"urn:geo:{part.kind}:{sample_id}:sha256-{payload_hex}", record_id=rid,
+                kind=part.kind, record_type=part.record_type, uri=uri, record_id=rid,
                 date=date, mime_type=part.mime_type, payload=part.data,
                 concurrent_to=concurrent_to,
                 refers_to=refers_to if part.record_type != "resource" else None,

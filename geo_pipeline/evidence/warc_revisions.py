@@ -41,7 +41,7 @@ from geo_pipeline.evidence.recording import (
     _dedupe,
     _screenshot_plan,
     _too_large,
-    capture_parts,
+    warc_capture_parts,
 )
 from geo_pipeline.evidence.thumbnails import THUMBNAIL_MIME
 from geo_pipeline.evidence.warc import Part, WarcRecord, part_records
@@ -125,10 +125,7 @@ def prepare_warc_revision(
         Part("answer_raw", "conversion", TEXT_MIME, text_bytes),
         Part("citations", "metadata", JSON_MIME, cjson),
     ]
-    parts += [
-        Part(p.kind, "metadata" if p.kind == "capture" else "resource", p.mime_type, p.data)
-        for p in capture_parts(evidence)
-    ]
+    parts += warc_capture_parts(evidence)
     records = part_records(
         sample_id=ref.sample_id, attempt_no=attempt_no, captured_at=evidence.captured_at,
         parts=parts, refers_to=response_record_id,

@@ -6,7 +6,8 @@ plan's device emulated (viewport, device pixel ratio, user agent, touch) and the
 timezone, geolocation and optional proxy. ``submit`` leases an account, opens a fresh
 conversation, sets the search mode only if it differs, types the question, sends it, captures the
 answer's SSE stream from the network (CDP ``Network.getResponseBody`` once the response finished
-loading -- page-side capture truncated large citation packets, research section 3), waits for
+loading -- page-side capture truncated large citation packets, research section 3) with its
+request and response headers (the exchange, archived as WARC request/response records), waits for
 completion (stream closed, no stop button, text stable across two polls), then takes a full-page
 screenshot at native resolution and the page HTML. The DOM is the fallback when no stream was
 captured. The capture is held in memory under the upstream id (``Acceptance.inline_result`` holds
@@ -44,6 +45,7 @@ from geo_pipeline.connectors.base import (
     ConnectorError,
     Evidence,
     FeeStatement,
+    HttpExchange,
     NoStatementApi,
     NotFound,
     PollResult,
@@ -114,6 +116,7 @@ class Capture:
     captured_at: datetime
     meta: dict[str, str] = field(default_factory=dict)
     warnings: tuple[str, ...] = ()
+    exchange: HttpExchange | None = None  # the stream's request and response (raw is its body)
 
 
 @dataclass
@@ -124,6 +127,34 @@ class _Stream:
     charset: str | None = None
     finished: bool = False
     failed: str | None = None
+    reason: str = ""
+    headers: tuple[tuple[str, str], ...] = ()
+
+
+def _header_pairs(headers: dict[str, Any]) -> tuple[tuple[str, str], ...]:
+    """CDP's header object as pairs; a repeated header comes joined by newlines."""
+    return tuple((str(k), v) for k, vs in headers.items() for v in str(vs).split("\n"))
+
+
+def _post_body(request: dict[str, Any]) -> bytes:
+    """The request's body as CDP reports it (``postDataEntries`` bytes, else ``postData``)."""
+    entries = request.get("postDataEntries") or []
+    if entries:
+        return b"".join(base64.b64decode(e.get("bytes") or "") for e in entries)
+    return str(request.get("postData") or "").encode()
+
+
+def stream_exchange(request: dict[str, Any] | None, stream: _Stream) -> HttpExchange | None:
+    """The stream's HTTP exchange as the browser sent and received it (the evidence layer
+    redacts credential headers before a byte is archived, D2); None without its request."""
+    if request is None:
+        return None
+    return HttpExchange(
+        method=str(request.get("method") or "GET"), url=stream.url,
+        request_headers=_header_pairs(request.get("headers") or {}),
+        request_body=_post_body(request), status=stream.status, reason=stream.reason,
+        response_headers=stream.headers,
+    )  # fmt: skip
 
 
 @dataclass
@@ -444,6 +475,12 @@ class BrowserConnector:
         page = context.pages[0] if context.pages else await context.new_page()
         cdp = await context.new_cdp_session(page)
         streams: dict[str, _Stream] = {}
+        sent: dict[str, dict[str, Any]] = {}  # the stream requests, by request id
+
+        def on_request(params: dict[str, Any]) -> None:
+            req = params.get("request") or {}
+            if spec.stream_url.search(urlsplit(str(req.get("url") or "")).path):
+                sent[str(params.get("requestId") or "")] = req
 
         def on_response(params: dict[str, Any]) -> None:
             resp = params.get("response") or {}
@@ -457,8 +494,10 @@ class BrowserConnector:
                     else None
                 )
                 streams[params["requestId"]] = _Stream(
-                    url, int(resp.get("status") or 0), str(resp.get("mimeType") or ""), charset
-                )
+                    url, int(resp.get("status") or 0), str(resp.get("mimeType") or ""), charset,
+                    reason=str(resp.get("statusText") or ""),
+                    headers=_header_pairs(resp.get("headers") or {}),
+                )  # fmt: skip
 
         def on_finished(params: dict[str, Any]) -> None:
             s = streams.get(params.get("requestId", ""))
@@ -470,6 +509,7 @@ class BrowserConnector:
             if s is not None:
                 s.failed = str(params.get("errorText") or "failed")
 
+        cdp.on("Network.requestWillBeSent", on_request)
         cdp.on("Network.responseReceived", on_response)
         cdp.on("Network.loadingFinished", on_finished)
         cdp.on("Network.loadingFailed", on_failed)
@@ -517,6 +557,7 @@ class BrowserConnector:
                     f"{who}: the send was refused (HTTP {stream.status})"
                 )
             raw = b""
+            exchange = None
             warnings: list[str] = []
             if rid is not None and stream is not None and stream.failed is None:
                 body = await cdp.send("Network.getResponseBody", {"requestId": rid})
@@ -525,6 +566,7 @@ class BrowserConnector:
                     if body.get("base64Encoded")
                     else body_bytes(str(body["body"]), stream.charset)
                 )
+                exchange = stream_exchange(sent.get(rid), stream) if raw else None
             elif stream is not None and stream.failed:
                 warnings.append(f"STREAM_FAILED: {stream.failed}"[:200])
             if not raw:
@@ -533,6 +575,9 @@ class BrowserConnector:
             dom_citations = await self._dom_citations(page)
             png = await page.screenshot(full_page=True, type="png")
             html = (await page.content()).encode()
+            # The address the page was at when captured (after redirects and the app's own
+            # navigation): the base its links resolve against, where the archive puts it.
+            page_url = str(page.url or "") or self.page_url
         except ConnectorError:
             raise
         except Exception as exc:
@@ -558,7 +603,7 @@ class BrowserConnector:
             "geolocation": f"{region.latitude},{region.longitude}",
             "proxy": "yes" if region.proxy_env else "no",
             "sent_at": sent_at.isoformat(),
-            "page_url": self.page_url,
+            "page_url": page_url,
         }
         capture = Capture(
             account_id=lease.account_id,
@@ -571,6 +616,7 @@ class BrowserConnector:
             captured_at=datetime.now(UTC),
             meta=meta,
             warnings=tuple(warnings),
+            exchange=exchange,
         )
         return capture, "sent"
 
@@ -808,6 +854,7 @@ class BrowserConnector:
             search_queries=parsed.search_queries,
             page_html=capture.html,
             capture=dict(capture.meta),
+            exchange=capture.exchange,
         )
 
     async def fetch_screenshot(self, upstream_id: str) -> Attachment:

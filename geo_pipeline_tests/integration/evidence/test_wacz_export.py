@@ -58,9 +58,15 @@ def _rows(db: Any, run_id: str) -> list[dict[str, Any]]:
 def _seed(db: Any, archive: Any) -> Any:
     ref = seed_sample(db, tenant_id="tenant-a", policy="required")
     seed_sample(db, tenant_id="tenant-b")
-    # Revision 1 as WARC (with the exchange and a screenshot), revision 2 as a bundle (the
-    # format before): one run, both formats.
-    ev = replace(make_evidence(ref, screenshot=good_screenshot()), exchange=EXCHANGE)
+    # Revision 1 as WARC (with the exchange, a screenshot and a browser's page at an address a
+    # SURT key must spell as pywb's indexer does), revision 2 as a bundle (the format before):
+    # one run, both formats.
+    ev = replace(
+        make_evidence(ref, screenshot=good_screenshot()),
+        exchange=EXCHANGE,
+        page_html=b"<html><body><a href='../41/'>older</a>Acme</body></html>",
+        capture={"page_url": "https://www.Chat.Example.test:8443/A/s/42/?t=1&Lang=zh"},
+    )
     stored = store_batch(archive, [prepare_warc_evidence(ref, 1, ev, "required")])
     with db.transaction():
         record_evidence_batch(db, stored)

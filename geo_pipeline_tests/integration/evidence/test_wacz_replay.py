@@ -13,7 +13,8 @@ one captured in a browser (the page's HTML kept). The CLI exports the WACZ. Repl
 
 Screenshots of the pages list and of each replayed page go to test-artifacts/.
 
-A real capture of the simulator's chat app does not replay yet (xfail, strict): see below."""
+A real capture of the simulator's chat app, taken by the browser lane in chromium, replays too:
+its page is a record at the address the browser loaded (evidence.warc)."""
 
 from __future__ import annotations
 
@@ -145,19 +146,10 @@ def test_replaywebpage_lists_and_replays_the_export(db, archive, request) -> Non
     assert not any("sk-LIVE-SECRET" in t for ts in seen.values() for t in ts)
 
 
-# Seen failing (2026-12-06, ReplayWeb.page 2.5.3): the replay frame of the captured page never
-# gets a body ("waiting for ... iframe[name=___wb_replay_top_frame] ... body" times out), while
-# the record itself is served (a fetch of its replay URL answers 200 text/html with the page).
-# The page is stored under `urn:geo:page_html:...`, and a page under a urn: address with one
-# relative link (`<a href='/ui/deepseek/'>`, tried in the test above) replays blank the same
-# way: links cannot resolve against a urn: base. A real capture always has links. The fix is to
-# give the captured page its http(s) address (the capture's page_url) in the WACZ, e.g. a
-# revisit record of identical payload under that URL; not done yet (issue 33).
-@pytest.mark.xfail(
-    strict=True,
-    reason="a captured page stored under a urn: address replays blank in ReplayWeb.page "
-    "(its relative links cannot resolve); issue 33",
-)
+# Seen failing (2026-12-06, ReplayWeb.page 2.5.3) while the page was stored under
+# `urn:geo:page_html:...`: the replay frame never got a body, though the record was served (a
+# page under a urn: address with one relative link replays blank the same way: its links cannot
+# resolve against a urn: base). The page is now a record at the address the browser loaded.
 @pytest.mark.timeout(600)
 @pytest.mark.parametrize("archive", ["local"], indirect=True)
 def test_replaywebpage_replays_a_real_browser_capture(db, archive, request) -> None:
@@ -194,11 +186,31 @@ def test_replaywebpage_replays_a_real_browser_capture(db, archive, request) -> N
     by_title = {p["title"].rsplit(": ", 1)[1]: p["url"] for p in pages[1:]}
     assert {"captured page", "answer text", "screenshot"} <= set(by_title), by_title
 
+    # The page is listed at the address the browser loaded, as in any web archive, and the
+    # answer's stream as the exchange the page's script made (request and response records).
+    assert by_title["captured page"] == ev.capture["page_url"] == f"{sim.url}/ui/deepseek/"
+    stream_url = f"{sim.url}/ui/deepseek/api/v0/chat/completion"
+    assert by_title["upstream exchange"] == stream_url, by_title
+    with zipfile.ZipFile(wacz) as zf:
+        index = [json.loads(line.split(" ", 2)[2]) for line in
+                 zf.read("indexes/index.cdxj").decode().splitlines()]  # fmt: skip
+    assert sorted((e["recordType"], e.get("status")) for e in index if e["url"] == stream_url) == [
+        ("request", None), ("response", "200")], index  # fmt: skip
+    assert ev.exchange is not None and QUESTION.encode() in ev.exchange.request_body
+
     page = request.getfixturevalue("browser_page")
     shown = _replayed_text(page, site.embed("page.html", "capture.wacz", by_title["captured page"]))
     page.screenshot(path=str(ARTIFACTS / "wacz-replay-browser-captured-page.png"))
     assert QUESTION in shown, shown
-    first_line = ev.answer_text.strip().splitlines()[0].strip("#* ")
-    assert first_line and first_line in shown, (first_line, shown)
+    # The app's rendered answer, in its own element of the replayed page: the whole answer.
+    replayed = page.frame_locator("replay-web-page iframe").frame_locator(
+        "iframe[name=___wb_replay_top_frame]"
+    )
+    answer = replayed.locator("main .answer")
+    assert answer.is_visible()
+    assert " ".join(ev.answer_text.split()) in " ".join(answer.inner_text().split()), (
+        ev.answer_text,
+        answer.inner_text(),
+    )
     text = _replayed_text(page, site.embed("answer.html", "capture.wacz", by_title["answer text"]))
     assert ev.answer_text.strip() in text
