@@ -203,17 +203,17 @@ def reconciliation_text(
     fractions of a minor unit (``explained_exact_minor``)."""
     unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
     head = f"explained difference (lines classified {', '.join(EXPLAINED)}): "
+    # ONE wording and sign convention (who billed more), the money table's cell and this
+    # sentence alike: the signed total first, then its parts where charges no platform bills
+    # are in it (a browser run has no fee statement at all: theirs 0 on those lines).
+    explained = difference_text(explained_minor, currency, explained_exact_minor)
     if no_vendor_bill_minor:
-        # Lines no platform bills (theirs 0) are no vendor's bill: the sentence never says "than
-        # the platforms billed" of them (a browser run has no fee statement at all).
         nvb = int(no_vendor_bill_minor)
         exact = None if explained_exact_minor is None else Decimal(str(explained_exact_minor)) + nvb
-        explained = (
-            f"{difference_text(int(explained_minor) + nvb, currency, exact)} on lines a platform "
-            f"bills, and {money_text(nvb, currency)} we charged that no platform bills"
+        explained += (
+            f"; of which {difference_text(int(explained_minor) + nvb, currency, exact)} on lines "
+            f"a platform bills, and {money_text(nvb, currency)} we charged that no platform bills"
         )
-    else:
-        explained = difference_text(explained_minor, currency, explained_exact_minor)
     lines = [f"unexplained difference: {unexplained}", head + explained]
     if pending_ours_minor:
         lines.append(

@@ -36,6 +36,7 @@ from geo_pipeline.domain.words import (
     channel_label,
     current_warnings,
     evidence_status,
+    difference_text,
     exact_minor_text,
     invalid_answers_text,
     money_text,
@@ -243,7 +244,19 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     }
     return {
         # for people: major units with the currency; the *_minor keys are for machines
-        "display": {k: money_text(v, currency) for k, v in amounts.items()},
+        "display": {k: money_text(v, currency) for k, v in amounts.items()}
+        | {
+            # the money table's difference cells, in the words of the sentences below it (one
+            # sign convention: who billed more; the JSON's *_minor stay theirs - ours)
+            "unexplained": difference_text(
+                summary.unexplained_difference_minor if summary else 0, currency
+            ),
+            "explained": difference_text(
+                summary.explained_difference_minor if summary else 0,
+                currency,
+                summary.explained_difference_exact_minor if summary else None,
+            ),
+        },
         "reconciliation_words": reconciliation_text(
             summary.unexplained_difference_minor,
             summary.explained_difference_minor,
@@ -270,7 +283,7 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         "reconciliation_unexplained_minor": summary.unexplained_difference_minor if summary else 0,
         "reconciliation_explained_minor": summary.explained_difference_minor if summary else 0,
         # the same with each vendor amount exact (decimal minor units as text; see words)
-        "reconciliation_explained_exact_minor": str(
+        "reconciliation_explained_exact_minor": exact_minor_text(
             summary.explained_difference_exact_minor if summary else 0
         ),
         "reconciliation_pending_ours_minor": summary.pending_ours_minor if summary else 0,

@@ -49,16 +49,24 @@ GROUP BY kind, currency ORDER BY kind;
 
 -- name: report_reconciliation
 -- Reconciliation of a run's charges against the platforms' fee statements, by classification.
-SELECT classification, currency, count(*) AS lines,
-       coalesce(sum(ours_minor), 0)::bigint AS ours_minor,
-       coalesce(sum(theirs_minor), 0)::bigint AS theirs_minor,
-       coalesce(sum(difference_minor), 0)::bigint AS difference_minor,
-       -- the vendor's exact amount where it bills fractions of a minor unit (credits x credit
-       -- price, detail.cost_exact_minor); the stored whole minor units elsewhere
-       coalesce(sum(coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor)), 0)
-         AS theirs_exact_minor
-FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
-GROUP BY classification, currency ORDER BY classification;
+-- theirs_exact_minor: the vendor's exact amount where it bills fractions of a minor unit
+-- (credits x credit price, detail.cost_exact_minor), the stored whole minor units elsewhere.
+-- theirs_minor and difference_minor are that exact sum rounded ONCE, half away from zero
+-- (round(numeric), as domain.billing.round_minor): never a sum of per-line roundings, so the
+-- figures agree with the summary and with the words beside them.
+SELECT classification, currency, lines, ours_minor,
+       round(theirs_exact_minor)::bigint AS theirs_minor,
+       round(theirs_exact_minor - ours_minor)::bigint AS difference_minor,
+       theirs_exact_minor
+FROM (
+  SELECT classification, currency, count(*) AS lines,
+         coalesce(sum(ours_minor), 0)::bigint AS ours_minor,
+         coalesce(sum(coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor)), 0)
+           AS theirs_exact_minor
+  FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
+  GROUP BY classification, currency
+) AS by_class
+ORDER BY classification;
 
 -- name: relation_exists
 -- Whether an optional relation (e.g. an analyst view landing later) exists.
