@@ -375,6 +375,11 @@ class ReconLine:
         return Decimal(self.theirs_minor) if exact is None else Decimal(str(exact))
 
 
+def _exact_text(exact: Decimal) -> str:
+    """Exact decimal minor units as JSON text (a number would become a float): ``-2.4``, ``8``."""
+    return format(exact.normalize(), "f") if exact != 0 else "0"
+
+
 def round_minor(exact: Decimal) -> int:
     """THE rounding of an exact amount to a whole minor unit: once, half away from zero
     (Python's ROUND_HALF_UP, PostgreSQL's round(numeric)); a total is its exact sum rounded,
@@ -448,7 +453,7 @@ class ReconciliationSummary:
             "theirs_by_fee_class": dict(self.theirs_by_fee_class),
             "ours_total_minor": self.ours_total_minor,
             "theirs_total_minor": self.theirs_total_minor,
-            "theirs_total_exact_minor": str(self.theirs_total_exact_minor),
+            "theirs_total_exact_minor": _exact_text(self.theirs_total_exact_minor),
             "pending_ours_minor": self.pending_ours_minor,
             "unexplained_difference_minor": self.unexplained_difference_minor,
             "unexplained_absolute_minor": self.unexplained_absolute_minor,
@@ -460,7 +465,7 @@ class ReconciliationSummary:
             "no_vendor_bill_ours_minor": self.no_vendor_bill_ours_minor,
             "no_vendor_bill_difference_minor": self.no_vendor_bill_difference_minor,
             "explained_difference_minor": self.explained_difference_minor,
-            "explained_difference_exact_minor": str(self.explained_difference_exact_minor),
+            "explained_difference_exact_minor": _exact_text(self.explained_difference_exact_minor),
             "clean": self.clean,
         }
 
