@@ -509,9 +509,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
     # explained: every explained class but pending (not a difference yet) and in_day_total (no
     # money of its own); a matched line differs only by a vendor's fraction of a minor unit
     explained = [k for k in by_class if is_explained(k) and k != IN_DAY_TOTAL]
-    unexplained = sum(
-        (v for k, v in by_class.items() if not is_explained(k)), start=Decimal(0)
-    )
+    unexplained = sum((v for k, v in by_class.items() if not is_explained(k)), start=Decimal(0))
     return ReconciliationSummary(
         run_id=run_id,
         currency=currency,

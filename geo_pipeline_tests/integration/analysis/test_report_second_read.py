@@ -22,10 +22,10 @@ import re
 
 from click.testing import CliRunner
 
+from geo_pipeline.billing import reconcile
 from geo_pipeline.cli.main import cli as root
 from geo_pipeline.cli.ops import _print_report, _Ui
 from geo_pipeline.domain import words
-from geo_pipeline.billing import reconcile
 from geo_pipeline.ops import export, report
 from geo_pipeline_tests.integration.analysis.helpers import make_run, store_answer
 
@@ -257,7 +257,7 @@ def test_the_fourth_read_money_fields_agree_with_the_words(db, db_url, monkeypat
         "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
         " ours_minor, theirs_minor, currency, fee_class, detail)"
         " SELECT 'r-credit', 'u-' || i, 'kimi', 'credit_cost', 1, 0, 'CNY', 'completed',"
-        "  '{\"cost_exact_minor\": \"0.400000\"}' FROM generate_series(1, 4) AS i"
+        '  \'{"cost_exact_minor": "0.400000"}\' FROM generate_series(1, 4) AS i'
     )
     make_run(db, "r-browser", questions=QUESTIONS[:1],
              channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
@@ -275,7 +275,10 @@ def test_the_fourth_read_money_fields_agree_with_the_words(db, db_url, monkeypat
 
     # 1. the exact total rounded once (half away from zero), in every machine field and word
     summary = reconcile.stored_summary(db, "r-credit")
-    check(summary.theirs_total_minor == 2, f"1: summary theirs_total_minor {summary.theirs_total_minor}")
+    check(
+        summary.theirs_total_minor == 2,
+        f"1: summary theirs_total_minor {summary.theirs_total_minor}",
+    )
     check(summary.explained_difference_minor == -2,
           f"1: summary explained_difference_minor {summary.explained_difference_minor}")  # fmt: skip
     exported, page, terminal, cell = _money_views(db, "r-credit", capsys, tmp_path)

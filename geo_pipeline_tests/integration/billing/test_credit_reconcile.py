@@ -13,9 +13,8 @@ each task (creditsCharged) with the same credit price.
 
 from __future__ import annotations
 
-from decimal import ROUND_HALF_UP, Decimal
-
 import asyncio
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
