@@ -77,6 +77,11 @@ CSV_COLUMNS = (
     "answer_revision",
     "validity",
     "validity_reason",
+    # What the answer mentions, as the rates count it (analytics.sample_brand_facts): the target
+    # brand (true/false; empty while not known: analysing, invalid) and the competitors named,
+    # "; "-separated in order of first mention. A rate traced to its answers.
+    "brand_mentioned",
+    "competitors_mentioned",
     # Sources apart, as the analyst views keep them (geo.citations.relation): cited = the answer
     # points at it; retrieved = the engine read it without citing it. One name, one meaning.
     "cited_count",
@@ -135,6 +140,7 @@ def csv_rows(report: RunReport) -> list[dict[str, Any]]:
         d["cited_count"] = sum(1 for c in s.citations if c.get("relation") == "cited")
         d["retrieved_count"] = sum(1 for c in s.citations if c.get("relation") == "retrieved")
         d["citation_urls"] = " ".join(c["normalized_url"] for c in s.citations)
+        d["competitors_mentioned"] = "; ".join(d.get("competitors_mentioned") or [])
         d["screenshot_key"] = s.screenshot["storage_key"] if s.screenshot else None
         d["thumbnail_key"] = s.thumbnail["storage_key"] if s.thumbnail else None
         rows.append({k: d.get(k) for k in CSV_COLUMNS})

@@ -370,6 +370,11 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         media[(m["sample_id"], m["kind"])] = m
     rows = fetch_all(conn, "ops.report_samples", params)
     fill_displays(rows)  # derived displays rendered here; no raw text stays in a row (R19)
+    said = {m["sample_id"]: m for m in fetch_all(conn, "ops.report_sample_mentions", params)}
+    for r in rows:  # what each answer mentions: the facts the rates count, traced per answer
+        m = said.get(r["sample_id"], {})
+        r["brand_mentioned"] = m.get("brand_mentioned")
+        r["competitors_mentioned"] = list(m.get("competitors_mentioned") or [])
     samples = [
         SampleReport(
             row=r,

@@ -22,6 +22,19 @@ LEFT JOIN LATERAL (
 WHERE s.run_id = %(run_id)s
 ORDER BY s.question_index, s.channel, s.region, s.mode, s.repeat_index;
 
+-- name: report_sample_mentions
+-- Per sample, the mention facts the rates count (analytics.sample_brand_facts: the current
+-- analysis of the latest answer): whether the answer mentions the target brand (NULL while its
+-- mentions are not known: analysing, invalid, failed) and the competitors it names, in order of
+-- first mention. The CSV/JSON carry them so a rate can be traced to its answers.
+SELECT sample_id,
+       bool_or(mentioned) FILTER (WHERE is_target) AS brand_mentioned,
+       coalesce(array_agg(brand ORDER BY first_offset, brand_order)
+                  FILTER (WHERE mentioned AND NOT is_target), '{}') AS competitors_mentioned
+FROM analytics.sample_brand_facts
+WHERE run_id = %(run_id)s
+GROUP BY sample_id;
+
 -- name: report_citations
 -- Citations of each sample's latest answer revision, in the engine's order (R17, R18).
 SELECT c.sample_id, c.ordinal, c.relation, c.raw_url, c.normalized_url, c.registrable_domain,

@@ -175,6 +175,17 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
         check(note in page, f"6: HTML does not say {note!r}")
     # (re-reading the demo) an invalid answer is "invalid" in the CSV's analysis_label and the
     # HTML sample list, as in the status and the rate tables, never "failed"
+    # (fourth read) a rate traced to its answers: each CSV row says whether the answer mentions
+    # the target brand and which competitors it names
+    cols = export.CSV_COLUMNS
+    check({"brand_mentioned", "competitors_mentioned"} <= set(cols), "8: no mention columns")
+    said = {
+        r["sample_id"]: (r.get("brand_mentioned"), r.get("competitors_mentioned")) for r in csv_rows
+    }
+    check(said.get(kimi[0]["sample_id"]) == (True, ""), f"8: kimi[0] {said.get(kimi[0]['sample_id'])}")
+    check(said.get(kimi[1]["sample_id"]) == (False, "星巴克"),
+          f"8: kimi[1] {said.get(kimi[1]['sample_id'])}")  # fmt: skip
+    check(said.get(api[0]["sample_id"]) == (True, "星巴克"), f"8: api[0] {said.get(api[0]['sample_id'])}")
     bad = next(r for r in csv_rows if r["sample_id"] == api[1]["sample_id"])
     check(bad["analysis_label"] == "invalid", f"7: CSV analysis_label {bad['analysis_label']!r}")
     check("analysis invalid" in page and "analysis failed" not in page, "7: HTML sample list")
