@@ -426,7 +426,8 @@ STATUS_WORDS: dict[str, str] = {
     ),
     "partial": (
         "status partial: some sample failed or lacks evidence (the reasons follow the status); "
-        "the rest is complete and counted, except invalid answers"
+        "an answer whose screenshot is missing is still counted in the rates (its text is "
+        "stored); failed samples and invalid answers are in no rate"
     ),
     "failed": "status failed: no sample completed",
 }

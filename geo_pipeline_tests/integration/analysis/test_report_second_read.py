@@ -186,6 +186,12 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     check(said.get(kimi[1]["sample_id"]) == (False, "星巴克"),
           f"8: kimi[1] {said.get(kimi[1]['sample_id'])}")  # fmt: skip
     check(said.get(api[0]["sample_id"]) == (True, "星巴克"), f"8: api[0] {said.get(api[0]['sample_id'])}")
+    # (fourth read) the status legend said "the rest is complete and counted", which reads as if
+    # a sample missing a screenshot were left out of n: it is counted
+    counted = "an answer whose screenshot is missing is still counted in the rates"
+    for name, text in (("terminal", terminal), ("html", page)):
+        check("the rest is complete and counted" not in text, f"9: {name} old legend")
+        check(counted in text, f"9: {name} does not say {counted!r}")
     bad = next(r for r in csv_rows if r["sample_id"] == api[1]["sample_id"])
     check(bad["analysis_label"] == "invalid", f"7: CSV analysis_label {bad['analysis_label']!r}")
     check("analysis invalid" in page and "analysis failed" not in page, "7: HTML sample list")
