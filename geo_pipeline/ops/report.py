@@ -46,6 +46,7 @@ from geo_pipeline.domain.words import (
     trend_note,
 )
 from geo_pipeline.evidence.display import fill_displays
+from geo_pipeline.evidence.warc import split_record_key
 from geo_pipeline.settings import settings
 from geo_pipeline.store import run_platforms
 from geo_pipeline.store import runs as runstore
@@ -290,6 +291,23 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def label_sizes(media: dict[str, Any]) -> None:
+    """Say what each size of a stored screenshot is: ``size_bytes`` is the image; a WARC-stored
+    one's storage key ends in ``#offset-length``, the record's length (the image gzip-compressed
+    with its WARC headers), a different number that read as a contradiction beside it."""
+    size = int(media.get("size_bytes") or 0)
+    record = split_record_key(str(media.get("storage_key") or ""))
+    media["warc_record"] = None
+    media["size_note"] = f"image {size:,} bytes"
+    if record is not None:
+        key, offset, length = record
+        media["warc_record"] = {"object_key": key, "offset": offset, "length_bytes": length}
+        media["size_note"] += (
+            f"; stored as WARC record {length:,} bytes (gzip-compressed, with its WARC headers) "
+            f"at offset {offset:,} of {key}"
+        )
+
+
 def invalid_answers(samples: list[SampleReport]) -> dict[str, int]:
     """Answers judged not valid (R22), counted by reason: what no rate counts, and why."""
     out: dict[str, int] = {}
@@ -367,6 +385,7 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     media: dict[tuple[str, str], dict[str, Any]] = {}
     for m in fetch_all(conn, "ops.report_media", params):
         m["link"] = link_for(m) if link_for else None
+        label_sizes(m)
         media[(m["sample_id"], m["kind"])] = m
     rows = fetch_all(conn, "ops.report_samples", params)
     fill_displays(rows)  # derived displays rendered here; no raw text stays in a row (R19)
