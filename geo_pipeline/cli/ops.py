@@ -477,7 +477,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "mentions": r["mentions"],
                     "rate (95 % interval, n)": _rate(r),
                     "interval": r.get("mention_rate_interval") or "",
-                    "n effective": r.get("n_effective"),
+                    "effective n": r.get("n_effective"),
                     "invalid": r["invalid_samples"],
                     "analysing": r["analysing_samples"],
                     "review": r["review_samples"],

@@ -302,6 +302,9 @@ def to_html(report: RunReport) -> str:
             money=report.money,
             retention=report.retention,
             trend=trend_section(report),
+            ui_api_heading=ui_api.section_heading(
+                [c.get("access") for c in report.channels.values()]
+            ),
             ui_api_titles=ui_api.SECTION_TITLES,
             ui_api_notes=ui_api.SECTION_NOTES,
             ui_api_rows=ui_api.display_rows(report.ui_api)

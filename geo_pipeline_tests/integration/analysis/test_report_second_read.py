@@ -116,7 +116,8 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     said = "we charged 0.01 CNY (exact 0.012 CNY) more than the platforms billed"
     for name, text in (("terminal", terminal), ("html", page)):
         check(said in text, f"1: {name} does not say {said!r}")
-    check("-0.01 CNY (exact -0.012 CNY)" in page, "1: the HTML money table's explained cell")
+    # (fourth read) one minus sign in human text: U+2212, "-" only in machine fields
+    check("−0.01 CNY (exact −0.012 CNY)" in page, "1: the HTML reconciliation table's cell")
     # (third read, F11) one format for the exact vendor amount: "0.8" beside "8", not "0.800000"
     exacts = {
         r["classification"]: r["theirs_exact_minor"] for r in exported["money"]["reconciliation"]
@@ -192,6 +193,12 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     for name, text in (("terminal", terminal), ("html", page)):
         check("the rest is complete and counted" not in text, f"9: {name} old legend")
         check(counted in text, f"9: {name} does not say {counted!r}")
+    # (fourth read) no "Scraped vs API" heading in a run without a scraped channel; one term,
+    # "effective n", everywhere
+    check("Scraped vs API" not in page, "10: an API-only run's page reads 'Scraped vs API'")
+    for name, text in (("terminal", terminal), ("html", page)):
+        check(re.search(r"\bn effective\b", text) is None, f"10: {name} says 'n effective'")
+    check("effective n" in page, "10: the HTML does not say 'effective n'")
     bad = next(r for r in csv_rows if r["sample_id"] == api[1]["sample_id"])
     check(bad["analysis_label"] == "invalid", f"7: CSV analysis_label {bad['analysis_label']!r}")
     check("analysis invalid" in page and "analysis failed" not in page, "7: HTML sample list")
@@ -310,6 +317,10 @@ def test_the_fourth_read_money_fields_agree_with_the_words(db, db_url, monkeypat
     said = "we charged 0.02 CNY (exact 0.024 CNY) more than the platforms billed"
     for name, text in (("terminal", terminal), ("html", page), ("html cell", cell)):
         check(said in text, f"1: {name} does not say {said!r}")
+    # one minus sign in human text (U+2212); "-" stays in the machine fields
+    for name, text in (("terminal", terminal), ("html", page)):
+        check("-0.0" not in text, f"1: {name} has an ASCII minus before an amount")
+    check("−0.02 CNY (exact −0.024 CNY)" in page, "1: the HTML credit_cost difference")
     # 2. the browser run: one wording, one sign convention, the total and its parts
     exported, page, terminal, cell = _money_views(db, "r-browser", capsys, tmp_path)
     total = "we charged 0.20 CNY more than the platforms billed"
