@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -164,6 +165,20 @@ def when(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+# A cell that reads as a number: a count, a share, an amount with its currency, a rate with its
+# interval ("80 % (58–92 %, n = 20)"), with the minus of human text or a plus.
+_NUMERIC = re.compile(r"^[\u2212+-]?[0-9][0-9.,]*( ?%| [A-Z]{3})?( [(/].*)?$")
+
+
+def numeric_cell(value: Any) -> bool:
+    """Whether a table cell is a number (right-aligned in every table of the page)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return True
+    return bool(_NUMERIC.match(str(value or "").strip()))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("geo_pipeline.ops", "templates"),
@@ -177,6 +192,7 @@ def _environment() -> jinja2.Environment:
     env.filters["money"] = money_text  # major units with the currency, where a person reads
     env.filters["money_exact"] = money_exact_text  # ... with a vendor's exact amount beside it
     env.filters["evidence_reason"] = evidence_reason_text  # THE words, as the terminal says
+    env.tests["numeric"] = numeric_cell  # right-aligned, as every number of the page
     return env
 
 
