@@ -247,7 +247,7 @@ def parse_catalogue(
 class PriceVersion:
     """One published price list of a platform and the instant it takes effect (R4, R23).
 
-    A quote prices with the versioeffective n when the run is created and freezes its name;
+    A quote prices with the version effective when the run is created and freezes its name;
     the registry's static ``prices`` are the fallback version of a platform with no other."""
 
     platform: str
