@@ -596,7 +596,7 @@ def read_fault_counts(stack: Stack) -> dict[str, int] | None:
 
     try:
         url = f"{stack.simulator_url}/_control/stats?keys=0"
-        with urllib.request.urlopen(url, timeout=10) as resp:  # noqa: S310 (our simulator)
+        with urllib.request.urlopen(url, timeout=10) as resp:
             return fault_counts(json.loads(resp.read()))
     except (OSError, ValueError):
         return None

@@ -183,10 +183,15 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     said = {
         r["sample_id"]: (r.get("brand_mentioned"), r.get("competitors_mentioned")) for r in csv_rows
     }
-    check(said.get(kimi[0]["sample_id"]) == (True, ""), f"8: kimi[0] {said.get(kimi[0]['sample_id'])}")
+    check(
+        said.get(kimi[0]["sample_id"]) == (True, ""), f"8: kimi[0] {said.get(kimi[0]['sample_id'])}"
+    )
     check(said.get(kimi[1]["sample_id"]) == (False, "星巴克"),
           f"8: kimi[1] {said.get(kimi[1]['sample_id'])}")  # fmt: skip
-    check(said.get(api[0]["sample_id"]) == (True, "星巴克"), f"8: api[0] {said.get(api[0]['sample_id'])}")
+    check(
+        said.get(api[0]["sample_id"]) == (True, "星巴克"),
+        f"8: api[0] {said.get(api[0]['sample_id'])}",
+    )
     # (fourth read) the status legend said "the rest is complete and counted", which reads as if
     # a sample missing a screenshot were left out of n: it is counted
     counted = "an answer whose screenshot is missing is still counted in the rates"

@@ -20,7 +20,7 @@ def test_the_doc_the_registry_and_the_simulator_agree_on_chatgpt_credits() -> No
     entry = reg.entries.get("chatgpt_cloro") or reg.disabled["chatgpt_cloro"]  # keyless: disabled
     quoted = entry.capabilities.prices.credits["standard"]
     assert CREDITS["CHATGPT"] == quoted == 5, (CREDITS["CHATGPT"], quoted)
-    said = "ChatGPT: 7 credits for a \"full\" task, 5 for a \"web search\" task"
+    said = 'ChatGPT: 7 credits for a "full" task, 5 for a "web search" task'
     assert said in text, f"cloro.md does not say {said!r}"
     used = "we ask for the web-search task: 5 credits"
     assert used in text, f"cloro.md does not say {used!r}"
