@@ -340,11 +340,11 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
         )
         return
     differing = [line for line in lines if line["classification"] != "matched"]
-    for line in differing:
+    for row in differing:
         # the vendor's exact amount where it bills fractions of a minor unit: a line's 0 beside
         # a summary's rounded total of several such lines needs it (issue #34, fourth read)
-        exact = (line.get("detail") or {}).get("cost_exact_minor", line["theirs_minor"])
-        line["theirs_exact_minor"] = exact_minor_text(exact)
+        exact = (row.get("detail") or {}).get("cost_exact_minor", row["theirs_minor"])
+        row["theirs_exact_minor"] = exact_minor_text(exact)
     if not differing:
         click.echo(f"run {run_id}: {len(lines)} upstream tasks, no differences")
     else:
