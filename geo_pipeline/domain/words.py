@@ -342,7 +342,8 @@ DEFINITIONS: dict[str, str] = {
         "question are not independent) and, with K questions, widened for Student's t on "
         "K \u2212 1 degrees of freedom (Korn-Graubard: the Wilson formula on effective n "
         "x (z / t)^2), so it can be wider than Wilson even where effective n = n; from one "
-        "question it is the Wilson score interval. The 'interval' column names the method of each row"
+        "question it is the Wilson score interval. The 'interval' column names the method of "
+        "each row"
     ),
     "effective n": (
         "n divided by the design effect of the clustering by question (n when answers to one "
