@@ -138,6 +138,14 @@ def display_rows(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[s
 
 
 # What each section is, said once for every output (docs/analysts.md has the SQL).
+def section_heading(accesses: list[str | None]) -> str:
+    """The page's heading over these sections: "Scraped vs API" only where the run has a
+    scraped channel to set beside its API ones (issue #34: an API-only run read it)."""
+    if "scraped" in accesses:
+        return "Scraped vs API"
+    return "Search fan-out and citation gap"
+
+
 SECTION_TITLES = {
     "fan_out_channels": "Fan-out per channel",
     "fan_out": "Fan-out per question",

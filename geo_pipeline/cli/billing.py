@@ -282,7 +282,7 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
     from geo_pipeline.billing import ledger, reconcile
     from geo_pipeline.connectors.registry import load_registry
     from geo_pipeline.domain.money import Money, MoneyError
-    from geo_pipeline.domain.words import reconciliation_text
+    from geo_pipeline.domain.words import exact_minor_text, reconciliation_text
     from geo_pipeline.flows.settle import settle_run
     from geo_pipeline.store import db as dbmod
 
@@ -340,6 +340,11 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
         )
         return
     differing = [line for line in lines if line["classification"] != "matched"]
+    for row in differing:
+        # the vendor's exact amount where it bills fractions of a minor unit: a line's 0 beside
+        # a summary's rounded total of several such lines needs it (issue #34, fourth read)
+        exact = (row.get("detail") or {}).get("cost_exact_minor", row["theirs_minor"])
+        row["theirs_exact_minor"] = exact_minor_text(exact)
     if not differing:
         click.echo(f"run {run_id}: {len(lines)} upstream tasks, no differences")
     else:
@@ -352,6 +357,7 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
                 "fee_class",
                 "ours_minor",
                 "theirs_minor",
+                "theirs_exact_minor",
                 "difference_minor",
             ],
             title=f"differences of run {run_id} (minor units {summary.currency})",

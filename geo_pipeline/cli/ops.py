@@ -338,6 +338,7 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
                     followups[rid] = demo.finish_run(stack, rid, ui.say)
                 else:
                     followups[rid] = {"skipped": "run not finished"}
+            faults = demo.read_fault_counts(stack)  # before the simulator stops
             codes = sup.stop_all()
             ui.say(
                 "stopped simulator, relay, sweeper and workers: "
@@ -357,12 +358,15 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             _print_report(xrep, xpaths, ui)
         if stack.browser_skipped:
             ui.say(f"browser channel skipped: {stack.browser_skipped}")
+        for line in demo.faults_text(faults) if faults is not None else []:
+            ui.say(line)
         ui.say(f"demo took {time.monotonic() - t0:.1f}s")
     out = _run_result(rep, paths, followups[rep.run["run_id"]])
     for kind, xrep, xpaths in extra_reps:
         out[kind] = _run_result(xrep, xpaths, followups[xrep.run["run_id"]])
     if stack.browser_skipped:
         out["browser_skipped"] = stack.browser_skipped
+    out["faults_injected"] = faults
     out.update(
         sources=stack.sources,
         database_url=stack.database_url,
@@ -473,7 +477,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "mentions": r["mentions"],
                     "rate (95 % interval, n)": _rate(r),
                     "interval": r.get("mention_rate_interval") or "",
-                    "n effective": r.get("n_effective"),
+                    "effective n": r.get("n_effective"),
                     "invalid": r["invalid_samples"],
                     "analysing": r["analysing_samples"],
                     "review": r["review_samples"],

@@ -478,7 +478,7 @@ def settle_cmd(run_id: str, no_statements: bool, as_json: bool) -> None:
 
 def _print_settlement(run_id: str, settled: Any, currency: str | None) -> None:
     from geo_pipeline.domain.money import Money
-    from geo_pipeline.domain.words import reconciliation_text
+    from geo_pipeline.domain.words import money_exact_text, reconciliation_text
 
     if settled.closed is not None:
         rel = settled.closed.released
@@ -501,7 +501,10 @@ def _print_settlement(run_id: str, settled: Any, currency: str | None) -> None:
 
     counts = ", ".join(f"{k} {v}" for k, v in s.counts.items() if v) or "no fees"
     click.echo(f"reconciliation: {s.lines} upstream tasks: {counts}")
-    click.echo(f"  ours {money(s.ours_total_minor)}, theirs {money(s.theirs_total_minor)}")
+    theirs = money_exact_text(s.theirs_total_minor, s.theirs_total_exact_minor, cur)
+    click.echo(
+        f"  ours {money(s.ours_total_minor)}, theirs {theirs} ({s.theirs_total_minor} minor units)"
+    )
     if s.counts.get("pending"):
         click.echo(
             f"  pending {money(s.pending_ours_minor)}: no statement for these yet; "

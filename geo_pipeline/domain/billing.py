@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from decimal import Decimal
+from decimal import ROUND_HALF_UP, Decimal
 from typing import Any, Literal, get_args
 
 from geo_pipeline.domain.catalogue import reprice
@@ -366,6 +366,26 @@ class ReconLine:
         """Theirs minus ours: positive = the platform billed more than we charged."""
         return self.theirs_minor - self.ours_minor
 
+    @property
+    def theirs_exact_minor(self) -> Decimal:
+        """The vendor's exact amount in decimal minor units: ``detail.cost_exact_minor`` where it
+        bills fractions of a minor unit (credits x credit price, e.g. cloro's 0.4 cent a task),
+        the stored whole minor units elsewhere. Sums add these, then round once."""
+        exact = (self.detail or {}).get("cost_exact_minor")
+        return Decimal(self.theirs_minor) if exact is None else Decimal(str(exact))
+
+
+def _exact_text(exact: Decimal) -> str:
+    """Exact decimal minor units as JSON text (a number would become a float): ``-2.4``, ``8``."""
+    return format(exact.normalize(), "f") if exact != 0 else "0"
+
+
+def round_minor(exact: Decimal) -> int:
+    """THE rounding of an exact amount to a whole minor unit: once, half away from zero
+    (Python's ROUND_HALF_UP, PostgreSQL's round(numeric)); a total is its exact sum rounded,
+    never a sum of rounded lines."""
+    return int(Decimal(exact).quantize(Decimal(1), rounding=ROUND_HALF_UP))
+
 
 @dataclass(frozen=True)
 class ReconciliationSummary:
@@ -401,28 +421,19 @@ class ReconciliationSummary:
     # Our charges on channels no vendor bills, and their (explained) difference theirs 0 - ours.
     no_vendor_bill_ours_minor: int = 0
     no_vendor_bill_difference_minor: int = 0
-    # What rounding each explained line once took off the vendor's exact amount (a vendor that
-    # bills fractions of a minor unit: detail ``cost_exact_minor``, e.g. cloro's 0.4 cent a
-    # task), exact decimal minor units: the reports say the exact difference beside the rounded.
-    explained_rounding_exact_minor: Decimal = Decimal(0)
-
-    @property
-    def explained_difference_exact_minor(self) -> Decimal:
-        """The explained difference with each line's exact vendor amount (theirs exact - ours)."""
-        return self.explained_difference_minor + self.explained_rounding_exact_minor
+    # Theirs exact - ours over the lines whose difference is explained (price change, usage
+    # cost, share of a day total, credit cost, no vendor bill; a matched line's fraction of a
+    # minor unit), in exact decimal minor units (a
+    # vendor that bills fractions of a minor unit: ``ReconLine.theirs_exact_minor``); pending
+    # lines are not a difference yet and count in neither.
+    explained_difference_exact_minor: Decimal = Decimal(0)
+    theirs_total_exact_minor: Decimal = Decimal(0)
 
     @property
     def explained_difference_minor(self) -> int:
-        """Theirs - ours over the lines whose difference is explained (price change, usage
-        cost, share of a day total, credit cost, no vendor bill); pending lines are not a
-        difference yet and count in neither."""
-        return (
-            self.price_change_difference_minor
-            + self.usage_cost_difference_minor
-            + self.apportioned_difference_minor
-            + self.credit_cost_difference_minor
-            + self.no_vendor_bill_difference_minor
-        )
+        """The explained difference rounded once (``round_minor``): the figure the words show
+        beside the exact one, never a sum of per-line or per-class roundings."""
+        return round_minor(self.explained_difference_exact_minor)
 
     @property
     def clean(self) -> bool:
@@ -442,6 +453,7 @@ class ReconciliationSummary:
             "theirs_by_fee_class": dict(self.theirs_by_fee_class),
             "ours_total_minor": self.ours_total_minor,
             "theirs_total_minor": self.theirs_total_minor,
+            "theirs_total_exact_minor": _exact_text(self.theirs_total_exact_minor),
             "pending_ours_minor": self.pending_ours_minor,
             "unexplained_difference_minor": self.unexplained_difference_minor,
             "unexplained_absolute_minor": self.unexplained_absolute_minor,
@@ -453,75 +465,73 @@ class ReconciliationSummary:
             "no_vendor_bill_ours_minor": self.no_vendor_bill_ours_minor,
             "no_vendor_bill_difference_minor": self.no_vendor_bill_difference_minor,
             "explained_difference_minor": self.explained_difference_minor,
-            "explained_difference_exact_minor": str(self.explained_difference_exact_minor),
+            "explained_difference_exact_minor": _exact_text(self.explained_difference_exact_minor),
             "clean": self.clean,
         }
 
 
 def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> ReconciliationSummary:
+    """Sums of theirs (and of theirs - ours) add each line's exact vendor amount and are rounded
+    once at the end (``round_minor``), so every figure is the exact total rounded: the JSON, the
+    HTML, the terminal, `billing reconcile` and the gauge show one amount, never 4 cents beside
+    "0.02 (exact 0.024)". Per-line figures (the absolute unexplained) stay per line."""
     lines = list(lines)
     counts = dict.fromkeys(CLASSIFICATIONS, 0)
-    diffs = dict.fromkeys(CLASSIFICATIONS, 0)
+    diffs: dict[str, Decimal] = dict.fromkeys(CLASSIFICATIONS, Decimal(0))
     for extra in sorted({line.classification for line in lines} - set(CLASSIFICATIONS)):
-        counts[extra] = diffs[extra] = 0
+        counts[extra] = 0
+        diffs[extra] = Decimal(0)
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
-    theirs_fc = dict.fromkeys(FEE_CLASSES, 0)
-    n = ours_total = theirs_total = pending = unexplained = price_change = usage_cost = 0
-    apportioned = absolute = unexplained_lines = credit_cost = no_vendor_bill = 0
-    no_vendor_bill_diff = 0
-    rounding = Decimal(0)
+    theirs_fc: dict[str, Decimal] = dict.fromkeys(FEE_CLASSES, Decimal(0))
+    n = ours_total = pending = absolute = unexplained_lines = no_vendor_bill = 0
+    theirs_total = Decimal(0)
+    by_class: dict[str, Decimal] = {}
     for line in lines:
         n += 1
-        exact = (line.detail or {}).get("cost_exact_minor")
-        if (
-            exact is not None
-            and line.classification != "pending"
-            and is_explained(line.classification)
-        ):
-            rounding += Decimal(str(exact)) - line.theirs_minor
+        theirs = line.theirs_exact_minor
+        diff = theirs - line.ours_minor
         counts[line.classification] += 1
-        diffs[line.classification] += line.difference_minor
+        diffs[line.classification] += diff
         ours_fc[line.fee_class] += line.ours_minor
-        theirs_fc[line.fee_class] += line.theirs_minor
+        theirs_fc[line.fee_class] += theirs
         ours_total += line.ours_minor
-        theirs_total += line.theirs_minor
+        theirs_total += theirs
         if line.classification == "pending":
             pending += line.ours_minor
-        elif line.classification == PRICE_CHANGE:
-            price_change += line.difference_minor
-        elif line.classification == USAGE_COST:
-            usage_cost += line.difference_minor
-        elif line.classification == APPORTIONED:
-            apportioned += line.difference_minor
-        elif line.classification == CREDIT_COST:
-            credit_cost += line.difference_minor
-        elif line.classification == NO_VENDOR_BILL:
+            continue
+        if line.classification == NO_VENDOR_BILL:
             no_vendor_bill += line.ours_minor
-            no_vendor_bill_diff += line.difference_minor
-        elif not is_explained(line.classification):
-            unexplained += line.difference_minor
+        if not is_explained(line.classification):
             absolute += abs(line.difference_minor)
             unexplained_lines += 1
         # in_day_total: no money of its own, the day's line compares it
+        by_class[line.classification] = by_class.get(line.classification, Decimal(0)) + diff
+    # explained: every explained class but pending (not a difference yet) and in_day_total (no
+    # money of its own); a matched line differs only by a vendor's fraction of a minor unit
+    explained = [k for k in by_class if is_explained(k) and k != IN_DAY_TOTAL]
+    unexplained = sum((v for k, v in by_class.items() if not is_explained(k)), start=Decimal(0))
     return ReconciliationSummary(
         run_id=run_id,
         currency=currency,
         lines=n,
         counts=counts,
-        difference_by_classification=diffs,
+        difference_by_classification={k: round_minor(v) for k, v in diffs.items()},
         ours_by_fee_class=ours_fc,
-        theirs_by_fee_class=theirs_fc,
+        theirs_by_fee_class={k: round_minor(v) for k, v in theirs_fc.items()},
         ours_total_minor=ours_total,
-        theirs_total_minor=theirs_total,
+        theirs_total_minor=round_minor(theirs_total),
+        theirs_total_exact_minor=theirs_total,
         pending_ours_minor=pending,
-        unexplained_difference_minor=unexplained,
-        price_change_difference_minor=price_change,
-        usage_cost_difference_minor=usage_cost,
-        apportioned_difference_minor=apportioned,
+        unexplained_difference_minor=round_minor(unexplained),
+        price_change_difference_minor=round_minor(by_class.get(PRICE_CHANGE, Decimal(0))),
+        usage_cost_difference_minor=round_minor(by_class.get(USAGE_COST, Decimal(0))),
+        apportioned_difference_minor=round_minor(by_class.get(APPORTIONED, Decimal(0))),
         unexplained_absolute_minor=absolute,
         unexplained_lines=unexplained_lines,
-        credit_cost_difference_minor=credit_cost,
+        credit_cost_difference_minor=round_minor(by_class.get(CREDIT_COST, Decimal(0))),
         no_vendor_bill_ours_minor=no_vendor_bill,
-        no_vendor_bill_difference_minor=no_vendor_bill_diff,
-        explained_rounding_exact_minor=rounding,
+        no_vendor_bill_difference_minor=round_minor(by_class.get(NO_VENDOR_BILL, Decimal(0))),
+        explained_difference_exact_minor=sum(
+            (by_class.get(k, Decimal(0)) for k in explained), start=Decimal(0)
+        ),
     )

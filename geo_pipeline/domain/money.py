@@ -67,8 +67,9 @@ class Money:
         return self.amount_minor <= other.amount_minor
 
     def format(self) -> str:
-        """Human display, assuming two decimal places (CNY, USD, EUR)."""
-        sign = "-" if self.amount_minor < 0 else ""
+        """Human display, assuming two decimal places (CNY, USD, EUR). A negative amount has the
+        minus sign U+2212 of human text (issue #34); machine fields keep their "-" integers."""
+        sign = "\u2212" if self.amount_minor < 0 else ""
         whole, cents = divmod(abs(self.amount_minor), 100)
         return f"{sign}{whole}.{cents:02d} {self.currency}"
 

@@ -164,7 +164,7 @@ def unexplained_text(
         return net
     left = (
         f"{money_text(absolute_minor, currency)} of differences are left to explain "
-        f"(|theirs - ours| summed over {lines} unexplained lines)"
+        f"(|theirs \u2212 ours| summed over {lines} unexplained lines)"
     )
     if int(net_minor) == 0:
         return f"the lines cancel out in sum, but {left}"
@@ -203,17 +203,17 @@ def reconciliation_text(
     fractions of a minor unit (``explained_exact_minor``)."""
     unexplained = unexplained_text(unexplained_minor, absolute_minor, unexplained_lines, currency)
     head = f"explained difference (lines classified {', '.join(EXPLAINED)}): "
+    # ONE wording and sign convention (who billed more), the money table's cell and this
+    # sentence alike: the signed total first, then its parts where charges no platform bills
+    # are in it (a browser run has no fee statement at all: theirs 0 on those lines).
+    explained = difference_text(explained_minor, currency, explained_exact_minor)
     if no_vendor_bill_minor:
-        # Lines no platform bills (theirs 0) are no vendor's bill: the sentence never says "than
-        # the platforms billed" of them (a browser run has no fee statement at all).
         nvb = int(no_vendor_bill_minor)
         exact = None if explained_exact_minor is None else Decimal(str(explained_exact_minor)) + nvb
-        explained = (
-            f"{difference_text(int(explained_minor) + nvb, currency, exact)} on lines a platform "
-            f"bills, and {money_text(nvb, currency)} we charged that no platform bills"
+        explained += (
+            f"; of which {difference_text(int(explained_minor) + nvb, currency, exact)} on lines "
+            f"a platform bills, and {money_text(nvb, currency)} we charged that no platform bills"
         )
-    else:
-        explained = difference_text(explained_minor, currency, explained_exact_minor)
     lines = [f"unexplained difference: {unexplained}", head + explained]
     if pending_ours_minor:
         lines.append(
@@ -339,12 +339,13 @@ DEFINITIONS: dict[str, str] = {
     "mention rate": "of the n answers, the share that mention the brand",
     "95 % interval": (
         "pooled over several questions, the interval is clustered by question (answers to one "
-        "question are not independent) and, with K questions, widened for Student's t on K - 1 "
-        "degrees of freedom (Korn-Graubard: the Wilson formula on n effective x (z / t)^2), so "
-        "it can be wider than Wilson even where n effective = n; from one question it is the "
-        "Wilson score interval. The 'interval' column names the method of each row"
+        "question are not independent) and, with K questions, widened for Student's t on "
+        "K \u2212 1 degrees of freedom (Korn-Graubard: the Wilson formula on effective n "
+        "x (z / t)^2), so it can be wider than Wilson even where effective n = n; from one "
+        "question it is the Wilson score interval. The 'interval' column names the method of "
+        "each row"
     ),
-    "n effective": (
+    "effective n": (
         "n divided by the design effect of the clustering by question (n when answers to one "
         "question vary as much as independent ones would)"
     ),
@@ -372,7 +373,7 @@ RECONCILIATION_COLUMNS = (
     "lines",
     "ours",
     "theirs",
-    "difference (theirs - ours)",
+    "difference (theirs \u2212 ours)",
 )
 
 
@@ -396,7 +397,7 @@ def reconciliation_rows(lines: Sequence[Mapping[str, Any]], currency: str) -> li
                 "lines": r["lines"],
                 "ours": money_text(int(r["ours_minor"]), currency),
                 "theirs": money_exact_text(int(r["theirs_minor"]), exact, currency),
-                "difference (theirs - ours)": money_exact_text(
+                "difference (theirs \u2212 ours)": money_exact_text(
                     int(r["difference_minor"]), diff_exact, currency
                 ),
             }
@@ -426,7 +427,8 @@ STATUS_WORDS: dict[str, str] = {
     ),
     "partial": (
         "status partial: some sample failed or lacks evidence (the reasons follow the status); "
-        "the rest is complete and counted, except invalid answers"
+        "an answer whose screenshot is missing is still counted in the rates (its text is "
+        "stored); failed samples and invalid answers are in no rate"
     ),
     "failed": "status failed: no sample completed",
 }
@@ -471,7 +473,7 @@ def analysis_followup_text(summary: Mapping[str, Any]) -> str:
 
 # The terms of the terminal report's mention-rate table that DEFINITIONS defines (issue #34
 # item 8: it defined average rank and citation rate, which only the HTML/JSON show).
-TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "n effective")
+TERMINAL_DEFINED = ("n", "mention rate", "95 % interval", "effective n")
 # The terminal report's rule: a terminal's width, but never 4096 characters into a pipe.
 RULE_MAX = 100
 
@@ -492,6 +494,7 @@ def exact_money_text(exact_minor: Decimal | str | int, currency: str) -> str:
     frac = frac.rstrip("0").ljust(2, "0")
     if whole in ("-0", "") and Decimal(str(exact_minor)) == 0:
         whole = "0"
+    whole = whole.replace("-", "\u2212")  # the minus of human text, as Money.format writes it
     return f"{whole}.{frac} {str(currency).strip()}"
 
 

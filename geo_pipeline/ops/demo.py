@@ -560,3 +560,61 @@ def write_reports(stack: Stack, run_id: str) -> tuple[Any, dict[str, Path]]:
         path.write_text(exportmod.render(rep, fmt), encoding="utf-8")
         paths[fmt] = path
     return rep, paths
+
+
+# The faults the demo's simulator profile injects (example/simulator.yaml, docs/operations.md),
+# as the simulator's stats name them ("platform:<kind>"), in words. Each is drawn at random per
+# request or task, so a run may draw none of one: the demo says which occurred and which not.
+DEMO_FAULTS: dict[str, str] = {
+    "rate_limited": "rate limits (HTTP 429)",
+    "transient": "transient errors (HTTP 5xx)",
+    "poll_error": "poll errors",
+    "invalid_params": "rejected requests",
+    "screenshot_late": "late screenshots",
+    "screenshot_never": "screenshots that never came",
+    "answer_bad": "bad answers (empty, login or error page, captcha, truncated)",
+    "answer_hostile": "hostile answers (scripts, javascript: links; sanitised)",
+    "statement_mismatch": "fee-statement lines that disagree with our charge",
+}
+
+
+def fault_counts(stats: dict[str, Any]) -> dict[str, int]:
+    """The simulator's ``/_control/stats`` (request faults and per-task injected faults) summed
+    over platforms, for each fault of DEMO_FAULTS."""
+    out = dict.fromkeys(DEMO_FAULTS, 0)
+    for group in ("faults", "injected"):
+        for name, n in (stats.get(group) or {}).items():
+            kind = str(name).split(":", 1)[-1]
+            if kind in out:
+                out[kind] += int(n)
+    return out
+
+
+def read_fault_counts(stack: Stack) -> dict[str, int] | None:
+    """What the demo's simulator injected so far (all the demo's runs); None if unreadable."""
+    import urllib.request
+
+    try:
+        url = f"{stack.simulator_url}/_control/stats?keys=0"
+        with urllib.request.urlopen(url, timeout=10) as resp:
+            return fault_counts(json.loads(resp.read()))
+    except (OSError, ValueError):
+        return None
+
+
+def faults_text(counts: dict[str, int]) -> list[str]:
+    """Which documented faults occurred in this demo (counts), and which did not this time."""
+    occurred = [f"{DEMO_FAULTS[k]} {n}" for k, n in counts.items() if n]
+    lines = [
+        "faults the simulator injected in this demo (all its runs): "
+        + ("; ".join(occurred) if occurred else "none")
+    ]
+    absent = [DEMO_FAULTS[k] for k, n in counts.items() if not n]
+    if absent:
+        lines.append(
+            "did not occur this time: "
+            + "; ".join(absent)
+            + " (the profile allows them, drawn at random per request or task: another run may "
+            "draw them)"
+        )
+    return lines

@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import io
 import json
+import re
 from datetime import datetime
 from typing import Any
 
@@ -77,6 +78,11 @@ CSV_COLUMNS = (
     "answer_revision",
     "validity",
     "validity_reason",
+    # What the answer mentions, as the rates count it (analytics.sample_brand_facts): the target
+    # brand (true/false; empty while not known: analysing, invalid) and the competitors named,
+    # "; "-separated in order of first mention. A rate traced to its answers.
+    "brand_mentioned",
+    "competitors_mentioned",
     # Sources apart, as the analyst views keep them (geo.citations.relation): cited = the answer
     # points at it; retrieved = the engine read it without citing it. One name, one meaning.
     "cited_count",
@@ -135,6 +141,7 @@ def csv_rows(report: RunReport) -> list[dict[str, Any]]:
         d["cited_count"] = sum(1 for c in s.citations if c.get("relation") == "cited")
         d["retrieved_count"] = sum(1 for c in s.citations if c.get("relation") == "retrieved")
         d["citation_urls"] = " ".join(c["normalized_url"] for c in s.citations)
+        d["competitors_mentioned"] = "; ".join(d.get("competitors_mentioned") or [])
         d["screenshot_key"] = s.screenshot["storage_key"] if s.screenshot else None
         d["thumbnail_key"] = s.thumbnail["storage_key"] if s.thumbnail else None
         rows.append({k: d.get(k) for k in CSV_COLUMNS})
@@ -158,6 +165,20 @@ def when(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+# A cell that reads as a number: a count, a share, an amount with its currency, a rate with its
+# interval ("80 % (58–92 %, n = 20)"), with the minus of human text or a plus.
+_NUMERIC = re.compile(r"^[\u2212+-]?[0-9][0-9.,]*( ?%| [A-Z]{3})?( [(/].*)?$")
+
+
+def numeric_cell(value: Any) -> bool:
+    """Whether a table cell is a number (right-aligned in every table of the page)."""
+    if isinstance(value, bool):
+        return False
+    if isinstance(value, int | float):
+        return True
+    return bool(_NUMERIC.match(str(value or "").strip()))
+
+
 def _environment() -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.PackageLoader("geo_pipeline.ops", "templates"),
@@ -171,6 +192,7 @@ def _environment() -> jinja2.Environment:
     env.filters["money"] = money_text  # major units with the currency, where a person reads
     env.filters["money_exact"] = money_exact_text  # ... with a vendor's exact amount beside it
     env.filters["evidence_reason"] = evidence_reason_text  # THE words, as the terminal says
+    env.tests["numeric"] = numeric_cell  # right-aligned, as every number of the page
     return env
 
 
@@ -296,6 +318,9 @@ def to_html(report: RunReport) -> str:
             money=report.money,
             retention=report.retention,
             trend=trend_section(report),
+            ui_api_heading=ui_api.section_heading(
+                [c.get("access") for c in report.channels.values()]
+            ),
             ui_api_titles=ui_api.SECTION_TITLES,
             ui_api_notes=ui_api.SECTION_NOTES,
             ui_api_rows=ui_api.display_rows(report.ui_api)

@@ -35,6 +35,7 @@ from geo_pipeline.domain.words import (
     ACCESS_UNKNOWN,
     channel_label,
     current_warnings,
+    difference_text,
     evidence_status,
     exact_minor_text,
     invalid_answers_text,
@@ -45,6 +46,7 @@ from geo_pipeline.domain.words import (
     trend_note,
 )
 from geo_pipeline.evidence.display import fill_displays
+from geo_pipeline.evidence.warc import split_record_key
 from geo_pipeline.settings import settings
 from geo_pipeline.store import run_platforms
 from geo_pipeline.store import runs as runstore
@@ -243,7 +245,19 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
     }
     return {
         # for people: major units with the currency; the *_minor keys are for machines
-        "display": {k: money_text(v, currency) for k, v in amounts.items()},
+        "display": {k: money_text(v, currency) for k, v in amounts.items()}
+        | {
+            # the money table's difference cells, in the words of the sentences below it (one
+            # sign convention: who billed more; the JSON's *_minor stay theirs - ours)
+            "unexplained": difference_text(
+                summary.unexplained_difference_minor if summary else 0, currency
+            ),
+            "explained": difference_text(
+                summary.explained_difference_minor if summary else 0,
+                currency,
+                summary.explained_difference_exact_minor if summary else None,
+            ),
+        },
         "reconciliation_words": reconciliation_text(
             summary.unexplained_difference_minor,
             summary.explained_difference_minor,
@@ -270,11 +284,28 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         "reconciliation_unexplained_minor": summary.unexplained_difference_minor if summary else 0,
         "reconciliation_explained_minor": summary.explained_difference_minor if summary else 0,
         # the same with each vendor amount exact (decimal minor units as text; see words)
-        "reconciliation_explained_exact_minor": str(
+        "reconciliation_explained_exact_minor": exact_minor_text(
             summary.explained_difference_exact_minor if summary else 0
         ),
         "reconciliation_pending_ours_minor": summary.pending_ours_minor if summary else 0,
     }
+
+
+def label_sizes(media: dict[str, Any]) -> None:
+    """Say what each size of a stored screenshot is: ``size_bytes`` is the image; a WARC-stored
+    one's storage key ends in ``#offset-length``, the record's length (the image gzip-compressed
+    with its WARC headers), a different number that read as a contradiction beside it."""
+    size = int(media.get("size_bytes") or 0)
+    record = split_record_key(str(media.get("storage_key") or ""))
+    media["warc_record"] = None
+    media["size_note"] = f"image {size:,} bytes"
+    if record is not None:
+        key, offset, length = record
+        media["warc_record"] = {"object_key": key, "offset": offset, "length_bytes": length}
+        media["size_note"] += (
+            f"; stored as WARC record {length:,} bytes (gzip-compressed, with its WARC headers) "
+            f"at offset {offset:,} of {key}"
+        )
 
 
 def invalid_answers(samples: list[SampleReport]) -> dict[str, int]:
@@ -354,9 +385,15 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     media: dict[tuple[str, str], dict[str, Any]] = {}
     for m in fetch_all(conn, "ops.report_media", params):
         m["link"] = link_for(m) if link_for else None
+        label_sizes(m)
         media[(m["sample_id"], m["kind"])] = m
     rows = fetch_all(conn, "ops.report_samples", params)
     fill_displays(rows)  # derived displays rendered here; no raw text stays in a row (R19)
+    said = {m["sample_id"]: m for m in fetch_all(conn, "ops.report_sample_mentions", params)}
+    for r in rows:  # what each answer mentions: the facts the rates count, traced per answer
+        m = said.get(r["sample_id"], {})
+        r["brand_mentioned"] = m.get("brand_mentioned")
+        r["competitors_mentioned"] = list(m.get("competitors_mentioned") or [])
     samples = [
         SampleReport(
             row=r,

@@ -94,6 +94,14 @@ class Simulator:
     def _count(self, platform: str, kind: str, status: int) -> None:
         self.state.requests[f"{platform}:{kind}:{status}"] += 1
 
+    def _injected(self, platform: str, name: str, ident: str) -> None:
+        """A fault drawn once per task (answer, screenshot, statement line): counted once."""
+        self.state.injected[f"{platform}:{name}"].add(ident)
+
+    def _answer_fault(self, platform: str, kind: str, ident: str) -> None:
+        if kind != "normal":
+            self._injected(platform, "answer_hostile" if kind == "hostile" else "answer_bad", ident)
+
     def _fault(self, platform: str, name: str) -> None:
         self.state.faults[f"{platform}:{name}"] += 1
 
@@ -175,6 +183,8 @@ class Simulator:
         self.state.by_key[(prof.platform, key)] = task.task_id
         self.state.tasks_created[(prof.platform, key)] += 1
         self.state.created[(prof.platform, key)].append(task.task_id)
+        if shot in ("late", "never"):
+            self._injected(prof.platform, f"screenshot_{shot}", task.task_id)
         if self.journal is not None:
             self.journal.task(task)
         return task
@@ -345,6 +355,7 @@ class Simulator:
         # Regenerated on each fetch (deterministic, ~50 us) rather than held: a long benchmark
         # keeps hundreds of thousands of tasks in memory.
         ans = generate_answer(self.seed, task.key, task.question, prof)
+        self._answer_fault(prof.platform, ans.kind, task.task_id)
         tokens_in, tokens_out = tokens(task.question, ans.answer)
         return {
             "task_id": task.task_id,
@@ -491,6 +502,7 @@ class Simulator:
                     continue
                 if unit(seed, salt, "mismatch") < prof.statement_amount_mismatch_rate:
                     amount += 1 + int(unit(seed, salt, "delta") * 5)
+                    self._injected(prof.platform, "statement_mismatch", salt)
                 lines.append(
                     {
                         "upstream_id": t.task_id,
@@ -640,6 +652,7 @@ class Simulator:
             self._count(platform, "chat", 599)
             return await self._lose_response(request, prof)
         ans = generate_answer(seed, key, question, prof)
+        self._answer_fault(platform, ans.kind, key)
         self._count(platform, "chat", 200)
         if errored:
             self._fault(platform, "error_in_200")

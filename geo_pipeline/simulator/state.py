@@ -92,6 +92,10 @@ class SimState:
         self.created: dict[tuple[str, str], list[str]] = defaultdict(list)
         self.sync_paid: dict[str, bool] = {}  # synchronous response id -> an answer was produced
         self.faults: Counter[str] = Counter()  # "platform:fault"
+        # Faults drawn per task rather than per request (a hostile or bad answer, a late or
+        # missing screenshot, a disagreeing statement line): "platform:fault" -> the ids it hit,
+        # so one fetched twice counts once. The demo says which occurred (issue #34).
+        self.injected: dict[str, set[str]] = defaultdict(set)
         self.buckets: dict[str, TokenBucket] = {}
         self.seq = 0
         # Upstream ids are unique for ever on a real platform; a restarted (or reset) simulator
@@ -136,6 +140,11 @@ class SimState:
             "requests": dict(sorted(self.requests.items())),
             "requests_by_kind": dict(sorted(by_kind.items())),
             "faults": dict(sorted(self.faults.items())),
+            "injected": {
+                k: len(v)
+                for k, v in sorted(self.injected.items())
+                if v and platform in (None, k.split(":", 1)[0])
+            },
         }
         if include_keys:
             keys: dict[str, dict[str, dict[str, int]]] = defaultdict(dict)

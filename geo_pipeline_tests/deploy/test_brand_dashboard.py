@@ -318,7 +318,7 @@ def test_every_panel_returns_tenant_a_only_and_the_views_numbers(two: Two) -> No
         assert [g["time"].date() for g in got] == DAYS
         want = _expected_trends(two, channel, LUCKIN)
         assert [
-            (g["mention rate"], g["95% lower"], g["95% upper"], g["n"], g["n effective"],
+            (g["mention rate"], g["95% lower"], g["95% upper"], g["n"], g["effective n"],
              g["questions"]) for g in got
         ] == [tuple(w.values()) for w in want]  # fmt: skip
         for g in got:

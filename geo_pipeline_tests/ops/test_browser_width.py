@@ -16,7 +16,7 @@ from geo_pipeline_tests.ops.helpers import CAPS, PRICES, complete
 
 pytestmark = pytest.mark.browser
 
-WIDTH, HEIGHT = 1366, 768
+HEIGHT = 768
 
 
 def _demo_like_run(db, run_id):
@@ -46,7 +46,9 @@ def _demo_like_run(db, run_id):
     ).fetchall()
 
 
-def test_the_report_fits_a_1366_pixel_screen(db, tmp_path, browser_page):
+# (fourth read) 1280 px too: the mention table scrolled sideways there
+@pytest.mark.parametrize("WIDTH", [1366, 1280])
+def test_the_report_fits_a_1366_pixel_screen(db, tmp_path, browser_page, WIDTH):
     from geo_pipeline.analysis import analyse_run
 
     samples = _demo_like_run(db, "run-width")
@@ -66,7 +68,7 @@ def test_the_report_fits_a_1366_pixel_screen(db, tmp_path, browser_page):
     page = browser_page
     page.set_viewport_size({"width": WIDTH, "height": HEIGHT})
     page.goto(page_file.as_uri())
-    page.screenshot(path=str(ARTIFACTS / "report-1366.png"), full_page=True)
+    page.screenshot(path=str(ARTIFACTS / f"report-{WIDTH}.png"), full_page=True)
     inner = page.evaluate("() => window.innerWidth")
     assert inner == WIDTH
     tables = page.evaluate(
@@ -95,3 +97,12 @@ def test_the_report_fits_a_1366_pixel_screen(db, tmp_path, browser_page):
         ".getBoundingClientRect().right"
     )
     assert last_right <= box_right, (last_right, box_right)
+    # (fourth read) every numeric cell of every table is right-aligned: a number, a percentage,
+    # an amount with its currency, a rate with its interval
+    left = page.evaluate(
+        r"""() => [...document.querySelectorAll('table td')].filter(td =>
+             /^[−+-]?[0-9][0-9.,]*( ?%| CNY| USD)?( [(].*)?$/.test(td.innerText.trim())
+             && !['right', 'end'].includes(getComputedStyle(td).textAlign))
+           .map(td => td.closest('table').id + ': ' + td.innerText.trim())"""
+    )
+    assert not left, f"numeric cells not right-aligned: {left[:10]}"

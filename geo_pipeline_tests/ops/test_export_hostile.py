@@ -68,7 +68,8 @@ def _report(question: str, citations: list[dict], thumbnail: dict | None = None)
             "refunded_minor": 0,
             "display": {
                 k: "0.01 CNY" for k in ("quoted_max", "reserved", "charged", "released", "refunded")
-            },
+            }
+            | {"unexplained": "0.00 CNY", "explained": "0.00 CNY"},
             "reconciliation_words": ["not reconciled yet"],
             "reconciliation_unexplained_minor": 0,
             "reconciliation_explained_minor": 0,

@@ -22,6 +22,19 @@ LEFT JOIN LATERAL (
 WHERE s.run_id = %(run_id)s
 ORDER BY s.question_index, s.channel, s.region, s.mode, s.repeat_index;
 
+-- name: report_sample_mentions
+-- Per sample, the mention facts the rates count (analytics.sample_brand_facts: the current
+-- analysis of the latest answer): whether the answer mentions the target brand (NULL while its
+-- mentions are not known: analysing, invalid, failed) and the competitors it names, in order of
+-- first mention. The CSV/JSON carry them so a rate can be traced to its answers.
+SELECT sample_id,
+       bool_or(mentioned) FILTER (WHERE is_target) AS brand_mentioned,
+       coalesce(array_agg(brand ORDER BY first_offset, brand_order)
+                  FILTER (WHERE mentioned AND NOT is_target), '{}') AS competitors_mentioned
+FROM analytics.sample_brand_facts
+WHERE run_id = %(run_id)s
+GROUP BY sample_id;
+
 -- name: report_citations
 -- Citations of each sample's latest answer revision, in the engine's order (R17, R18).
 SELECT c.sample_id, c.ordinal, c.relation, c.raw_url, c.normalized_url, c.registrable_domain,
@@ -49,16 +62,24 @@ GROUP BY kind, currency ORDER BY kind;
 
 -- name: report_reconciliation
 -- Reconciliation of a run's charges against the platforms' fee statements, by classification.
-SELECT classification, currency, count(*) AS lines,
-       coalesce(sum(ours_minor), 0)::bigint AS ours_minor,
-       coalesce(sum(theirs_minor), 0)::bigint AS theirs_minor,
-       coalesce(sum(difference_minor), 0)::bigint AS difference_minor,
-       -- the vendor's exact amount where it bills fractions of a minor unit (credits x credit
-       -- price, detail.cost_exact_minor); the stored whole minor units elsewhere
-       coalesce(sum(coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor)), 0)
-         AS theirs_exact_minor
-FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
-GROUP BY classification, currency ORDER BY classification;
+-- theirs_exact_minor: the vendor's exact amount where it bills fractions of a minor unit
+-- (credits x credit price, detail.cost_exact_minor), the stored whole minor units elsewhere.
+-- theirs_minor and difference_minor are that exact sum rounded ONCE, half away from zero
+-- (round(numeric), as domain.billing.round_minor): never a sum of per-line roundings, so the
+-- figures agree with the summary and with the words beside them.
+SELECT classification, currency, lines, ours_minor,
+       round(theirs_exact_minor)::bigint AS theirs_minor,
+       round(theirs_exact_minor - ours_minor)::bigint AS difference_minor,
+       theirs_exact_minor
+FROM (
+  SELECT classification, currency, count(*) AS lines,
+         coalesce(sum(ours_minor), 0)::bigint AS ours_minor,
+         coalesce(sum(coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor)), 0)
+           AS theirs_exact_minor
+  FROM geo.reconciliation_lines WHERE run_id = %(run_id)s
+  GROUP BY classification, currency
+) AS by_class
+ORDER BY classification;
 
 -- name: relation_exists
 -- Whether an optional relation (e.g. an analyst view landing later) exists.

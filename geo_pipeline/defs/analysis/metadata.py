@@ -167,7 +167,7 @@ def visibility_table_metadata(table: list[dict[str, Any]]) -> dg.TableMetadataVa
 
 def visibility_markdown(table: list[dict[str, Any]]) -> str:
     head = (
-        "| brand | target | n | mentions | mention rate (95% interval) | interval | n effective "
+        "| brand | target | n | mentions | mention rate (95% interval) | interval | effective n "
         "| avg rank | analysing | of which collecting |"
     )
     lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]

@@ -58,7 +58,8 @@ TASK_TYPES = (
     "PERPLEXITY",
     "GROK",
 )
-# research §2.1 "Credits per async task" (ChatGPT with web search; AI Overviews = GOOGLE).
+# research §2.1 "Credits per async task" (AI Overviews = GOOGLE). ChatGPT: the web-search task,
+# 5 credits, the one the pipeline asks for and prices (a "full" task is 7; docs/services/cloro.md).
 CREDITS = {
     "CHATGPT": 5,
     "PERPLEXITY": 4,

@@ -22,6 +22,7 @@ import re
 
 from click.testing import CliRunner
 
+from geo_pipeline.billing import reconcile
 from geo_pipeline.cli.main import cli as root
 from geo_pipeline.cli.ops import _print_report, _Ui
 from geo_pipeline.domain import words
@@ -115,7 +116,8 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
     said = "we charged 0.01 CNY (exact 0.012 CNY) more than the platforms billed"
     for name, text in (("terminal", terminal), ("html", page)):
         check(said in text, f"1: {name} does not say {said!r}")
-    check("-0.01 CNY (exact -0.012 CNY)" in page, "1: the HTML money table's explained cell")
+    # (fourth read) one minus sign in human text: U+2212, "-" only in machine fields
+    check("−0.01 CNY (exact −0.012 CNY)" in page, "1: the HTML reconciliation table's cell")
     # (third read, F11) one format for the exact vendor amount: "0.8" beside "8", not "0.800000"
     exacts = {
         r["classification"]: r["theirs_exact_minor"] for r in exported["money"]["reconciliation"]
@@ -174,6 +176,34 @@ def test_the_second_newcomer_reads_no_contradiction(db, db_url, monkeypatch, cap
         check(note in page, f"6: HTML does not say {note!r}")
     # (re-reading the demo) an invalid answer is "invalid" in the CSV's analysis_label and the
     # HTML sample list, as in the status and the rate tables, never "failed"
+    # (fourth read) a rate traced to its answers: each CSV row says whether the answer mentions
+    # the target brand and which competitors it names
+    cols = export.CSV_COLUMNS
+    check({"brand_mentioned", "competitors_mentioned"} <= set(cols), "8: no mention columns")
+    said = {
+        r["sample_id"]: (r.get("brand_mentioned"), r.get("competitors_mentioned")) for r in csv_rows
+    }
+    check(
+        said.get(kimi[0]["sample_id"]) == (True, ""), f"8: kimi[0] {said.get(kimi[0]['sample_id'])}"
+    )
+    check(said.get(kimi[1]["sample_id"]) == (False, "星巴克"),
+          f"8: kimi[1] {said.get(kimi[1]['sample_id'])}")  # fmt: skip
+    check(
+        said.get(api[0]["sample_id"]) == (True, "星巴克"),
+        f"8: api[0] {said.get(api[0]['sample_id'])}",
+    )
+    # (fourth read) the status legend said "the rest is complete and counted", which reads as if
+    # a sample missing a screenshot were left out of n: it is counted
+    counted = "an answer whose screenshot is missing is still counted in the rates"
+    for name, text in (("terminal", terminal), ("html", page)):
+        check("the rest is complete and counted" not in text, f"9: {name} old legend")
+        check(counted in text, f"9: {name} does not say {counted!r}")
+    # (fourth read) no "Scraped vs API" heading in a run without a scraped channel; one term,
+    # "effective n", everywhere
+    check("Scraped vs API" not in page, "10: an API-only run's page reads 'Scraped vs API'")
+    for name, text in (("terminal", terminal), ("html", page)):
+        check(re.search(r"\bn effective\b", text) is None, f"10: {name} says 'n effective'")
+    check("effective n" in page, "10: the HTML does not say 'effective n'")
     bad = next(r for r in csv_rows if r["sample_id"] == api[1]["sample_id"])
     check(bad["analysis_label"] == "invalid", f"7: CSV analysis_label {bad['analysis_label']!r}")
     check("analysis invalid" in page and "analysis failed" not in page, "7: HTML sample list")
@@ -226,4 +256,85 @@ def test_an_invalid_answer_in_review_is_counted_once(db, db_url, monkeypatch, ca
     check(status in page, "F3: HTML channel status")
     check(exported["channels"]["kimi__web"].get("status_text") == status.split(": ", 1)[1],
           f"F3: JSON {exported['channels']['kimi__web'].get('status_text')!r}")  # fmt: skip
+    assert not wrong, "\n".join(wrong)
+
+
+def _money_views(db, run_id, capsys, tmp_path):
+    rep = report.build_report(db, run_id)
+    exported = json.loads(export.to_json(rep))
+    raw = export.to_html(rep)
+    capsys.readouterr()
+    paths = {k: tmp_path / f"{run_id}.{k}" for k in ("html", "csv", "json")}
+    _print_report(rep, paths, _Ui(quiet=False))
+    terminal = re.sub(r"\s+", " ", capsys.readouterr().out)
+    cell = re.search(r'id="explained"[^>]*>(.*?)</td>', raw, re.S)
+    return exported, _text(raw), terminal, _text(cell.group(1)).strip() if cell else "<no cell>"
+
+
+def test_the_fourth_read_money_fields_agree_with_the_words(db, db_url, monkeypatch, capsys,
+                                                           tmp_path):  # fmt: skip
+    """A fourth newcomer's read of `make demo` (issue #34): (1) the scraped run's JSON said
+    ``reconciliation_explained_minor: -4`` and the credit line ``theirs_minor: 0`` while its words
+    said 0.02 (exact 0.024) and 0.02 (exact 0.016): a sum of per-line roundings beside the exact
+    total rounded once; (2) the browser run's money cell read "−0.20 CNY" beside a sentence that
+    never said the signed total."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    make_run(db, "r-credit", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    # four tasks at 5 credits x 0.08 fen/credit = 0.4 fen each; we charged 1 fen each
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail)"
+        " SELECT 'r-credit', 'u-' || i, 'kimi', 'credit_cost', 1, 0, 'CNY', 'completed',"
+        '  \'{"cost_exact_minor": "0.400000"}\' FROM generate_series(1, 4) AS i'
+    )
+    make_run(db, "r-browser", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail) VALUES"
+        " ('r-browser', 'b-1', 'kimi', 'no_vendor_bill', 20, 0, 'CNY', 'completed', '{}')"
+    )
+    db.commit()
+    wrong: list[str] = []
+
+    def check(ok: bool, finding: str) -> None:
+        if not ok:
+            wrong.append(finding)
+
+    # 1. the exact total rounded once (half away from zero), in every machine field and word
+    summary = reconcile.stored_summary(db, "r-credit")
+    check(
+        summary.theirs_total_minor == 2,
+        f"1: summary theirs_total_minor {summary.theirs_total_minor}",
+    )
+    check(summary.explained_difference_minor == -2,
+          f"1: summary explained_difference_minor {summary.explained_difference_minor}")  # fmt: skip
+    exported, page, terminal, cell = _money_views(db, "r-credit", capsys, tmp_path)
+    money = exported["money"]
+    check(money["reconciliation_explained_minor"] == -2,
+          f"1: JSON reconciliation_explained_minor {money['reconciliation_explained_minor']}")  # fmt: skip
+    check(money["reconciliation_explained_exact_minor"] == "-2.4",
+          f"1: JSON exact {money['reconciliation_explained_exact_minor']!r}")  # fmt: skip
+    row = next(r for r in money["reconciliation"] if r["classification"] == "credit_cost")
+    got = (row["theirs_minor"], row["theirs_exact_minor"], row["difference_minor"])
+    check(got == (2, "1.6", -2), f"1: JSON credit_cost theirs/exact/difference {got}")
+    said = "we charged 0.02 CNY (exact 0.024 CNY) more than the platforms billed"
+    for name, text in (("terminal", terminal), ("html", page), ("html cell", cell)):
+        check(said in text, f"1: {name} does not say {said!r}")
+    # one minus sign in human text (U+2212); "-" stays in the machine fields
+    for name, text in (("terminal", terminal), ("html", page)):
+        check("-0.0" not in text, f"1: {name} has an ASCII minus before an amount")
+    check("−0.02 CNY (exact −0.024 CNY)" in page, "1: the HTML credit_cost difference")
+    # 2. the browser run: one wording, one sign convention, the total and its parts
+    exported, page, terminal, cell = _money_views(db, "r-browser", capsys, tmp_path)
+    total = "we charged 0.20 CNY more than the platforms billed"
+    check(cell == total, f"2: the HTML explained cell reads {cell!r}, not {total!r}")
+    sentence = next(
+        (w for w in exported["money"]["reconciliation_words"] if w.startswith("explained")), ""
+    )
+    check(total in sentence, f"2: the sentence lacks the signed total: {sentence!r}")
+    check("0.20 CNY we charged that no platform bills" in sentence, f"2: parts: {sentence!r}")
+    check(total in terminal, "2: the terminal lacks the total")
+    check(exported["money"]["reconciliation_explained_minor"] == -20, "2: JSON machine figure")
     assert not wrong, "\n".join(wrong)

@@ -3,7 +3,7 @@ a newcomer's read of `make demo`): one word set for evidence (a screenshot still
 "pending" in the counts, the sample list and the machine formats alike, with a word on whether
 it will still come), "invalid" -- never "failed" -- for answers judged invalid, reconciliation
 lines in words and major units (not "explained True" and ``ours_minor``), and every quantity of
-the mention-rate table (the Korn-Graubard interval, n effective, average rank, citation rate)
+the mention-rate table (the Korn-Graubard interval, effective n, average rank, citation rate)
 defined once and shown in both the terminal and the HTML report."""
 
 from __future__ import annotations

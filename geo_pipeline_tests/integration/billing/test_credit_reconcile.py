@@ -14,6 +14,7 @@ each task (creditsCharged) with the same credit price.
 from __future__ import annotations
 
 import asyncio
+from decimal import ROUND_HALF_UP, Decimal
 from pathlib import Path
 from typing import Any
 
@@ -124,7 +125,11 @@ def test_real_credit_price_differences_are_explained_by_the_arithmetic(
     assert all(r["detail"]["cost_exact_minor"] == "0.400000" for r in billed)
     assert all(r["detail"]["price_version"] == "cloro-2026-12-credits" for r in billed)
     assert summary.unexplained_difference_minor == 0
-    assert summary.credit_cost_difference_minor == -len(billed)  # 0 vs our 1 cent, each
+    # 0.4 cent billed vs our 1 cent, each: the exact total rounded once (half away from zero),
+    # never the sum of per-line roundings (-1 each)
+    exact = Decimal("0.4") * len(billed) - len(billed)
+    assert summary.credit_cost_difference_minor == int(exact.quantize(Decimal(1), ROUND_HALF_UP))
+    assert summary.explained_difference_exact_minor == exact
     assert summary.explained_difference_minor == summary.theirs_total_minor - (
         summary.ours_total_minor
     )

@@ -72,5 +72,5 @@ def test_the_report_says_what_is_left_to_explain_when_lines_cancel(db):
     said = report.build_report(db, "r-cancel").money["reconciliation_words"][0]
     assert said == (
         "unexplained difference: the lines cancel out in sum, but 0.06 CNY of differences are "
-        "left to explain (|theirs - ours| summed over 2 unexplained lines)"
+        "left to explain (|theirs \u2212 ours| summed over 2 unexplained lines)"
     ), said

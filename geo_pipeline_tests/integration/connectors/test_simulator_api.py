@@ -368,3 +368,28 @@ def test_both_http_transports_classify_send_failures_alike(
             assert ok.upstream_id.startswith("doubao-")
 
     asyncio.run(go())
+
+
+def test_stats_count_the_faults_injected_once_each(sim: SimulatorProcess) -> None:
+    """The demo says which of its documented faults occurred (issue #34, a fourth newcomer's
+    read: a run without a hostile answer said nothing of it): the stats count each injected
+    answer, screenshot and statement fault once per task, however often it is fetched."""
+    sim.set_profile("kimi", hostile_rate=1.0, completion_s=[0.0, 0.0], accept_delay_s=[0.0, 0.0])
+    sim.set_profile("deepseek", screenshot_never_rate=1.0, statement_amount_mismatch_rate=1.0,
+                    completion_s=[0.0, 0.0], accept_delay_s=[0.0, 0.0])  # fmt: skip
+    hostile = submit(sim, "kimi", key()).json()["task_id"]
+    submit(sim, "deepseek", key(), screenshot=True)
+    for _ in range(2):  # fetched twice, counted once
+        for _ in range(100):  # until the task has completed, bounded
+            got = httpx.get(f"{sim.url}/v1/kimi/tasks/{hostile}/result", timeout=10)
+            if got.status_code == 200:
+                break
+            time.sleep(0.05)
+        assert got.status_code == 200, got.text
+        _lines(sim, "deepseek")
+    injected = sim.stats(keys=False).get("injected")
+    assert injected == {
+        "deepseek:screenshot_never": 1,
+        "deepseek:statement_mismatch": 1,  # one base line, no screenshot billed
+        "kimi:answer_hostile": 1,
+    }, injected

@@ -56,6 +56,10 @@ def test_the_exact_explained_difference_keeps_sub_minor_vendor_amounts() -> None
         for i in range(4)
     ] + [_line(9, "matched", 2, 2)]  # fmt: skip
     s = summarise("r1", "USD", lines)
-    assert s.explained_difference_minor == -4
+    # (fourth read) the rounded figure is the exact total rounded once, not -4 (four lines
+    # rounded each): the JSON said -4 beside words saying 0.02 (exact 0.024)
+    assert s.explained_difference_minor == -2
     assert s.explained_difference_exact_minor == Decimal("-2.4")
-    assert s.as_dict()["explained_difference_exact_minor"] == "-2.400000"
+    assert s.as_dict()["explained_difference_exact_minor"] == "-2.4"
+    assert (s.theirs_total_minor, s.as_dict()["theirs_total_exact_minor"]) == (4, "3.6")
+    assert s.credit_cost_difference_minor == -2 and s.theirs_by_fee_class["completed"] == 4

@@ -21,6 +21,6 @@ def test_money_refuses_mixed_currencies():
 
 def test_sums_and_format():
     assert total([Money(199, "CNY"), Money(1, "CNY")], "CNY") == Money(200, "CNY")
-    assert Money(-1234, "CNY").format() == "-12.34 CNY"
+    assert Money(-1234, "CNY").format() == "\u221212.34 CNY"  # the minus of human text
     with pytest.raises(MoneyError):
         Money(1, "cny")

@@ -58,12 +58,12 @@ def test_exact_money_beside_the_rounded_figure():
 
     assert exact_money_text("1.600000", "USD") == "0.016 USD"
     assert exact_money_text("870", "CNY") == "8.70 CNY"
-    assert exact_money_text("-1.2", "CNY") == "-0.012 CNY"
+    assert exact_money_text("-1.2", "CNY") == "\u22120.012 CNY"
     assert exact_money_text("0", "CNY") == "0.00 CNY"
     # the rounded figure is the exact amount rounded (half away from zero), never a sum of
     # rounded lines: 0.016 reads 0.02 (the third newcomer read "0.00 (exact 0.016)")
     assert money_exact_text(0, "1.600000", "USD") == "0.02 USD (exact 0.016 USD)"
-    assert money_exact_text(-4, "-2.4", "USD") == "-0.02 USD (exact -0.024 USD)"
+    assert money_exact_text(-4, "-2.4", "USD") == "\u22120.02 USD (exact \u22120.024 USD)"
     assert money_exact_text(0, "0.4", "USD") == "0.00 USD (exact 0.004 USD)"
     assert money_exact_text(8, "8.000000", "CNY") == "0.08 CNY"
     assert money_exact_text(8, None, "CNY") == "0.08 CNY"
