@@ -1,8 +1,8 @@
 """How create_run writes a run's samples (issue 39: `bench/plan.py` under 1.5 s per 100k round),
 and what the cheaper insert still guarantees. Counted or read back from PostgreSQL, never timed:
 
-* the samples arrive in primary-key order (the key's index filled in order, not at random pages),
-  in pieces, each piece escaped on its own when a value needs it;
+* the samples arrive channel by channel, each channel's in primary-key order (the key's index
+  filled in order, not at random pages), in pieces, each escaped on its own when it needs it;
 * the creating transaction sorts and hashes in memory (no temporary file at any work_mem the
   session had), and leaves the session's work_mem as it found it;
 * the insert guard (migration 0067, one pass) still refuses a sample whose initial state is not
@@ -26,15 +26,25 @@ from geo_pipeline.store.runs import copy_chunks, copy_text
 from geo_pipeline_tests.growth import plan_of
 
 
-def _ids(text: bytes) -> list[str]:
-    return [line.split(b"\t", 1)[0].decode() for line in text.splitlines()]
+def _in_copy_order(ids: list[str], channels: list[str]) -> bool:
+    """Channel by channel (each channel once), within a channel by id."""
+    runs = [ch for i, ch in enumerate(channels) if i == 0 or channels[i - 1] != ch]
+    if len(runs) != len(set(runs)):
+        return False
+    return all(
+        a < b
+        for a, b, ca, cb in zip(ids, ids[1:], channels, channels[1:], strict=False)
+        if ca == cb
+    )
 
 
-def test_the_copy_sends_samples_in_primary_key_order() -> None:
+def test_the_copy_sends_samples_channel_by_channel_in_primary_key_order() -> None:
     plan = plan_of(1, "key-order")
-    ids = _ids(copy_text(plan))
+    rows = [line.split(b"\t") for line in copy_text(plan).splitlines()]
+    ids = [r[0].decode() for r in rows]
+    channels = [f"{r[6].decode()}__{r[7].decode()}" for r in rows]  # platform, device
     assert sorted(ids) == sorted(s.sample_id for s in plan.samples)
-    assert ids == sorted(ids)
+    assert len(set(channels)) == 6 and _in_copy_order(ids, channels)
 
 
 def test_the_copy_is_sent_in_pieces_each_escaped_on_its_own() -> None:
@@ -58,15 +68,15 @@ def funded(db: Any) -> Any:
     return db
 
 
-def test_stored_samples_are_in_primary_key_order(funded: Any) -> None:
+def test_stored_samples_are_channel_by_channel_in_primary_key_order(funded: Any) -> None:
     db = funded
     create_run(db, plan_of(5, "stored-order"))  # 1,000 samples, 10 batches
     db.commit()
     rows = db.execute(
-        "SELECT sample_id FROM geo.samples WHERE run_id = 'stored-order' ORDER BY ctid"
+        "SELECT sample_id, channel FROM geo.samples WHERE run_id = 'stored-order' ORDER BY ctid"
     ).fetchall()
-    ids = [r["sample_id"] for r in rows]
-    assert len(ids) == 1000 and ids == sorted(ids)
+    ids, channels = [r["sample_id"] for r in rows], [r["channel"] for r in rows]
+    assert len(ids) == 1000 and _in_copy_order(ids, channels)
 
 
 def test_the_creating_transaction_sorts_in_memory_and_restores_work_mem(funded: Any) -> None:
