@@ -5,7 +5,7 @@
 -- default work_mem). Now ONE hashed pass groups the rows by (run, tenant, the four states) --
 -- a run's rows share one group -- and both rules are checked on those few groups. What it
 -- guarantees is unchanged (DESIGN R6, R5's key; tests: test_sample_insert_cost's run and
--- tenant tests, test_runs_store's initial state test):
+-- tenant tests, test_create_run_insert's initial state test):
 --   * every inserted sample names a run of ITS tenant, and that run row is held FOR KEY SHARE
 --     until the inserting transaction ends (a concurrent delete of the run waits), as the
 --     foreign key it replaced did (0035);
