@@ -1,4 +1,4 @@
-"""Plan and insert a 100,000-sample run: time and rows/s. Goal: under 5 s.
+"""Plan and insert a 100,000-sample run: time and rows/s. Goal (issue 39): under 1.5 s a round.
 
 python bench/plan.py              # 3 rounds; uses GEO_BENCH_DATABASE_URL, else local/embedded PG
 python bench/plan.py --rounds 1   # the quick form
@@ -6,6 +6,14 @@ python bench/plan.py --rounds 1   # the quick form
 Besides the wall-clock times it prints the CPU seconds of this process and of the database
 backend that served it (read from /proc when the server is local), which a shared machine's
 load inflates far less than the wall clock.
+
+Every round adds its run to the same database, as a production history grows: round i inserts
+next to i x 100,000 samples already stored (``history``). So later rounds cost more: each index
+of geo.samples grows a level (the primary key's buffer requests per insert 1.3 -> 3 from round
+1; the other indexes' 2 -> ~3 by round 3), the database outgrows a small shared_buffers (the
+backend writes dirty pages itself) and, after any checkpoint, the first change to each existing
+index page writes a full-page image to the WAL. ``idx_buffers``: buffer requests in geo.samples'
+indexes during the insert (this transaction's own statistics, not the machine's load).
 """
 
 from __future__ import annotations
@@ -60,6 +68,12 @@ def config() -> dict:
     }
 
 
+GOAL_S = 1.5  # issue 39: plan + insert of one 100,000-sample run
+
+INDEX_BUFFERS = """SELECT coalesce(sum(pg_stat_get_xact_blocks_fetched(i.indexrelid)), 0)::bigint
+  AS n FROM pg_index i WHERE i.indrelid = 'geo.samples'::regclass"""
+
+
 def backend_cpu(pid: int) -> float:
     """CPU seconds used so far by the server process ``pid`` (NaN when it is not local)."""
     got = _proc_cpu(f"/proc/{pid}/stat")
@@ -86,17 +100,23 @@ def main() -> None:
             ledger.deposit(conn, "bench", 10**12, "CNY", "bench-deposit")
             caps = load_registry().capabilities()
             pid = conn.info.backend_pid
+            history = 0
             for i in range(args.rounds):
                 t0, c0 = time.perf_counter(), time.process_time()
                 n = normalise_and_validate(config(), caps)
                 plan = build_plan(n, quote(n, {p: c.prices for p, c in caps.items()}), f"bench-{i}")
                 t1, c1, s1 = time.perf_counter(), time.process_time(), backend_cpu(pid)
-                create_run(conn, plan)
+                # create_run's transaction inside one the index counters are read in (~1 ms);
+                # timed to after the commit, as create_run alone would be.
+                with conn.transaction():
+                    create_run(conn, plan)
+                    idx = conn.execute(INDEX_BUFFERS).fetchone()
                 t2, c2, s2 = time.perf_counter(), time.process_time(), backend_cpu(pid)
                 count = len(plan.samples)
                 rows.append(
                     {
                         "round": i,
+                        "history": f"{history:,}",
                         "samples": count,
                         "batches": len(plan.batches),
                         "plan_s": f"{t1 - t0:.2f}",
@@ -105,10 +125,12 @@ def main() -> None:
                         "cpu_plan_s": f"{c1 - c0:.2f}",
                         "cpu_insert_s": f"{c2 - c1:.2f}",
                         "cpu_pg_s": f"{s2 - s1:.2f}",
+                        "idx_buffers": f"{idx['n'] if idx else 0:,}",  # type: ignore[call-overload]
                         "rows_per_s": f"{count / (t2 - t0):,.0f}",
-                        "goal": "< 5 s " + ("met" if t2 - t0 < 5 else "MISSED"),
+                        "goal": f"< {GOAL_S} s " + ("met" if t2 - t0 < GOAL_S else "MISSED"),
                     }
                 )
+                history += count
             stored = conn.execute("SELECT count(*) AS n FROM geo.samples").fetchone()
             assert stored is not None and stored["n"] == sum(int(r["samples"]) for r in rows)  # type: ignore[call-overload]
     finally:

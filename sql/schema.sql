@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0065_tenant_of_quotes_and_requests, 47 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0067_sample_insert_guard_one_pass, 48 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -792,34 +792,54 @@ CREATE FUNCTION geo.guard_sample_insert() RETURNS trigger
     AS $$
 DECLARE
   bad record;
+  bad_id text;
 BEGIN
-  SELECT n.run_id, n.tenant_id INTO bad
-  FROM (SELECT DISTINCT run_id, tenant_id FROM new_samples) n
-  LEFT JOIN LATERAL (SELECT true AS found FROM geo.runs r
-                      WHERE r.run_id = n.run_id AND r.tenant_id = n.tenant_id
-                      FOR KEY SHARE OF r) k ON true
-  WHERE k.found IS NULL
+  WITH g AS MATERIALIZED (  -- one hashed pass over the inserted rows
+    SELECT run_id, tenant_id, submission_state, collection_state, evidence_state, analysis_state
+    FROM new_samples
+    GROUP BY run_id, tenant_id, submission_state, collection_state, evidence_state,
+             analysis_state
+  )
+  SELECT x.* INTO bad
+  FROM (
+    -- Every (run, tenant) is looked up and its run row locked; the ones with no such run.
+    SELECT 1 AS ord, k.run_id, k.tenant_id, NULL::text AS lyr, NULL::text AS state
+    FROM (SELECT DISTINCT g.run_id, g.tenant_id FROM g) k
+    LEFT JOIN LATERAL (SELECT true AS found FROM geo.runs r
+                        WHERE r.run_id = k.run_id AND r.tenant_id = k.tenant_id
+                        FOR KEY SHARE OF r) f ON true
+    WHERE f.found IS NULL
+    UNION ALL
+    -- Each combination of states: a layer whose state is no allowed initial state.
+    SELECT 2, g.run_id, g.tenant_id, l.lyr, l.state
+    FROM g
+    CROSS JOIN LATERAL (VALUES ('submission', g.submission_state),
+                               ('collection', g.collection_state),
+                               ('evidence', g.evidence_state), ('analysis', g.analysis_state))
+      AS l(lyr, state)
+    WHERE NOT EXISTS (SELECT 1 FROM geo.allowed_transitions t
+                       WHERE t.layer = l.lyr AND t.from_state IS NULL AND t.to_state = l.state)
+  ) x
+  ORDER BY x.ord
   LIMIT 1;
-  IF FOUND THEN
+  IF NOT FOUND THEN
+    RETURN NULL;
+  END IF;
+  IF bad.ord = 1 THEN
     RAISE EXCEPTION 'geo: sample of run % (tenant %): no such run of that tenant',
       bad.run_id, bad.tenant_id USING ERRCODE = 'foreign_key_violation';
   END IF;
-  -- The insert guard checks each distinct combination of initial states once (0033).
-  SELECT n.sample_id, l.lyr, l.state INTO bad
-  FROM (SELECT DISTINCT ON (submission_state, collection_state, evidence_state, analysis_state)
-               sample_id, submission_state, collection_state, evidence_state, analysis_state
-        FROM new_samples) n
-  CROSS JOIN LATERAL (VALUES ('submission', n.submission_state), ('collection', n.collection_state),
-                             ('evidence', n.evidence_state), ('analysis', n.analysis_state))
-    AS l(lyr, state)
-  WHERE NOT EXISTS (SELECT 1 FROM geo.allowed_transitions t
-                     WHERE t.layer = l.lyr AND t.from_state IS NULL AND t.to_state = l.state)
+  -- Only on the way to the error: a sample that has the refused state, for the message.
+  SELECT n.sample_id INTO bad_id
+  FROM new_samples n
+  WHERE n.run_id = bad.run_id AND n.tenant_id = bad.tenant_id
+    AND CASE bad.lyr WHEN 'submission' THEN n.submission_state
+                     WHEN 'collection' THEN n.collection_state
+                     WHEN 'evidence' THEN n.evidence_state
+                     ELSE n.analysis_state END = bad.state
   LIMIT 1;
-  IF FOUND THEN
-    RAISE EXCEPTION 'geo: % transition (new) -> % is not allowed for sample %',
-      bad.lyr, bad.state, bad.sample_id USING ERRCODE = 'check_violation';
-  END IF;
-  RETURN NULL;
+  RAISE EXCEPTION 'geo: % transition (new) -> % is not allowed for sample %',
+    bad.lyr, bad.state, bad_id USING ERRCODE = 'check_violation';
 END $$;
 
 ALTER FUNCTION geo.guard_sample_insert() OWNER TO geo_owner;

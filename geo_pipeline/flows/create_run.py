@@ -246,7 +246,17 @@ def check_plan(conn: Conn, config: NormalisedConfig, run_id: str) -> list[PlanCh
     :func:`check_partition`'s, on ONE grouped read of the run's samples (a row per channel and
     batch, not per sample) and one read of its batches, so their cost is proportional to the
     run, whatever its number of channels and batches."""
-    rows = fetch_all(conn, "dagster.run_plan_facts", {"run_id": run_id})
+    return checks_of_run(conn, config, run_id, run_plan_facts(conn, run_id))
+
+
+def run_plan_facts(conn: Conn, run_id: str) -> Rows:
+    """The run's samples grouped per (channel, platform, batch): what the plan checks need, and
+    what the first dispatch of a new run queues its hints from."""
+    return fetch_all(conn, "dagster.run_plan_facts", {"run_id": run_id})
+
+
+def checks_of_run(conn: Conn, config: NormalisedConfig, run_id: str, rows: Rows) -> list[PlanCheck]:
+    """:func:`check_plan` on the run's :func:`run_plan_facts` read already."""
     facts = _facts(rows, config.channels)
     batches = _run_batches(conn, run_id, rows)
     return [
@@ -284,10 +294,11 @@ def dispatch_gate(
     with conn.transaction():
         run = runs.get_run(conn, run_id)
         config = runs.run_config(conn, run_id)
+        groups = run_plan_facts(conn, run_id) if channel is None else []
         checks = (
             check_partition(conn, config, run_id, channel)
             if channel is not None
-            else check_plan(conn, config, run_id)
+            else checks_of_run(conn, config, run_id, groups)
         )
         refused = None
         if run["confirmed_at"] is None:
@@ -300,7 +311,7 @@ def dispatch_gate(
         if refused is not None:
             return Gate(checks, 0, refused)
         if new_run and channel is None:
-            runs.dispatch_new_run(conn, run_id)
+            runs.dispatch_new_run(conn, run_id, run["tenant_id"], groups)
             queued = int(run["sample_count"])  # a new run: every sample queued now
         else:
             queued = runs.dispatch(conn, run_id, channel)
@@ -376,7 +387,7 @@ def create_run(
     run whose plan passes every plan check (:func:`check_plan`, in the same transaction); when
     one fails the run is committed undispatched and :class:`PlanChecksFailed` is raised."""
     failed: list[PlanCheck] = []
-    with conn.transaction():
+    with conn.transaction(), runs.work_mem(conn):
         created = runs.insert_run(
             conn,
             plan,

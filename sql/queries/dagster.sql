@@ -17,7 +17,9 @@ ORDER BY sample_id;
 -- row was checked when written), so it is computed only when the check is not (dropped, or
 -- NOT VALID): the hash is not paid twice per sample (issue 39). With the primary key, ids that
 -- are their identity's hash are also unique identities: a duplicate needs a wrong id.
-SELECT s.channel, s.platform, s.batch_no, count(*) AS n,
+-- priority: the highest of the group's samples, what a new run's first collect hint of the
+-- (batch, channel) carries (runs.dispatch_new_run: no second pass over the run).
+SELECT s.channel, s.platform, s.batch_no, count(*) AS n, max(s.priority) AS priority,
        count(*) FILTER (WHERE NOT k.enforced AND s.sample_id IS DISTINCT FROM
                         geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,
                                           s.region, s.mode, s.repeat_index)) AS wrong_ids
