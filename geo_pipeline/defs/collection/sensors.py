@@ -17,7 +17,7 @@ machine whose code server did not answer, or later) is asked again under a fresh
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -28,7 +28,14 @@ from geo_pipeline.defs import names
 from geo_pipeline.defs.collection.stream import Pair, StreamRead, read_completions
 from geo_pipeline.defs.factory import query_rows
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
-from geo_pipeline.defs.partitions import add_requests, partition_key, run_partition_keys
+from geo_pipeline.defs.partitions import (
+    add_requests,
+    adjacent_ranges,
+    parse_partition_key,
+    partition_key,
+    range_request,
+    run_partition_keys,
+)
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
 from geo_pipeline.domain.states import Publication
 from geo_pipeline.store import status as statusmod
@@ -195,10 +202,13 @@ def completion_requests(
     existing_pairs: set[str],
     instance: dg.DagsterInstance,
     billing_candidates: frozenset[str] | set[str] = frozenset(),
+    order: Sequence[str] | None = None,
 ) -> tuple[list[dg.RunRequest], list[Pair], list[str]]:
-    """One run per publishable partition (downstream assets together) and one billing run per
-    publishable run (among the candidates' runs and ``billing_candidates``), each with a run key
-    so the daemon never launches it twice. A partition is publishable when every sample is
+    """One downstream run per run with publishable partitions, covering all of them (their
+    downstream assets together; a range of the partitions adjacent in ``order``, the instance's
+    run|channel keys, normally all of the run's publishable ones: issue 36), and one billing
+    run per publishable run (among the candidates' runs and ``billing_candidates``), each with
+    a run key so the daemon never launches it twice. A partition is publishable when every sample is
     terminal, or past its run's publish deadline; the key then carries the terminal count, so
     each real change (a late completion) is requested once and an unchanged partition never
     again — unless its run failed: then it is asked again under a fresh key, boundedly
@@ -208,32 +218,40 @@ def completion_requests(
     candidates = {p for p in candidates if _key(p) in existing_pairs}
     states = statusmod.publication_states(conn, candidates)
     publishable = sorted(p for p, pub in states.items() if pub.publishable)
-    # (publication key, partition, job, tags) of each request, before its attempt is known.
-    planned: list[tuple[str, str, str, dict[str, str]]] = [
-        (
-            names.downstream_run_key(
-                rid, ch, terminal=states[(rid, ch)].terminal, samples=states[(rid, ch)].samples
-            ),
-            partition_key(rid, ch),
-            partition_downstream_job.name,
-            {"geo/run_id": rid, "geo/channel": ch},
-        )
-        for rid, ch in publishable
-    ]
+    if order is None:
+        order = instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS)
+    # (publication key, partitions, job, tags) of each request, before its attempt is known.
+    planned: list[tuple[str, list[str], str, dict[str, str]]] = []
+    for rid in sorted({rid for rid, _ in publishable}):
+        wanted = [partition_key(r, ch) for r, ch in publishable if r == rid]
+        for span in adjacent_ranges(wanted, order):
+            channels = [parse_partition_key(k)[1] for k in span]
+            parts: list[tuple[str, int | None, int | None]] = [
+                (ch, states[(rid, ch)].terminal, states[(rid, ch)].samples) for ch in channels
+            ]
+            tags = {"geo/run_id": rid, **({"geo/channel": channels[0]} if len(span) == 1 else {})}
+            planned.append(
+                (
+                    names.downstream_range_key(rid, parts),
+                    span,
+                    partition_downstream_job.name,
+                    tags,
+                )
+            )
     billable = {rid for rid, _ in publishable} | (set(billing_candidates) & existing_runs)
     for rid, pub in sorted(publishable_runs(conn, billable).items()):
         planned.append(
             (
                 names.billing_run_key(rid, terminal=pub.terminal, samples=pub.samples),
-                rid,
+                [rid],
                 billing_job.name,
                 {"geo/run_id": rid},
             )
         )
     keys = fresh_run_keys(instance, [p[0] for p in planned])
     requests = [
-        dg.RunRequest(run_key=run_key, partition_key=pk, job_name=job, tags=tags)
-        for key, pk, job, tags in planned
+        range_request(span, run_key=run_key, job_name=job, tags=tags)
+        for key, span, job, tags in planned
         if (run_key := keys[key]) is not None
     ]
     exhausted = sorted(p[0] for p in planned if keys[p[0]] is None)
@@ -432,36 +450,48 @@ def sampling_plan_sensor(
         for r in recent
         if r.get("scheduled_for") is not None
     }
+    order = context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS)
     adds = add_requests(
         {rid: channels_of[rid] for rid, _ in undispatched},
         context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS),
-        context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS),
+        order,
     )
+    # One Dagster run per collection run for all its undispatched partitions (a range of the
+    # adjacent keys; partitions added by this tick, of a run created by the CLI, one by one).
+    spans = [
+        span
+        for rid in sorted({rid for rid, _ in undispatched})
+        for span in adjacent_ranges(
+            [partition_key(r, ch) for r, ch in undispatched if r == rid], order
+        )
+    ]
     # Still undispatched after its run failed (to launch, or a failed plan check): asked again
     # under a fresh key, boundedly, as the completion sensor does. A key whose run the daemon
     # already launched is not asked again (the daemon would skip it without a word): the tick
     # names the partition and the run it waits on instead.
     latest: dict[str, dg.DagsterRun] = {}
-    keys = fresh_run_keys(
-        context.instance, [names.plan_run_key(r, c) for r, c in undispatched], latest_runs=latest
-    )
+    bases = [plan_span_key(span) for span in spans]
+    keys = fresh_run_keys(context.instance, bases, latest_runs=latest)
     requests: list[dg.RunRequest] = []
     waiting: list[str] = []
     exhausted: list[str] = []
-    for rid, ch in sorted(undispatched):
-        base = names.plan_run_key(rid, ch)
+    for span, base in zip(spans, bases, strict=True):
         run_key, run = keys[base], latest.get(base)
+        rid = parse_partition_key(span[0])[0]
+        channels = [parse_partition_key(k)[1] for k in span]
+        shown = span[0] if len(span) == 1 else f"{rid}|{{{','.join(channels)}}}"
         if run_key is None:
-            exhausted.append(partition_key(rid, ch))
+            exhausted.append(shown)
         elif run is not None and run.tags.get(RUN_KEY_TAG) == run_key:
-            waiting.append(f"{partition_key(rid, ch)} ({run.status.value}, run {run.run_id[:8]})")
+            waiting.append(f"{shown} ({run.status.value}, run {run.run_id[:8]})")
         else:
+            one = {"geo/channel": channels[0]} if len(span) == 1 else {}
             requests.append(
-                dg.RunRequest(
+                range_request(
+                    span,
                     run_key=run_key,
-                    partition_key=partition_key(rid, ch),
                     job_name=sampling_plan_job.name,
-                    tags={"geo/run_id": rid, "geo/channel": ch, **scheduled.get(rid, {})},
+                    tags={"geo/run_id": rid, **one, **scheduled.get(rid, {})},
                 )
             )
     why = []
@@ -484,6 +514,12 @@ def sampling_plan_sensor(
             skip_reason="; ".join(why), dynamic_partitions_requests=adds, cursor=cursor
         )
     return dg.SensorResult(run_requests=requests, dynamic_partitions_requests=adds, cursor=cursor)
+
+
+def plan_span_key(span: Sequence[str]) -> str:
+    """The run key of the sampling plans of adjacent partitions of one run (``adjacent_ranges``)."""
+    pairs = [parse_partition_key(k) for k in span]
+    return names.plan_run_key(pairs[0][0], *(ch for _, ch in pairs))
 
 
 def _count(n: int, what: str) -> str:
