@@ -55,11 +55,6 @@ def parse_partition_key(key: str) -> tuple[str, str]:
     return run_id, channel
 
 
-def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
-    """(run_id, channel) of the partition being materialised."""
-    return parse_partition_key(context.partition_key)
-
-
 # Dagster's run tags of a run over a range of partitions (dagster._core.storage.tags
 # ASSET_PARTITION_RANGE_START_TAG / _END_TAG; ``RunRequest.partition_key_range`` reads them):
 # one run materialises every key from start to end, in the partitions definition's order.

@@ -76,7 +76,7 @@ class Daemon:
             if self.unreachable(req):
                 run = self.instance.create_run_for_job(
                     job_def=job,
-                    tags={**job.tags, **tags, "dagster/partition": str(req.partition_key)},
+                    tags={**job.tags, **tags, **partition_tags(req)},
                     status=dg.DagsterRunStatus.NOT_STARTED,
                 )
                 self.instance.report_engine_event(
@@ -95,13 +95,19 @@ class Daemon:
         return out
 
 
+def partition_tags(req: dg.RunRequest) -> dict[str, str]:
+    """The tags naming what a request's run covers: its partition, or its partition range."""
+    if req.partition_key is not None:
+        return {"dagster/partition": req.partition_key}
+    return {k: v for k, v in req.tags.items() if k.startswith("dagster/asset_partition_range")}
+
+
 def first_launch_of_each_fails(instance: dg.DagsterInstance) -> Callable[[dg.RunRequest], bool]:
-    """The first run of each (job, partition) fails to launch; later ones reach the code server."""
+    """The first run of each (job, partition or range) fails to launch; later ones reach the
+    code server."""
 
     def unreachable(req: dg.RunRequest) -> bool:
-        return not instance.get_runs(
-            dg.RunsFilter(job_name=req.job_name, tags={"dagster/partition": str(req.partition_key)})
-        )
+        return not instance.get_runs(dg.RunsFilter(job_name=req.job_name, tags=partition_tags(req)))
 
     return unreachable
 
@@ -148,6 +154,12 @@ def downstream_key(run_id: str, channel: str, attempt: int = 1) -> str:
     return attempt_run_key(names.downstream_run_key(run_id, channel), attempt)
 
 
+def both_key(run_id: str, attempt: int = 1) -> str:
+    """The key of the one downstream run of both partitions (their range)."""
+    both = names.downstream_range_key(run_id, [(WEB, None, None), (APP, None, None)])
+    return attempt_run_key(both, attempt)
+
+
 def billing_key(run_id: str, attempt: int = 1) -> str:
     return attempt_run_key(names.billing_run_key(run_id), attempt)
 
@@ -169,13 +181,12 @@ def test_downstream_runs_that_failed_to_launch_are_requested_again_until_all_mat
     finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
     finish(conn, run_id, APP, client=redis_client, stream=stream(resources), fail=1)
 
-    # Every partition is finished; the three runs are requested and every launch fails.
+    # Every partition is finished; the two runs (downstream of both partitions, billing) are
+    # requested and every launch fails.
     second = tick(dg_instance, resources, defs, first.cursor)
-    assert sorted(daemon.launch(second)) == sorted(
-        [downstream_key(run_id, WEB), downstream_key(run_id, APP), billing_key(run_id)]
-    )
+    assert sorted(daemon.launch(second)) == sorted([both_key(run_id), billing_key(run_id)])
     failed = dg_instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-    assert len(failed) == 3
+    assert len(failed) == 2
     assert not materialised(dg_instance, names.COLLECTION_RESULTS)
 
     # Nothing new in the stream and the sweep not due: nothing asked yet.
@@ -185,13 +196,7 @@ def test_downstream_runs_that_failed_to_launch_are_requested_again_until_all_mat
     # The sweep: PostgreSQL says every partition is finished, Dagster that brand_visibility is
     # missing and the last run failed: each is asked again under a fresh key, billing too.
     fourth = tick(dg_instance, resources, defs, sweep_due(third.cursor))
-    assert sorted(daemon.launch(fourth)) == sorted(
-        [
-            downstream_key(run_id, WEB, 2),
-            downstream_key(run_id, APP, 2),
-            billing_key(run_id, 2),
-        ]
-    )
+    assert sorted(daemon.launch(fourth)) == sorted([both_key(run_id, 2), billing_key(run_id, 2)])
     partitions = {str(partition_key(run_id, ch)) for ch in (WEB, APP)}
     for asset in names.PARTITION_DOWNSTREAM:
         assert materialised(dg_instance, asset) == partitions, asset
@@ -226,12 +231,15 @@ def test_only_the_partition_whose_run_failed_is_asked_again(
     defs = definitions(resources)
     run_id = create_run(conn, dg_instance)
     web = str(partition_key(run_id, WEB))
-    # WEB's run fails to launch; APP's and billing's launch fine.
+    # WEB's run fails to launch; APP's and billing's launch fine. (They finish a tick apart:
+    # partitions publishable in the same tick share one run.)
     daemon = Daemon(defs, dg_instance, lambda req: req.partition_key == web)
     first = tick(dg_instance, resources, defs, None)
     finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
+    web_tick = tick(dg_instance, resources, defs, first.cursor)
+    assert daemon.launch(web_tick) == [downstream_key(run_id, WEB)]
     finish(conn, run_id, APP, client=redis_client, stream=stream(resources))
-    second = tick(dg_instance, resources, defs, first.cursor)
+    second = tick(dg_instance, resources, defs, web_tick.cursor)
     daemon.launch(second)
     assert materialised(dg_instance, names.BRAND_VISIBILITY) == {str(partition_key(run_id, APP))}
 
@@ -304,11 +312,7 @@ def test_attempts_are_bounded(
     expected = [
         key
         for n in range(1, MAX_REQUEST_ATTEMPTS + 1)
-        for key in (
-            downstream_key(run_id, WEB, n),
-            downstream_key(run_id, APP, n),
-            billing_key(run_id, n),
-        )
+        for key in (both_key(run_id, n), billing_key(run_id, n))
     ]
     assert sorted(daemon.launched) == sorted(expected)
     assert not tick(dg_instance, resources, defs, sweep_due(cursor)).run_requests
@@ -332,8 +336,8 @@ def test_a_sampling_plan_run_that_failed_to_launch_is_requested_again(
         return result
 
     first = plan_tick(None)
-    plans = [names.plan_run_key(run_id, ch) for ch in (WEB, APP)]
-    assert sorted(daemon.launch(first)) == sorted(plans)  # both fail to launch
+    plans = [names.plan_run_key(run_id, WEB, APP)]  # one run, both partitions
+    assert sorted(daemon.launch(first)) == sorted(plans)  # fails to launch
     second = plan_tick(first.cursor)
     assert sorted(daemon.launch(second)) == sorted(attempt_run_key(k, 2) for k in plans)
     assert materialised(dg_instance, names.SAMPLING_PLAN) == {

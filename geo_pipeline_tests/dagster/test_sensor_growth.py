@@ -80,9 +80,7 @@ def _runs(conn: Any, dg_instance: dg.DagsterInstance, first: int, count: int) ->
     return ids
 
 
-def _publish(
-    client: redis_lib.Redis, stream: str, conn: Any, run_ids: list[str]
-) -> str | None:
+def _publish(client: redis_lib.Redis, stream: str, conn: Any, run_ids: list[str]) -> str | None:
     """Each sample's completion entry; returns the id of the last entry before them (None: the
     stream was empty, read it from its start)."""
     before = client.xrevrange(stream, count=1)

@@ -479,11 +479,10 @@ def sampling_plan_sensor(
         run_key, run = keys[base], latest.get(base)
         rid = parse_partition_key(span[0])[0]
         channels = [parse_partition_key(k)[1] for k in span]
-        shown = span[0] if len(span) == 1 else f"{rid}|{{{','.join(channels)}}}"
         if run_key is None:
-            exhausted.append(shown)
+            exhausted += span
         elif run is not None and run.tags.get(RUN_KEY_TAG) == run_key:
-            waiting.append(f"{shown} ({run.status.value}, run {run.run_id[:8]})")
+            waiting += [f"{k} ({run.status.value}, run {run.run_id[:8]})" for k in span]
         else:
             one = {"geo/channel": channels[0]} if len(span) == 1 else {}
             requests.append(
