@@ -15,6 +15,12 @@ from typing import Any
 
 import dagster as dg
 
+# Not exported at dagster's top level in 1.13; the type AssetCheckEvaluation takes for the
+# materialisation an evaluation judged (what AssetCheckResult fills in for a single partition).
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData as TargetMaterialization,
+)
+
 from geo_pipeline.defs.partitions import parse_partition_key
 from geo_pipeline.domain.config_model import NormalisedConfig
 from geo_pipeline.domain.states import AggregateStatus
@@ -243,6 +249,11 @@ def each_partition(
         yield dg.Output(
             None, output_name=context.assets_def.get_output_name_for_asset_check_key(check_key)
         )
+    # The materialisation each evaluation judged (recorded by now: the events of the result
+    # above were stored before this generator resumed), as Dagster links an AssetCheckResult:
+    # the UI's per-partition check status counts an evaluation only for its partition's
+    # current materialisation.
+    target = {key: judged_materialisation(context, key) for key in keys}
     for key, r in checks:
         check_key = dg.AssetCheckKey(r.asset_key or context.asset_key, r.check_name or "")
         if check_key not in selected:
@@ -256,4 +267,19 @@ def each_partition(
             description=r.description,
             blocking=context.assets_def.get_spec_for_check_key(check_key).blocking,
             partition=key,
+            target_materialization_data=target[key],
         )
+
+
+def judged_materialisation(
+    context: dg.AssetExecutionContext, key: str
+) -> TargetMaterialization | None:
+    """The latest materialisation of the step's asset for partition ``key``."""
+    [*records] = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[key]), limit=1
+    ).records
+    if not records:
+        return None
+    return TargetMaterialization(
+        run_id=records[0].run_id, storage_id=records[0].storage_id, timestamp=records[0].timestamp
+    )

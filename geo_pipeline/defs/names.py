@@ -85,8 +85,13 @@ def downstream_range_key(
     """The run key of the downstream assets of several channels of a run in one Dagster run:
     each (channel, terminal, samples) as ``downstream_run_key`` spells it, so a range of one is
     that key, and each real change of any of its partitions is requested once."""
-    parts = [f"{ch}{_published(terminal, samples)}" for ch, terminal, samples in channels]
+    parts = [downstream_part(ch, terminal, samples) for ch, terminal, samples in channels]
     return f"downstream:{run_id}:{CHANNEL_JOIN.join(parts)}"
+
+
+def downstream_part(channel: str, terminal: int | None, samples: int | None) -> str:
+    """One partition's share of a downstream run key: its channel and publication state."""
+    return f"{channel}{_published(terminal, samples)}"
 
 
 def billing_run_key(run_id: str, *, terminal: int | None = None, samples: int | None = None) -> str:

@@ -16,6 +16,7 @@ machine whose code server did not answer, or later) is asked again under a fresh
 """
 
 import json
+import re
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
@@ -29,6 +30,8 @@ from geo_pipeline.defs.collection.stream import Pair, StreamRead, read_completio
 from geo_pipeline.defs.factory import query_rows
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
 from geo_pipeline.defs.partitions import (
+    RANGE_END_TAG,
+    RANGE_START_TAG,
     add_requests,
     adjacent_ranges,
     parse_partition_key,
@@ -135,6 +138,51 @@ def fresh_run_keys(
     return out
 
 
+# --------------------------------------------------------------------------- ranged runs
+ATTEMPT_SUFFIX = re.compile(r":attempt:\d+$")
+RUN_ID_TAG = "geo/run_id"
+PARTITION_TAG = "dagster/partition"
+
+
+def latest_covering(
+    instance: dg.DagsterInstance, job_name: str, prefix: str, run_ids: Iterable[str]
+) -> dict[tuple[str, str], dg.DagsterRun]:
+    """For each (collection run, part) the latest Dagster run of ``job_name`` whose run key
+    ``<prefix>:<run id>:<part>+<part>...[:attempt:n]`` names it (a part: one partition's share
+    of the key, ``names.downstream_part``); one query for all the runs."""
+    ids = sorted(set(run_ids))
+    if not ids:
+        return {}
+    latest: dict[tuple[str, str], tuple[int, dg.DagsterRun]] = {}
+    for rec in instance.get_run_records(dg.RunsFilter(job_name=job_name, tags={RUN_ID_TAG: ids})):
+        run = rec.dagster_run
+        rid, key = run.tags.get(RUN_ID_TAG, ""), run.tags.get(RUN_KEY_TAG, "")
+        head = f"{prefix}:{rid}:"
+        if not rid or not key.startswith(head):
+            continue
+        for part in ATTEMPT_SUFFIX.sub("", key[len(head) :]).split(names.CHANNEL_JOIN):
+            if (rid, part) not in latest or rec.storage_id > latest[(rid, part)][0]:
+                latest[(rid, part)] = (rec.storage_id, run)
+    return {k: run for k, (_, run) in latest.items()}
+
+
+def failed_for_good(run: dg.DagsterRun) -> bool:
+    """Failed, and Dagster's run retries will not re-execute it."""
+    return run.status == dg.DagsterRunStatus.FAILURE and run.tags.get(WILL_RETRY_TAG) != "true"
+
+
+def again(run: dg.DagsterRun) -> dg.RunRequest:
+    """The request a run was launched for, again (the daemon skips a run key it launched)."""
+    tags = {k: v for k, v in run.tags.items() if k.startswith("geo/")}
+    ranged = {k: v for k, v in run.tags.items() if k in (RANGE_START_TAG, RANGE_END_TAG)}
+    return dg.RunRequest(
+        run_key=run.tags[RUN_KEY_TAG],
+        job_name=run.job_name,
+        partition_key=run.tags.get(PARTITION_TAG),
+        tags={**tags, **ranged},
+    )
+
+
 # --------------------------------------------------------------------------- PostgreSQL side
 def _key(pair: Pair) -> str | None:
     """The partition key of a (run, channel) pair; None for a pair that cannot be one (a stream
@@ -220,10 +268,28 @@ def completion_requests(
     publishable = sorted(p for p, pub in states.items() if pub.publishable)
     if order is None:
         order = instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS)
+
+    def part(pair: Pair) -> str:
+        return names.downstream_part(pair[1], states[pair].terminal, states[pair].samples)
+
+    # A partition whose publication state a run already covers (in flight, done, or about to
+    # be retried; under its own key or in a range) is asked again under that run's key, which
+    # the daemon skips: a regrouping (a redelivered completion touching one channel of a run
+    # published as a range) never re-runs it under a new key.
+    covering = latest_covering(
+        instance, partition_downstream_job.name, "downstream", {rid for rid, _ in publishable}
+    )
+    covered = {
+        p: run
+        for p in publishable
+        if (run := covering.get((p[0], part(p)))) is not None and not failed_for_good(run)
+    }
+    requests = list({run.run_id: again(run) for run in covered.values()}.values())
     # (publication key, partitions, job, tags) of each request, before its attempt is known.
     planned: list[tuple[str, list[str], str, dict[str, str]]] = []
-    for rid in sorted({rid for rid, _ in publishable}):
-        wanted = [partition_key(r, ch) for r, ch in publishable if r == rid]
+    todo = [p for p in publishable if p not in covered]
+    for rid in sorted({rid for rid, _ in todo}):
+        wanted = [partition_key(r, ch) for r, ch in todo if r == rid]
         for span in adjacent_ranges(wanted, order):
             channels = [parse_partition_key(k)[1] for k in span]
             parts: list[tuple[str, int | None, int | None]] = [
@@ -249,7 +315,7 @@ def completion_requests(
             )
         )
     keys = fresh_run_keys(instance, [p[0] for p in planned])
-    requests = [
+    requests += [
         range_request(span, run_key=run_key, job_name=job, tags=tags)
         for key, span, job, tags in planned
         if (run_key := keys[key]) is not None
@@ -457,14 +523,18 @@ def sampling_plan_sensor(
         order,
     )
     # One Dagster run per collection run for all its undispatched partitions (a range of the
-    # adjacent keys; partitions added by this tick, of a run created by the CLI, one by one).
+    # adjacent keys). Partitions this tick adds (a run created by the CLI) have no place in the
+    # order yet: they are requested on the next tick, as one range too.
+    existing = set(order)
     spans = [
         span
         for rid in sorted({rid for rid, _ in undispatched})
         for span in adjacent_ranges(
             [partition_key(r, ch) for r, ch in undispatched if r == rid], order
         )
+        if span[0] in existing
     ]
+    added_now = sorted({rid for rid, ch in undispatched if partition_key(rid, ch) not in existing})
     # Still undispatched after its run failed (to launch, or a failed plan check): asked again
     # under a fresh key, boundedly, as the completion sensor does. A key whose run the daemon
     # already launched is not asked again (the daemon would skip it without a word): the tick
@@ -494,6 +564,11 @@ def sampling_plan_sensor(
                 )
             )
     why = []
+    if added_now:
+        why.append(
+            f"{_count(len(added_now), 'run')} whose partitions this tick adds, requested on the "
+            f"next tick: {', '.join(added_now[:10])}"
+        )
     if waiting:
         why.append(
             f"{_count(len(waiting), 'partition')} wait on runs already launched: "
