@@ -25,9 +25,8 @@ import redis as redis_lib
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
 from geo_pipeline.defs.collection.assets import collection_results
+from geo_pipeline.defs.collection.run_keys import MAX_REQUEST_ATTEMPTS, attempt_run_key
 from geo_pipeline.defs.collection.sensors import (
-    MAX_REQUEST_ATTEMPTS,
-    attempt_run_key,
     completion_sensor,
     cursor_time,
     cursor_ts,
@@ -175,8 +174,10 @@ def test_downstream_runs_that_failed_to_launch_are_requested_again_until_all_mat
     redis_client: redis_lib.Redis,
 ) -> None:
     defs = definitions(resources)
-    daemon = Daemon(defs, dg_instance, first_launch_of_each_fails(dg_instance))
     run_id = create_run(conn, dg_instance)
+    # The first tick's launches fail (the code server does not answer); later ones reach it.
+    first_tick = {both_key(run_id), billing_key(run_id)}
+    daemon = Daemon(defs, dg_instance, lambda req: req.run_key in first_tick)
     first = tick(dg_instance, resources, defs, None)
     finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
     finish(conn, run_id, APP, client=redis_client, stream=stream(resources), fail=1)
@@ -194,9 +195,12 @@ def test_downstream_runs_that_failed_to_launch_are_requested_again_until_all_mat
     assert daemon.launch(third) == []
 
     # The sweep: PostgreSQL says every partition is finished, Dagster that brand_visibility is
-    # missing and the last run failed: each is asked again under a fresh key, billing too.
+    # missing and the last run failed: each partition is asked again, alone (one partition's
+    # failure must not hold back the others), billing under a fresh key.
     fourth = tick(dg_instance, resources, defs, sweep_due(third.cursor))
-    assert sorted(daemon.launch(fourth)) == sorted([both_key(run_id, 2), billing_key(run_id, 2)])
+    assert sorted(daemon.launch(fourth)) == sorted(
+        [downstream_key(run_id, WEB), downstream_key(run_id, APP), billing_key(run_id, 2)]
+    )
     partitions = {str(partition_key(run_id, ch)) for ch in (WEB, APP)}
     for asset in names.PARTITION_DOWNSTREAM:
         assert materialised(dg_instance, asset) == partitions, asset
@@ -309,10 +313,15 @@ def test_attempts_are_bounded(
         result = tick(dg_instance, resources, defs, sweep_due(cursor))
         daemon.launch(result)
         cursor = result.cursor
-    expected = [
+    # One run of both partitions, then each alone (bounded), billing bounded.
+    expected = [both_key(run_id)] + [
         key
         for n in range(1, MAX_REQUEST_ATTEMPTS + 1)
-        for key in (both_key(run_id, n), billing_key(run_id, n))
+        for key in (
+            downstream_key(run_id, WEB, n),
+            downstream_key(run_id, APP, n),
+            billing_key(run_id, n),
+        )
     ]
     assert sorted(daemon.launched) == sorted(expected)
     assert not tick(dg_instance, resources, defs, sweep_due(cursor)).run_requests
