@@ -26,7 +26,7 @@ BRAND_VISIBILITY = dg.AssetKey("brand_visibility")
 BILLING_RECONCILIATION = dg.AssetKey("billing_reconciliation")
 RETENTION_PASS = dg.AssetKey("retention_pass")  # operations: one daily retention pass (D9)
 
-# What one finished (run, channel) partition triggers, in one Dagster run (principle 4).
+# What finished (run, channel) partitions trigger, in one Dagster run per collection run.
 PARTITION_DOWNSTREAM = (COLLECTION_RESULTS, VALIDATED_EVIDENCE, BRAND_ANALYSIS, BRAND_VISIBILITY)
 # What one finished run triggers (partitioned by run only).
 RUN_DOWNSTREAM = (BILLING_RECONCILIATION,)

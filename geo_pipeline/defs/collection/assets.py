@@ -1,5 +1,6 @@
 """The collection assets. One partition = one collection run x one channel (principle 4): a
-Dagster run covers a partition, workers execute its samples. Every number about sample states in
+Dagster run covers a collection run's partitions (a range, each materialised and checked on its
+own: ``each_partition``), workers execute their samples. Every number about sample states in
 the metadata comes from the one aggregation service (store/status.py, R7).
 """
 
