@@ -10,11 +10,18 @@ this module holds no definition itself, so the defs folder deploys nothing from 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import dagster as dg
 
+# Not exported at dagster's top level in 1.13; the type AssetCheckEvaluation takes for the
+# materialisation an evaluation judged (what AssetCheckResult fills in for a single partition).
+from dagster._core.definitions.asset_checks.asset_check_evaluation import (
+    AssetCheckEvaluationTargetMaterializationData as TargetMaterialization,
+)
+
+from geo_pipeline.defs.partitions import parse_partition_key
 from geo_pipeline.domain.config_model import NormalisedConfig
 from geo_pipeline.domain.states import AggregateStatus
 from geo_pipeline.store import runs as runstore
@@ -93,7 +100,7 @@ def pipeline_asset(
     checks: Sequence[CheckDecl],
     deps: Sequence[dg.AssetKey | dg.AssetDep] = (),
     code_version: str = CODE_VERSION,
-) -> Callable[[Callable[..., dg.MaterializeResult]], dg.AssetsDefinition]:
+) -> Callable[[Callable[..., Any]], dg.AssetsDefinition]:
     """``@dg.asset`` with the arguments every pipeline asset shares: its domain as group and
     tag, the owner, a code version, the service retry policy, a concurrency pool
     (defs/pools.py), and its checks partitioned like it."""
@@ -208,3 +215,71 @@ def tag_run(context: dg.AssetExecutionContext, run_id: str, channel: str | None 
     missing = {k: v for k, v in wanted.items() if k not in context.run.tags}
     if missing:
         context.instance.add_run_tags(context.run.run_id, missing)
+
+
+# --------------------------------------------------------------------------- ranged runs
+def each_partition(
+    context: dg.AssetExecutionContext, materialise: Callable[[str], dg.MaterializeResult]
+) -> Iterator[Any]:
+    """Materialise every partition of the step, one after the other: a Dagster run may cover a
+    range of run|channel partitions (the sensors request one run per collection run and stage,
+    not one per channel: issue 36), and a single partition is a range of one.
+
+    ``materialise(key)`` returns one partition's result as an asset body would: its metadata
+    becomes that partition's materialisation (``add_asset_metadata`` per partition), and each
+    check result is recorded as an evaluation OF THAT PARTITION (Dagster 1.13's
+    ``AssetCheckResult`` has no partition and takes the step's single partition key, which a
+    ranged step does not have; an ``AssetCheckEvaluation`` names its partition). A failed
+    blocking check of any partition fails the step after every partition was judged, so the
+    run's downstream steps (every partition of the range) do not run."""
+    keys = list(context.partition_keys)
+    pairs = [parse_partition_key(k) for k in keys]
+    run_ids = {rid for rid, _ in pairs}
+    if len(run_ids) == 1:
+        tag_run(context, *(pairs[0] if len(keys) == 1 else (pairs[0][0], None)))
+    checks: list[tuple[str, dg.AssetCheckResult]] = []
+    for key in keys:
+        result = materialise(key)
+        context.add_asset_metadata(dict(result.metadata or {}), partition_key=key)
+        checks += [(key, r) for r in result.check_results or ()]
+    yield dg.MaterializeResult(metadata={"partitions": len(keys)})
+    selected = context.selected_asset_check_keys
+    for check_key in sorted(selected, key=str):
+        # The check's output (nothing flows through it); its evaluations follow, per partition.
+        yield dg.Output(
+            None, output_name=context.assets_def.get_output_name_for_asset_check_key(check_key)
+        )
+    # The materialisation each evaluation judged (recorded by now: the events of the result
+    # above were stored before this generator resumed), as Dagster links an AssetCheckResult:
+    # the UI's per-partition check status counts an evaluation only for its partition's
+    # current materialisation.
+    target = {key: judged_materialisation(context, key) for key in keys}
+    for key, r in checks:
+        check_key = dg.AssetCheckKey(r.asset_key or context.asset_key, r.check_name or "")
+        if check_key not in selected:
+            continue
+        yield dg.AssetCheckEvaluation(
+            asset_key=check_key.asset_key,
+            check_name=check_key.name,
+            passed=r.passed,
+            metadata={**r.metadata, "partition": dg.MetadataValue.text(key)},
+            severity=r.severity,
+            description=r.description,
+            blocking=context.assets_def.get_spec_for_check_key(check_key).blocking,
+            partition=key,
+            target_materialization_data=target[key],
+        )
+
+
+def judged_materialisation(
+    context: dg.AssetExecutionContext, key: str
+) -> TargetMaterialization | None:
+    """The latest materialisation of the step's asset for partition ``key``."""
+    [*records] = context.instance.fetch_materializations(
+        dg.AssetRecordsFilter(asset_key=context.asset_key, asset_partitions=[key]), limit=1
+    ).records
+    if not records:
+        return None
+    return TargetMaterialization(
+        run_id=records[0].run_id, storage_id=records[0].storage_id, timestamp=records[0].timestamp
+    )

@@ -1,4 +1,5 @@
-"""The asset jobs the sensors launch (one partition per Dagster run, principle 4) and the run
+"""The asset jobs the sensors launch (one collection run's partitions per Dagster run: a range
+of its run|channel partitions, each materialised and checked on its own; issue 36) and the run
 tags every job shares: the queue a run waits in, its run retries, its executor. The launchpad's
 jobs are in defs/collection/jobs.py, the daily ones beside what they run (defs/collection/
 resampling.py, defs/operations/retention.py).
@@ -26,14 +27,14 @@ ONE_PROCESS = dg.in_process_executor
 sampling_plan_job = dg.define_asset_job(
     "sampling_plan_job",
     selection=dg.AssetSelection.assets(names.SAMPLING_PLAN),
-    description="Check and dispatch the sampling plan of one (run, channel) partition.",
+    description="Check and dispatch the sampling plan of (run, channel) partitions (one run's).",
     tags={QUEUE_TAG: "plan", **RETRIED},
     executor_def=ONE_PROCESS,
 )
 partition_downstream_job = dg.define_asset_job(
     "partition_downstream_job",
     selection=dg.AssetSelection.assets(*names.PARTITION_DOWNSTREAM),
-    description="Everything downstream of a finished (run, channel) partition, in one run.",
+    description="Everything downstream of finished (run, channel) partitions, in one run.",
     tags={QUEUE_TAG: "downstream", **RETRIED},
     executor_def=ONE_PROCESS,
 )

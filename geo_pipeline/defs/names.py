@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import dagster as dg
 
 from geo_pipeline.domain.streams import COMPLETIONS
@@ -24,7 +26,7 @@ BRAND_VISIBILITY = dg.AssetKey("brand_visibility")
 BILLING_RECONCILIATION = dg.AssetKey("billing_reconciliation")
 RETENTION_PASS = dg.AssetKey("retention_pass")  # operations: one daily retention pass (D9)
 
-# What one finished (run, channel) partition triggers, in one Dagster run (principle 4).
+# What finished (run, channel) partitions trigger, in one Dagster run per collection run.
 PARTITION_DOWNSTREAM = (COLLECTION_RESULTS, VALIDATED_EVIDENCE, BRAND_ANALYSIS, BRAND_VISIBILITY)
 # What one finished run triggers (partitioned by run only).
 RUN_DOWNSTREAM = (BILLING_RECONCILIATION,)
@@ -52,8 +54,14 @@ CHECK_NO_DUPLICATE_CHARGE = "no_duplicate_charge"
 COMPLETIONS_STREAM = COMPLETIONS  # <GEO_REDIS_PREFIX>:completions, written by the workers
 
 
-def plan_run_key(run_id: str, channel: str) -> str:
-    return f"sampling_plan:{run_id}:{channel}"
+def plan_run_key(run_id: str, *channels: str) -> str:
+    """The run key of the sampling plans of these channels of a run, in one Dagster run."""
+    return f"sampling_plan:{run_id}:{CHANNEL_JOIN.join(channels)}"
+
+
+# Between the channels of a run key covering several partitions of a run (one Dagster run per
+# run and stage, issue 36): a channel is ``platform__device``, never with ``+``.
+CHANNEL_JOIN = "+"
 
 
 def _published(terminal: int | None, samples: int | None) -> str:
@@ -69,6 +77,21 @@ def downstream_run_key(
     run_id: str, channel: str, *, terminal: int | None = None, samples: int | None = None
 ) -> str:
     return f"downstream:{run_id}:{channel}{_published(terminal, samples)}"
+
+
+def downstream_range_key(
+    run_id: str, channels: Sequence[tuple[str, int | None, int | None]]
+) -> str:
+    """The run key of the downstream assets of several channels of a run in one Dagster run:
+    each (channel, terminal, samples) as ``downstream_run_key`` spells it, so a range of one is
+    that key, and each real change of any of its partitions is requested once."""
+    parts = [downstream_part(ch, terminal, samples) for ch, terminal, samples in channels]
+    return f"downstream:{run_id}:{CHANNEL_JOIN.join(parts)}"
+
+
+def downstream_part(channel: str, terminal: int | None, samples: int | None) -> str:
+    """One partition's share of a downstream run key: its channel and publication state."""
+    return f"{channel}{_published(terminal, samples)}"
 
 
 def billing_run_key(run_id: str, *, terminal: int | None = None, samples: int | None = None) -> str:

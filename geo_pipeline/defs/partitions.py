@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import dagster as dg
 
@@ -54,9 +55,37 @@ def parse_partition_key(key: str) -> tuple[str, str]:
     return run_id, channel
 
 
-def split_key(context: dg.AssetExecutionContext) -> tuple[str, str]:
-    """(run_id, channel) of the partition being materialised."""
-    return parse_partition_key(context.partition_key)
+# Dagster's run tags of a run over a range of partitions (dagster._core.storage.tags
+# ASSET_PARTITION_RANGE_START_TAG / _END_TAG; ``RunRequest.partition_key_range`` reads them):
+# one run materialises every key from start to end, in the partitions definition's order.
+RANGE_START_TAG = "dagster/asset_partition_range_start"
+RANGE_END_TAG = "dagster/asset_partition_range_end"
+
+
+def adjacent_ranges(keys: Iterable[str], order: Sequence[str]) -> list[list[str]]:
+    """The keys as ranges Dagster can run in one go: runs of keys that are adjacent in
+    ``order`` (the dynamic partitions' keys as the instance lists them, the order a range is
+    resolved in), so a range never covers a key that was not asked for. A run's keys are added
+    in one call (``register_run_partitions``), so they are normally one range; a key not in
+    ``order`` (added by this very tick) is a range of its own."""
+    position = {k: i for i, k in enumerate(order)}
+    known = sorted((k for k in set(keys) if k in position), key=position.__getitem__)
+    out: list[list[str]] = []
+    for key in known:
+        if out and position[out[-1][-1]] == position[key] - 1:
+            out[-1].append(key)
+        else:
+            out.append([key])
+    return out + [[k] for k in sorted(set(keys)) if k not in position]
+
+
+def range_request(keys: Sequence[str], **kwargs: Any) -> dg.RunRequest:
+    """A run request over adjacent partition keys (``adjacent_ranges``): a single key as a
+    partition key, several as Dagster's partition range tags."""
+    if len(keys) == 1:
+        return dg.RunRequest(partition_key=keys[0], **kwargs)
+    tags = {**kwargs.pop("tags", {}), RANGE_START_TAG: keys[0], RANGE_END_TAG: keys[-1]}
+    return dg.RunRequest(tags=tags, **kwargs)
 
 
 def run_partition_keys(runs: Mapping[str, Iterable[str]]) -> tuple[list[str], list[str]]:

@@ -41,12 +41,16 @@ def test_dev_instance_is_the_repositorys_dagster_yaml(
     assert workspace == ROOT / "workspace.yaml"
     home = Path(env["DAGSTER_HOME"])
     written = yaml.safe_load((home / "dagster.yaml").read_text(encoding="utf-8"))
-    repo = yaml.safe_load((ROOT / "deploy" / "dagster" / "dagster.yaml").read_text(encoding="utf-8"))
+    repo = yaml.safe_load(
+        (ROOT / "deploy" / "dagster" / "dagster.yaml").read_text(encoding="utf-8")
+    )
     _, port = dev.dagster_pg_env(stack.database_url)
     repo["storage"]["postgres"]["postgres_db"]["port"] = port  # the one field dev may change
     assert written == repo
     if port == 5432:
-        assert (home / "dagster.yaml").read_bytes() == (ROOT / "deploy" / "dagster" / "dagster.yaml").read_bytes()
+        assert (home / "dagster.yaml").read_bytes() == (
+            ROOT / "deploy" / "dagster" / "dagster.yaml"
+        ).read_bytes()
     # No credential in the file: the password (if any) stays in the environment.
     assert env["DAGSTER_PG_DB"] == dev.dagster_database(stack.database_url)
     if env["DAGSTER_PG_PASSWORD"]:
@@ -94,7 +98,9 @@ def test_a_socket_directory_server_goes_through_pghost() -> None:
 def test_a_server_on_another_port_changes_only_the_port(tmp_path: Path) -> None:
     dev.write_instance_yaml(tmp_path, 6543)
     written = yaml.safe_load((tmp_path / "dagster.yaml").read_text(encoding="utf-8"))
-    repo = yaml.safe_load((ROOT / "deploy" / "dagster" / "dagster.yaml").read_text(encoding="utf-8"))
+    repo = yaml.safe_load(
+        (ROOT / "deploy" / "dagster" / "dagster.yaml").read_text(encoding="utf-8")
+    )
     assert written["storage"]["postgres"]["postgres_db"]["port"] == 6543
     repo["storage"]["postgres"]["postgres_db"]["port"] = 6543
     assert written == repo

@@ -25,9 +25,8 @@ import redis as redis_lib
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
 from geo_pipeline.defs.collection.assets import collection_results
+from geo_pipeline.defs.collection.run_keys import MAX_REQUEST_ATTEMPTS, attempt_run_key
 from geo_pipeline.defs.collection.sensors import (
-    MAX_REQUEST_ATTEMPTS,
-    attempt_run_key,
     completion_sensor,
     cursor_time,
     cursor_ts,
@@ -76,7 +75,7 @@ class Daemon:
             if self.unreachable(req):
                 run = self.instance.create_run_for_job(
                     job_def=job,
-                    tags={**job.tags, **tags, "dagster/partition": str(req.partition_key)},
+                    tags={**job.tags, **tags, **partition_tags(req)},
                     status=dg.DagsterRunStatus.NOT_STARTED,
                 )
                 self.instance.report_engine_event(
@@ -95,13 +94,19 @@ class Daemon:
         return out
 
 
+def partition_tags(req: dg.RunRequest) -> dict[str, str]:
+    """The tags naming what a request's run covers: its partition, or its partition range."""
+    if req.partition_key is not None:
+        return {"dagster/partition": req.partition_key}
+    return {k: v for k, v in req.tags.items() if k.startswith("dagster/asset_partition_range")}
+
+
 def first_launch_of_each_fails(instance: dg.DagsterInstance) -> Callable[[dg.RunRequest], bool]:
-    """The first run of each (job, partition) fails to launch; later ones reach the code server."""
+    """The first run of each (job, partition or range) fails to launch; later ones reach the
+    code server."""
 
     def unreachable(req: dg.RunRequest) -> bool:
-        return not instance.get_runs(
-            dg.RunsFilter(job_name=req.job_name, tags={"dagster/partition": str(req.partition_key)})
-        )
+        return not instance.get_runs(dg.RunsFilter(job_name=req.job_name, tags=partition_tags(req)))
 
     return unreachable
 
@@ -148,6 +153,12 @@ def downstream_key(run_id: str, channel: str, attempt: int = 1) -> str:
     return attempt_run_key(names.downstream_run_key(run_id, channel), attempt)
 
 
+def both_key(run_id: str, attempt: int = 1) -> str:
+    """The key of the one downstream run of both partitions (their range)."""
+    both = names.downstream_range_key(run_id, [(WEB, None, None), (APP, None, None)])
+    return attempt_run_key(both, attempt)
+
+
 def billing_key(run_id: str, attempt: int = 1) -> str:
     return attempt_run_key(names.billing_run_key(run_id), attempt)
 
@@ -163,19 +174,20 @@ def test_downstream_runs_that_failed_to_launch_are_requested_again_until_all_mat
     redis_client: redis_lib.Redis,
 ) -> None:
     defs = definitions(resources)
-    daemon = Daemon(defs, dg_instance, first_launch_of_each_fails(dg_instance))
     run_id = create_run(conn, dg_instance)
+    # The first tick's launches fail (the code server does not answer); later ones reach it.
+    first_tick = {both_key(run_id), billing_key(run_id)}
+    daemon = Daemon(defs, dg_instance, lambda req: req.run_key in first_tick)
     first = tick(dg_instance, resources, defs, None)
     finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
     finish(conn, run_id, APP, client=redis_client, stream=stream(resources), fail=1)
 
-    # Every partition is finished; the three runs are requested and every launch fails.
+    # Every partition is finished; the two runs (downstream of both partitions, billing) are
+    # requested and every launch fails.
     second = tick(dg_instance, resources, defs, first.cursor)
-    assert sorted(daemon.launch(second)) == sorted(
-        [downstream_key(run_id, WEB), downstream_key(run_id, APP), billing_key(run_id)]
-    )
+    assert sorted(daemon.launch(second)) == sorted([both_key(run_id), billing_key(run_id)])
     failed = dg_instance.get_runs(dg.RunsFilter(statuses=[dg.DagsterRunStatus.FAILURE]))
-    assert len(failed) == 3
+    assert len(failed) == 2
     assert not materialised(dg_instance, names.COLLECTION_RESULTS)
 
     # Nothing new in the stream and the sweep not due: nothing asked yet.
@@ -183,14 +195,11 @@ def test_downstream_runs_that_failed_to_launch_are_requested_again_until_all_mat
     assert daemon.launch(third) == []
 
     # The sweep: PostgreSQL says every partition is finished, Dagster that brand_visibility is
-    # missing and the last run failed: each is asked again under a fresh key, billing too.
+    # missing and the last run failed: each partition is asked again, alone (one partition's
+    # failure must not hold back the others), billing under a fresh key.
     fourth = tick(dg_instance, resources, defs, sweep_due(third.cursor))
     assert sorted(daemon.launch(fourth)) == sorted(
-        [
-            downstream_key(run_id, WEB, 2),
-            downstream_key(run_id, APP, 2),
-            billing_key(run_id, 2),
-        ]
+        [downstream_key(run_id, WEB), downstream_key(run_id, APP), billing_key(run_id, 2)]
     )
     partitions = {str(partition_key(run_id, ch)) for ch in (WEB, APP)}
     for asset in names.PARTITION_DOWNSTREAM:
@@ -226,12 +235,15 @@ def test_only_the_partition_whose_run_failed_is_asked_again(
     defs = definitions(resources)
     run_id = create_run(conn, dg_instance)
     web = str(partition_key(run_id, WEB))
-    # WEB's run fails to launch; APP's and billing's launch fine.
+    # WEB's run fails to launch; APP's and billing's launch fine. (They finish a tick apart:
+    # partitions publishable in the same tick share one run.)
     daemon = Daemon(defs, dg_instance, lambda req: req.partition_key == web)
     first = tick(dg_instance, resources, defs, None)
     finish(conn, run_id, WEB, client=redis_client, stream=stream(resources))
+    web_tick = tick(dg_instance, resources, defs, first.cursor)
+    assert daemon.launch(web_tick) == [downstream_key(run_id, WEB)]
     finish(conn, run_id, APP, client=redis_client, stream=stream(resources))
-    second = tick(dg_instance, resources, defs, first.cursor)
+    second = tick(dg_instance, resources, defs, web_tick.cursor)
     daemon.launch(second)
     assert materialised(dg_instance, names.BRAND_VISIBILITY) == {str(partition_key(run_id, APP))}
 
@@ -301,7 +313,8 @@ def test_attempts_are_bounded(
         result = tick(dg_instance, resources, defs, sweep_due(cursor))
         daemon.launch(result)
         cursor = result.cursor
-    expected = [
+    # One run of both partitions, then each alone (bounded), billing bounded.
+    expected = [both_key(run_id)] + [
         key
         for n in range(1, MAX_REQUEST_ATTEMPTS + 1)
         for key in (
@@ -332,8 +345,8 @@ def test_a_sampling_plan_run_that_failed_to_launch_is_requested_again(
         return result
 
     first = plan_tick(None)
-    plans = [names.plan_run_key(run_id, ch) for ch in (WEB, APP)]
-    assert sorted(daemon.launch(first)) == sorted(plans)  # both fail to launch
+    plans = [names.plan_run_key(run_id, WEB, APP)]  # one run, both partitions
+    assert sorted(daemon.launch(first)) == sorted(plans)  # fails to launch
     second = plan_tick(first.cursor)
     assert sorted(daemon.launch(second)) == sorted(attempt_run_key(k, 2) for k in plans)
     assert materialised(dg_instance, names.SAMPLING_PLAN) == {

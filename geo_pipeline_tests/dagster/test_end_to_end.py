@@ -90,9 +90,8 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
 
     completion_cursor = tick(completion_sensor).cursor  # nothing finished yet
     plans = tick(sampling_plan_sensor).run_requests or []
-    assert sorted(r.run_key for r in plans) == sorted(
-        names.plan_run_key(run_id, ch) for ch in CHANNELS
-    )
+    # One sampling_plan run for the run's partitions (their range), not one per channel.
+    assert [r.run_key for r in plans] == [names.plan_run_key(run_id, *CHANNELS)]
     for req in plans:
         assert launch(defs, req, dg_instance).success
 
@@ -105,7 +104,10 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
 
     downstream = tick(completion_sensor, completion_cursor).run_requests or []
     assert sorted(r.run_key for r in downstream) == sorted(
-        [names.downstream_run_key(run_id, ch) for ch in CHANNELS] + [names.billing_run_key(run_id)]
+        [
+            names.downstream_range_key(run_id, [(ch, None, None) for ch in CHANNELS]),
+            names.billing_run_key(run_id),
+        ]
     )
     evaluations: list[dg.AssetCheckEvaluation] = []
     for req in downstream:

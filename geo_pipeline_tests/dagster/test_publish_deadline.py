@@ -62,8 +62,9 @@ def test_a_stuck_sample_no_longer_empties_the_partition_after_the_deadline(
     # The sensor's first tick sweeps PostgreSQL: past the deadline the partition is requested
     # although one sample is still open (no completion event will come for it).
     first = tick(completion_sensor, dg_instance, resources, None)
-    assert names.downstream_run_key(run_id, WEB, terminal=3, samples=4) in keys(first)
-    assert names.downstream_run_key(run_id, APP, terminal=0, samples=4) in keys(first)
+    # Both partitions in one run (their range), each with its terminal count in the key.
+    both = names.downstream_range_key(run_id, [(WEB, 3, 4), (APP, 0, 4)])
+    assert both in keys(first), keys(first)
 
     # 1 of 4 is a large share of a tiny test partition: allow it here.
     lenient = {**resources, "settings": PipelineSettingsResource(max_excluded_share=0.3)}
@@ -153,8 +154,9 @@ def test_a_late_completion_republishes_once(
     finish(conn, run_id, APP)
     age_run(conn, run_id, 7)
     first = tick(completion_sensor, dg_instance, resources, None)
-    deadline_key = names.downstream_run_key(run_id, WEB, terminal=2, samples=4)
-    assert deadline_key in keys(first)
+    # WEB on its deadline and the finished APP, in one run (their range).
+    deadline_key = names.downstream_range_key(run_id, [(WEB, 2, 4), (APP, 4, 4)])
+    assert deadline_key in keys(first), keys(first)
     assert names.billing_run_key(run_id, terminal=6, samples=8) in keys(first)
     lenient = {**resources, "settings": PipelineSettingsResource(max_excluded_share=0.5)}
     assert materialise(DOWNSTREAM, partition_key(run_id, WEB), dg_instance, lenient).success
@@ -175,7 +177,9 @@ def test_a_late_completion_republishes_once(
     # (its partition was published with exclusions) and requests the final key.
     finish(conn, run_id, WEB)
     swept = completion_sensor_sweep(dg_instance, resources, quiet.cursor)
-    assert names.downstream_run_key(run_id, WEB) in keys(swept)
+    # (APP, never materialised here, is swept up with it: one run for both.)
+    final = names.downstream_range_key(run_id, [(WEB, 4, 4), (APP, 4, 4)])
+    assert final in keys(swept), keys(swept)
     assert names.billing_run_key(run_id) in keys(swept)
 
 
@@ -236,8 +240,7 @@ def test_a_deadline_passing_is_noticed_on_the_next_tick_without_any_event(
     second = tick(completion_sensor, dg_instance, resources, first.cursor)
     assert keys(second) == sorted(
         [
-            names.downstream_run_key(run_id, WEB, terminal=3, samples=4),
-            names.downstream_run_key(run_id, APP, terminal=0, samples=4),
+            names.downstream_range_key(run_id, [(WEB, 3, 4), (APP, 0, 4)]),
             names.billing_run_key(run_id, terminal=3, samples=8),
         ]
     )

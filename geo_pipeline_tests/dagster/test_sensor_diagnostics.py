@@ -18,6 +18,7 @@ from geo_pipeline_tests.dagster.conftest import create_run
 from geo_pipeline_tests.dagster.test_sensors import keys, tick
 
 WEB, APP = "deepseek__web", "qwen__app"
+STARTING = dg.DagsterRunStatus.STARTING
 
 
 def skip_message(result: dg.SensorResult) -> str:
@@ -31,18 +32,19 @@ def test_a_partition_waiting_on_a_launched_run_is_named_in_the_skip_reason(
     said nothing. Now the tick skips with the partition, the run and its status."""
     run_id = create_run(conn, dg_instance)
     first = tick(sampling_plan_sensor, dg_instance, resources, None)
-    assert keys(first) == sorted(names.plan_run_key(run_id, ch) for ch in (WEB, APP))
-    # The daemon launched both requests; the runs have not started yet (a busy queue).
+    # One run for both partitions (their range).
+    assert keys(first) == [names.plan_run_key(run_id, WEB, APP)]
+    # The daemon launched the request; the run has not started yet (a busy queue).
     job = dg.Definitions(
         assets=[sampling_plan], jobs=[sampling_plan_job], resources=resources
     ).resolve_job_def(sampling_plan_job.name)
     launched = {}
     for req in first.run_requests or []:
-        launched[req.partition_key] = dg_instance.create_run_for_job(
-            job_def=job,
-            tags={"dagster/run_key": req.run_key, "dagster/partition": str(req.partition_key)},
-            status=dg.DagsterRunStatus.STARTING,
+        run = dg_instance.create_run_for_job(
+            job_def=job, tags={**req.tags, "dagster/run_key": req.run_key}, status=STARTING
         )
+        for ch in (WEB, APP):
+            launched[partition_key(run_id, ch)] = run
     second = tick(sampling_plan_sensor, dg_instance, resources, first.cursor)
     assert not second.run_requests
     reason = skip_message(second)

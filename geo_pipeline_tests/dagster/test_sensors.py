@@ -43,6 +43,16 @@ def added(result: dg.SensorResult) -> dict[str, list[str]]:
     return out
 
 
+def covered(req: dg.RunRequest) -> list[str]:
+    """The partition keys a request's run covers: its partition, or its range's ends (the
+    ranges here are two adjacent keys)."""
+    if req.partition_key is not None:
+        return [req.partition_key]
+    span = req.partition_key_range
+    assert span is not None, req
+    return [span.start, span.end]
+
+
 def stream(resources: dict[str, Any]) -> str:
     return resources["redis"].completions_stream
 
@@ -126,13 +136,11 @@ def test_trimmed_stream_is_caught_up_from_postgresql(
     redis_client.xadd(stream(resources), {"run_id": "other", "channel": WEB})
     redis_client.xtrim(stream(resources), maxlen=1, approximate=False)
     result = tick(completion_sensor, dg_instance, resources, first.cursor)
-    assert keys(result) == sorted(
-        [
-            names.downstream_run_key(run_id, WEB),
-            names.downstream_run_key(run_id, APP),
-            names.billing_run_key(run_id),
-        ]
-    )
+    # Both partitions in one downstream run (their range), and billing.
+    both = names.downstream_range_key(run_id, [(WEB, None, None), (APP, None, None)])
+    assert keys(result) == sorted([both, names.billing_run_key(run_id)])
+    [downstream] = [r for r in result.run_requests or [] if r.run_key == both]
+    assert covered(downstream) == [partition_key(run_id, WEB), partition_key(run_id, APP)]
 
 
 def test_lost_stream_is_caught_up_from_postgresql(
@@ -231,9 +239,9 @@ def test_sampling_plan_sensor_requests_undispatched_partitions_and_adds_missing_
     with_partition = create_run(conn, dg_instance)
     without_partition = create_run(conn)  # e.g. `runs create --no-dispatch` from the CLI
     result = tick(sampling_plan_sensor, dg_instance, resources, None)
-    assert keys(result) == sorted(
-        names.plan_run_key(r, ch) for r in (with_partition, without_partition) for ch in (WEB, APP)
-    )
+    # One run for the registered run's partitions (a range); the CLI run's partitions are
+    # added by this very tick: they are requested on the next one, as a range too.
+    assert keys(result) == [names.plan_run_key(with_partition, WEB, APP)]
     assert added(result) == {
         names.RUN_CHANNEL_PARTITIONS: [
             partition_key(without_partition, WEB),
@@ -241,15 +249,19 @@ def test_sampling_plan_sensor_requests_undispatched_partitions_and_adds_missing_
         ],
         names.RUNS_PARTITIONS: [without_partition],
     }
-    assert {r.partition_key for r in result.run_requests or []} == {
-        partition_key(r, ch) for r in (with_partition, without_partition) for ch in (WEB, APP)
-    }
+    assert [k for r in result.run_requests or [] for k in covered(r)] == [
+        partition_key(with_partition, WEB),
+        partition_key(with_partition, APP),
+    ]
+    for name, added_keys in added(result).items():  # what the daemon does with the result
+        dg_instance.add_dynamic_partitions(name, added_keys)
     # Once dispatched, a partition is not requested again, and the cursor remembers it so
     # later ticks do not ask PostgreSQL about it.
     runstore.dispatch(conn, with_partition, WEB)
     again = tick(sampling_plan_sensor, dg_instance, resources, result.cursor)
-    assert names.plan_run_key(with_partition, WEB) not in keys(again)
-    assert names.plan_run_key(with_partition, APP) in keys(again)
+    assert keys(again) == sorted(
+        [names.plan_run_key(with_partition, APP), names.plan_run_key(without_partition, WEB, APP)]
+    )
     assert json.loads(again.cursor or "{}")["dispatched"] == [partition_key(with_partition, WEB)]
     # A scheduled run (created by the daily re-sample job) is requested the same way, tagged
     # with its day; cancelled runs are not dispatched.
@@ -259,8 +271,7 @@ def test_sampling_plan_sensor_requests_undispatched_partitions_and_adds_missing_
     )
     third = tick(sampling_plan_sensor, dg_instance, resources, again.cursor)
     assert keys(third) == sorted(
-        [names.plan_run_key(with_partition, APP)]
-        + [names.plan_run_key(scheduled, ch) for ch in (WEB, APP)]
+        [names.plan_run_key(with_partition, APP), names.plan_run_key(scheduled, WEB, APP)]
     )
     assert {
         r.tags.get("geo/scheduled_for")

@@ -63,7 +63,12 @@ RUNS_QUERY = """{ runsOrError(filter: {tags: [{key: "geo/run_id", value: "%s"}]}
 
 def _partition(run: dict[str, Any]) -> tuple[str, str]:
     tags = {t["key"]: t["value"] for t in run["tags"]}
-    return run["jobName"], tags.get("dagster/partition", "")
+    # A run covers one partition, or a range of one collection run's partitions.
+    ranged = (
+        f"{tags.get('dagster/asset_partition_range_start')}..."
+        f"{tags.get('dagster/asset_partition_range_end')}"
+    )
+    return run["jobName"], tags.get("dagster/partition", ranged)
 
 
 def _runs(port: int, run_id: str) -> list[dict[str, Any]] | None:

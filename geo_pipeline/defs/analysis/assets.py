@@ -2,7 +2,8 @@
 the analyst tables with their interval, charts and per-brand plots (metadata built in
 defs/analysis/metadata.py)."""
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from typing import Any
 
 import dagster as dg
 
@@ -22,14 +23,13 @@ from geo_pipeline.defs.analysis.metadata import (
 from geo_pipeline.defs.charts import chart_url, md_linked_image
 from geo_pipeline.defs.factory import (
     ANALYSIS,
-    for_partition,
+    each_partition,
     load_run,
     pipeline_asset,
     status_metadata,
-    tag_run,
 )
 from geo_pipeline.defs.markdown import md_svg_image
-from geo_pipeline.defs.partitions import run_channel_partitions, split_key
+from geo_pipeline.defs.partitions import parse_partition_key, run_channel_partitions
 from geo_pipeline.defs.resources import (
     EvidenceStorageResource,
     PipelineSettingsResource,
@@ -58,14 +58,18 @@ from geo_pipeline.store.queries import Q
         ),
     ],
 )
-def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> dg.MaterializeResult:
+def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> Iterator[Any]:
     """Brand mentions in the valid answers of one channel of a run: whether the brand and each
     competitor are mentioned, how often, where (rank, position) and whether their domains are
     cited. An answer still being analysed is reported as "analysing", never as "not mentioned"
     (R6); ambiguous detections go to review rather than being guessed.
     """
-    run_id, channel = split_key(context)
-    tag_run(context, run_id, channel)
+    yield from each_partition(context, lambda key: analysis_partition(db, key))
+
+
+def analysis_partition(db: PostgresResource, key: str) -> dg.MaterializeResult:
+    """brand_analysis of one run|channel partition."""
+    run_id, channel = parse_partition_key(key)
     with db.connect() as conn:
         load_run(conn, run_id, channel)
         # The analyst tables are refreshed by brand_visibility, once per partition run.
@@ -84,7 +88,7 @@ def brand_analysis(context: dg.AssetExecutionContext, db: PostgresResource) -> d
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=for_partition(context, results),
+        check_results=results,
     )
 
 
@@ -105,7 +109,7 @@ def brand_visibility(
     db: PostgresResource,
     evidence: EvidenceStorageResource,
     settings: PipelineSettingsResource,
-) -> dg.MaterializeResult:
+) -> Iterator[Any]:
     """What analysts read: visibility of the brand and each competitor on one channel of a run
     — mention rate with its Wilson interval, average rank, citation rate — in the ``analytics``
     tables (docs/analysts.md). Rates count only valid answers whose analysis is accepted;
@@ -117,11 +121,27 @@ def brand_visibility(
     With ``GEO_CHART_URL`` set the charts are stored in the evidence archive and shown by a
     short link the UI renders in place (defs/charts.py); otherwise as ``data:`` URIs.
     """
-    run_id, channel = split_key(context)
-    tag_run(context, run_id, channel)
+    # The analyst rows are refreshed per collection run: once for all its partitions in range.
+    refreshed: dict[str, dict[str, int]] = {}
+    yield from each_partition(
+        context, lambda key: visibility_partition(db, evidence, settings, key, refreshed)
+    )
+
+
+def visibility_partition(
+    db: PostgresResource,
+    evidence: EvidenceStorageResource,
+    settings: PipelineSettingsResource,
+    key: str,
+    refreshed: dict[str, dict[str, int]],
+) -> dg.MaterializeResult:
+    """brand_visibility of one run|channel partition; ``refreshed``: the rows refreshed per
+    run so far in this step (a run's analyst rows are refreshed once)."""
+    run_id, channel = parse_partition_key(key)
     with db.connect() as conn:
         load_run(conn, run_id, channel)
-        refreshed = refresh_analytics(conn, run_id)
+        if run_id not in refreshed:
+            refreshed[run_id] = refresh_analytics(conn, run_id)
         with conn.cursor() as cur:
             cur.execute(Q("dagster.channel_visibility"), {"run_id": run_id, "channel": channel})
             table = [dict(r) for r in cur.fetchall()]
@@ -136,7 +156,7 @@ def brand_visibility(
         metadata={
             "run_id": run_id,
             "channel": channel,
-            "rows_refreshed": refreshed,
+            "rows_refreshed": refreshed[run_id],
             "target_brand": target["brand"] if target else None,
             "target_mention_rate": rounded_rate(target, "mention_rate"),
             # THE interval (question-clustered where the run's questions are pooled), its
@@ -165,7 +185,7 @@ def brand_visibility(
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=for_partition(context, [result]),
+        check_results=[result],
     )
 
 

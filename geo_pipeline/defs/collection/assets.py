@@ -1,7 +1,11 @@
 """The collection assets. One partition = one collection run x one channel (principle 4): a
-Dagster run covers a partition, workers execute its samples. Every number about sample states in
+Dagster run covers a collection run's partitions (a range, each materialised and checked on its
+own: ``each_partition``), workers execute their samples. Every number about sample states in
 the metadata comes from the one aggregation service (store/status.py, R7).
 """
+
+from collections.abc import Iterator
+from typing import Any
 
 import dagster as dg
 
@@ -9,13 +13,12 @@ from geo_pipeline.defs import names
 from geo_pipeline.defs.collection import checks
 from geo_pipeline.defs.factory import (
     COLLECTION,
-    for_partition,
+    each_partition,
     load_run,
     pipeline_asset,
     status_metadata,
-    tag_run,
 )
-from geo_pipeline.defs.partitions import run_channel_partitions, split_key
+from geo_pipeline.defs.partitions import parse_partition_key, run_channel_partitions
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource
 from geo_pipeline.flows.create_run import dispatch_gate
 from geo_pipeline.store import status as statusmod
@@ -35,7 +38,7 @@ from geo_pipeline.store.queries import Q
         (names.CHECK_PLAN_BATCHES, "batches within the submit and platform caps (R3)", True),
     ],
 )
-def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg.MaterializeResult:
+def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> Iterator[Any]:
     """The sampling plan of one channel of a collection run: the Q x T x R samples expanded from
     the run's frozen config snapshot (R2, R3, R5), and their collect hints in the outbox.
 
@@ -46,8 +49,14 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
     nothing is charged. Dispatch is idempotent (a sample gets one collect hint, ever), so
     re-materialising never duplicates work.
     """
-    run_id, channel = split_key(context)
-    tag_run(context, run_id, channel)
+    yield from each_partition(context, lambda key: plan_partition(context, db, key))
+
+
+def plan_partition(
+    context: dg.AssetExecutionContext, db: PostgresResource, key: str
+) -> dg.MaterializeResult:
+    """sampling_plan of one run|channel partition."""
+    run_id, channel = parse_partition_key(key)
     with db.connect() as conn:
         run, config = load_run(conn, run_id, channel)
         # THE dispatch gate (flows.create_run.dispatch_gate, also behind `runs create` and
@@ -84,7 +93,7 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
             **({"dispatch_refused": gate.refused} if gate.refused else {}),
             **status_metadata(status),
         },
-        check_results=for_partition(context, results),
+        check_results=results,
     )
 
 
@@ -117,7 +126,7 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> dg
 )
 def collection_results(
     context: dg.AssetExecutionContext, db: PostgresResource, settings: PipelineSettingsResource
-) -> dg.MaterializeResult:
+) -> Iterator[Any]:
     """What the engines answered for one channel of a run, once collection is over: every
     sample is completed or failed (R7), or the run's publish deadline has passed. Partial
     success is a normal outcome — the metadata says how many completed, failed (with reasons)
@@ -129,8 +138,17 @@ def collection_results(
     sensor request the partition again. Before the deadline, materialising a partition that is
     still collecting fails with the counts rather than publishing a number that will change.
     """
-    run_id, channel = split_key(context)
-    tag_run(context, run_id, channel)
+    yield from each_partition(context, lambda key: results_partition(context, db, settings, key))
+
+
+def results_partition(
+    context: dg.AssetExecutionContext,
+    db: PostgresResource,
+    settings: PipelineSettingsResource,
+    key: str,
+) -> dg.MaterializeResult:
+    """collection_results of one run|channel partition."""
+    run_id, channel = parse_partition_key(key)
     with db.connect() as conn:
         load_run(conn, run_id, channel)
         status = statusmod.partition_status(conn, run_id, channel)
@@ -171,5 +189,5 @@ def collection_results(
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=for_partition(context, results),
+        check_results=results,
     )

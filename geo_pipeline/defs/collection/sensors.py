@@ -10,14 +10,12 @@ looked for>}``, times in ISO 8601 UTC (a cursor holding unix seconds, as before,
 tick reads at most ``max_entries_per_tick`` entries with bounded ``XRANGE ... COUNT`` pages and
 never blocks (a tick has 60 s).
 
-A run key is launched once by the daemon, so a request whose run failed (to launch, on a loaded
-machine whose code server did not answer, or later) is asked again under a fresh key
-``<key>:attempt:<n>``, at most ``MAX_REQUEST_ATTEMPTS`` times (``fresh_run_keys``).
+Run keys, fresh attempts and the runs covering a partition: defs/collection/run_keys.py.
 """
 
 import json
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
 from typing import Any
 
@@ -25,13 +23,25 @@ import dagster as dg
 import redis as redis_lib
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.collection.run_keys import (
+    MAX_REQUEST_ATTEMPTS,
+    RUN_KEY_TAG,
+    again,
+    failed_for_good,
+    fresh_run_keys,
+    latest_covering,
+    plan_span_key,
+)
 from geo_pipeline.defs.collection.stream import Pair, StreamRead, read_completions
 from geo_pipeline.defs.factory import query_rows
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
 from geo_pipeline.defs.partitions import (
     add_requests,
+    adjacent_ranges,
     existing_partitions,
+    parse_partition_key,
     partition_key,
+    range_request,
     run_partition_keys,
 )
 from geo_pipeline.defs.resources import PipelineSettingsResource, PostgresResource, RedisResource
@@ -39,14 +49,6 @@ from geo_pipeline.domain.states import Publication
 from geo_pipeline.store import status as statusmod
 from geo_pipeline.store.db import Conn
 
-# Dagster's system tags: the key the daemon launched a run under (copied to its run retries),
-# and whether the run-retry daemon will re-execute a failed run (dagster.yaml run_retries).
-RUN_KEY_TAG = "dagster/run_key"
-WILL_RETRY_TAG = "dagster/will_retry"
-# Fresh requests per publication key (each run also has its dagster/max_retries run retries):
-# a failure that persists (a blocking check, a run that cannot start) costs at most this many
-# runs, and the failed runs are the alert.
-MAX_REQUEST_ATTEMPTS = 3
 # Both sensors tick as often as the daemon looks (its sensor loop runs every 5 s): a launch waits
 # on each of them once (sampling plan, then publication), and a tick is a few small queries
 # (the completion sensor's PostgreSQL sweep keeps its own 300 s interval). At 15 s and 30 s the
@@ -81,56 +83,6 @@ def _load_cursor(raw: str | None) -> dict[str, Any]:
         }
     except ValueError:
         return fresh
-
-
-# --------------------------------------------------------------------------- fresh attempts
-def attempt_run_key(key: str, attempt: int) -> str:
-    """The run key of a request's ``attempt``-th run: the plain key first, then ``:attempt:n``."""
-    return key if attempt <= 1 else f"{key}:attempt:{attempt}"
-
-
-def fresh_run_keys(
-    instance: dg.DagsterInstance,
-    keys: Iterable[str],
-    max_attempts: int = MAX_REQUEST_ATTEMPTS,
-    latest_runs: dict[str, dg.DagsterRun] | None = None,
-) -> dict[str, str | None]:
-    """For each request key, the key to request now (None: attempts exhausted).
-
-    The daemon skips a key it has launched, so: no run yet, or the last attempt's latest run
-    in flight, succeeded, cancelled (an operator's decision) or about to be re-executed by
-    Dagster's run retries -> that attempt's key again (a no-op for the daemon); the last
-    attempt's latest run failed and will not be retried -> the next attempt's key, fresh. One
-    query to the instance for every key of the tick. ``latest_runs``, when given, receives each
-    key's latest run (what a skipped tick names)."""
-    keys = sorted(set(keys))
-    family = {attempt_run_key(k, n): (k, n) for k in keys for n in range(1, max_attempts + 1)}
-    if not family:
-        return {}
-    latest: dict[str, tuple[tuple[int, int], dg.DagsterRun]] = {}
-    for rec in instance.get_run_records(dg.RunsFilter(tags={RUN_KEY_TAG: sorted(family)})):
-        key, n = family[rec.dagster_run.tags[RUN_KEY_TAG]]
-        order = (n, rec.storage_id)  # a run retry carries its parent's key: the newest counts
-        if key not in latest or order > latest[key][0]:
-            latest[key] = (order, rec.dagster_run)
-    if latest_runs is not None:
-        latest_runs.update({key: run for key, (_, run) in latest.items()})
-    out: dict[str, str | None] = {}
-    for key in keys:
-        if key not in latest:
-            out[key] = key
-            continue
-        (attempt, _), run = latest[key]
-        failed = (
-            run.status == dg.DagsterRunStatus.FAILURE and run.tags.get(WILL_RETRY_TAG) != "true"
-        )
-        if not failed:
-            out[key] = attempt_run_key(key, attempt)
-        elif attempt < max_attempts:
-            out[key] = attempt_run_key(key, attempt + 1)
-        else:
-            out[key] = None
-    return out
 
 
 # --------------------------------------------------------------------------- PostgreSQL side
@@ -200,10 +152,13 @@ def completion_requests(
     existing_pairs: set[str],
     instance: dg.DagsterInstance,
     billing_candidates: frozenset[str] | set[str] = frozenset(),
+    order: Sequence[str] | None = None,
 ) -> tuple[list[dg.RunRequest], list[Pair], list[str]]:
-    """One run per publishable partition (downstream assets together) and one billing run per
-    publishable run (among the candidates' runs and ``billing_candidates``), each with a run key
-    so the daemon never launches it twice. A partition is publishable when every sample is
+    """One downstream run per run with publishable partitions, covering all of them (their
+    downstream assets together; a range of the partitions adjacent in ``order``, the instance's
+    run|channel keys, normally all of the run's publishable ones: issue 36), and one billing
+    run per publishable run (among the candidates' runs and ``billing_candidates``), each with
+    a run key so the daemon never launches it twice. A partition is publishable when every sample is
     terminal, or past its run's publish deadline; the key then carries the terminal count, so
     each real change (a late completion) is requested once and an unchanged partition never
     again — unless its run failed: then it is asked again under a fresh key, boundedly
@@ -213,32 +168,64 @@ def completion_requests(
     candidates = {p for p in candidates if _key(p) in existing_pairs}
     states = statusmod.publication_states(conn, candidates)
     publishable = sorted(p for p, pub in states.items() if pub.publishable)
-    # (publication key, partition, job, tags) of each request, before its attempt is known.
-    planned: list[tuple[str, str, str, dict[str, str]]] = [
-        (
-            names.downstream_run_key(
-                rid, ch, terminal=states[(rid, ch)].terminal, samples=states[(rid, ch)].samples
-            ),
-            partition_key(rid, ch),
-            partition_downstream_job.name,
-            {"geo/run_id": rid, "geo/channel": ch},
-        )
-        for rid, ch in publishable
-    ]
+    if order is None:
+        order = instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS)
+
+    def part(pair: Pair) -> str:
+        return names.downstream_part(pair[1], states[pair].terminal, states[pair].samples)
+
+    # A partition whose publication state a run already covers (in flight, done, or about to
+    # be retried; under its own key or in a range) is asked again under that run's key, which
+    # the daemon skips: a regrouping (a redelivered completion touching one channel of a run
+    # published as a range) never re-runs it under a new key.
+    covering = latest_covering(
+        instance, partition_downstream_job.name, "downstream", {rid for rid, _ in publishable}
+    )
+    covered = {
+        p: run
+        for p in publishable
+        if (run := covering.get((p[0], part(p)))) is not None and not failed_for_good(run)
+    }
+    requests = list({run.run_id: again(run) for run in covered.values()}.values())
+    # (publication key, partitions, job, tags) of each request, before its attempt is known.
+    planned: list[tuple[str, list[str], str, dict[str, str]]] = []
+    todo = [p for p in publishable if p not in covered]
+    # A partition whose run failed is asked again ALONE: in a range, one partition's failed
+    # blocking check (or refusal) stops the downstream steps of every partition of the range,
+    # so the others would never publish; alone each fails or publishes on its own, as before.
+    alone = {p for p in todo if (p[0], part(p)) in covering}
+    for rid in sorted({rid for rid, _ in todo}):
+        wanted = [partition_key(r, ch) for r, ch in todo if r == rid and (r, ch) not in alone]
+        spans = adjacent_ranges(wanted, order)
+        spans += [[partition_key(r, ch)] for r, ch in sorted(alone) if r == rid]
+        for span in spans:
+            channels = [parse_partition_key(k)[1] for k in span]
+            parts: list[tuple[str, int | None, int | None]] = [
+                (ch, states[(rid, ch)].terminal, states[(rid, ch)].samples) for ch in channels
+            ]
+            tags = {"geo/run_id": rid, **({"geo/channel": channels[0]} if len(span) == 1 else {})}
+            planned.append(
+                (
+                    names.downstream_range_key(rid, parts),
+                    span,
+                    partition_downstream_job.name,
+                    tags,
+                )
+            )
     billable = {rid for rid, _ in publishable} | (set(billing_candidates) & existing_runs)
     for rid, pub in sorted(publishable_runs(conn, billable).items()):
         planned.append(
             (
                 names.billing_run_key(rid, terminal=pub.terminal, samples=pub.samples),
-                rid,
+                [rid],
                 billing_job.name,
                 {"geo/run_id": rid},
             )
         )
     keys = fresh_run_keys(instance, [p[0] for p in planned])
-    requests = [
-        dg.RunRequest(run_key=run_key, partition_key=pk, job_name=job, tags=tags)
-        for key, pk, job, tags in planned
+    requests += [
+        range_request(span, run_key=run_key, job_name=job, tags=tags)
+        for key, span, job, tags in planned
         if (run_key := keys[key]) is not None
     ]
     exhausted = sorted(p[0] for p in planned if keys[p[0]] is None)
@@ -441,39 +428,58 @@ def sampling_plan_sensor(
         for r in recent
         if r.get("scheduled_for") is not None
     }
+    order = context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS)
     adds = add_requests(
         {rid: channels_of[rid] for rid, _ in undispatched},
         context.instance.get_dynamic_partitions(names.RUNS_PARTITIONS),
-        context.instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS),
+        order,
     )
+    # One run per collection run for its undispatched partitions (a range); partitions this tick
+    # adds (a CLI-created run) have no place in the order yet: asked next tick, as a range too.
+    existing = set(order)
+    spans = [
+        span
+        for rid in sorted({rid for rid, _ in undispatched})
+        for span in adjacent_ranges(
+            [partition_key(r, ch) for r, ch in undispatched if r == rid], order
+        )
+        if span[0] in existing
+    ]
+    added_now = sorted({rid for rid, ch in undispatched if partition_key(rid, ch) not in existing})
     # Still undispatched after its run failed (to launch, or a failed plan check): asked again
     # under a fresh key, boundedly, as the completion sensor does. A key whose run the daemon
     # already launched is not asked again (the daemon would skip it without a word): the tick
     # names the partition and the run it waits on instead.
     latest: dict[str, dg.DagsterRun] = {}
-    keys = fresh_run_keys(
-        context.instance, [names.plan_run_key(r, c) for r, c in undispatched], latest_runs=latest
-    )
+    bases = [plan_span_key(span) for span in spans]
+    keys = fresh_run_keys(context.instance, bases, latest_runs=latest)
     requests: list[dg.RunRequest] = []
     waiting: list[str] = []
     exhausted: list[str] = []
-    for rid, ch in sorted(undispatched):
-        base = names.plan_run_key(rid, ch)
+    for span, base in zip(spans, bases, strict=True):
         run_key, run = keys[base], latest.get(base)
+        rid = parse_partition_key(span[0])[0]
+        channels = [parse_partition_key(k)[1] for k in span]
         if run_key is None:
-            exhausted.append(partition_key(rid, ch))
+            exhausted += span
         elif run is not None and run.tags.get(RUN_KEY_TAG) == run_key:
-            waiting.append(f"{partition_key(rid, ch)} ({run.status.value}, run {run.run_id[:8]})")
+            waiting += [f"{k} ({run.status.value}, run {run.run_id[:8]})" for k in span]
         else:
+            one = {"geo/channel": channels[0]} if len(span) == 1 else {}
             requests.append(
-                dg.RunRequest(
+                range_request(
+                    span,
                     run_key=run_key,
-                    partition_key=partition_key(rid, ch),
                     job_name=sampling_plan_job.name,
-                    tags={"geo/run_id": rid, "geo/channel": ch, **scheduled.get(rid, {})},
+                    tags={"geo/run_id": rid, **one, **scheduled.get(rid, {})},
                 )
             )
     why = []
+    if added_now:
+        why.append(
+            f"{_count(len(added_now), 'run')} whose partitions this tick adds, requested on the "
+            f"next tick: {', '.join(added_now[:10])}"
+        )
     if waiting:
         why.append(
             f"{_count(len(waiting), 'partition')} wait on runs already launched: "

@@ -1,19 +1,21 @@
 """The evidence asset of a (run, channel) partition; its figures come from the aggregation
 service (store/status.py, R7) and its checks (defs/evidence/checks.py)."""
 
+from collections.abc import Iterator
+from typing import Any
+
 import dagster as dg
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.evidence import checks
 from geo_pipeline.defs.factory import (
     EVIDENCE,
-    for_partition,
+    each_partition,
     load_run,
     pipeline_asset,
     status_metadata,
-    tag_run,
 )
-from geo_pipeline.defs.partitions import run_channel_partitions, split_key
+from geo_pipeline.defs.partitions import parse_partition_key, run_channel_partitions
 from geo_pipeline.defs.resources import (
     EvidenceStorageResource,
     PipelineSettingsResource,
@@ -48,7 +50,7 @@ def validated_evidence(
     db: PostgresResource,
     evidence: EvidenceStorageResource,
     settings: PipelineSettingsResource,
-) -> dg.MaterializeResult:
+) -> Iterator[Any]:
     """The evidence set of one channel of a run that analysts may rely on: answers archived raw
     with a sanitised rendering (R19, R20), judged valid or invalid with a reason (R22; completed
     is not valid), citations with raw and normalised URL (R18), screenshots per policy (R21).
@@ -57,8 +59,17 @@ def validated_evidence(
     the set and publishes its quality figures. Its blocking checks keep untraceable evidence out
     of the brand analysis.
     """
-    run_id, channel = split_key(context)
-    tag_run(context, run_id, channel)
+    yield from each_partition(context, lambda key: evidence_partition(db, evidence, settings, key))
+
+
+def evidence_partition(
+    db: PostgresResource,
+    evidence: EvidenceStorageResource,
+    settings: PipelineSettingsResource,
+    key: str,
+) -> dg.MaterializeResult:
+    """validated_evidence of one run|channel partition."""
+    run_id, channel = parse_partition_key(key)
     with db.connect() as conn:
         load_run(conn, run_id, channel)
         status = statusmod.partition_status(conn, run_id, channel)
@@ -93,5 +104,5 @@ def validated_evidence(
             **status_metadata(status),
             **publication.as_metadata(),
         },
-        check_results=for_partition(context, results),
+        check_results=results,
     )
