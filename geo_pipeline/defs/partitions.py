@@ -125,6 +125,28 @@ def existing_partitions(
     return out[0], out[1]
 
 
+def newest_order(instance: dg.DagsterInstance, name: str, wanted: Iterable[str]) -> list[str]:
+    """The newest keys of a dynamic partitions definition, in the instance's order, back to the
+    oldest of ``wanted`` (all of them when one is missing): a contiguous suffix of the order a
+    range is resolved in, so ``adjacent_ranges`` over it is exact. Read newest first in pages
+    (the first twice the wanted keys), so a tick about new runs reads what was registered since
+    them, not the whole history."""
+    missing = set(wanted)
+    if not missing:
+        return []
+    newest_first: list[str] = []
+    cursor: str | None = None
+    limit = max(64, 2 * len(missing))
+    while missing:
+        page = instance.get_paginated_dynamic_partitions(name, limit, False, cursor)
+        newest_first.extend(page.results)
+        missing.difference_update(page.results)
+        if not page.has_more:
+            break
+        cursor, limit = page.cursor, limit * 2
+    return newest_first[::-1]
+
+
 def register_run_partitions(
     instance: dg.DagsterInstance, run_id: str, channels: Sequence[str]
 ) -> None:

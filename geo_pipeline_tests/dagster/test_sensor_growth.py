@@ -149,8 +149,9 @@ def sized(
             )
         finally:
             client.close()
-        # Every partition and every run is publishable: one request each (5 + billing's 1).
-        assert (small_requests, large_requests) == (6 * SMALL, 6 * LARGE)
+        # Every partition and every run is publishable: one ranged downstream request per run
+        # (its 5 adjacent channels) and billing's 1 (issue 36: one Dagster run per run and stage).
+        assert (small_requests, large_requests) == (2 * SMALL, 2 * LARGE)
         return small_tick, large_tick
 
     return measure
@@ -219,26 +220,31 @@ def test_a_completion_tick_does_not_read_the_history(
 def test_a_completion_tick_asks_dagster_only_about_the_partitions_it_touched(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any], redis_url: str
 ) -> None:
-    """The same 100 partitions touched beside 10x more registered partitions (runs of history,
-    their keys in the instance): the rows the tick's Dagster calls return and the statements the
-    instance runs stay the same. A tick that lists every dynamic partition of both definitions
-    to learn which of its keys exist reads the whole history every 5 s."""
+    """100 new partitions touched, first with no history, then beside 10x more older registered
+    partitions (runs of history, their keys in the instance): the rows the tick's Dagster calls
+    return and the statements the instance runs stay the same. A tick that lists every dynamic
+    partition of both definitions (to learn which of its keys exist, or their order for ranged
+    runs) reads the whole history every 5 s; the order is read newest first, back to the oldest
+    touched key, so a late completion of an old run reads what was registered since it."""
     client = redis_lib.Redis.from_url(redis_url, decode_responses=True)
     stream = resources["redis"].completions_stream
     before: dict[str, int] = {}
     later: dict[str, int] = {}
     try:
         touched = _runs(conn, dg_instance, 0, SMALL)
-        after = _publish(client, stream, conn, touched)
-        _, requested = _tick(dg_instance, resources, after, before)
+        _, requested = _tick(
+            dg_instance, resources, _publish(client, stream, conn, touched), before
+        )
         _runs(conn, dg_instance, SMALL, LARGE)  # history: registered, no entries in the stream
+        touched = _runs(conn, dg_instance, SMALL + LARGE, SMALL)
+        after = _publish(client, stream, conn, touched)
         _, requested_later = _tick(dg_instance, resources, after, later)
     finally:
         client.close()
-    assert requested == requested_later == 6 * SMALL
+    assert requested == requested_later == 2 * SMALL  # a range per run, and billing
     assert before["calls"] > 0 and before["statements"] > 0, before  # the meter is not blind
     assert later["statements"] == before["statements"], (before, later)
     assert later["rows"] <= 2 * before["rows"], (
         f"Dagster rows returned: {before['rows']:,} -> {later['rows']:,} with 10x the "
-        "registered partitions beside the same 100 touched"
+        "registered partitions beside 100 new ones touched"
     )

@@ -17,12 +17,12 @@ import json
 import time
 from collections.abc import Iterable, Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 import dagster as dg
 import redis as redis_lib
 
 from geo_pipeline.defs import names
+from geo_pipeline.defs.collection.cursor import _load_cursor, cursor_time
 from geo_pipeline.defs.collection.run_keys import (
     MAX_REQUEST_ATTEMPTS,
     RUN_KEY_TAG,
@@ -39,6 +39,7 @@ from geo_pipeline.defs.partitions import (
     add_requests,
     adjacent_ranges,
     existing_partitions,
+    newest_order,
     parse_partition_key,
     partition_key,
     range_request,
@@ -54,35 +55,6 @@ from geo_pipeline.store.db import Conn
 # (the completion sensor's PostgreSQL sweep keeps its own 300 s interval). At 15 s and 30 s the
 # two waits were up to 45 s of an 8-sample run's click-to-published (issue 36).
 SENSOR_INTERVAL_S = 5
-
-
-def cursor_time(ts: float) -> str:
-    """A cursor's time as people read it: ISO 8601 in UTC, to the microsecond (lossless)."""
-    return datetime.fromtimestamp(ts, UTC).isoformat(timespec="microseconds")
-
-
-def cursor_ts(value: Any) -> float | None:
-    """A cursor time back to unix seconds: ISO 8601, or the unix seconds older cursors hold."""
-    if value is None:
-        return None
-    if isinstance(value, int | float):
-        return float(value)
-    return datetime.fromisoformat(str(value)).timestamp()
-
-
-def _load_cursor(raw: str | None) -> dict[str, Any]:
-    fresh: dict[str, Any] = {"id": None, "swept": 0.0, "deadlines": None}
-    if not raw:
-        return fresh
-    try:
-        data = json.loads(raw)
-        return {
-            "id": data.get("id"),
-            "swept": cursor_ts(data.get("swept")) or 0.0,
-            "deadlines": cursor_ts(data.get("deadlines")),
-        }
-    except ValueError:
-        return fresh
 
 
 # --------------------------------------------------------------------------- PostgreSQL side
@@ -169,7 +141,9 @@ def completion_requests(
     states = statusmod.publication_states(conn, candidates)
     publishable = sorted(p for p, pub in states.items() if pub.publishable)
     if order is None:
-        order = instance.get_dynamic_partitions(names.RUN_CHANNEL_PARTITIONS)
+        order = newest_order(
+            instance, names.RUN_CHANNEL_PARTITIONS, (k for k in map(_key, publishable) if k)
+        )
 
     def part(pair: Pair) -> str:
         return names.downstream_part(pair[1], states[pair].terminal, states[pair].samples)
