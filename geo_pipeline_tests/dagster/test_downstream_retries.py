@@ -25,8 +25,8 @@ import redis as redis_lib
 from geo_pipeline.definitions import ASSETS
 from geo_pipeline.defs import names
 from geo_pipeline.defs.collection.assets import collection_results
-from geo_pipeline.defs.collection.run_keys import MAX_REQUEST_ATTEMPTS, attempt_run_key
 from geo_pipeline.defs.collection.cursor import cursor_time, cursor_ts
+from geo_pipeline.defs.collection.run_keys import MAX_REQUEST_ATTEMPTS, attempt_run_key
 from geo_pipeline.defs.collection.sensors import completion_sensor, sampling_plan_sensor
 from geo_pipeline.defs.jobs import billing_job, partition_downstream_job, sampling_plan_job
 from geo_pipeline.defs.partitions import partition_key
