@@ -308,6 +308,16 @@ def label_sizes(media: dict[str, Any]) -> None:
         )
 
 
+def download_command(media: dict[str, Any], tenant_id: str) -> str:
+    """The exact command that downloads this stored item after authorisation: with its
+    ``--kind`` (``evidence get`` defaults to the answer text, so without it the command printed
+    beside a thumbnail fetched the answer, not the image)."""
+    return (
+        f"geo-pipeline evidence get {media['sample_id']} --tenant {tenant_id} "
+        f"--kind {media['kind']}"
+    )
+
+
 def invalid_answers(samples: list[SampleReport]) -> dict[str, int]:
     """Answers judged not valid (R22), counted by reason: what no rate counts, and why."""
     out: dict[str, int] = {}
@@ -386,6 +396,7 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     for m in fetch_all(conn, "ops.report_media", params):
         m["link"] = link_for(m) if link_for else None
         label_sizes(m)
+        m["download_command"] = download_command(m, str(run["tenant_id"]))
         media[(m["sample_id"], m["kind"])] = m
     rows = fetch_all(conn, "ops.report_samples", params)
     fill_displays(rows)  # derived displays rendered here; no raw text stays in a row (R19)

@@ -338,3 +338,37 @@ def test_the_fourth_read_money_fields_agree_with_the_words(db, db_url, monkeypat
     check(total in terminal, "2: the terminal lacks the total")
     check(exported["money"]["reconciliation_explained_minor"] == -20, "2: JSON machine figure")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_fifth_read_download_commands_fetch_the_item_shown(db, db_url, monkeypatch, tmp_path):
+    """A fifth newcomer's read of `make demo` (issue #34): beside a WARC-stored thumbnail the HTML
+    printed ``geo-pipeline evidence get SAMPLE --tenant T``, whose default ``--kind answer_raw``
+    downloads the answer text, not the image. Each printed command names its kind."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    monkeypatch.delenv("GEO_EVIDENCE_URL", raising=False)
+    samples = make_run(db, "r-kinds", questions=QUESTIONS[:1],
+                       channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    sid = samples[0]["sample_id"]
+    store_answer(db, sid, "推荐瑞幸。")
+    tenant = db.execute("SELECT tenant_id FROM geo.runs WHERE run_id = 'r-kinds'").fetchone()
+    tenant_id = tenant["tenant_id"] if isinstance(tenant, dict) else tenant[0]
+    for kind, offset in (("screenshot", 0), ("thumbnail", 4000)):
+        db.execute(
+            "INSERT INTO geo.evidence_objects (sample_id, tenant_id, run_id, revision, kind,"
+            " storage_key, sha256, size_bytes, mime_type, captured_at) VALUES"
+            " (%s, %s, 'r-kinds', 1, %s, %s, repeat('a', 64), 3000, 'image/png', now())",
+            (sid, tenant_id, kind, f"{tenant_id}/warc/sha256-x/batch.warc.gz#{offset}-3500"),
+        )
+    db.commit()
+    rep = report.build_report(db, "r-kinds")
+    page = _text(export.to_html(rep))
+    exported = json.loads(export.to_json(rep))
+    wrong = []
+    for kind in ("thumbnail", "screenshot"):
+        command = f"geo-pipeline evidence get {sid} --tenant {tenant_id} --kind {kind}"
+        if command not in page:
+            wrong.append(f"the HTML does not print {command!r}")
+        got = next(s for s in exported["samples"] if s["sample_id"] == sid)[kind]
+        if got.get("download_command") != command:
+            wrong.append(f"JSON {kind} download_command {got.get('download_command')!r}")
+    assert not wrong, "\n".join(wrong)
