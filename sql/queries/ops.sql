@@ -305,8 +305,12 @@ GROUP BY 1;
 -- R26: unexplained difference between our charges and the fee statements, per currency, over
 -- every run: the sum of |theirs - ours| over the lines %(explained)s (THE predicate,
 -- geo_pipeline.domain.billing.EXPLAINED) leaves unexplained. Absolute, so that a run billed
--- too much and one billed too little never cancel to 0 (issue #34).
-SELECT currency, coalesce(sum(abs(difference_minor)), 0)::bigint AS difference_minor
+-- too much and one billed too little never cancel to 0 (issue #34). Each line's difference is
+-- exact (theirs exact, detail.cost_exact_minor, - ours); the sum is rounded ONCE, half away from
+-- zero (round(numeric), as domain.billing.round_minor), like every total of the summary.
+SELECT currency,
+       round(coalesce(sum(abs(coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor)
+                              - ours_minor)), 0))::bigint AS difference_minor
 FROM geo.reconciliation_lines
 WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY currency;

@@ -372,3 +372,38 @@ def test_the_fifth_read_download_commands_fetch_the_item_shown(db, db_url, monke
         if got.get("download_command") != command:
             wrong.append(f"JSON {kind} download_command {got.get('download_command')!r}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_fifth_read_one_rounding_rule_for_check_gauge_and_json(db, db_url, monkeypatch):
+    """A fifth newcomer's read (issue #34): the docs said the blocking check and the gauge add
+    per-line whole minor units while the JSON rounds the exact total once. One rule everywhere:
+    exact amounts summed, rounded once, half away from zero. Four cloro tasks the vendor billed
+    6 credits (0.48 fen each, stored per line as 0) where the price version quotes 5: unexplained
+    exact 4 x (0.48 - 1) = -2.08, so -2 (not -4, the sum of per-line roundings)."""
+    from geo_pipeline.defs.billing import checks
+    from geo_pipeline.store import business_gauges
+
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    make_run(db, "r-round", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail)"
+        " SELECT 'r-round', 'u-' || i, 'kimi', 'amount_mismatch', 1, 0, 'CNY', 'completed',"
+        '  \'{"cost_exact_minor": "0.480000"}\' FROM generate_series(1, 4) AS i'
+    )
+    db.commit()
+    summary = reconcile.stored_summary(db, "r-round")
+    exported = json.loads(export.to_json(report.build_report(db, "r-round")))
+    check = checks.zero_unexplained(db, "r-round")
+    figures = {
+        "summary": summary.unexplained_difference_minor,
+        "JSON": exported["money"]["reconciliation_unexplained_minor"],
+        "check": check.metadata["unexplained_difference_minor"].value,
+    }
+    assert figures == dict.fromkeys(figures, -2), figures
+    absolute = {
+        "summary": summary.unexplained_absolute_minor,
+        "gauge": business_gauges.refresh(db)["reconciliation"].get("CNY"),
+    }
+    assert absolute == dict.fromkeys(absolute, 2), absolute
