@@ -407,3 +407,26 @@ def test_the_fifth_read_one_rounding_rule_for_check_gauge_and_json(db, db_url, m
         "gauge": business_gauges.refresh(db)["reconciliation"].get("CNY"),
     }
     assert absolute == dict.fromkeys(absolute, 2), absolute
+
+
+def test_the_fifth_read_settlement_says_credit_tasks_have_no_statement(db, db_url, monkeypatch):
+    """The demo said "reconciled against 1 fee statement; reservation released" for a run of
+    cloro and API lines, whose cloro lines no statement covers, and "released" for nothing."""
+    from geo_pipeline.ops import demo
+
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    make_run(db, "r-settle", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail)"
+        " SELECT 'r-settle', 'u-' || i, 'chatgpt_cloro', 'credit_cost', 1, 0, 'CNY', 'completed',"
+        '  \'{"cost_exact_minor": "0.4", "statement_source": "credits"}\''
+        " FROM generate_series(1, 4) AS i"
+    )
+    db.commit()
+    said = demo.settled_text(db, "r-settle", 1, 0)
+    assert said == (
+        "reconciled against 1 fee statement; 4 tasks of a credit-billed service priced from each "
+        "task's reported credits x the credit price, not from a statement; nothing to release"
+    ), said
