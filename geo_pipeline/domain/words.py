@@ -354,7 +354,8 @@ DEFINITIONS: dict[str, str] = {
         "brands the answer names, ordered by first mention (1 = named first)"
     ),
     "citation rate": (
-        "of the n answers, the share that cite one of the brand's own domains as a source"
+        "of the n answers, the share that cite one of the brand's own domains as a source "
+        "(n/a for a brand with no domains configured: nothing it owns could be cited)"
     ),
 }
 

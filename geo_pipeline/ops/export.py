@@ -273,7 +273,13 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
             )
         },
         "avg_rank": number("avg_rank", 2),
-        "citation_rate": "" if citation is None else f"{percent(citation)} %",
+        "citation_rate": (
+            "n/a (no domains configured)"
+            if row.get("domains_configured") is False
+            else ""
+            if citation is None
+            else f"{percent(citation)} %"
+        ),
     }
 
 

@@ -416,8 +416,12 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         for r in rows
     ]
     rates, source = mention_rates(conn, run_id)
+    config = runstore.run_config(conn, run_id)
+    # a brand with no domains configured has no citation rate (never "0 %": nothing to cite)
+    with_domains = {b.name for b in (config.brand, *config.competitors) if b.domains}
     for r in rates:  # scraped and API rates are never pooled: each names its access
         r["access"] = channels.get(str(r["channel"]), {}).get("access", ACCESS_UNKNOWN)
+        r["domains_configured"] = r["brand"] in with_domains
     trends, fdr_q = brand_trends(conn, run_id)
     # The status with its reason, and the invalid answers by reason: one text for every view.
     status["text"] = status_text(status, channels)

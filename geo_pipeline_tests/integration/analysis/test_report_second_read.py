@@ -430,3 +430,38 @@ def test_the_fifth_read_settlement_says_credit_tasks_have_no_statement(db, db_ur
         "reconciled against 1 fee statement; 4 tasks of a credit-billed service priced from each "
         "task's reported credits x the credit price, not from a statement; nothing to release"
     ), said
+
+
+def test_the_fifth_read_names_what_each_rate_counts(db, db_url, monkeypatch):
+    """A brand with no domains configured read "citation rate 0 %" (nothing could be cited); the
+    fan-out's "mentioned when searched" did not say whose mention; "agree on rank" counted only
+    the pairs where both answers mention the brand under a caption "n = pairs"."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    samples = make_run(db, "r-fifth", questions=QUESTIONS[:1],
+                       channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    store_answer(db, samples[0]["sample_id"], "推荐瑞幸和星巴克，Manner也不错。")
+    analysed = CliRunner().invoke(root, ["runs", "analyse", "r-fifth"])
+    assert analysed.exit_code == 0, analysed.output
+    rows = {
+        r["brand"]: export.mention_row(r) for r in report.build_report(db, "r-fifth").mention_rates
+    }
+    wrong = []
+    if rows["Manner Coffee"]["citation_rate"] != "n/a (no domains configured)":
+        wrong.append(f"Manner Coffee citation rate {rows['Manner Coffee']['citation_rate']!r}")
+    if not rows["星巴克"]["citation_rate"].endswith(" %"):
+        wrong.append(f"星巴克 citation rate {rows['星巴克']['citation_rate']!r}")
+    from geo_pipeline.analysis import ui_api
+
+    note = ui_api.SECTION_NOTES["ui_api_agreement"]
+    if "only the pairs where both answers mention the brand" not in note:
+        wrong.append(f"agreement note {note!r}")
+    fan = {"channel": "c", "access": "api", "questions": 1, "share_searched": 1.0,
+           "share_searched_lower": 0.2, "share_searched_upper": 1.0, "answers": 1,
+           "share_searched_interval": "wilson", "queries": 1, "distinct_queries": 1,
+           "queries_per_answer": 1, "mentions_searched": 1, "answers_searched": 1,
+           "mentions_not_searched": 0, "answers_not_searched": 0}  # fmt: skip
+    shown = ui_api.display_rows({"fan_out_channels": [fan], "fan_out": [], "citation_gap": [],
+                                 "ui_api_agreement": []})["fan_out_channels"][0]  # fmt: skip
+    if "target brand mentioned when searched" not in shown:
+        wrong.append(f"fan-out headers {list(shown)}")
+    assert not wrong, "\n".join(wrong)
