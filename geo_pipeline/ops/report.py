@@ -308,6 +308,20 @@ def label_sizes(media: dict[str, Any]) -> None:
         )
 
 
+def explain_thumbnail_size(thumb: dict[str, Any], shot: dict[str, Any] | None) -> None:
+    """A thumbnail larger in bytes than its screenshot read as a contradiction: it happens when
+    the screenshot is already thumbnail-sized (the simulator draws 320 x 240 flat-colour PNGs):
+    the thumbnail is then the same pixels re-encoded as JPEG (every thumbnail is a JPEG, R21),
+    which compresses flat drawings worse than PNG. Said where it happens."""
+    if shot is None or int(thumb.get("size_bytes") or 0) < int(shot.get("size_bytes") or 0):
+        return
+    thumb["size_note"] += (
+        f"; larger than its screenshot ({int(shot.get('size_bytes') or 0):,} bytes): the "
+        "screenshot is already thumbnail-sized, so the thumbnail is the same pixels as a JPEG, "
+        f"which compresses a flat drawing worse than the screenshot's {shot.get('mime_type')}"
+    )
+
+
 def download_command(media: dict[str, Any], tenant_id: str) -> str:
     """The exact command that downloads this stored item after authorisation: with its
     ``--kind`` (``evidence get`` defaults to the answer text, so without it the command printed
@@ -398,6 +412,9 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         label_sizes(m)
         m["download_command"] = download_command(m, str(run["tenant_id"]))
         media[(m["sample_id"], m["kind"])] = m
+    for (sid, kind), m in media.items():
+        if kind == "thumbnail":
+            explain_thumbnail_size(m, media.get((sid, "screenshot")))
     rows = fetch_all(conn, "ops.report_samples", params)
     fill_displays(rows)  # derived displays rendered here; no raw text stays in a row (R19)
     said = {m["sample_id"]: m for m in fetch_all(conn, "ops.report_sample_mentions", params)}

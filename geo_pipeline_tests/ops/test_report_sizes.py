@@ -20,3 +20,27 @@ def test_a_warc_stored_screenshot_says_what_each_size_is() -> None:
     whole = {"storage_key": "t/runs/r/s.png", "size_bytes": 3786}
     report.label_sizes(whole)
     assert whole["size_note"] == "image 3,786 bytes" and whole["warc_record"] is None
+
+
+def test_a_thumbnail_larger_than_its_screenshot_says_why() -> None:
+    """The demo showed a thumbnail of 7,434 bytes beside its screenshot of 3,876 (issue #34, a
+    fifth read): the simulator's screenshots are already thumbnail-sized PNGs, re-encoded as
+    JPEG. The note says so where it happens, and only there."""
+    from geo_pipeline.evidence.thumbnails import make_thumbnail
+    from geo_pipeline.simulator.screenshots import render_png
+
+    png = render_png("t-1", "kimi", "哪个咖啡品牌最好？")
+    thumb_bytes = make_thumbnail(png)
+    assert len(thumb_bytes) > len(png)  # the cause, measured on the simulator's own image
+    shot = {"storage_key": "k#0-10", "size_bytes": len(png), "mime_type": "image/png"}
+    thumb = {"storage_key": "k#10-20", "size_bytes": len(thumb_bytes), "mime_type": "image/jpeg"}
+    for m in (shot, thumb):
+        report.label_sizes(m)
+    report.explain_thumbnail_size(thumb, shot)
+    assert f"larger than its screenshot ({len(png):,} bytes)" in thumb["size_note"], thumb
+    assert "the same pixels as a JPEG" in thumb["size_note"] and "image/png" in thumb["size_note"]
+    small = {"storage_key": "k#20-5", "size_bytes": 5}
+    report.label_sizes(small)
+    before = small["size_note"]
+    report.explain_thumbnail_size(small, shot)
+    assert small["size_note"] == before, small
