@@ -101,8 +101,33 @@ class SampleReport:
         # (analysis_state keeps the stored 'failed' for machines)
         return "invalid" if state == "failed" else str(state)
 
+    @property
+    def attempts_text(self) -> str:
+        """ "attempts N", and for a retried sample which attempt was billed and why another was
+        not: "attempts 2" beside a charging fee rule and one charge per sample read as a
+        contradiction (issue #34)."""
+        text = f"attempts {self.row['attempt_no']}"
+        tried = list(self.row.get("attempt_billing") or [])
+        if len(tried) < 2:
+            return text
+        parts = []
+        for a in tried:
+            n, charged = a["attempt_no"], a.get("charged_minor")
+            why = a["outcome"] + (f", {a['error_class']}" if a.get("error_class") else "")
+            if charged:
+                parts.append(f"attempt {n} billed")
+            elif charged is None:
+                parts.append(
+                    f"attempt {n} not billed (it ended {why} before the platform ran a task: "
+                    "only a task the platform ran is charged)"
+                )
+            else:
+                parts.append(f"attempt {n} free ({why}: the platform's fee rule bills nothing)")
+        return f"{text}: " + "; ".join(parts)
+
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.row.items()}
+        out["attempts_text"] = self.attempts_text
         out["evidence_status"] = self.evidence_status
         out["evidence_missing_reason"] = self.evidence_missing_reason
         out["analysis_label"] = self.analysis_label

@@ -10,7 +10,16 @@ SELECT s.sample_id, s.question_index, s.question_revision, q.text AS question, s
        s.attempt_no, s.upstream_id, s.completed_at,
        a.revision AS answer_revision, a.sanitized_html, a.validity, a.validity_reason,
        a.warnings, a.captured_at, a.display_source,
-       a.web_search_used, a.search_queries
+       a.web_search_used, a.search_queries,
+       -- each attempt with what we charged for it (NULL: no charge entry), so a retried
+       -- sample says which attempt was billed and why the other was not (issue #34)
+       (SELECT coalesce(json_agg(json_build_object(
+                  'attempt_no', t.attempt_no, 'outcome', t.outcome, 'error_class', t.error_class,
+                  'charged_minor', (SELECT sum(l.amount_minor) FROM geo.ledger_entries l
+                                    WHERE l.sample_id = t.sample_id
+                                      AND l.attempt_no = t.attempt_no AND l.kind = 'charge'))
+                ORDER BY t.attempt_no), '[]'::json)
+          FROM geo.attempts t WHERE t.sample_id = s.sample_id) AS attempt_billing
 FROM geo.samples s
 JOIN geo.question_revisions q USING (question_revision)
 LEFT JOIN LATERAL (

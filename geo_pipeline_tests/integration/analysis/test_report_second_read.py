@@ -465,3 +465,36 @@ def test_the_fifth_read_names_what_each_rate_counts(db, db_url, monkeypatch):
     if "target brand mentioned when searched" not in shown:
         wrong.append(f"fan-out headers {list(shown)}")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_fifth_read_a_retried_sample_says_which_attempt_was_billed(db, db_url, monkeypatch):
+    """A doubao sample read "attempts 2" beside ``retry_fee_rule: charged``, yet the run had one
+    charge per sample: the report now says which attempt was billed and why the other was not."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    samples = make_run(db, "r-retry", questions=QUESTIONS[:1],
+                       channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    sid = samples[0]["sample_id"]
+    store_answer(db, sid, "推荐瑞幸。")
+    db.execute("UPDATE geo.samples SET attempt_no = 2 WHERE sample_id = %s", (sid,))
+    db.execute(
+        "INSERT INTO geo.attempts (sample_id, attempt_no, fencing_token, worker_id, outcome,"
+        " error_class, tenant_id) VALUES (%s, 1, 1, 'w', 'failed', 'transport', 'acme'),"
+        " (%s, 2, 2, 'w', 'completed', NULL, 'acme')",
+        (sid, sid),
+    )
+    db.execute(
+        "INSERT INTO geo.ledger_entries (tenant_id, currency, run_id, sample_id, attempt_no,"
+        " kind, amount_minor, idempotency_key) VALUES"
+        " ('acme', 'CNY', 'r-retry', NULL, NULL, 'reserve', 10, 'r-r-retry'),"
+        " ('acme', 'CNY', 'r-retry', %s, 2, 'charge', 10, 'c-r-retry')",
+        (sid,),
+    )
+    db.commit()
+    rep = report.build_report(db, "r-retry")
+    said = (
+        "attempts 2: attempt 1 not billed (it ended failed, transport before the platform ran a "
+        "task: only a task the platform ran is charged); attempt 2 billed"
+    )
+    page = _text(export.to_html(rep))
+    row = next(s for s in json.loads(export.to_json(rep))["samples"] if s["sample_id"] == sid)
+    assert said in page and row["attempts_text"] == said, (row.get("attempts_text"), said)
