@@ -33,6 +33,7 @@ from geo_pipeline.billing import reconcile
 from geo_pipeline.domain.billing import is_explained
 from geo_pipeline.domain.words import (
     ACCESS_UNKNOWN,
+    QUOTE_NOTE,
     channel_label,
     current_warnings,
     difference_text,
@@ -269,6 +270,7 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         "refunded": by_kind.get("refund", 0),
     }
     return {
+        "quote_note": QUOTE_NOTE,
         # for people: major units with the currency; the *_minor keys are for machines
         "display": {k: money_text(v, currency) for k, v in amounts.items()}
         | {

@@ -498,3 +498,16 @@ def test_the_fifth_read_a_retried_sample_says_which_attempt_was_billed(db, db_ur
     page = _text(export.to_html(rep))
     row = next(s for s in json.loads(export.to_json(rep))["samples"] if s["sample_id"] == sid)
     assert said in page and row["attempts_text"] == said, (row.get("attempts_text"), said)
+
+
+def test_the_fifth_read_says_what_the_quoted_maximum_covers(db, db_url, monkeypatch, capsys,
+                                                           tmp_path):  # fmt: skip
+    """Quoted max 8.70 beside charged 6.98 with no word on what the maximum covers."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    make_run(db, "r-quote", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    exported, page, terminal, _ = _money_views(db, "r-quote", capsys, tmp_path)
+    said = "plus a paid retry allowance (up to max_attempts - 1 retries per sample)"
+    wrong = [name for name, text in (("terminal", terminal), ("html", page),
+             ("json", exported["money"].get("quote_note") or "")) if said not in text]  # fmt: skip
+    assert not wrong, wrong
