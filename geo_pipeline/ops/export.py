@@ -166,8 +166,9 @@ def when(value: Any) -> str:
 
 
 # A cell that reads as a number: a count, a share, an amount with its currency, a rate with its
-# interval ("80 % (58–92 %, n = 20)"), with the minus of human text or a plus.
-_NUMERIC = re.compile(r"^[\u2212+-]?[0-9][0-9.,]*( ?%| [A-Z]{3})?( [(/].*)?$")
+# interval ("80 % (58–92 %, n = 20)"), x of n ("3/4 (75 %)"), with the minus of human text or a
+# plus.
+_NUMERIC = re.compile(r"^[\u2212+-]?[0-9][0-9.,]*(/[0-9][0-9,]*)?( ?%| [A-Z]{3})?( [(/].*)?$")
 
 
 def numeric_cell(value: Any) -> bool:

@@ -44,3 +44,14 @@ def test_a_thumbnail_larger_than_its_screenshot_says_why() -> None:
     before = small["size_note"]
     report.explain_thumbnail_size(small, shot)
     assert small["size_note"] == before, small
+
+
+def test_counts_of_a_total_are_right_aligned_like_every_number() -> None:
+    """The "cited with a competitor" and "target brand mentioned when searched" cells ("3/4 (75 %)")
+    sat left-aligned beside right-aligned numbers (issue #34, a fifth read)."""
+    from geo_pipeline.analysis.ui_api import rate_of
+    from geo_pipeline.ops.export import numeric_cell
+
+    cells = [rate_of(3, 4), "12/20 (60 %)", "80 % (58–92 %, n = 20)", "0.02 CNY", "−0.20 CNY"]
+    assert [c for c in cells if not numeric_cell(c)] == []
+    assert not any(numeric_cell(c) for c in ("kimi__web", "n/a (n = 0)", "Q1", "2026-12-06"))
