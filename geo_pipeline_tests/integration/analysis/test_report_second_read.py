@@ -430,6 +430,19 @@ def test_the_fifth_read_settlement_says_credit_tasks_have_no_statement(db, db_ur
         "reconciled against 1 fee statement; 4 tasks of a credit-billed service priced from each "
         "task's reported credits x the credit price, not from a statement; nothing to release"
     ), said
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail) VALUES"
+        " ('r-settle', 'b-1', 'kimi', 'no_vendor_bill', 20, 0, 'CNY', 'completed', '{}')"
+    )
+    db.execute(
+        "DELETE FROM geo.reconciliation_lines WHERE run_id = 'r-settle' AND upstream_id LIKE 'u-%'"
+    )
+    said = demo.settled_text(db, "r-settle", 0, 5)
+    assert said == (
+        "1 task no platform bills (a consumer app in our browser), at our own estimated price; "
+        "unused reservation released"
+    ), said
 
 
 def test_the_fifth_read_names_what_each_rate_counts(db, db_url, monkeypatch):
