@@ -84,8 +84,10 @@ def display_rows(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[s
                 "queries": str(r["queries"]),
                 "distinct queries": str(r["distinct_queries"]),
                 "queries per answer": f"{float(r['queries_per_answer']):.2f}",
-                "mentioned when searched": rate_of(r["mentions_searched"], r["answers_searched"]),
-                "mentioned when not": rate_of(
+                "target brand mentioned when searched": rate_of(
+                    r["mentions_searched"], r["answers_searched"]
+                ),
+                "target brand mentioned when not searched": rate_of(
                     r["mentions_not_searched"], r["answers_not_searched"]
                 ),
             }
@@ -124,7 +126,7 @@ def display_rows(data: dict[str, list[dict[str, Any]]]) -> dict[str, list[dict[s
                     r["agreement"], r["agreement_lower"], r["agreement_upper"], r["pairs"]
                 ),
                 "interval": str(r["agreement_interval"]),
-                "agree on rank": share_text(
+                "agree on rank (pairs both mentioning it)": share_text(
                     r["rank_agreement"],
                     r["rank_agreement_lower"],
                     r["rank_agreement_upper"],
@@ -158,7 +160,9 @@ SECTION_NOTES = {
         "interval (question-clustered where several questions are pooled, Wilson from one "
         "question: each row names its method); queries: the search queries the engine reported "
         "(distinct after trimming and case folding, per question); an API that hides its "
-        "queries shows searched answers with 0 queries"
+        "queries shows searched answers with 0 queries; target brand mentioned when searched / "
+        "not searched: the monitored brand's mentions among the answers that did / did not "
+        "search"
     ),
     "fan_out": "per question: answers (n), answers that searched, queries, distinct queries",
     "citation_gap": (
@@ -169,6 +173,7 @@ SECTION_NOTES = {
         "the same engine asked through the consumer product (scraped or browser) and its API "
         "in this run: of every pair of answers to one question (one each way), the share "
         "agreeing on whether the brand is mentioned, and, where both mention it, on its rank; "
-        "n = pairs, 95 % interval clustered by question"
+        "n = pairs for mentioned; for rank, n = only the pairs where both answers mention the "
+        "brand; 95 % interval clustered by question"
     ),
 }

@@ -360,7 +360,7 @@ def reconcile_cmd(run_id: str, statements_from_simulator: bool, as_json: bool) -
                 "theirs_exact_minor",
                 "difference_minor",
             ],
-            title=f"differences of run {run_id} (minor units {summary.currency})",
+            title=f"differences of run {run_id}, per line (minor units {summary.currency})",
         )
     s = summary.as_dict()
     emit_table(

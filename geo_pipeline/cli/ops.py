@@ -512,6 +512,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
         ],
         title=f"money ({m['currency']})",
     )
+    c.print(m["quote_note"], markup=False)
     for line in m["reconciliation_words"]:
         c.print(f"reconciliation: {line}", markup=False)
     if m["reconciliation"]:

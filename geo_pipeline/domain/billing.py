@@ -483,7 +483,8 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         diffs[extra] = Decimal(0)
     ours_fc = dict.fromkeys(FEE_CLASSES, 0)
     theirs_fc: dict[str, Decimal] = dict.fromkeys(FEE_CLASSES, Decimal(0))
-    n = ours_total = pending = absolute = unexplained_lines = no_vendor_bill = 0
+    n = ours_total = pending = unexplained_lines = no_vendor_bill = 0
+    absolute = Decimal(0)
     theirs_total = Decimal(0)
     by_class: dict[str, Decimal] = {}
     for line in lines:
@@ -502,7 +503,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         if line.classification == NO_VENDOR_BILL:
             no_vendor_bill += line.ours_minor
         if not is_explained(line.classification):
-            absolute += abs(line.difference_minor)
+            absolute += abs(diff)  # exact per line; the sum rounded once below
             unexplained_lines += 1
         # in_day_total: no money of its own, the day's line compares it
         by_class[line.classification] = by_class.get(line.classification, Decimal(0)) + diff
@@ -526,7 +527,7 @@ def summarise(run_id: str, currency: str, lines: Iterable[ReconLine]) -> Reconci
         price_change_difference_minor=round_minor(by_class.get(PRICE_CHANGE, Decimal(0))),
         usage_cost_difference_minor=round_minor(by_class.get(USAGE_COST, Decimal(0))),
         apportioned_difference_minor=round_minor(by_class.get(APPORTIONED, Decimal(0))),
-        unexplained_absolute_minor=absolute,
+        unexplained_absolute_minor=round_minor(absolute),
         unexplained_lines=unexplained_lines,
         credit_cost_difference_minor=round_minor(by_class.get(CREDIT_COST, Decimal(0))),
         no_vendor_bill_ours_minor=no_vendor_bill,

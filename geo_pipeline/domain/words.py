@@ -354,7 +354,8 @@ DEFINITIONS: dict[str, str] = {
         "brands the answer names, ordered by first mention (1 = named first)"
     ),
     "citation rate": (
-        "of the n answers, the share that cite one of the brand's own domains as a source"
+        "of the n answers, the share that cite one of the brand's own domains as a source "
+        "(n/a for a brand with no domains configured: nothing it owns could be cited)"
     ),
 }
 
@@ -596,3 +597,13 @@ def trend_note(run: Mapping[str, Any], trend_days: int) -> str | None:
         f"trend: none yet: the analyst tables have no day of monitor {monitor} so far (the "
         "run's analysis has not been refreshed into them)"
     )
+
+
+# What the quoted maximum covers (domain.plan.quote), said where it is shown: a quote of 8.70
+# beside 6.98 charged read as a mistake (issue #34, a fifth read).
+QUOTE_NOTE = (
+    "quoted maximum: every sample at its mode's base price, plus the surcharges it may use "
+    "(screenshot, web search, deep thinking), plus a paid retry allowance (up to max_attempts "
+    "- 1 retries per sample) on platforms whose fee rule charges retries; charged is what the "
+    "attempts actually cost, and the rest of the reservation is released when the run closes"
+)

@@ -532,15 +532,42 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
 
             done["gauges"] = business.refresh(conn)
             conn.commit()
-            from geo_pipeline.domain.words import counted
-
-            statements = counted(len(settled.imported), "fee statement")
-            say(f"reconciled against {statements}; reservation released")
+            say(settled_text(conn, run_id, len(settled.imported),
+                             settled.closed.released.amount_minor))  # fmt: skip
         except Exception as exc:
             conn.rollback()
             done["billing_error"] = str(exc)
             say(f"billing follow-up not completed: {exc}")
     return done
+
+
+def settled_text(conn: Any, run_id: str, statements: int, released_minor: int) -> str:
+    """What the settlement compared, in words: a service billed in credits (cloro) is priced
+    from each task's reported credits, not from a statement, so "1 fee statement" alone read as
+    if every line had one; and a release of nothing is said as such."""
+    from geo_pipeline.billing.reconcile import reconciliation_lines
+    from geo_pipeline.connectors.protocols import CREDITS
+    from geo_pipeline.domain.billing import NO_VENDOR_BILL
+    from geo_pipeline.domain.words import counted
+
+    lines = reconciliation_lines(conn, run_id)
+    credits = sum(1 for r in lines if (r.get("detail") or {}).get("statement_source") == CREDITS)
+    unbilled = sum(1 for r in lines if r["classification"] == NO_VENDOR_BILL)
+    parts = [f"reconciled against {counted(statements, 'fee statement')}"] if statements else []
+    if unbilled:
+        parts.append(
+            f"{counted(unbilled, 'task')} no platform bills (a consumer app in our browser), "
+            "at our own estimated price"
+        )
+    if credits:
+        parts.append(
+            f"{counted(credits, 'task')} of a credit-billed service priced from each task's "
+            "reported credits x the credit price, not from a statement"
+        )
+    text = "; ".join(parts or ["nothing to reconcile"])
+    if released_minor:
+        return f"{text}; unused reservation released"
+    return f"{text}; nothing to release"
 
 
 def write_reports(stack: Stack, run_id: str) -> tuple[Any, dict[str, Path]]:

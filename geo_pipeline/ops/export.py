@@ -166,8 +166,9 @@ def when(value: Any) -> str:
 
 
 # A cell that reads as a number: a count, a share, an amount with its currency, a rate with its
-# interval ("80 % (58–92 %, n = 20)"), with the minus of human text or a plus.
-_NUMERIC = re.compile(r"^[\u2212+-]?[0-9][0-9.,]*( ?%| [A-Z]{3})?( [(/].*)?$")
+# interval ("80 % (58–92 %, n = 20)"), x of n ("3/4 (75 %)"), with the minus of human text or a
+# plus.
+_NUMERIC = re.compile(r"^[\u2212+-]?[0-9][0-9.,]*(/[0-9][0-9,]*)?( ?%| [A-Z]{3})?( [(/].*)?$")
 
 
 def numeric_cell(value: Any) -> bool:
@@ -273,7 +274,13 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
             )
         },
         "avg_rank": number("avg_rank", 2),
-        "citation_rate": "" if citation is None else f"{percent(citation)} %",
+        "citation_rate": (
+            "n/a (no domains configured)"
+            if row.get("domains_configured") is False
+            else ""
+            if citation is None
+            else f"{percent(citation)} %"
+        ),
     }
 
 

@@ -33,6 +33,7 @@ from geo_pipeline.billing import reconcile
 from geo_pipeline.domain.billing import is_explained
 from geo_pipeline.domain.words import (
     ACCESS_UNKNOWN,
+    QUOTE_NOTE,
     channel_label,
     current_warnings,
     difference_text,
@@ -101,8 +102,33 @@ class SampleReport:
         # (analysis_state keeps the stored 'failed' for machines)
         return "invalid" if state == "failed" else str(state)
 
+    @property
+    def attempts_text(self) -> str:
+        """ "attempts N", and for a retried sample which attempt was billed and why another was
+        not: "attempts 2" beside a charging fee rule and one charge per sample read as a
+        contradiction (issue #34)."""
+        text = f"attempts {self.row['attempt_no']}"
+        tried = list(self.row.get("attempt_billing") or [])
+        if len(tried) < 2:
+            return text
+        parts = []
+        for a in tried:
+            n, charged = a["attempt_no"], a.get("charged_minor")
+            why = a["outcome"] + (f", {a['error_class']}" if a.get("error_class") else "")
+            if charged:
+                parts.append(f"attempt {n} billed")
+            elif charged is None:
+                parts.append(
+                    f"attempt {n} not billed (it ended {why} before the platform ran a task: "
+                    "only a task the platform ran is charged)"
+                )
+            else:
+                parts.append(f"attempt {n} free ({why}: the platform's fee rule bills nothing)")
+        return f"{text}: " + "; ".join(parts)
+
     def as_dict(self) -> dict[str, Any]:
         out = {k: v for k, v in self.row.items()}
+        out["attempts_text"] = self.attempts_text
         out["evidence_status"] = self.evidence_status
         out["evidence_missing_reason"] = self.evidence_missing_reason
         out["analysis_label"] = self.analysis_label
@@ -244,6 +270,7 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
         "refunded": by_kind.get("refund", 0),
     }
     return {
+        "quote_note": QUOTE_NOTE,
         # for people: major units with the currency; the *_minor keys are for machines
         "display": {k: money_text(v, currency) for k, v in amounts.items()}
         | {
@@ -306,6 +333,30 @@ def label_sizes(media: dict[str, Any]) -> None:
             f"; stored as WARC record {length:,} bytes (gzip-compressed, with its WARC headers) "
             f"at offset {offset:,} of {key}"
         )
+
+
+def explain_thumbnail_size(thumb: dict[str, Any], shot: dict[str, Any] | None) -> None:
+    """A thumbnail larger in bytes than its screenshot read as a contradiction: it happens when
+    the screenshot is already thumbnail-sized (the simulator draws 320 x 240 flat-colour PNGs):
+    the thumbnail is then the same pixels re-encoded as JPEG (every thumbnail is a JPEG, R21),
+    which compresses flat drawings worse than PNG. Said where it happens."""
+    if shot is None or int(thumb.get("size_bytes") or 0) < int(shot.get("size_bytes") or 0):
+        return
+    thumb["size_note"] += (
+        f"; larger than its screenshot ({int(shot.get('size_bytes') or 0):,} bytes): the "
+        "screenshot is already thumbnail-sized, so the thumbnail is the same pixels as a JPEG, "
+        f"which compresses a flat drawing worse than the screenshot's {shot.get('mime_type')}"
+    )
+
+
+def download_command(media: dict[str, Any], tenant_id: str) -> str:
+    """The exact command that downloads this stored item after authorisation: with its
+    ``--kind`` (``evidence get`` defaults to the answer text, so without it the command printed
+    beside a thumbnail fetched the answer, not the image)."""
+    return (
+        f"geo-pipeline evidence get {media['sample_id']} --tenant {tenant_id} "
+        f"--kind {media['kind']}"
+    )
 
 
 def invalid_answers(samples: list[SampleReport]) -> dict[str, int]:
@@ -386,7 +437,11 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
     for m in fetch_all(conn, "ops.report_media", params):
         m["link"] = link_for(m) if link_for else None
         label_sizes(m)
+        m["download_command"] = download_command(m, str(run["tenant_id"]))
         media[(m["sample_id"], m["kind"])] = m
+    for (sid, kind), m in media.items():
+        if kind == "thumbnail":
+            explain_thumbnail_size(m, media.get((sid, "screenshot")))
     rows = fetch_all(conn, "ops.report_samples", params)
     fill_displays(rows)  # derived displays rendered here; no raw text stays in a row (R19)
     said = {m["sample_id"]: m for m in fetch_all(conn, "ops.report_sample_mentions", params)}
@@ -405,8 +460,12 @@ def build_report(conn: Conn, run_id: str, link_for: LinkFor | None = None) -> Ru
         for r in rows
     ]
     rates, source = mention_rates(conn, run_id)
+    config = runstore.run_config(conn, run_id)
+    # a brand with no domains configured has no citation rate (never "0 %": nothing to cite)
+    with_domains = {b.name for b in (config.brand, *config.competitors) if b.domains}
     for r in rates:  # scraped and API rates are never pooled: each names its access
         r["access"] = channels.get(str(r["channel"]), {}).get("access", ACCESS_UNKNOWN)
+        r["domains_configured"] = r["brand"] in with_domains
     trends, fdr_q = brand_trends(conn, run_id)
     # The status with its reason, and the invalid answers by reason: one text for every view.
     status["text"] = status_text(status, channels)

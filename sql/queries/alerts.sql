@@ -33,12 +33,15 @@ SELECT (SELECT count(*) FROM geo.dead_letters d
 -- Runs whose charges and fee statements disagree beyond what is explained. %(explained)s is
 -- THE predicate, geo_pipeline.domain.billing.EXPLAINED (summary, check and gauge use it too).
 -- absolute_minor (sum of |theirs - ours|) is what the R26 gauge sums: +x and -x never cancel.
-SELECT run_id, currency, sum(difference_minor)::bigint AS difference_minor,
-       sum(abs(difference_minor))::bigint AS absolute_minor, count(*) AS lines
-FROM geo.reconciliation_lines
+-- Exact per-line differences (detail.cost_exact_minor), summed and rounded once (round_minor).
+SELECT run_id, currency, round(sum(exact))::bigint AS difference_minor,
+       round(sum(abs(exact)))::bigint AS absolute_minor, count(*) AS lines
+FROM (SELECT run_id, currency, classification,
+             coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor) - ours_minor AS exact
+      FROM geo.reconciliation_lines) AS l
 WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY run_id, currency
-HAVING sum(abs(difference_minor)) <> 0
+HAVING round(sum(abs(exact))) <> 0
 ORDER BY run_id, currency
 LIMIT 50;
 

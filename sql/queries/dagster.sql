@@ -233,8 +233,11 @@ ORDER BY 1 LIMIT 1000;
 -- name: unexplained_lines
 -- Reconciliation lines whose difference nobody has explained. %(explained)s is THE predicate,
 -- geo_pipeline.domain.billing.EXPLAINED (the summary, the gauge and the alert use it too).
+-- difference_exact_minor: theirs exact (detail.cost_exact_minor where the vendor bills fractions
+-- of a minor unit) - ours, per line; the check sums these and rounds once (domain round_minor).
 SELECT upstream_id, sample_id, platform, classification, ours_minor, theirs_minor,
-       difference_minor, currency
+       difference_minor, currency,
+       (coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor) - ours_minor) AS difference_exact_minor
 FROM geo.reconciliation_lines
 WHERE run_id = %(run_id)s
   AND NOT (classification = ANY(%(explained)s::text[]))

@@ -10,7 +10,16 @@ SELECT s.sample_id, s.question_index, s.question_revision, q.text AS question, s
        s.attempt_no, s.upstream_id, s.completed_at,
        a.revision AS answer_revision, a.sanitized_html, a.validity, a.validity_reason,
        a.warnings, a.captured_at, a.display_source,
-       a.web_search_used, a.search_queries
+       a.web_search_used, a.search_queries,
+       -- each attempt with what we charged for it (NULL: no charge entry), so a retried
+       -- sample says which attempt was billed and why the other was not (issue #34)
+       (SELECT coalesce(json_agg(json_build_object(
+                  'attempt_no', t.attempt_no, 'outcome', t.outcome, 'error_class', t.error_class,
+                  'charged_minor', (SELECT sum(l.amount_minor) FROM geo.ledger_entries l
+                                    WHERE l.sample_id = t.sample_id
+                                      AND l.attempt_no = t.attempt_no AND l.kind = 'charge'))
+                ORDER BY t.attempt_no), '[]'::json)
+          FROM geo.attempts t WHERE t.sample_id = s.sample_id) AS attempt_billing
 FROM geo.samples s
 JOIN geo.question_revisions q USING (question_revision)
 LEFT JOIN LATERAL (
@@ -305,8 +314,12 @@ GROUP BY 1;
 -- R26: unexplained difference between our charges and the fee statements, per currency, over
 -- every run: the sum of |theirs - ours| over the lines %(explained)s (THE predicate,
 -- geo_pipeline.domain.billing.EXPLAINED) leaves unexplained. Absolute, so that a run billed
--- too much and one billed too little never cancel to 0 (issue #34).
-SELECT currency, coalesce(sum(abs(difference_minor)), 0)::bigint AS difference_minor
+-- too much and one billed too little never cancel to 0 (issue #34). Each line's difference is
+-- exact (theirs exact, detail.cost_exact_minor, - ours); the sum is rounded ONCE, half away from
+-- zero (round(numeric), as domain.billing.round_minor), like every total of the summary.
+SELECT currency,
+       round(coalesce(sum(abs(coalesce((detail->>'cost_exact_minor')::numeric, theirs_minor)
+                              - ours_minor)), 0))::bigint AS difference_minor
 FROM geo.reconciliation_lines
 WHERE NOT (classification = ANY(%(explained)s::text[]))
 GROUP BY currency;

@@ -51,13 +51,15 @@ LIMIT 200;
 -- A tenant's runs whose charges and fee statements disagree beyond what is explained;
 -- %(explained)s is THE predicate, geo_pipeline.domain.billing.EXPLAINED.
 SELECT r.tenant_id, r.monitor_id, l.run_id, l.currency,
-       sum(l.difference_minor)::bigint AS difference_minor, count(*) AS lines
+       round(sum(coalesce((l.detail->>'cost_exact_minor')::numeric, l.theirs_minor)
+                 - l.ours_minor))::bigint AS difference_minor, count(*) AS lines
 FROM geo.reconciliation_lines l
 JOIN geo.runs r ON r.run_id = l.run_id
 WHERE NOT (l.classification = ANY(%(explained)s::text[]))
   AND r.created_at > now() - make_interval(days => %(recent_days)s)
 GROUP BY r.tenant_id, r.monitor_id, l.run_id, l.currency
-HAVING sum(l.difference_minor) <> 0
+HAVING round(sum(coalesce((l.detail->>'cost_exact_minor')::numeric, l.theirs_minor)
+                 - l.ours_minor)) <> 0
 ORDER BY l.run_id, l.currency
 LIMIT 200;
 

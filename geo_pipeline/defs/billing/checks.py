@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 import dagster as dg
 
 from geo_pipeline.defs import names
 from geo_pipeline.defs.factory import EXAMPLES, WARN, check_result, query_rows
-from geo_pipeline.domain.billing import EXPLAINED
+from geo_pipeline.domain.billing import EXPLAINED, round_minor
 from geo_pipeline.store.db import Conn
 
 
@@ -19,7 +21,9 @@ def zero_unexplained(conn: Conn, run_id: str) -> dg.AssetCheckResult:
     leaf): the operations alert's ``reconciliation`` incident is what tells on-call (issue 36).
     """
     rows = query_rows(conn, "unexplained_lines", run_id=run_id, explained=list(EXPLAINED))
-    diff = sum(int(r["difference_minor"]) for r in rows)
+    # THE rounding (domain.billing.round_minor): the exact per-line differences summed, rounded
+    # once, as the summary, the JSON and the gauge do; never a sum of per-line roundings.
+    diff = round_minor(sum((Decimal(r["difference_exact_minor"]) for r in rows), Decimal(0)))
     return check_result(
         names.CHECK_ZERO_UNEXPLAINED,
         names.BILLING_RECONCILIATION,

@@ -338,3 +338,189 @@ def test_the_fourth_read_money_fields_agree_with_the_words(db, db_url, monkeypat
     check(total in terminal, "2: the terminal lacks the total")
     check(exported["money"]["reconciliation_explained_minor"] == -20, "2: JSON machine figure")
     assert not wrong, "\n".join(wrong)
+
+
+def test_the_fifth_read_download_commands_fetch_the_item_shown(db, db_url, monkeypatch, tmp_path):
+    """A fifth newcomer's read of `make demo` (issue #34): beside a WARC-stored thumbnail the HTML
+    printed ``geo-pipeline evidence get SAMPLE --tenant T``, whose default ``--kind answer_raw``
+    downloads the answer text, not the image. Each printed command names its kind."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    monkeypatch.delenv("GEO_EVIDENCE_URL", raising=False)
+    samples = make_run(db, "r-kinds", questions=QUESTIONS[:1],
+                       channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    sid = samples[0]["sample_id"]
+    store_answer(db, sid, "推荐瑞幸。")
+    tenant = db.execute("SELECT tenant_id FROM geo.runs WHERE run_id = 'r-kinds'").fetchone()
+    tenant_id = tenant["tenant_id"] if isinstance(tenant, dict) else tenant[0]
+    for kind, offset in (("screenshot", 0), ("thumbnail", 4000)):
+        db.execute(
+            "INSERT INTO geo.evidence_objects (sample_id, tenant_id, run_id, revision, kind,"
+            " storage_key, sha256, size_bytes, mime_type, captured_at) VALUES"
+            " (%s, %s, 'r-kinds', 1, %s, %s, repeat('a', 64), 3000, 'image/png', now())",
+            (sid, tenant_id, kind, f"{tenant_id}/warc/sha256-x/batch.warc.gz#{offset}-3500"),
+        )
+    db.commit()
+    rep = report.build_report(db, "r-kinds")
+    page = _text(export.to_html(rep))
+    exported = json.loads(export.to_json(rep))
+    wrong = []
+    for kind in ("thumbnail", "screenshot"):
+        command = f"geo-pipeline evidence get {sid} --tenant {tenant_id} --kind {kind}"
+        if command not in page:
+            wrong.append(f"the HTML does not print {command!r}")
+        got = next(s for s in exported["samples"] if s["sample_id"] == sid)[kind]
+        if got.get("download_command") != command:
+            wrong.append(f"JSON {kind} download_command {got.get('download_command')!r}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_fifth_read_one_rounding_rule_for_check_gauge_and_json(db, db_url, monkeypatch):
+    """A fifth newcomer's read (issue #34): the docs said the blocking check and the gauge add
+    per-line whole minor units while the JSON rounds the exact total once. One rule everywhere:
+    exact amounts summed, rounded once, half away from zero. Four cloro tasks the vendor billed
+    6 credits (0.48 fen each, stored per line as 0) where the price version quotes 5: unexplained
+    exact 4 x (0.48 - 1) = -2.08, so -2 (not -4, the sum of per-line roundings)."""
+    from geo_pipeline.defs.billing import checks
+    from geo_pipeline.store import business_gauges
+
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    make_run(db, "r-round", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail)"
+        " SELECT 'r-round', 'u-' || i, 'kimi', 'amount_mismatch', 1, 0, 'CNY', 'completed',"
+        '  \'{"cost_exact_minor": "0.480000"}\' FROM generate_series(1, 4) AS i'
+    )
+    db.commit()
+    summary = reconcile.stored_summary(db, "r-round")
+    exported = json.loads(export.to_json(report.build_report(db, "r-round")))
+    check = checks.zero_unexplained(db, "r-round")
+    figures = {
+        "summary": summary.unexplained_difference_minor,
+        "JSON": exported["money"]["reconciliation_unexplained_minor"],
+        "check": check.metadata["unexplained_difference_minor"].value,
+    }
+    assert figures == dict.fromkeys(figures, -2), figures
+    absolute = {
+        "summary": summary.unexplained_absolute_minor,
+        "gauge": business_gauges.refresh(db)["reconciliation"].get("CNY"),
+    }
+    assert absolute == dict.fromkeys(absolute, 2), absolute
+
+
+def test_the_fifth_read_settlement_says_credit_tasks_have_no_statement(db, db_url, monkeypatch):
+    """The demo said "reconciled against 1 fee statement; reservation released" for a run of
+    cloro and API lines, whose cloro lines no statement covers, and "released" for nothing."""
+    from geo_pipeline.ops import demo
+
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    make_run(db, "r-settle", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail)"
+        " SELECT 'r-settle', 'u-' || i, 'chatgpt_cloro', 'credit_cost', 1, 0, 'CNY', 'completed',"
+        '  \'{"cost_exact_minor": "0.4", "statement_source": "credits"}\''
+        " FROM generate_series(1, 4) AS i"
+    )
+    db.commit()
+    said = demo.settled_text(db, "r-settle", 1, 0)
+    assert said == (
+        "reconciled against 1 fee statement; 4 tasks of a credit-billed service priced from each "
+        "task's reported credits x the credit price, not from a statement; nothing to release"
+    ), said
+    db.execute(
+        "INSERT INTO geo.reconciliation_lines (run_id, upstream_id, platform, classification,"
+        " ours_minor, theirs_minor, currency, fee_class, detail) VALUES"
+        " ('r-settle', 'b-1', 'kimi', 'no_vendor_bill', 20, 0, 'CNY', 'completed', '{}')"
+    )
+    db.execute(
+        "DELETE FROM geo.reconciliation_lines WHERE run_id = 'r-settle' AND upstream_id LIKE 'u-%'"
+    )
+    said = demo.settled_text(db, "r-settle", 0, 5)
+    assert said == (
+        "1 task no platform bills (a consumer app in our browser), at our own estimated price; "
+        "unused reservation released"
+    ), said
+
+
+def test_the_fifth_read_names_what_each_rate_counts(db, db_url, monkeypatch):
+    """A brand with no domains configured read "citation rate 0 %" (nothing could be cited); the
+    fan-out's "mentioned when searched" did not say whose mention; "agree on rank" counted only
+    the pairs where both answers mention the brand under a caption "n = pairs"."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    samples = make_run(db, "r-fifth", questions=QUESTIONS[:1],
+                       channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    store_answer(db, samples[0]["sample_id"], "推荐瑞幸和星巴克，Manner也不错。")
+    analysed = CliRunner().invoke(root, ["runs", "analyse", "r-fifth"])
+    assert analysed.exit_code == 0, analysed.output
+    rows = {
+        r["brand"]: export.mention_row(r) for r in report.build_report(db, "r-fifth").mention_rates
+    }
+    wrong = []
+    if rows["Manner Coffee"]["citation_rate"] != "n/a (no domains configured)":
+        wrong.append(f"Manner Coffee citation rate {rows['Manner Coffee']['citation_rate']!r}")
+    if not rows["星巴克"]["citation_rate"].endswith(" %"):
+        wrong.append(f"星巴克 citation rate {rows['星巴克']['citation_rate']!r}")
+    from geo_pipeline.analysis import ui_api
+
+    note = ui_api.SECTION_NOTES["ui_api_agreement"]
+    if "only the pairs where both answers mention the brand" not in note:
+        wrong.append(f"agreement note {note!r}")
+    fan = {"channel": "c", "access": "api", "questions": 1, "share_searched": 1.0,
+           "share_searched_lower": 0.2, "share_searched_upper": 1.0, "answers": 1,
+           "share_searched_interval": "wilson", "queries": 1, "distinct_queries": 1,
+           "queries_per_answer": 1, "mentions_searched": 1, "answers_searched": 1,
+           "mentions_not_searched": 0, "answers_not_searched": 0}  # fmt: skip
+    shown = ui_api.display_rows({"fan_out_channels": [fan], "fan_out": [], "citation_gap": [],
+                                 "ui_api_agreement": []})["fan_out_channels"][0]  # fmt: skip
+    if "target brand mentioned when searched" not in shown:
+        wrong.append(f"fan-out headers {list(shown)}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_fifth_read_a_retried_sample_says_which_attempt_was_billed(db, db_url, monkeypatch):
+    """A doubao sample read "attempts 2" beside ``retry_fee_rule: charged``, yet the run had one
+    charge per sample: the report now says which attempt was billed and why the other was not."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    samples = make_run(db, "r-retry", questions=QUESTIONS[:1],
+                       channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    sid = samples[0]["sample_id"]
+    store_answer(db, sid, "推荐瑞幸。")
+    db.execute("UPDATE geo.samples SET attempt_no = 2 WHERE sample_id = %s", (sid,))
+    db.execute(
+        "INSERT INTO geo.attempts (sample_id, attempt_no, fencing_token, worker_id, outcome,"
+        " error_class, tenant_id) VALUES (%s, 1, 1, 'w', 'failed', 'transport', 'acme'),"
+        " (%s, 2, 2, 'w', 'completed', NULL, 'acme')",
+        (sid, sid),
+    )
+    db.execute(
+        "INSERT INTO geo.ledger_entries (tenant_id, currency, run_id, sample_id, attempt_no,"
+        " kind, amount_minor, idempotency_key) VALUES"
+        " ('acme', 'CNY', 'r-retry', NULL, NULL, 'reserve', 10, 'r-r-retry'),"
+        " ('acme', 'CNY', 'r-retry', %s, 2, 'charge', 10, 'c-r-retry')",
+        (sid,),
+    )
+    db.commit()
+    rep = report.build_report(db, "r-retry")
+    said = (
+        "attempts 2: attempt 1 not billed (it ended failed, transport before the platform ran a "
+        "task: only a task the platform ran is charged); attempt 2 billed"
+    )
+    page = _text(export.to_html(rep))
+    row = next(s for s in json.loads(export.to_json(rep))["samples"] if s["sample_id"] == sid)
+    assert said in page and row["attempts_text"] == said, (row.get("attempts_text"), said)
+
+
+def test_the_fifth_read_says_what_the_quoted_maximum_covers(db, db_url, monkeypatch, capsys,
+                                                           tmp_path):  # fmt: skip
+    """Quoted max 8.70 beside charged 6.98 with no word on what the maximum covers."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    make_run(db, "r-quote", questions=QUESTIONS[:1],
+             channels=[{"platform": "kimi", "device": "web"}], repeats=1)  # fmt: skip
+    exported, page, terminal, _ = _money_views(db, "r-quote", capsys, tmp_path)
+    said = "plus a paid retry allowance (up to max_attempts - 1 retries per sample)"
+    wrong = [name for name, text in (("terminal", terminal), ("html", page),
+             ("json", exported["money"].get("quote_note") or "")) if said not in text]  # fmt: skip
+    assert not wrong, wrong
