@@ -287,6 +287,14 @@ def load_provider_rules() -> ProviderRules:
     return _provider_rules_from(_settings.rules_source)
 
 
+def warm() -> None:
+    """Load what normalising a URL needs (the Public Suffix List, the rules in force) now: a
+    worker calls it at start, so its first completion batch does not pay for it."""
+    _psl()
+    _prefilter(load_provider_rules())
+    tracking_rules()
+
+
 def tracking_rules(tracking_params: Collection[str] | None = None) -> TrackingRules:
     """The rules in force: the argument, else the configured list (:func:`configure`)."""
     if tracking_params is None:
