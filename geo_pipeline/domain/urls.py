@@ -478,6 +478,7 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
         netloc = f"{userinfo}@{netloc}"
 
     path = _remove_dot_segments(_normalise_escapes(parts.path or "/", _PATH_SAFE))
+
     # The platform rules match the URL as a browser would show it: scheme and host lower-cased,
     # the query as received (ClearURLs patterns and exceptions look at both).
     def platform() -> tuple[re.Pattern[str], ...]:  # asked for by _filter_query when needed
