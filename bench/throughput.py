@@ -55,6 +55,7 @@ from typing import Any
 
 import psycopg
 from _machine import (  # bench/ is on sys.path when a bench runs
+    _proc_cpu,
     cpu_breakdown,
     cpu_model,
     cpu_snapshot,
@@ -142,6 +143,21 @@ def lease_update_rate(url: str, seconds: int = 5) -> float:
     os.unlink(script.name)
     m = re.search(r"tps = ([0-9.]+)", out)
     return float(m.group(1)) if m else float("nan")
+
+
+def db_backend_cpu(dbname: str) -> dict[int, float]:
+    """CPU seconds so far of each backend connected to ``dbname`` (pg_stat_activity), by pid.
+    A backend that ends between two readings loses what it used (the workers' pools hold
+    theirs for the whole run)."""
+    with psycopg.connect(ADMIN_URL, autocommit=True) as c:
+        rows = c.execute("SELECT pid FROM pg_stat_activity WHERE datname = %s", [dbname])
+        pids = [r[0] for r in rows.fetchall()]
+    out = {}
+    for pid in pids:
+        got = _proc_cpu(f"/proc/{pid}/stat")
+        if got:
+            out[pid] = got[1]
+    return out
 
 
 def make_run(url: str, samples: int, run_id: str) -> tuple[float, int]:
@@ -432,11 +448,13 @@ def run_mode(
         startup_s = time.perf_counter() - t_start
         startup_s += wait_started(groups["workers"] + groups["relay"])
         cpu_before = cpu_snapshot(groups)
+        db_before = db_backend_cpu(name)
         t0 = time.perf_counter()
         create_s, total = make_run(url, samples, f"bench-{mode}")
         peak_running = wait_until_done(url, ns, total, mode, t0)
         elapsed = time.perf_counter() - t0
         cpu_after = cpu_snapshot(groups)
+        db_after = db_backend_cpu(name)
         reports = []
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
@@ -503,7 +521,17 @@ def run_mode(
             "load_after": os.getloadavg()[0],
             # Where the whole machine's CPU went during the run, ms per sample: the workers are
             # one part of it; the database, the S3 server and the simulator share the same cores.
-            "cpu_ms_per_sample_by_process": cpu_breakdown(cpu_before, cpu_after, actual),
+            "cpu_ms_per_sample_by_process": {
+                **cpu_breakdown(cpu_before, cpu_after, actual),
+                # The backends serving this run's database only: on a box shared with other
+                # work, 'postgres' (every postgres process) counts their queries too.
+                "pg this db": round(
+                    1000
+                    * sum(v - db_before.get(p, 0.0) for p, v in db_after.items())
+                    / max(1, actual),
+                    2,
+                ),
+            },
         }
     finally:
         for p in procs:
@@ -557,6 +585,45 @@ def goal(row: dict[str, Any], evidence: str, off: dict[str, Any] | None = None) 
     ok = row["worker_cpu_cores"] < 0.5 and row["worker_peak_rss_mb"] < 500
     ok = ok and row["peak_running"] >= 0.99 * row["samples"]
     return "<0.5 core, <500 MB " + ("met" if ok else "MISSED")
+
+
+def same_repeat_off(rows: list[dict[str, Any]], row: dict[str, Any]) -> dict[str, Any] | None:
+    """The evidence-off row of the same mode and repeat as ``row`` (None: none ran, or failed)."""
+    for x in rows:
+        if (x.get("evidence_mode") == "off" and x["mode"] == row["mode"] and "error" not in x
+                and x.get("repeat") == row.get("repeat")):  # fmt: skip
+            return x
+    return None
+
+
+def ratios(rows: list[dict[str, Any]]) -> None:
+    """Issue 33's goal (S3 row >= 0.8 x the evidence-off row in the same run): each evidence
+    row's rate over the evidence-off row's of the same repeat, per repeat and min / median /
+    max. Repeats alternate the rows' order (main), so neither row always runs first."""
+    import statistics
+
+    per: dict[str, list[tuple[int, float]]] = {}
+    for r in rows:
+        if r["mode"] != "http" or r.get("evidence_mode") == "off" or "error" in r:
+            continue
+        off = same_repeat_off(rows, r)
+        if off is not None:
+            ratio = r["samples_per_s"] / off["samples_per_s"]
+            per.setdefault(r["evidence"], []).append((r.get("repeat", 0), ratio))
+    if not per:
+        return
+    print("\nS3 / off ratio in the same repeat (rate of the evidence row over the evidence-off "
+          "row's; goal for the S3 row >= 0.8)")  # fmt: skip
+    for ev, pairs in per.items():
+        vals = [v for _, v in pairs]
+        each = ", ".join(f"#{rep + 1} {v:.2f}" for rep, v in pairs)
+        text = f"  {ev:>15}  {each}  min / median / max {min(vals):.2f} / "
+        text += f"{statistics.median(vals):.2f} / {max(vals):.2f}"
+        if ev.startswith("s3"):
+            missed = sum(v < 0.8 for v in vals)
+            text += "  (>=0.8 " + (f"MISSED in {missed} of {len(vals)} repeats)" if missed
+                                   else "met in every repeat)")  # fmt: skip
+        print(text)
 
 
 def spread(rows: list[dict[str, Any]]) -> None:
@@ -652,10 +719,19 @@ def main() -> None:
     if args.no_evidence:
         runs = [(m, e) for m, e in runs if e == "off"]
     http_runs = [r for r in runs if r[0] == "http"]
-    runs = http_runs * max(1, args.repeat) + [r for r in runs if r[0] != "http"]
+    # Each repeat runs the http rows in turn; every other repeat in the reverse order, so no row
+    # always runs first on a cold box or last on a warm one (the rows of one repeat are compared
+    # with each other: "S3 / off ratio in the same repeat").
+    repeats = max(1, args.repeat)
+    ordered = [
+        (rep, run)
+        for rep in range(repeats)
+        for run in (http_runs if rep % 2 == 0 else http_runs[::-1])
+    ]
+    ordered += [(0, r) for r in runs if r[0] != "http"]
     defaults = {"http": 5000, "instant": 20000, "inflight": 5000}
     rows = []
-    for mode, evidence in runs:
+    for rep, (mode, evidence) in ordered:
         try:
             rows.append(
                 run_mode(
@@ -671,13 +747,11 @@ def main() -> None:
         except Exception as exc:  # report the mode that could not run, keep the others
             rows.append({"mode": mode, "error": f"{type(exc).__name__}: {exc}"})
         rows[-1]["evidence_mode"] = evidence
+        rows[-1]["repeat"] = rep
         print(json.dumps(rows[-1], default=str), flush=True)
-    # Goals after all rows: an evidence row is compared with the evidence-off row of its round.
-    for i, r in enumerate(rows):
-        off = None
-        if r["mode"] == "http" and r.get("evidence_mode") != "off":
-            later = [x for x in rows[i:] if x.get("evidence_mode") == "off" and x["mode"] == "http"]
-            off = later[0] if later else None
+    # Goals after all rows: an evidence row is compared with the evidence-off row of its repeat.
+    for r in rows:
+        off = same_repeat_off(rows, r) if r.get("evidence_mode") != "off" else None
         r["goal"] = goal(r, r.get("evidence_mode", "off"), off)
     print(f"\nexecution core throughput -- machine: {machine()}")
     cols = ["mode", "samples", "evidence", "elapsed_s", "samples_per_s", "lease_update_tps",
@@ -724,14 +798,13 @@ def main() -> None:
         print(f"{'mode':>8} {'evidence':>15} {'format':>7} {'answers':>8} {'objects':>8} "
               f"{'PUTs/answer':>11} {'machine ms':>10} {'vs off rate':>11}")  # fmt: skip
         for r in archived:
-            i = rows.index(r)
-            later = [x for x in rows[i:] if x.get("evidence_mode") == "off" and "error" not in x
-                     and x["mode"] == r["mode"]]  # fmt: skip
-            ratio = f"{r['samples_per_s'] / later[0]['samples_per_s']:.2f}" if later else "-"
+            off = same_repeat_off(rows, r)
+            ratio = f"{r['samples_per_s'] / off['samples_per_s']:.2f}" if off else "-"
             machine_ms = r.get("cpu_ms_per_sample_by_process", {}).get("machine", 0.0)
             print(f"{r['mode']:>8} {r['evidence']:>15} {r['evidence_format']:>7} "
                   f"{r['answers_recorded']:>8} {r['objects_put']:>8} "
                   f"{r['puts_per_answer']!s:>11} {machine_ms:>10.2f} {ratio:>11}")  # fmt: skip
+    ratios(rows)
     if args.repeat > 1:
         spread(rows)
 

@@ -47,7 +47,7 @@ from __future__ import annotations
 import ipaddress
 import json
 import re
-from collections.abc import Collection
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
@@ -180,6 +180,29 @@ class ProviderRules:
         return _stripper(self, url)
 
 
+class _RuleSet(tuple):  # type: ignore[type-arg]
+    """The rules of one combination of applying providers: a tuple made once per combination
+    (``_rules_of``) and hashed by identity, so ``_stripped``'s cache key does not hash forty
+    patterns for every query parameter."""
+
+    __slots__ = ()
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    def __eq__(self, other: object) -> bool:
+        return self is other
+
+    def __ne__(self, other: object) -> bool:
+        return self is not other
+
+
+@cache
+def _rules_of(rules: ProviderRules, names: tuple[str, ...]) -> _RuleSet:
+    by_name = {p.name: p for p in rules.providers}  # names are the document's keys: unique
+    return _RuleSet(r for n in names for r in by_name[n].rules)
+
+
 @lru_cache(maxsize=8192)  # engines cite the same pages again and again
 def _stripper(rules: ProviderRules, url: str) -> tuple[re.Pattern[str], ...]:
     universal, any_specific, specific = _prefilter(rules)
@@ -187,7 +210,7 @@ def _stripper(rules: ProviderRules, url: str) -> tuple[re.Pattern[str], ...]:
         candidates = universal + specific
     else:  # no platform's pattern matches: only the providers that apply everywhere can
         candidates = universal
-    return tuple(r for p in candidates if p.applies_to(url) for r in p.rules)
+    return _rules_of(rules, tuple(p.name for p in candidates if p.applies_to(url)))
 
 
 @cache
@@ -264,6 +287,14 @@ def load_provider_rules() -> ProviderRules:
     return _provider_rules_from(_settings.rules_source)
 
 
+def warm() -> None:
+    """Load what normalising a URL needs (the Public Suffix List, the rules in force) now: a
+    worker calls it at start, so its first completion batch does not pay for it."""
+    _psl()
+    _prefilter(load_provider_rules())
+    tracking_rules()
+
+
 def tracking_rules(tracking_params: Collection[str] | None = None) -> TrackingRules:
     """The rules in force: the argument, else the configured list (:func:`configure`)."""
     if tracking_params is None:
@@ -324,8 +355,11 @@ def _encode_host(host: str) -> str:
 def _filter_query(
     query: str,
     rules: TrackingRules,
-    platform: tuple[re.Pattern[str], ...] = (),
+    platform: tuple[re.Pattern[str], ...] | Callable[[], tuple[re.Pattern[str], ...]] = (),
 ) -> str:
+    """The query without tracking parameters and the ones a platform rule strips. ``platform``
+    may be a function giving those rules: called only when a parameter is neither a tracking
+    parameter nor a content parameter (most cited queries hold ``utm_*`` alone)."""
     kept: list[str] = []
     for piece in query.split("&"):
         if not piece:
@@ -333,6 +367,8 @@ def _filter_query(
         name = unquote(piece.split("=", 1)[0].replace("+", " "))
         if rules.is_tracking(name):
             continue
+        if callable(platform) and name.lower() not in CONTENT_PARAMS:
+            platform = platform()
         if platform and name.lower() not in CONTENT_PARAMS and _stripped(platform, name):
             continue
         kept.append(_normalise_escapes(piece, _QUERY_SAFE))
@@ -442,12 +478,13 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
         netloc = f"{userinfo}@{netloc}"
 
     path = _remove_dot_segments(_normalise_escapes(parts.path or "/", _PATH_SAFE))
+
     # The platform rules match the URL as a browser would show it: scheme and host lower-cased,
     # the query as received (ClearURLs patterns and exceptions look at both).
-    platform: tuple[re.Pattern[str], ...] = ()
-    if parts.query:
+    def platform() -> tuple[re.Pattern[str], ...]:  # asked for by _filter_query when needed
         seen = urlunsplit(SplitResult(scheme, netloc, path, parts.query, ""))
-        platform = load_provider_rules().stripper(seen)
+        return load_provider_rules().stripper(seen)
+
     query = _filter_query(parts.query, tracking_rules(tracking_params), platform)
     fragment = parts.fragment if parts.fragment.startswith(("!", "/")) else ""
     normalized = urlunsplit(SplitResult(scheme, netloc, path, query, fragment))

@@ -940,10 +940,11 @@ def _decide(
         archived.screenshot_policy, satisfied, archived.warnings
     )
     if new_revision:
-        sid = archived.ref.sample_id
+        sid, tenant = archived.ref.sample_id, sample["tenant_id"]
         answers.append(
             {
                 "sample_id": sid,
+                "tenant_id": tenant,  # the trigger then has no tenant to look up
                 "revision": revision,
                 "attempt_no": archived.attempt_no,
                 "upstream_id": archived.upstream_id,
@@ -962,7 +963,8 @@ def _decide(
             }
         )
         citations += [
-            {"sample_id": sid, "revision": revision, **c.__dict__} for c in archived.citations
+            {"sample_id": sid, "tenant_id": tenant, "revision": revision, **c.__dict__}
+            for c in archived.citations
         ]
     validity = archived.validity.label if new_revision else str(latest_validity)
     return EvidenceOutcome(state, reason, warnings, revision, validity, new_revision)

@@ -167,13 +167,22 @@ def _write(
     http: StatusAndHeaders | None = None,
     concurrent_to: str | None = None,
     refers_to: str | None = None,
+    payload_hex: str | None = None,
 ) -> WarcRecord:
-    payload_hex = hashlib.sha256(payload).hexdigest()
+    # ``payload_hex``: the payload's sha256 when the caller has it already (it names the record
+    # id): each payload is hashed once, and a block with an HTTP head once more as a whole.
+    if payload_hex is None:
+        payload_hex = hashlib.sha256(payload).hexdigest()
     head = b""
     if http is not None:
         http.compute_headers_buffer()
         head = http.headers_buff
-    block_hex = hashlib.sha256(head + payload).hexdigest() if head else payload_hex
+    if head:
+        block = hashlib.sha256(head)
+        block.update(payload)  # no copy of head + payload just to hash it
+        block_hex = block.hexdigest()
+    else:
+        block_hex = payload_hex
     headers = {
         "WARC-Record-ID": record_id,
         "WARC-Date": date,
@@ -254,7 +263,7 @@ def answer_records(
             _write(
                 kind="response_raw", record_type="response", uri=url, record_id=primary_id,
                 date=date, mime_type=raw_mime_type, payload=raw_body,
-                http=_response_headers(exchange, raw_body),
+                http=_response_headers(exchange, raw_body), payload_hex=raw_hex,
             )
         )  # fmt: skip
         body_hex = hashlib.sha256(exchange.request_body).hexdigest()
@@ -264,7 +273,7 @@ def answer_records(
                 record_id=_record_id(sample_id, attempt_no, "request", body_hex), date=date,
                 mime_type=_header(exchange.request_headers, "content-type") or "",
                 payload=exchange.request_body, http=_request_headers(exchange, url),
-                concurrent_to=primary_id,
+                concurrent_to=primary_id, payload_hex=body_hex,
             )
         )  # fmt: skip
     else:
@@ -273,7 +282,7 @@ def answer_records(
                 kind="response_raw", record_type="resource",
                 uri=f"urn:geo:upstream:{upstream_id or sample_id}", record_id=primary_id,
                 date=date, mime_type=raw_mime_type or "application/octet-stream",
-                payload=raw_body,
+                payload=raw_body, payload_hex=raw_hex,
             )
         )  # fmt: skip
     records += part_records(
@@ -315,6 +324,7 @@ def part_records(
                 date=date, mime_type=part.mime_type, payload=part.data,
                 concurrent_to=concurrent_to,
                 refers_to=refers_to if part.record_type != "resource" else None,
+                payload_hex=payload_hex,
             )
         )  # fmt: skip
         concurrent_to = concurrent_to or rid

@@ -19,6 +19,7 @@ import time
 from collections.abc import Mapping
 
 from geo_pipeline.connectors.base import Connector
+from geo_pipeline.domain import urls
 from geo_pipeline.domain.platforms import Capabilities
 from geo_pipeline.flows import complete
 from geo_pipeline.observability.logs import event
@@ -103,6 +104,8 @@ class Worker:
         await asyncio.to_thread(ctx.open)
         try:
             shots = ctx.archive is not None
+            if shots:  # answers will be recorded: their citations' URL rules, loaded now
+                await asyncio.to_thread(urls.warm)
             for lane in self.lanes.values():
                 await sc.ensure_group(ctx.redis, lane.key)
                 if lane.caps.screenshot and shots:

@@ -102,32 +102,36 @@ SELECT s.sample_id, s.tenant_id, s.run_id, s.screenshot_policy, s.evidence_state
  WHERE s.sample_id = ANY(%(sample_ids)s::text[]);
 
 -- name: insert_answers
--- New answer revisions of a batch, in one statement; never updated later (R21).
+-- New answer revisions of a batch, in one statement; never updated later (R21). The caller
+-- gives each row its sample's tenant (read under the batch's lock), so the per-row trigger
+-- a_tenant_of_sample has nothing to look up (issue 33: the evidence rows' cost).
 INSERT INTO geo.answers
-  (sample_id, revision, attempt_no, upstream_id, raw_text, sanitized_html, raw_sha256,
-   content_sha256, captured_at, provider_truncated, validity, validity_reason,
+  (sample_id, tenant_id, revision, attempt_no, upstream_id, raw_text, sanitized_html,
+   raw_sha256, content_sha256, captured_at, provider_truncated, validity, validity_reason,
    validity_rule_version, warnings, search_queries, web_search_used)
-SELECT k.sample_id, k.revision, k.attempt_no, k.upstream_id, k.raw_text, k.sanitized_html,
-       k.raw_sha256, k.content_sha256, k.captured_at, k.provider_truncated, k.validity,
-       k.validity_reason, k.validity_rule_version,
+SELECT k.sample_id, k.tenant_id, k.revision, k.attempt_no, k.upstream_id, k.raw_text,
+       k.sanitized_html, k.raw_sha256, k.content_sha256, k.captured_at, k.provider_truncated,
+       k.validity, k.validity_reason, k.validity_rule_version,
        ARRAY(SELECT jsonb_array_elements_text(k.warnings)),
        ARRAY(SELECT jsonb_array_elements_text(coalesce(k.search_queries, '[]'::jsonb))),
        k.web_search_used
   FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
-       sample_id text, revision integer, attempt_no integer, upstream_id text, raw_text text,
+       sample_id text, tenant_id text, revision integer, attempt_no integer, upstream_id text,
+       raw_text text,
        sanitized_html text, raw_sha256 text, content_sha256 text, captured_at timestamptz,
        provider_truncated boolean, validity text, validity_reason text,
        validity_rule_version text, warnings jsonb, search_queries jsonb,
        web_search_used boolean);
 
 -- name: insert_citations
+-- With each row's tenant, as insert_answers.
 INSERT INTO geo.citations
-  (sample_id, revision, ordinal, citation_key, relation, raw_url, normalized_url,
+  (sample_id, tenant_id, revision, ordinal, citation_key, relation, raw_url, normalized_url,
    registrable_domain, title, span_start, span_end, cited_text)
-SELECT k.sample_id, k.revision, k.ordinal, k.citation_key, k.relation, k.raw_url,
+SELECT k.sample_id, k.tenant_id, k.revision, k.ordinal, k.citation_key, k.relation, k.raw_url,
        k.normalized_url, k.registrable_domain, k.title, k.span_start, k.span_end, k.cited_text
   FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
-       sample_id text, revision integer, ordinal integer, citation_key text, relation text,
+       sample_id text, tenant_id text, revision integer, ordinal integer, citation_key text, relation text,
        raw_url text, normalized_url text, registrable_domain text, title text,
        span_start integer, span_end integer, cited_text text);
 

@@ -243,3 +243,21 @@ def test_the_prefilter_picks_the_providers_checking_each_would(url):
     urls._stripper.cache_clear()
     assert set(urls._stripper(rules, url)) == set(naive)
     assert urls._prefilter(rules)[1] is not None  # the bundled rules do use the alternation
+
+
+def test_platform_rules_are_looked_up_only_for_parameters_that_survive_tracking_rules():
+    """Issue 33 (the evidence path's cost): most cited queries hold tracking parameters alone;
+    they are removed without matching the URL against every platform provider, and URLs whose
+    applying providers are the same share one rule set (made once, hashed by identity), so a
+    parameter's cached verdict is not keyed by forty patterns. The results do not change."""
+    from geo_pipeline.domain import urls
+
+    rules = urls.load_provider_rules()
+    urls._stripper.cache_clear()
+    assert normalise_url("https://example.org/a?utm_source=x&gclid=1").normalized == (
+        "https://example.org/a"
+    )
+    assert urls._stripper.cache_info().misses == 0  # no platform lookup was needed
+    first = urls._stripper(rules, "https://example.org/a?id=1")
+    second = urls._stripper(rules, "https://example.org/b?page=2")
+    assert first is second and first  # one rule set (the global rules) for both
