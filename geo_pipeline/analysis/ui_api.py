@@ -164,7 +164,7 @@ SECTION_NOTES = {
         "not searched: the monitored brand's mentions among the answers that did / did not "
         "search"
     ),
-    "fan_out": "per question: answers (n), answers that searched, queries, distinct queries",
+    "fan_out": "answers (n), answers that searched, queries, distinct queries",
     "citation_gap": (
         "domains the channel cites in answers naming a competitor and never in an answer "
         "naming the brand; x/n = answers citing it with a competitor named / the channel's n"

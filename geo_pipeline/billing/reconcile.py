@@ -18,6 +18,7 @@ import dataclasses
 import hashlib
 import json
 from collections import defaultdict
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, date, datetime, time, timedelta
 from typing import TYPE_CHECKING, Any
@@ -197,22 +198,32 @@ def statement_sources(conn: Conn, run_id: str, registry: Registry | None = None)
     out: dict[str, str] = {}
     for platform in sorted(versions):
         entry = entries.get(platform)
-        if entry is None:
-            out[platform] = "not in the registry: statements as imported"
-            continue
-        source = statement_source(entry)
-        if source == USAGE_FIELDS:
-            out[platform] = (
-                "no cost API: reconciled against request-level usage x price version "
-                + ", ".join(versions[platform])
-            )
-        elif source == "simulator":
-            out[platform] = "the simulator's statement API (per task)"
-        elif source == OWN_ESTIMATE:
-            out[platform] = NO_VENDOR_BILL_SOURCE
-        else:
-            out[platform] = f"vendor cost API {source} (day totals)"
+        out[platform] = (
+            "not in the registry: statements as imported"
+            if entry is None
+            else source_words(entry, versions[platform])
+        )
     return out
+
+
+def source_words(entry: PlatformEntry, versions: Sequence[str]) -> str:
+    """Where one platform's vendor cost is reconciled from, in words (``statement_sources``)."""
+    source = statement_source(entry)
+    if source == USAGE_FIELDS:
+        return "no cost API: reconciled against request-level usage x price version " + ", ".join(
+            versions
+        )
+    if source == "simulator":
+        return "the simulator's statement API (per task)"
+    if source == OWN_ESTIMATE:
+        return NO_VENDOR_BILL_SOURCE
+    if source == CREDITS:
+        return (
+            "credits the vendor reports for each task x the credit price of price version "
+            + ", ".join(versions)
+            + " (per task, no statement)"
+        )
+    return f"vendor cost API {source} (day totals)"
 
 
 def reconcile_run(

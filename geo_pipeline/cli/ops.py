@@ -520,7 +520,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
             words.reconciliation_rows(m["reconciliation"], str(m["currency"]).strip()),
             words.RECONCILIATION_COLUMNS,
             title="reconciliation lines by classification (`geo-pipeline billing reconcile "
-            "RUN_ID` lists each line; the JSON report has the minor units)",
+            "RUN_ID` lists each line that differs; the JSON report has the minor units)",
         )
     c.print(f"reports: {paths['html']}  {paths['csv']}  {paths['json']}", markup=False)
 
