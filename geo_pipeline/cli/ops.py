@@ -67,6 +67,11 @@ def export_cmd(run_id: str, fmt: str, out: Path | None, as_json: bool) -> None:
         click.echo(f"wrote {fmt} report of run {run_id} ({len(report.samples)} samples) to {out}")
 
 
+# The label of the progress total: the main run's channels, not the runs beside it (sixth read:
+# "all channels 50/50" sat above bars totalling 60).
+MAIN_RUN_TOTAL = "main run, all channels"
+
+
 def _local_link_for() -> reportmod.LinkFor | None:
     """With a local evidence directory (the demo's default) the report can link files directly;
     with object storage it shows keys and the authorised download command instead (R20)."""
@@ -307,9 +312,10 @@ def _run_demo(opts: Any, ui: _Ui) -> dict[str, Any]:
             def on_progress(
                 st: dict[str, Any], channels: dict[str, dict[str, Any]], main: bool = True
             ) -> None:
-                # "all channels" is the main run's; a run beside it shows its own channels.
+                # The total is the main run's (named so: the bars below it include the runs
+                # beside it, each showing its own channels).
                 rows = sorted(channels.items())
-                for ch, c in [("all channels", st), *rows] if main else rows:
+                for ch, c in [(MAIN_RUN_TOTAL, st), *rows] if main else rows:
                     done = c["collection"].get("completed", 0) + c["collection"].get("failed", 0)
                     extra = f"failed {c['collection'].get('failed', 0)}"
                     if c["uncertain"]:

@@ -257,12 +257,12 @@ SELECT now() AS now;
 -- name: report_mention_rates
 -- Mention rates per channel and brand from the analyst table (run x channel x brand), with THE
 -- 95 percent interval (question-clustered where questions are pooled), its method, effective n
--- and the sample sizes behind every rate. Every report (terminal, HTML, JSON) reads this.
+-- and the sample sizes behind every rate. Every report (terminal, HTML, JSON) reads this. The
+-- rate and its bounds unrounded: a person's view rounds them once (rounded here to 3 decimals
+-- first, an upper bound of 0.625045 read "62 percent").
 SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
        review_samples, n, mentions,
-       round(mention_rate::numeric, 3) AS mention_rate,
-       round(mention_rate_lower::numeric, 3) AS mention_rate_lower,
-       round(mention_rate_upper::numeric, 3) AS mention_rate_upper,
+       mention_rate, mention_rate_lower, mention_rate_upper,
        mention_rate_interval,
        questions,
        round(n_effective::numeric, 1) AS n_effective,

@@ -87,12 +87,17 @@ def test_every_view_of_one_run_shows_the_same_numbers(db):
     typed = next(
         r.data for r in visibility_table_metadata(dagster_rows).records if r.data["brand"] == LUCKIN
     )
-    lower, upper = round(view["mention_rate_lower"], 3), round(view["mention_rate_upper"], 3)
-    assert (terminal["mention_rate_lower"], terminal["mention_rate_upper"]) == (lower, upper)
+    # The reports carry the view's bounds unrounded and round once, to a whole percent, where a
+    # person reads them: rounded to 3 decimals first, 0.625045 read "62 %" (sixth read).
+    lower, upper = view["mention_rate_lower"], view["mention_rate_upper"]
+    assert (float(terminal["mention_rate_lower"]), float(terminal["mention_rate_upper"])) == (
+        lower,
+        upper,
+    )
     assert (as_json["mention_rate_lower"], as_json["mention_rate_upper"]) == (lower, upper)
     lo4, hi4 = round(view["mention_rate_lower"], 4), round(view["mention_rate_upper"], 4)
     got = (plots[f"mention_rate_lower/{key}"].value, plots[f"mention_rate_upper/{key}"].value)
-    assert got == (lo4, hi4)  # the Dagster Plots keep 4 decimals, the reports 3
+    assert got == (lo4, hi4)  # the Dagster Plots keep 4 decimals, the reports every digit
     assert (typed["lower_95"], typed["upper_95"]) == (lo4, hi4)
     # one rate format in the terminal, the HTML table and the chart (F10)
     pct = lambda v: f"{v * 100:.0f}"  # noqa: E731

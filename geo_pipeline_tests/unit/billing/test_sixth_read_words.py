@@ -33,3 +33,13 @@ def test_the_docs_say_what_the_demo_timeout_is() -> None:
     ops = (ROOT / "docs" / "operations.md").read_text(encoding="utf-8")
     assert "`--timeout` (seconds to wait for the run)" not in ops
     assert "`--timeout` (seconds without progress" in ops
+
+
+def test_the_progress_total_names_the_run_it_counts() -> None:
+    """The demo's progress total counts the main run only, above bars that include the runs
+    beside it: its label says so (sixth read: "all channels 50/50" above bars totalling 60)."""
+    from geo_pipeline.cli.ops import MAIN_RUN_TOTAL
+
+    assert "main run" in MAIN_RUN_TOTAL
+    text = (ROOT / "geo_pipeline" / "cli" / "ops.py").read_text(encoding="utf-8")
+    assert '("all channels", st)' not in text
