@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 import pytest
 
+from geo_pipeline.domain.words import QUOTE_NOTE
 from geo_pipeline.ops import export
 from geo_pipeline.ops.report import RunReport, SampleReport
 
@@ -75,6 +76,7 @@ def _report(question: str, citations: list[dict], thumbnail: dict | None = None)
             "reconciliation_explained_minor": 0,
             "reconciliation_pending_ours_minor": 0,
             "reconciliation": [],
+            "quote_note": QUOTE_NOTE,
         },
         generated_at=datetime(2026, 12, 1, tzinfo=UTC),
     )
