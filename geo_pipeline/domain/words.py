@@ -153,6 +153,22 @@ def difference_text(
     return f"we charged {amount} more than the platforms billed"
 
 
+def explained_total_text(
+    theirs_minus_ours_minor: int,
+    currency: str,
+    exact_minor: Decimal | str | None = None,
+    no_vendor_bill_minor: int = 0,
+) -> str:
+    """The explained difference's signed total in words, the money table's cell and the
+    reconciliation sentence alike: when all of it is what we charged on lines no platform bills
+    (a browser run), it says so instead of "more than the platforms billed" (no platform billed
+    anything: sixth read)."""
+    nvb = int(no_vendor_bill_minor)
+    if nvb and int(theirs_minus_ours_minor) + nvb == 0:
+        return f"we charged {money_text(nvb, currency)} that no platform bills"
+    return difference_text(theirs_minus_ours_minor, currency, exact_minor)
+
+
 def unexplained_text(
     net_minor: int, absolute_minor: int | None, lines: int | None, currency: str
 ) -> str:
@@ -206,7 +222,9 @@ def reconciliation_text(
     # ONE wording and sign convention (who billed more), the money table's cell and this
     # sentence alike: the signed total first, then its parts where charges no platform bills
     # are in it (a browser run has no fee statement at all: theirs 0 on those lines).
-    explained = difference_text(explained_minor, currency, explained_exact_minor)
+    explained = explained_total_text(
+        explained_minor, currency, explained_exact_minor, no_vendor_bill_minor
+    )
     if no_vendor_bill_minor:
         nvb = int(no_vendor_bill_minor)
         exact = None if explained_exact_minor is None else Decimal(str(explained_exact_minor)) + nvb

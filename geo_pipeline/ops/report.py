@@ -39,6 +39,7 @@ from geo_pipeline.domain.words import (
     difference_text,
     evidence_status,
     exact_minor_text,
+    explained_total_text,
     invalid_answers_text,
     money_text,
     reconciliation_rows,
@@ -279,10 +280,11 @@ def money_summary(conn: Conn, run: dict[str, Any]) -> dict[str, Any]:
             "unexplained": difference_text(
                 summary.unexplained_difference_minor if summary else 0, currency
             ),
-            "explained": difference_text(
+            "explained": explained_total_text(
                 summary.explained_difference_minor if summary else 0,
                 currency,
                 summary.explained_difference_exact_minor if summary else None,
+                summary.no_vendor_bill_ours_minor if summary else 0,
             ),
         },
         "reconciliation_words": reconciliation_text(

@@ -328,7 +328,10 @@ def test_the_fourth_read_money_fields_agree_with_the_words(db, db_url, monkeypat
     check("−0.02 CNY (exact −0.024 CNY)" in page, "1: the HTML credit_cost difference")
     # 2. the browser run: one wording, one sign convention, the total and its parts
     exported, page, terminal, cell = _money_views(db, "r-browser", capsys, tmp_path)
-    total = "we charged 0.20 CNY more than the platforms billed"
+    # no platform billed anything: the total says what it is, never "more than the platforms
+    # billed" (sixth read; the older F6/F7 rule of test_browser_fault_rules)
+    total = "we charged 0.20 CNY that no platform bills"
+    check("than the platforms billed" not in cell, f"2: the cell compares with no bill: {cell!r}")
     check(cell == total, f"2: the HTML explained cell reads {cell!r}, not {total!r}")
     sentence = next(
         (w for w in exported["money"]["reconciliation_words"] if w.startswith("explained")), ""
