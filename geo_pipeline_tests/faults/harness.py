@@ -22,7 +22,7 @@ from typing import Any
 import httpx
 
 from geo_pipeline_tests.integration.execution.helpers import fetch, states
-from geo_pipeline_tests.processes import wait_progressing
+from geo_pipeline_tests.processes import cpu_seconds, wait_progressing
 
 LEASE_S = 2.0
 SWEEP_S = 0.5
@@ -242,13 +242,33 @@ class Cluster:
         s = states(self.db_url)
         return bool(s) and set(s) <= {"completed", "failed"}
 
-    def stop(self, proc: subprocess.Popen[str], timeout_s: float = 20) -> dict[str, Any]:
-        """SIGTERM, wait, and return the process's JSON report (the last stdout object)."""
+    def stop(self, proc: subprocess.Popen[str], stall_s: float = 60.0) -> dict[str, Any]:
+        """SIGTERM, wait while the process makes progress (CPU or its log grows; its stdout is
+        read meanwhile), and return its JSON report (the last stdout object). A fixed 20 s once
+        failed a draining worker on a loaded CI box with nothing to show for it; one that stops
+        moving for ``stall_s`` fails with its stdout and every process's log."""
         if proc.poll() is None:
             proc.send_signal(signal.SIGCONT)
             proc.send_signal(signal.SIGTERM)
-        out, _ = proc.communicate(timeout=timeout_s)
-        assert proc.returncode == 0, f"exit code {proc.returncode}"
+        log = self.spawned[proc.pid][2] if proc.pid in self.spawned else None
+        mark = lambda: (cpu_seconds(proc.pid), log.stat().st_size if log and log.exists() else 0)  # noqa: E731
+        seen, last_move = mark(), time.monotonic()
+        while True:
+            try:
+                out, _ = proc.communicate(timeout=1.0)
+                break
+            except subprocess.TimeoutExpired:
+                now, moved = time.monotonic(), mark()
+                if moved != seen:
+                    seen, last_move = moved, now
+                elif now - last_move > stall_s:
+                    proc.kill()
+                    out, _ = proc.communicate()
+                    raise AssertionError(
+                        f"pid {proc.pid} did not stop after SIGTERM: no CPU and no log for "
+                        f"{stall_s:.0f} s\nstdout:\n{out}\n{self.logs()}"
+                    ) from None
+        assert proc.returncode == 0, f"exit code {proc.returncode}\nstdout:\n{out}\n{self.logs()}"
         text = out.strip()
         start = text.rfind("\n{")
         return json.loads(text[start + 1 :] if start >= 0 else text)  # type: ignore[no-any-return]

@@ -109,7 +109,9 @@ def test_worker_killed_at_crash_point_recovers(cluster, db_url, redis_url, redis
     if point == "after_claim_before_submit":
         # Nothing had left (the record still said 'prepared'): the next worker sent it, once,
         # under the same attempt, with no lookup needed.
-        sends = fetch(db_url, "SELECT max(sends) AS m, sum(lookups) AS n FROM geo.upstream_requests")
+        sends = fetch(
+            db_url, "SELECT max(sends) AS m, sum(lookups) AS n FROM geo.upstream_requests"
+        )
         assert sends[0]["m"] == 1 and sends[0]["n"] == 0, sends
     if point == "accepted_not_recorded":
         # Recovery looked the request up by its idempotency key instead of re-sending it.
