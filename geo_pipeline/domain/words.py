@@ -252,12 +252,24 @@ def reconciliation_text(
 EVIDENCE_STATUSES = ("stored", "partial", "failed", "pending")
 
 
-def evidence_status(state: str, reason: str | None) -> str:
+def evidence_status(state: str, reason: str | None, collection: str | None = None) -> str:
     """THE evidence word of one sample: its stored state, except that a required screenshot
-    the platform has not delivered yet (partial + SCREENSHOT_PENDING) reads ``pending``."""
+    the platform has not delivered yet (partial + SCREENSHOT_PENDING) reads ``pending``, and a
+    sample whose collection failed (no answer stored, its evidence never to come) reads
+    ``failed`` whatever its stored evidence state (issue #34: it read "pending", the word of a
+    stored answer whose screenshot is still to come)."""
+    if collection == "failed":
+        return "failed"
     if state == "partial" and reason == "SCREENSHOT_PENDING":
         return "pending"
     return str(state)
+
+
+def evidence_waiting_text(n: int) -> str:
+    """Answers stored whose evidence is not yet, so not analysed: ``(1 answer's evidence not
+    stored yet: not analysed)``. A sample whose collection failed has no answer: not counted."""
+    whose = "answer's" if n == 1 else "answers'"
+    return f"({n} {whose} evidence not stored yet: not analysed)"
 
 
 def evidence_reason_text(reason: str, n: int = 1) -> str:

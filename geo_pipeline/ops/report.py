@@ -91,7 +91,10 @@ class SampleReport:
     @property
     def evidence_status(self) -> str:
         """THE evidence word (domain.words.evidence_status): what the status counts say."""
-        return evidence_status(str(self.row["evidence_state"]), self.row.get("evidence_reason"))
+        r = self.row
+        return evidence_status(
+            str(r["evidence_state"]), r.get("evidence_reason"), r.get("collection_state")
+        )
 
     @property
     def analysis_label(self) -> str:
