@@ -23,7 +23,10 @@ EVIDENCE_REASONS = {
 
 
 def _evidence_words(reason: str, n: int) -> str:
-    one, many = EVIDENCE_REASONS.get(reason, (f"evidence {reason}", f"evidence {reason}"))
+    # any other reason is evidence failed: no answer stored (a failed collection's reason too)
+    one, many = EVIDENCE_REASONS.get(
+        reason, (f"answer not stored ({reason})", f"answers not stored ({reason})")
+    )
     return f"{n} {one if n == 1 else many}"
 
 
@@ -37,9 +40,12 @@ def _problems(status: Mapping[str, Any]) -> list[str]:
         reasons = status.get("failure_reasons") or {}
         why = ", ".join(f"{k} x{v}" for k, v in sorted(reasons.items()))
         out.append(f"{failed} failed" + (f" ({why})" if why else ""))
+    # a failed collection's evidence is failed for the same reason: said once, as failed
+    failures = status.get("failure_reasons") or {}
     for reason, n in sorted((status.get("evidence_reasons") or {}).items()):
-        if int(n):
-            out.append(_evidence_words(reason, int(n)))
+        left = int(n) - int(failures.get(reason, 0))
+        if left > 0:
+            out.append(_evidence_words(reason, left))
     if status.get("uncertain"):
         out.append(f"{status['uncertain']} with upstream acceptance unknown")
     total = int(status.get("total", 0))

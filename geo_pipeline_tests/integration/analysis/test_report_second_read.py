@@ -619,4 +619,8 @@ def test_the_sixth_read_a_failed_collection_is_failed_evidence_not_analysing(
         check(t["analysing_samples"] == 0, f"2: analyst table analysing {t}")
         check(t["samples"] == sum(v for k, v in t.items() if k != "samples"), f"2: sum {t}")
     check("Failed samples" in page, "2: the HTML mention table has no failed column")
+    # 3. the failure said once in the status, not again as missing evidence
+    status = "kimi__web: partial: 1 failed (invalid_params x1)"
+    check(status + " " in terminal and "invalid_params on kimi__web" not in terminal,
+          "3: the terminal's status says the failure twice")  # fmt: skip
     assert not wrong, "\n".join(wrong)
