@@ -600,7 +600,8 @@ def test_the_sixth_read_a_failed_collection_is_failed_evidence_not_analysing(
     # ... and no answer's evidence is "not stored yet": there is no answer to wait for
     check(again.waiting_evidence == 0, f"1: waiting_evidence {again.waiting_evidence}")
     check(
-        getattr(words, "evidence_waiting_text", lambda n: "<unsaid>")(1) == "(1 answer's evidence not stored yet: not analysed)",
+        getattr(words, "evidence_waiting_text", lambda n: "<unsaid>")(1)
+        == "(1 answer's evidence not stored yet: not analysed)",
         "1: the waiting line's grammar",
     )
     # 2. not "still analysing": a failed sample, and the columns add up to the samples
