@@ -271,6 +271,13 @@ def evidence_status(state: str, reason: str | None, collection: str | None = Non
     return str(state)
 
 
+def evidence_status_of(row: Mapping[str, Any]) -> str:
+    """:func:`evidence_status` of one sample's row (its evidence and collection states)."""
+    return evidence_status(
+        str(row["evidence_state"]), row.get("evidence_reason"), row.get("collection_state")
+    )
+
+
 def evidence_waiting_text(n: int) -> str:
     """Answers stored whose evidence is not yet, so not analysed: ``(1 answer's evidence not
     stored yet: not analysed)``. A sample whose collection failed has no answer: not counted."""

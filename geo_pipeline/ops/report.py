@@ -37,7 +37,7 @@ from geo_pipeline.domain.words import (
     channel_label,
     current_warnings,
     difference_text,
-    evidence_status,
+    evidence_status_of,
     exact_minor_text,
     explained_total_text,
     invalid_answers_text,
@@ -91,10 +91,7 @@ class SampleReport:
     @property
     def evidence_status(self) -> str:
         """THE evidence word (domain.words.evidence_status): what the status counts say."""
-        r = self.row
-        return evidence_status(
-            str(r["evidence_state"]), r.get("evidence_reason"), r.get("collection_state")
-        )
+        return evidence_status_of(self.row)
 
     @property
     def analysis_label(self) -> str:
