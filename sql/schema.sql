@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0067_sample_insert_guard_one_pass, 48 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0068_failed_samples, 49 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1132,7 +1132,8 @@ CREATE TABLE analytics.brand_metrics (
     domain_retrieved integer NOT NULL,
     refreshed_at timestamp with time zone DEFAULT now() NOT NULL,
     collecting_samples integer DEFAULT 0 NOT NULL,
-    n_effective double precision GENERATED ALWAYS AS ((n)::double precision) STORED
+    n_effective double precision GENERATED ALWAYS AS ((n)::double precision) STORED,
+    failed_samples integer DEFAULT 0 NOT NULL
 );
 
 ALTER TABLE analytics.brand_metrics OWNER TO geo_owner;
@@ -1400,7 +1401,8 @@ CASE
     WHEN (questions IS NULL) THEN NULL::text
     WHEN (questions >= 2) THEN (('question-clustered, '::text || questions) || ' questions'::text)
     ELSE 'Wilson, 1 question'::text
-END) STORED
+END) STORED,
+    failed_samples integer DEFAULT 0 NOT NULL
 );
 
 ALTER TABLE analytics.channel_brand_metrics OWNER TO geo_owner;

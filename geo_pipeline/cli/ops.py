@@ -487,6 +487,7 @@ def _print_report(rep: Any, paths: dict[str, Path], ui: _Ui) -> None:
                     "invalid": r["invalid_samples"],
                     "analysing": r["analysing_samples"],
                     "review": r["review_samples"],
+                    "failed": r.get("failed_samples", 0),
                 }
                 for r in rep.mention_rates
             ],

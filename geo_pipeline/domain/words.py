@@ -23,7 +23,10 @@ EVIDENCE_REASONS = {
 
 
 def _evidence_words(reason: str, n: int) -> str:
-    one, many = EVIDENCE_REASONS.get(reason, (f"evidence {reason}", f"evidence {reason}"))
+    # any other reason is evidence failed: no answer stored (a failed collection's reason too)
+    one, many = EVIDENCE_REASONS.get(
+        reason, (f"answer not stored ({reason})", f"answers not stored ({reason})")
+    )
     return f"{n} {one if n == 1 else many}"
 
 
@@ -37,9 +40,12 @@ def _problems(status: Mapping[str, Any]) -> list[str]:
         reasons = status.get("failure_reasons") or {}
         why = ", ".join(f"{k} x{v}" for k, v in sorted(reasons.items()))
         out.append(f"{failed} failed" + (f" ({why})" if why else ""))
+    # a failed collection's evidence is failed for the same reason: said once, as failed
+    failures = status.get("failure_reasons") or {}
     for reason, n in sorted((status.get("evidence_reasons") or {}).items()):
-        if int(n):
-            out.append(_evidence_words(reason, int(n)))
+        left = int(n) - int(failures.get(reason, 0))
+        if left > 0:
+            out.append(_evidence_words(reason, left))
     if status.get("uncertain"):
         out.append(f"{status['uncertain']} with upstream acceptance unknown")
     total = int(status.get("total", 0))
@@ -252,12 +258,31 @@ def reconciliation_text(
 EVIDENCE_STATUSES = ("stored", "partial", "failed", "pending")
 
 
-def evidence_status(state: str, reason: str | None) -> str:
+def evidence_status(state: str, reason: str | None, collection: str | None = None) -> str:
     """THE evidence word of one sample: its stored state, except that a required screenshot
-    the platform has not delivered yet (partial + SCREENSHOT_PENDING) reads ``pending``."""
+    the platform has not delivered yet (partial + SCREENSHOT_PENDING) reads ``pending``, and a
+    sample whose collection failed (no answer stored, its evidence never to come) reads
+    ``failed`` whatever its stored evidence state (issue #34: it read "pending", the word of a
+    stored answer whose screenshot is still to come)."""
+    if collection == "failed":
+        return "failed"
     if state == "partial" and reason == "SCREENSHOT_PENDING":
         return "pending"
     return str(state)
+
+
+def evidence_status_of(row: Mapping[str, Any]) -> str:
+    """:func:`evidence_status` of one sample's row (its evidence and collection states)."""
+    return evidence_status(
+        str(row["evidence_state"]), row.get("evidence_reason"), row.get("collection_state")
+    )
+
+
+def evidence_waiting_text(n: int) -> str:
+    """Answers stored whose evidence is not yet, so not analysed: ``(1 answer's evidence not
+    stored yet: not analysed)``. A sample whose collection failed has no answer: not counted."""
+    whose = "answer's" if n == 1 else "answers'"
+    return f"({n} {whose} evidence not stored yet: not analysed)"
 
 
 def evidence_reason_text(reason: str, n: int = 1) -> str:

@@ -505,11 +505,11 @@ def finish_run(stack: Stack, run_id: str, say: Callable[[str], None]) -> dict[st
                 total["waiting_answer"] = again.waiting_answer
             conn.commit()
             done["analysis"] = total
-            from geo_pipeline.domain.words import analysis_followup_text
+            from geo_pipeline.domain.words import analysis_followup_text, evidence_waiting_text
 
             line = analysis_followup_text(total)
             if waiting:
-                line += f" ({waiting} answers' evidence not stored yet: not analysed)"
+                line += " " + evidence_waiting_text(waiting)
             say(line)
         except Exception as exc:  # the report still shows the run; mentions read "analysing"
             conn.rollback()

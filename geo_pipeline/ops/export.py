@@ -227,6 +227,8 @@ MENTION_TABLE = (
     ("Valid answers", "valid_samples", True),
     ("Invalid answers", "invalid_samples", True),
     ("Still analysing", "analysing_samples", True),
+    # a sample whose collection failed (no answer): neither analysing nor in any rate
+    ("Failed samples", "failed_samples", True),
     ("In review", "review_samples", True),
     ("Average rank", "avg_rank", True),
     ("Citation rate", "citation_rate", True),
@@ -270,6 +272,7 @@ def mention_row(row: dict[str, Any]) -> dict[str, Any]:
                 "valid_samples",
                 "invalid_samples",
                 "analysing_samples",
+                "failed_samples",
                 "review_samples",
             )
         },

@@ -37,7 +37,7 @@ from geo_pipeline.domain.words import (
     channel_label,
     current_warnings,
     difference_text,
-    evidence_status,
+    evidence_status_of,
     exact_minor_text,
     explained_total_text,
     invalid_answers_text,
@@ -91,7 +91,7 @@ class SampleReport:
     @property
     def evidence_status(self) -> str:
         """THE evidence word (domain.words.evidence_status): what the status counts say."""
-        return evidence_status(str(self.row["evidence_state"]), self.row.get("evidence_reason"))
+        return evidence_status_of(self.row)
 
     @property
     def analysis_label(self) -> str:

@@ -42,7 +42,11 @@ def _counts(
             # The text is stored and the screenshot is still being fetched: pending evidence
             # (THE word set, domain.words.evidence_status), so the reason is never shown next
             # to a pending count of 0 and the sample list says the same word.
-            states["evidence"] = evidence_status(states["evidence"], r["evidence_reason"])
+            # A failed collection stored no answer: its evidence is failed, with the
+            # collection's reason (the query gives it as evidence_reason), never pending.
+            states["evidence"] = evidence_status(
+                states["evidence"], r["evidence_reason"], states["collection"]
+            )
             for layer in LAYERS:
                 by[layer][states[layer]] += n
             if r["evidence_reason"] is not None:

@@ -215,9 +215,13 @@ def test_demo_on_embedded_services_reports_what_the_database_holds(
     reasons = {
         r["reason"]: r["n"]
         for r in conn.execute(
-            "SELECT coalesce(evidence_reason, 'UNSPECIFIED') AS reason, count(*) AS n "
-            "FROM geo.samples WHERE run_id = %s AND evidence_state IN ('partial', 'failed') "
-            "GROUP BY 1",
+            # a failed collection's evidence is failed for its collection's reason (issue #34)
+            "SELECT CASE WHEN evidence_state IN ('partial', 'failed')"
+            " THEN coalesce(evidence_reason, 'UNSPECIFIED')"
+            " ELSE coalesce(collection_reason, 'COLLECTION_FAILED') END AS reason, count(*) AS n"
+            " FROM geo.samples WHERE run_id = %s"
+            " AND (evidence_state IN ('partial', 'failed') OR collection_state = 'failed')"
+            " GROUP BY 1",
             (run_id,),
         )
     }

@@ -58,7 +58,8 @@ def test_report_counts_come_from_the_aggregation_service(db, tmp_path):
     assert "1 required screenshot missing on deepseek__" in rep.status["text"], rep.status["text"]
     assert rep.status["total"] == len(samples) == 8
     assert rep.status["collection"] == {"completed": 3, "failed": 1, "queued": 4}
-    assert rep.status["evidence_reasons"] == {"SCREENSHOT_UNAVAILABLE": 1}
+    # the failed sample's evidence is failed for its collection's reason (issue #34)
+    assert rep.status["evidence_reasons"] == {"SCREENSHOT_UNAVAILABLE": 1, "INVALID_PARAMS": 1}
     by_id = {s.row["sample_id"]: s for s in rep.samples}
     assert by_id[deep[1]["sample_id"]].evidence_missing_reason == "SCREENSHOT_UNAVAILABLE"
     assert by_id[kimi[1]["sample_id"]].evidence_missing_reason == "INVALID_PARAMS"

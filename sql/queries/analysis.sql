@@ -120,7 +120,9 @@ ANALYZE geo.samples, geo.answers, geo.analysis_results, geo.analysis_current, ge
 
 -- name: waiting_counts
 -- What analyse_run could not analyse yet, for its summary.
-SELECT count(*) FILTER (WHERE s.evidence_state NOT IN ('stored', 'partial')) AS evidence_not_ready,
+-- A sample whose collection failed has no answer to wait for: in neither count.
+SELECT count(*) FILTER (WHERE s.evidence_state NOT IN ('stored', 'partial')
+                          AND s.collection_state <> 'failed') AS evidence_not_ready,
        count(*) FILTER (WHERE s.evidence_state IN ('stored', 'partial')
                           AND NOT EXISTS (SELECT 1 FROM geo.answers a
                                            WHERE a.sample_id = s.sample_id)) AS no_answer
@@ -156,8 +158,14 @@ WITH st AS MATERIALIZED (
          count(*)::int AS samples,
          count(*) FILTER (WHERE validity = 'valid')::int AS valid_samples,
          count(*) FILTER (WHERE validity = 'invalid')::int AS invalid_samples,
+         -- a failed collection stored no answer: failed, not analysing (issue #34)
          count(*) FILTER (WHERE mention_status = 'analysing'
-                            AND validity IS DISTINCT FROM 'invalid')::int AS analysing_samples,
+                            AND validity IS DISTINCT FROM 'invalid'
+                            AND collection_state IS DISTINCT FROM 'failed')::int
+           AS analysing_samples,
+         count(*) FILTER (WHERE mention_status = 'analysing'
+                            AND validity IS DISTINCT FROM 'invalid'
+                            AND collection_state = 'failed')::int AS failed_samples,
          -- an invalid answer a person is to confirm is counted once: as invalid (issue #34)
          count(*) FILTER (WHERE mention_status = 'in_review'
                             AND validity IS DISTINCT FROM 'invalid')::int AS review_samples,
@@ -187,6 +195,7 @@ WITH st AS MATERIALIZED (
          sum(u.invalid_samples)::int AS invalid_samples,
          sum(u.analysing_samples)::int AS analysing_samples,
          sum(u.collecting_samples)::int AS collecting_samples,
+         sum(u.failed_samples)::int AS failed_samples,
          sum(u.review_samples)::int AS review_samples, sum(u.n)::int AS n,
          count(*) FILTER (WHERE u.mentioned)::int AS mentions,
          sum(u.rank) FILTER (WHERE u.mentioned) AS rank_sum,
@@ -195,13 +204,14 @@ WITH st AS MATERIALIZED (
     FROM (SELECT c.run_id, c.channel, c.region, c.mode, c.question_revision, b.brand,
                  c.tenant_id, c.platform, c.device, c.question_index, b.is_target,
                  c.samples, c.valid_samples, c.invalid_samples, c.analysing_samples,
-                 c.collecting_samples, c.review_samples, c.n, NULL::boolean AS mentioned,
+                 c.collecting_samples, c.failed_samples, c.review_samples, c.n,
+                 NULL::boolean AS mentioned,
                  NULL::int AS rank,
                  NULL::boolean AS domain_cited, NULL::boolean AS domain_retrieved
             FROM cell c JOIN analytics.run_brands b ON b.run_id = c.run_id
           UNION ALL
           SELECT km.run_id, km.channel, km.region, km.mode, km.question_revision, km.brand,
-                 NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0,
+                 NULL, NULL, NULL, NULL, NULL, 0, 0, 0, 0, 0, 0, 0, 0,
                  km.mentioned, km.rank, km.domain_cited, km.domain_retrieved
             FROM km) u
    GROUP BY u.run_id, u.channel, u.region, u.mode, u.question_revision, u.brand
@@ -213,12 +223,13 @@ WITH st AS MATERIALIZED (
   INSERT INTO analytics.brand_metrics
     (run_id, tenant_id, monitor_id, scheduled_for, channel, platform, device, region, mode,
      question_revision, question_index, brand, is_target, samples, valid_samples,
-     invalid_samples, analysing_samples, collecting_samples, review_samples, n, mentions,
-     mention_rate, mention_rate_lower, mention_rate_upper, avg_rank, domain_cited,
+     invalid_samples, analysing_samples, collecting_samples, failed_samples, review_samples, n,
+     mentions, mention_rate, mention_rate_lower, mention_rate_upper, avg_rank, domain_cited,
      citation_rate, domain_retrieved)
   SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, platform, device, region, mode,
          question_revision, question_index, brand, is_target, samples, valid_samples,
-         invalid_samples, analysing_samples, collecting_samples, review_samples, n, mentions,
+         invalid_samples, analysing_samples, collecting_samples, failed_samples, review_samples,
+         n, mentions,
          mentions::float8 / nullif(n, 0),
          analytics.wilson_lower(mentions, n), analytics.wilson_upper(mentions, n),
          rank_sum::float8 / nullif(mentions, 0),
@@ -231,6 +242,7 @@ WITH st AS MATERIALIZED (
          sum(invalid_samples)::int AS invalid_samples,
          sum(analysing_samples)::int AS analysing_samples,
          sum(collecting_samples)::int AS collecting_samples,
+         sum(failed_samples)::int AS failed_samples,
          sum(review_samples)::int AS review_samples, sum(n)::int AS n,
          sum(mentions)::int AS mentions, sum(rank_sum) AS rank_sum, sum(cited)::int AS cited
     FROM metrics
@@ -238,14 +250,15 @@ WITH st AS MATERIALIZED (
 ), ins_chan AS (
   INSERT INTO analytics.channel_brand_metrics
     (run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target, samples,
-     valid_samples, invalid_samples, analysing_samples, collecting_samples, review_samples, n,
+     valid_samples, invalid_samples, analysing_samples, collecting_samples, failed_samples,
+     review_samples, n,
      -- the interval analysts read, mention_rate_lower/upper, is set by honest.refresh_channel
      mentions, mention_rate, mention_rate_wilson_lower, mention_rate_wilson_upper, avg_rank,
      domain_cited,
      citation_rate)
   SELECT run_id, tenant_id, monitor_id, scheduled_for, channel, platform, brand, is_target,
          samples, valid_samples, invalid_samples, analysing_samples, collecting_samples,
-         review_samples, n,
+         failed_samples, review_samples, n,
          mentions, mentions::float8 / nullif(n, 0),
          analytics.wilson_lower(mentions, n), analytics.wilson_upper(mentions, n),
          rank_sum::float8 / nullif(mentions, 0), cited, cited::float8 / nullif(n, 0)

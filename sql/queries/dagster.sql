@@ -198,7 +198,7 @@ ORDER BY f.sample_id LIMIT 1000;
 -- name: channel_visibility
 -- The analyst table of one (run, channel): one row per tracked brand.
 SELECT brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
-       collecting_samples, review_samples, n, mentions, mention_rate,
+       collecting_samples, failed_samples, review_samples, n, mentions, mention_rate,
        -- THE interval (question-clustered where pooled), its method and effective n
        mention_rate_lower, mention_rate_upper, mention_rate_interval, questions, n_effective,
        mention_rate_wilson_lower, mention_rate_wilson_upper,

@@ -261,7 +261,7 @@ SELECT now() AS now;
 -- rate and its bounds unrounded: a person's view rounds them once (rounded here to 3 decimals
 -- first, an upper bound of 0.625045 read "62 percent").
 SELECT channel, brand, is_target, samples, valid_samples, invalid_samples, analysing_samples,
-       review_samples, n, mentions,
+       review_samples, failed_samples, n, mentions,
        mention_rate, mention_rate_lower, mention_rate_upper,
        mention_rate_interval,
        questions,

@@ -4,8 +4,12 @@
 -- reasons that explain missing evidence and failures.
 -- invalid_reason: the latest answer judged invalid (in no rate whatever the status), by reason.
 SELECT s.submission_state, s.collection_state, s.evidence_state, s.analysis_state,
+       -- a failed collection stored no answer: its evidence is failed for the collection's
+       -- reason (domain.words.evidence_status reads it 'failed'; issue #34)
        CASE WHEN s.evidence_state IN ('partial', 'failed')
-            THEN coalesce(s.evidence_reason, 'UNSPECIFIED') END AS evidence_reason,
+            THEN coalesce(s.evidence_reason, 'UNSPECIFIED')
+            WHEN s.collection_state = 'failed'
+            THEN coalesce(s.collection_reason, 'COLLECTION_FAILED') END AS evidence_reason,
        CASE WHEN s.collection_state = 'failed'
             THEN coalesce(s.collection_reason, 'UNSPECIFIED') END AS failure_reason,
        CASE WHEN a.validity = 'invalid'

@@ -131,6 +131,7 @@ VISIBILITY_COLUMNS = (
     ("wilson_upper", "float", "Wilson 95 % upper bound (answers as independent)"),
     ("avg_rank", "float", "average position among tracked brands"),
     ("analysing", "int", "answers still being analysed (never 'not mentioned')"),
+    ("failed", "int", "samples whose collection failed: no answer, in no rate"),
 )
 
 
@@ -152,6 +153,7 @@ def visibility_table_metadata(table: list[dict[str, Any]]) -> dg.TableMetadataVa
                 "wilson_upper": rounded_rate(r, "mention_rate_wilson_upper"),
                 "avg_rank": rounded_rate(r, "avg_rank"),
                 "analysing": int(r["analysing_samples"]),
+                "failed": int(r.get("failed_samples") or 0),
             }
         )
         for r in table
@@ -168,9 +170,9 @@ def visibility_table_metadata(table: list[dict[str, Any]]) -> dg.TableMetadataVa
 def visibility_markdown(table: list[dict[str, Any]]) -> str:
     head = (
         "| brand | target | n | mentions | mention rate (95% interval) | interval | effective n "
-        "| avg rank | analysing | of which collecting |"
+        "| avg rank | analysing | of which collecting | failed |"
     )
-    lines = [head, "|---|---|---|---|---|---|---|---|---|---|"]
+    lines = [head, "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in table:
         rate = (
             f"{r['mention_rate']:.2f} ({r['mention_rate_lower']:.2f}-{r['mention_rate_upper']:.2f})"
@@ -184,7 +186,7 @@ def visibility_markdown(table: list[dict[str, Any]]) -> str:
             f"| {md_text(r['brand'])} | {'yes' if r['is_target'] else ''} | {r['n']} "
             f"| {r['mentions']} "
             f"| {rate} | {method} | {n_eff} | {rank} | {r['analysing_samples']} "
-            f"| {r['collecting_samples']} |"
+            f"| {r['collecting_samples']} | {r.get('failed_samples') or 0} |"
         )
     return "\n".join(lines)
 

@@ -527,3 +527,101 @@ def test_the_fifth_read_says_what_the_quoted_maximum_covers(db, db_url, monkeypa
     wrong = [name for name, text in (("terminal", terminal), ("html", page),
              ("json", exported["money"].get("quote_note") or "")) if said not in text]  # fmt: skip
     assert not wrong, wrong
+
+
+def test_the_sixth_read_a_failed_collection_is_failed_evidence_not_analysing(
+    db, db_url, monkeypatch, capsys, tmp_path
+):
+    """A sixth newcomer's read of the demo (issue #34): one kimi sample whose collection failed
+    (invalid_params: no answer stored) read evidence "pending" (the legend: text stored, the
+    screenshot to come) and sat in the mention table's "Still analysing" column while its
+    channel read analysing false. Its evidence is ``failed`` with the collection's reason, and it
+    is counted as a failed sample, the columns still adding up to the samples."""
+    monkeypatch.setenv("GEO_DATABASE_URL", db_url)
+    samples = make_run(db, "r-sixth", questions=QUESTIONS[:1],
+                       channels=[{"platform": "kimi", "device": "web"}], repeats=2,
+                       monitor="luckin-coffee")  # fmt: skip
+    ok, bad = samples[0]["sample_id"], samples[1]["sample_id"]
+    store_answer(db, ok, "推荐瑞幸。")
+    db.execute(
+        "UPDATE geo.samples SET submission_state = 'submitting', collection_state = 'running',"
+        " attempt_no = attempt_no + 1, fencing_token = fencing_token + 1, lease_owner = 't',"
+        " lease_until = now() + interval '5 minutes' WHERE sample_id = %s",
+        (bad,),
+    )
+    db.execute(
+        "UPDATE geo.samples SET submission_state = 'planned', collection_state = 'failed',"
+        " collection_reason = 'invalid_params', lease_owner = NULL, lease_until = NULL,"
+        " completed_at = now() WHERE sample_id = %s",
+        (bad,),
+    )
+    db.commit()
+    analysed = CliRunner().invoke(root, ["runs", "analyse", "r-sixth"])
+    assert analysed.exit_code == 0, analysed.output
+    from geo_pipeline.analysis.run import analyse_run
+
+    again = analyse_run(db, "r-sixth")
+    db.commit()
+    rep = report.build_report(db, "r-sixth")
+    exported = json.loads(export.to_json(rep))
+    page = _text(export.to_html(rep))
+    csv_rows = export.csv_rows(rep)
+    capsys.readouterr()
+    paths = {k: tmp_path / f"r.{k}" for k in ("html", "csv", "json")}
+    _print_report(rep, paths, _Ui(quiet=False))
+    terminal = re.sub(r"\s+", " ", capsys.readouterr().out)
+    wrong: list[str] = []
+
+    def check(ok: bool, finding: str) -> None:
+        if not ok:
+            wrong.append(finding)
+
+    # 1. its evidence reads failed, with the collection's reason, everywhere
+    try:
+        word = words.evidence_status("pending", None, "failed")  # type: ignore[call-arg]
+    except TypeError as exc:  # the old two-argument word function
+        word = repr(exc)
+    check(word == "failed", f"1: the word function says {word!r}")
+    check(exported["status"]["evidence"] == {"stored": 1, "failed": 1},
+          f"1: JSON status evidence {exported['status']['evidence']}")  # fmt: skip
+    check(rep.status["evidence_reasons"] == {"invalid_params": 1},
+          f"1: evidence reasons {rep.status['evidence_reasons']}")  # fmt: skip
+    row = next(r for r in csv_rows if r["sample_id"] == bad)
+    check(row["evidence_status"] == "failed", f"1: CSV evidence_status {row['evidence_status']!r}")
+    js = next(s for s in exported["samples"] if s["sample_id"] == bad)
+    check(js["evidence_status"] == "failed", f"1: JSON evidence_status {js['evidence_status']!r}")
+    check("evidence failed · analysis -" in page, "1: HTML sample list")
+    check("evidence pending" not in page, "1: the HTML still says evidence pending")
+    # the terminal's evidence table: no pending screenshot (its note), the failure's reason
+    check(words.PENDING_SCREENSHOT_NOTE not in terminal, "1: the terminal explains a pending shot")
+    why = "why evidence is partial or failed: " + words.evidence_reason_text("invalid_params", 1)
+    check(why in terminal, f"1: the terminal does not say {why!r}")
+    check("Why evidence is partial or failed:" in page, "1: the HTML gives no reason")
+    # ... and no answer's evidence is "not stored yet": there is no answer to wait for
+    check(again.waiting_evidence == 0, f"1: waiting_evidence {again.waiting_evidence}")
+    check(
+        getattr(words, "evidence_waiting_text", lambda n: "<unsaid>")(1)
+        == "(1 answer's evidence not stored yet: not analysed)",
+        "1: the waiting line's grammar",
+    )
+    # 2. not "still analysing": a failed sample, and the columns add up to the samples
+    for r in exported["mention_rates"]:
+        parts = (r["n"], r["invalid_samples"], r["analysing_samples"], r["review_samples"],
+                 r.get("failed_samples"))  # fmt: skip
+        check(parts == (1, 0, 0, 0, 1), f"2: JSON n/invalid/analysing/review/failed {parts}")
+        check(r["samples"] == sum(p or 0 for p in parts), f"2: columns do not add up {r}")
+    table = db.execute(
+        "SELECT to_jsonb(m) - ARRAY(SELECT k FROM jsonb_object_keys(to_jsonb(m)) k WHERE k NOT IN"
+        " ('samples', 'n', 'invalid_samples', 'analysing_samples', 'review_samples',"
+        "  'failed_samples')) AS t FROM analytics.channel_brand_metrics m WHERE run_id = 'r-sixth'"
+    ).fetchall()
+    check(bool(table), "2: no analyst rows")
+    for t in (dict(r)["t"] for r in table):
+        check(t["analysing_samples"] == 0, f"2: analyst table analysing {t}")
+        check(t["samples"] == sum(v for k, v in t.items() if k != "samples"), f"2: sum {t}")
+    check("Failed samples" in page, "2: the HTML mention table has no failed column")
+    # 3. the failure said once in the status, not again as missing evidence
+    status = "kimi__web: partial: 1 failed (invalid_params x1)"
+    check(status + " " in terminal and "invalid_params on kimi__web" not in terminal,
+          "3: the terminal's status says the failure twice")  # fmt: skip
+    assert not wrong, "\n".join(wrong)

@@ -172,7 +172,9 @@ def test_status_service_counts_layers_and_reasons(db):
     st = status.run_status(db, "run-a")
     assert st.overall == "partial"
     assert st.counts.collection == {"completed": 3, "failed": 1}
-    assert st.counts.evidence_reasons == {"SCREENSHOT_UNAVAILABLE": 1}
+    # a failed collection's evidence is failed for the collection's reason (issue #34)
+    assert st.counts.evidence_reasons == {"SCREENSHOT_UNAVAILABLE": 1, "CANCELLED": 1}
+    assert st.counts.evidence == {"stored": 2, "partial": 1, "failed": 1}
     assert st.counts.failure_reasons == {"CANCELLED": 1}
     assert (
         st.analysing
