@@ -27,17 +27,21 @@ $(UV): requirements/uv.txt requirements/bootstrap_uv.py
 $(PY): | $(UV)
 	$(UV) venv --quiet --python $(PYTHON) $(VENV)
 
+# `--compile-bytecode` writes every package's .pyc at install time: `geo-pipeline dev`'s webserver,
+# daemon, code server and each Dagster run worker import Dagster (~1.4 s with .pyc, ~2.9 s without),
+# and a shell with PYTHONDONTWRITEBYTECODE=1 would otherwise pay the compile on every start
+# (measured: dev start-up 30-34 s without .pyc, 17.4 s with, same box; issue 36).
 # `pip sync` makes the environment exactly the lock (a package left over from an earlier install
 # cannot hide a missing dependency); the project itself goes in editable, built with the locked
 # setuptools so nothing outside the lock is fetched.
 install: $(UV) | $(PY)
-	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements/dev.txt
+	$(UV) pip sync --quiet --compile-bytecode --python $(PY) --require-hashes requirements/dev.txt
 	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e .
 	@if command -v npm >/dev/null 2>&1; then $(MAKE) --no-print-directory replay-tools; \
 	else echo "npm not found: the WACZ replay test (ReplayWeb.page) will skip"; fi
 
 install-main: $(UV) | $(PY)
-	$(UV) pip sync --quiet --python $(PY) --require-hashes requirements/main.txt
+	$(UV) pip sync --quiet --compile-bytecode --python $(PY) --require-hashes requirements/main.txt
 	$(UV) pip install --quiet --python $(PY) --no-deps --no-build-isolation -e .
 
 demo: install-main
