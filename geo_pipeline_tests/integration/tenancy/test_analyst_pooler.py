@@ -1,0 +1,259 @@
+"""The analyst endpoint (issue #35): PgBouncer (runtime/analyst_pooler.py) in front of a hot
+standby of tenant B's analyst replica (embedded_pg.start_standby), on real servers started here:
+the primary and B's logical replica of test_analyst_replica.py, the standby, and PgBouncer.
+
+What the login cannot undo there, whatever it SETs or ALTERs: the pooler's query timeout
+(`SET statement_timeout = 0` included; the standby's backend stops too), its client connection
+limit, the reset after every transaction, and the server's read-only state (`ALTER ROLE` of
+itself, `BEGIN READ WRITE`, temp tables and large objects are refused by the standby). The
+bounds are the pooler's configured limit (LIMIT_S), never a measured speed.
+"""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.rows import dict_row
+
+from geo_pipeline.runtime import analyst_pooler, embedded_pg
+from geo_pipeline.store import analyst_guard, tenancy
+from geo_pipeline_tests.fixtures.postgres import server_state_dir
+from geo_pipeline_tests.integration.tenancy.helpers import with_user
+from geo_pipeline_tests.integration.tenancy.test_analyst_replica import (  # noqa: F401 (fixture)
+    Servers,
+    servers,
+)
+
+LIMIT_S = 3  # the pooler's query_timeout here (the product's is analyst_pooler.QUERY_TIMEOUT_S)
+WAIT_S = 120  # a bound for a server that never gets there, not a speed
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    servers: Servers
+    standby_url: str  # superuser, the standby's geo database
+    pooler: analyst_pooler.Pooler
+    login: str
+    password: str
+
+    @property
+    def url(self) -> str:
+        return self.pooler.url(self.login, self.password)
+
+
+def _connect(url: str, **kw: Any) -> psycopg.Connection[Any]:
+    return psycopg.connect(url, row_factory=dict_row, autocommit=True, **kw)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def endpoint(servers: Servers, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Endpoint]:  # noqa: F811
+    try:
+        analyst_pooler.pgbouncer_binary()
+    except analyst_pooler.PoolerUnavailable as exc:
+        pytest.skip(str(exc))
+    # B's login gets a password we know (the replica stores its SCRAM verifier only)
+    with _connect(servers.replica_url) as r:
+        grant = tenancy.grant_analyst(r, servers.b, servers.b_login, rotate=True)  # type: ignore[arg-type]
+        verifier = r.execute(
+            "SELECT rolpassword FROM pg_authid WHERE rolname = %s", (servers.b_login,)
+        ).fetchone()["rolpassword"]  # type: ignore[index]
+    base = Path(tmp_path_factory.mktemp("analyst-endpoint"))
+    with server_state_dir(base / "standby") as state:
+        standby = embedded_pg.start_standby(state / "pgdata", servers.replica_url)
+        pooler = None
+        try:
+            standby_url = (
+                f"postgresql://postgres@/geo?host={standby.socket_dir}&port={standby.port}"
+            )
+            with _connect(standby_url) as s:
+                deadline = time.monotonic() + WAIT_S
+                while analyst_pooler.analyst_verifiers(s) != [(servers.b_login, verifier)]:  # type: ignore[arg-type]
+                    assert time.monotonic() < deadline, "the standby did not replay the password"
+                    s.execute("SELECT pg_sleep(0.05)")
+                verifiers = analyst_pooler.analyst_verifiers(s)  # type: ignore[arg-type]
+            config = analyst_pooler.PoolerConfig(
+                server_host=str(standby.socket_dir),
+                server_port=standby.port,
+                listen_port=analyst_pooler.free_port(),
+                query_timeout_s=LIMIT_S,
+            )
+            pooler = analyst_pooler.start(config, base / "pooler", verifiers)
+            yield Endpoint(servers, standby_url, pooler, servers.b_login, grant.password)
+        finally:
+            if pooler is not None:
+                pooler.stop()
+            standby.stop()
+
+
+def _analyst_backends(ep: Endpoint) -> list[dict[str, Any]]:
+    with _connect(ep.standby_url) as s:
+        return s.execute(
+            "SELECT pid, state, query FROM pg_stat_activity WHERE usename = %s AND pid <> "
+            "pg_backend_pid() ORDER BY pid",
+            (ep.login,),
+        ).fetchall()
+
+
+def _wait_no_active(ep: Endpoint, marker: str) -> None:
+    deadline = time.monotonic() + WAIT_S
+    while any(b["state"] == "active" and marker in b["query"] for b in _analyst_backends(ep)):
+        assert time.monotonic() < deadline, _analyst_backends(ep)
+        time.sleep(0.1)
+
+
+def test_a_query_past_the_limit_is_cancelled_whatever_the_session_set(endpoint: Endpoint):
+    """`SET statement_timeout = 0` in the same transaction: the pooler ends the query at its
+    limit (the client gets PgBouncer's "query timeout"), and the standby's backend stops too
+    (client_connection_check_interval), so nothing keeps running behind the pooler."""
+    sleep = 3 * LIMIT_S  # ends by itself at 3x the limit where nothing enforces the limit
+    outcome = ""
+    with _connect(endpoint.url) as c:
+        try:
+            c.execute(f"SET statement_timeout = 0; SELECT pg_sleep({sleep}) AS slept")
+            outcome = "finished"
+        except psycopg.Error as exc:
+            outcome = f"{type(exc).__name__}: {exc}"
+    assert outcome == "ProtocolViolation: query timeout"
+    _wait_no_active(endpoint, f"pg_sleep({sleep})")
+
+
+def test_a_login_that_lifts_the_servers_check_too_is_cancelled_by_the_guard(endpoint: Endpoint):
+    """The standby's client check is a session setting too; a login that lifts it keeps a
+    backend running after the pooler closed its connection, until the guard (run against the
+    standby, where it only cancels) ends it."""
+    marker = "pg_sleep(600)"
+    with _connect(endpoint.url) as c:
+        with pytest.raises(psycopg.errors.ProtocolViolation, match="query timeout"):
+            c.execute(
+                "SET client_connection_check_interval = 0; SET statement_timeout = 0; "
+                f"SELECT {marker}"
+            )
+    with _connect(endpoint.standby_url) as s:
+        running = [b for b in _analyst_backends(endpoint) if marker in b["query"]]
+        assert [b["state"] for b in running] == ["active"]
+        report = analyst_guard.enforce(s, statement_limit_seconds=LIMIT_S)  # type: ignore[arg-type]
+    assert report.cancelled == [(endpoint.login, running[0]["pid"])]
+    assert report.settings_restored == []  # nothing can change on a standby
+    _wait_no_active(endpoint, marker)
+
+
+@pytest.mark.parametrize(
+    ("setting", "value"),
+    [("statement_timeout", "0"), ("default_transaction_read_only", "off"), ("work_mem", "1GB")],
+)
+def test_a_session_set_does_not_outlive_its_transaction(
+    endpoint: Endpoint, setting: str, value: str
+):
+    with _connect(endpoint.url) as c:
+        before = c.execute(f"SHOW {setting}").fetchone()[setting]  # type: ignore[index]
+        c.execute(f"SET {setting} = '{value}'")
+        after = c.execute(f"SHOW {setting}").fetchone()[setting]  # type: ignore[index]
+    assert before != value
+    assert after == before
+
+
+def test_the_login_cannot_alter_its_own_role(endpoint: Endpoint):
+    with _connect(endpoint.url) as c:
+        with pytest.raises(psycopg.errors.ReadOnlySqlTransaction, match="ALTER ROLE"):
+            c.execute(f'ALTER ROLE "{endpoint.login}" SET statement_timeout = 0')
+        c.autocommit = False
+        c.execute("SET LOCAL default_transaction_read_only = off")
+        with pytest.raises(psycopg.errors.FeatureNotSupported, match="during recovery"):
+            c.execute("SET TRANSACTION READ WRITE")
+    with _connect(endpoint.servers.replica_url) as r:  # and nothing reached the role
+        settings = r.execute(
+            "SELECT coalesce(array_agg(x ORDER BY x), '{}') AS s FROM pg_db_role_setting d "
+            "CROSS JOIN unnest(d.setconfig) x WHERE d.setrole = %s::regrole",
+            (endpoint.login,),
+        ).fetchone()["s"]  # type: ignore[index]
+    assert sorted(settings) == analyst_guard.operator_settings()
+
+
+WRITES = {
+    "temp table": "CREATE TEMP TABLE scratch AS SELECT 1 AS x",
+    "lo_create": "SELECT lo_create(0)",
+    "lo_from_bytea": "SELECT lo_from_bytea(0, '\\x00'::bytea)",
+}
+
+
+@pytest.mark.parametrize("what", sorted(WRITES))
+def test_the_standby_refuses_every_write(endpoint: Endpoint, what: str):
+    """Refused as read-only by the standby, or before that by privileges (migration 0031)."""
+    refused = (psycopg.errors.ReadOnlySqlTransaction, psycopg.errors.InsufficientPrivilege)
+    with _connect(endpoint.url) as c, pytest.raises(refused):
+        c.execute(WRITES[what])  # type: ignore[arg-type]
+
+
+def test_the_connection_over_the_limit_is_refused_by_the_pooler(endpoint: Endpoint):
+    limit = endpoint.pooler.config.max_client_conn
+    held = [_connect(endpoint.url) for _ in range(limit)]
+    try:
+        with pytest.raises(psycopg.OperationalError, match=r"no more connections allowed"):
+            _connect(endpoint.url).close()
+        # however many clients, at most the pooler's server connections reach the standby:
+        # every client runs a statement at once; the others wait for a server connection
+        threads = [threading.Thread(target=c.execute, args=("SELECT pg_sleep(0.5)",)) for c in held]
+        seen = 0
+        for t in threads:
+            t.start()
+        while any(t.is_alive() for t in threads):
+            seen = max(seen, len(_analyst_backends(endpoint)))
+            time.sleep(0.02)
+        assert 0 < seen <= endpoint.pooler.config.max_server_connections
+    finally:
+        for c in held:
+            c.close()
+
+
+def _startup(port: int, params: dict[str, str]) -> bytes:
+    """Send a protocol-3 StartupMessage with ``params``; the first message type answered."""
+    body = struct.pack("!I", 196608)
+    for k, v in params.items():
+        body += k.encode() + b"\0" + v.encode() + b"\0"
+    body += b"\0"
+    with socket.create_connection(("127.0.0.1", port), timeout=WAIT_S) as s:
+        s.sendall(struct.pack("!I", len(body) + 4) + body)
+        head = s.recv(1)
+        rest = s.recv(4096)
+    return head + rest
+
+
+def test_bi_tools_start_up_parameters_are_accepted_and_options_are_not(endpoint: Endpoint):
+    """JDBC and Grafana send extra_float_digits at start-up: ignored, so the login proceeds to
+    authentication ('R'). `options` (e.g. -c statement_timeout=0) is refused ('E')."""
+    port, user = endpoint.pooler.port, endpoint.login
+    bi = _startup(port, {"user": user, "database": "geo", "extra_float_digits": "3"})
+    assert bi[:1] == b"R", bi
+    opts = _startup(port, {"user": user, "database": "geo", "options": "-c statement_timeout=0"})
+    assert opts[:1] == b"E" and b"unsupported startup parameter: options" in opts, opts
+
+
+def test_psycopg_without_automatic_prepared_statements_works_through_the_pooler(
+    endpoint: Endpoint,
+):
+    """Transaction pooling in PgBouncer 1.18 does not carry named prepared statements across
+    transactions; psycopg prepares after 5 executions unless prepare_threshold=None
+    (docs/analysts.md)."""
+    with _connect(endpoint.url, prepare_threshold=None) as c:
+        got = [c.execute("SELECT %s::int AS i", (i,)).fetchone()["i"] for i in range(10)]  # type: ignore[index]
+    assert got == list(range(10))
+
+
+def test_the_endpoint_login_is_not_a_login_of_the_primary_and_the_standby_has_no_tcp(
+    endpoint: Endpoint,
+):
+    primary_as_b = with_user(endpoint.servers.primary_url, endpoint.login, endpoint.password)
+    with pytest.raises(psycopg.OperationalError, match="does not exist"):
+        _connect(primary_as_b).close()
+    with _connect(endpoint.standby_url) as s:
+        assert s.execute("SHOW listen_addresses").fetchone()["listen_addresses"] == ""  # type: ignore[index]
+        assert s.execute("SELECT pg_is_in_recovery() AS r").fetchone()["r"] is True  # type: ignore[index]
