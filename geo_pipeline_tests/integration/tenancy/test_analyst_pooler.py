@@ -11,8 +11,12 @@ bounds are the pooler's configured limit (LIMIT_S), never a measured speed.
 
 from __future__ import annotations
 
+import os
+import signal
 import socket
 import struct
+import subprocess
+import sys
 import threading
 import time
 from collections.abc import Iterator
@@ -257,3 +261,36 @@ def test_the_endpoint_login_is_not_a_login_of_the_primary_and_the_standby_has_no
     with _connect(endpoint.standby_url) as s:
         assert s.execute("SHOW listen_addresses").fetchone()["listen_addresses"] == ""  # type: ignore[index]
         assert s.execute("SELECT pg_is_in_recovery() AS r").fetchone()["r"] is True  # type: ignore[index]
+
+
+def test_the_cli_starts_the_endpoint_and_stops_it_on_sigterm(endpoint: Endpoint, tmp_path: Path):
+    """`geo-pipeline tenants analyst-replica endpoint`: standby + pooler + guard, as a service
+    runs it; a second standby of the same replica, its own state directory."""
+    port = analyst_pooler.free_port()
+    env = {
+        **os.environ,
+        "GEO_DATABASE_URL": endpoint.servers.primary_url,
+        "GEO_ANALYST_REPLICA_URL": endpoint.servers.replica_url,
+    }
+    with server_state_dir(tmp_path / "svc") as state:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "geo_pipeline.cli.main", "tenants", "analyst-replica",
+             "endpoint", "--state", str(state), "--listen", f"127.0.0.1:{port}", "--every", "1"],
+            env=env, stdout=subprocess.PIPE, stderr=(tmp_path / "stderr").open("w"), text=True,
+        )  # fmt: skip
+        try:
+            assert proc.stdout is not None
+            first = proc.stdout.readline()  # the line it prints once both listen
+            assert first.startswith(
+                f"analyst endpoint on 127.0.0.1:{port} (database geo, 1 logins)"
+            )
+            url = f"postgresql://{endpoint.login}@127.0.0.1:{port}/geo"
+            with _connect(url, password=endpoint.password) as c:
+                assert c.execute("SELECT pg_is_in_recovery() AS r").fetchone()["r"] is True  # type: ignore[index]
+        finally:
+            proc.send_signal(signal.SIGTERM)
+            out, _ = proc.communicate(timeout=WAIT_S)
+        assert proc.returncode == 0, (out, (tmp_path / "stderr").read_text())
+        assert not (state / "standby" / "postmaster.pid").exists(), out
+        with pytest.raises(OSError):
+            socket.create_connection(("127.0.0.1", port), timeout=5).close()
