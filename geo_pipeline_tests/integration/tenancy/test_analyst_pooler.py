@@ -19,6 +19,8 @@ import subprocess
 import sys
 import threading
 import time
+import uuid
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,7 +35,10 @@ from geo_pipeline.store import analyst_guard, tenancy
 from geo_pipeline_tests.fixtures.postgres import server_state_dir
 from geo_pipeline_tests.integration.tenancy.helpers import with_user
 from geo_pipeline_tests.integration.tenancy.test_analyst_replica import (  # noqa: F401 (fixture)
+    HEAVY,
     Servers,
+    _collect_b,
+    _pin,
     servers,
 )
 
@@ -294,3 +299,99 @@ def test_the_cli_starts_the_endpoint_and_stops_it_on_sigterm(endpoint: Endpoint,
         assert not (state / "standby" / "postmaster.pid").exists(), out
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+class PooledAnalyst(threading.Thread):
+    """B's analyst through the endpoint: heavy statements back to back, each ended by the
+    pooler's query_timeout (which closes the connection: the analyst connects again)."""
+
+    def __init__(self, url: str) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.stop = threading.Event()
+        self.first_timeout = threading.Event()
+        self.outcomes: Counter[str] = Counter()
+        self.spans: list[tuple[float, float]] = []  # (start, end) of timed-out statements
+
+    def run(self) -> None:
+        while not self.stop.is_set():
+            with _connect(self.url) as conn:
+                began = time.monotonic()
+                try:
+                    conn.execute("SET statement_timeout = 0; " + HEAVY)
+                    self.outcomes["finished"] += 1
+                except psycopg.errors.ProtocolViolation as exc:
+                    self.outcomes[str(exc)] += 1
+                    self.spans.append((began, time.monotonic()))
+                    self.first_timeout.set()
+                except psycopg.Error as exc:  # anything else fails the test below
+                    self.outcomes[f"{type(exc).__name__}: {exc}"] += 1
+                    return
+
+
+def test_collection_keeps_its_rate_while_the_pooler_times_out_an_analyst(
+    endpoint: Endpoint, redis_url: str
+):
+    """test_analyst_replica's rate test, through the endpoint: B's analyst lifts its
+    statement_timeout and runs heavy statements on the standby through the pooler, which ends
+    each at its limit, while B's collection runs on the primary; collection keeps at least half
+    the rate it had alone in this test (each server on a CPU of its own, as on its own host)."""
+    srv = endpoint.servers
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) < 2:
+        pytest.skip("needs two CPUs to give the analyst's servers one of their own")
+    mine = os.sched_getaffinity(0)
+    primary_cpus, analyst_cpus = set(cpus[:-1]), {cpus[-1]}
+    _pin(srv.primary_url, primary_cpus)
+    _pin(srv.replica_url, analyst_cpus)
+    _pin(endpoint.standby_url, analyst_cpus)
+    os.sched_setaffinity(endpoint.pooler.process.pid, analyst_cpus)
+    os.sched_setaffinity(0, primary_cpus)
+    with psycopg.connect(srv.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        cap = tenancy.platform_limits(conn, ["deepseek"]).get((srv.b, "deepseek"))  # type: ignore[arg-type]
+        tenancy.clear_platform_limit(conn, srv.b, "deepseek")  # type: ignore[arg-type]
+    try:
+        with _connect(srv.primary_url) as p:
+            walsender = p.execute(
+                "SELECT pid FROM pg_stat_replication WHERE application_name = %s",
+                (srv.publication,),
+            ).fetchone()["pid"]  # type: ignore[index]
+        with _connect(srv.replica_url) as r:
+            apply = r.execute(
+                "SELECT pid FROM pg_stat_subscription WHERE relid IS NULL"
+            ).fetchone()["pid"]  # type: ignore[index]
+        suffix = uuid.uuid4().hex[:6]
+        alone = _collect_b(srv, redis_url, f"pool-alone-{suffix}", walsender, apply)
+        analyst = PooledAnalyst(endpoint.url)
+        analyst.start()
+        try:
+            assert analyst.first_timeout.wait(timeout=WAIT_S * 5), analyst.outcomes
+            started = time.monotonic()
+            loaded = _collect_b(srv, redis_url, f"pool-loaded-{suffix}", walsender, apply)
+            ended = time.monotonic()
+        finally:
+            analyst.stop.set()
+            analyst.join(timeout=WAIT_S * 5)
+        assert not analyst.is_alive()
+    finally:
+        os.sched_setaffinity(0, mine)
+        if cap is not None:
+            with psycopg.connect(srv.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+                tenancy.set_platform_limit(
+                    conn,  # type: ignore[arg-type]
+                    srv.b,
+                    "deepseek",
+                    cap.submits_per_second,
+                    cap.burst,
+                )
+    print(
+        f"\ncollection alone: {alone.rate:.1f} samples/s; with the analyst through the pooler: "
+        f"{loaded.rate:.1f} samples/s (ratio {loaded.rate / alone.rate:.2f}); "
+        f"analyst: {dict(analyst.outcomes)}"
+    )
+    assert set(analyst.outcomes) == {"query timeout"}, analyst.outcomes
+    assert any(s < ended and e > started for s, e in analyst.spans)
+    for got in (alone, loaded):
+        assert got.completed == got.attempts == got.samples, got
+    assert loaded.rate >= alone.rate / 2, (alone, loaded)
+    _wait_no_active(endpoint, "generate_series")  # nothing ran on behind the pooler
