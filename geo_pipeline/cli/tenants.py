@@ -349,7 +349,15 @@ def replica_drop_cmd(tenant: str) -> None:
     show_default=True,
     help="Seconds between the guard's passes on the standby and re-reads of the logins.",
 )
-def replica_endpoint_cmd(state_dir: Path, listen: str, every: float) -> None:
+@click.option(
+    "--pool-mode",
+    type=click.Choice(["transaction", "session"]),
+    default="transaction",
+    show_default=True,
+    help="session: for BI drivers that need named prepared statements across transactions; "
+    "a SET then lasts for the client's connection (docs/analysts.md).",
+)
+def replica_endpoint_cmd(state_dir: Path, listen: str, every: float, pool_mode: str) -> None:
     """The analyst endpoint of the replica (GEO_ANALYST_REPLICA_URL): a hot standby of it
     (read-only by the server: no ALTER ROLE, no writes) on a Unix socket only, and PgBouncer on
     --listen in front of it (query timeout, connection caps, reset after every transaction).
@@ -379,6 +387,7 @@ def replica_endpoint_cmd(state_dir: Path, listen: str, every: float) -> None:
                 server_port=standby.port,
                 listen_addr=host,
                 listen_port=int(port),
+                pool_mode=pool_mode,
             )
             pooler = analyst_pooler.start(config, state_dir / "pooler", verifiers)
             click.echo(

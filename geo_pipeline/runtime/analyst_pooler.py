@@ -90,7 +90,10 @@ class PoolerConfig:
     pool_mode: str = "transaction"
 
     def ini(self, state: Path) -> str:
-        limit = self.max_server_connections
+        # session pooling gives each client a server connection for its whole life, so the
+        # server connections must cover every client that may connect
+        session = self.pool_mode == "session"
+        limit = self.max_client_conn if session else self.max_server_connections
         lines = [
             "[databases]",
             f"{self.dbname} = host={self.server_host} port={self.server_port} "

@@ -257,6 +257,38 @@ def test_psycopg_without_automatic_prepared_statements_works_through_the_pooler(
     assert got == list(range(10))
 
 
+def test_session_pooling_keeps_sets_and_prepared_statements_and_still_holds_the_limits(
+    endpoint: Endpoint, tmp_path: Path
+):
+    """The measurement behind pool_mode = transaction (docs/analysts.md), pinned: in session
+    pooling a SET lasts for the connection and psycopg's automatic prepared statements work
+    (both end with the transaction in transaction pooling, above); the pooler's timeout and
+    the standby's refusals hold in both."""
+    config = analyst_pooler.PoolerConfig(
+        server_host=endpoint.pooler.config.server_host,
+        server_port=endpoint.pooler.config.server_port,
+        listen_port=analyst_pooler.free_port(),
+        query_timeout_s=LIMIT_S,
+        pool_mode="session",
+    )
+    with _connect(endpoint.standby_url) as s:
+        verifiers = analyst_pooler.analyst_verifiers(s)  # type: ignore[arg-type]
+    pooler = analyst_pooler.start(config, tmp_path / "session-pooler", verifiers)
+    try:
+        with _connect(pooler.url(endpoint.login, endpoint.password)) as c:
+            c.execute("SET statement_timeout = 0")
+            assert c.execute("SHOW statement_timeout").fetchone()["statement_timeout"] == "0"  # type: ignore[index]
+            got = [c.execute("SELECT %s::int AS i", (i,)).fetchone()["i"] for i in range(8)]  # type: ignore[index]
+            assert got == list(range(8))
+            with pytest.raises(psycopg.errors.ReadOnlySqlTransaction, match="ALTER ROLE"):
+                c.execute(f'ALTER ROLE "{endpoint.login}" SET statement_timeout = 0')
+            with pytest.raises(psycopg.errors.ProtocolViolation, match="query timeout"):
+                c.execute(f"SELECT pg_sleep({3 * LIMIT_S}) AS session_mode")
+    finally:
+        pooler.stop()
+    _wait_no_active(endpoint, "session_mode")
+
+
 def test_the_endpoint_login_is_not_a_login_of_the_primary_and_the_standby_has_no_tcp(
     endpoint: Endpoint,
 ):
