@@ -66,6 +66,7 @@ class Settings(BaseSettings):
     s3_client: str | None = None  # obstore (default) | boto3
     s3_max_in_flight: int | None = Field(default=None, ge=1)
     weed_bin: str | None = None
+    pgbouncer_bin: str | None = None  # the analyst endpoint's pooler (runtime/analyst_pooler.py)
     aws_region: str | None = Field(
         default=None, validation_alias=AliasChoices("AWS_REGION", "AWS_DEFAULT_REGION")
     )

@@ -8,6 +8,7 @@ analyst's own tenant only: the database, not this tool, decides what a login see
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import click
@@ -328,6 +329,87 @@ def replica_drop_cmd(tenant: str) -> None:
         except analyst_replica.ReplicaError as exc:
             raise click.ClickException(str(exc)) from exc
     click.echo(f"dropped {gone} (tenant {tenant})" if gone else f"{tenant} has no analyst replica")
+
+
+@replica_group.command("endpoint")
+@click.option(
+    "--state",
+    "state_dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    required=True,
+    help="Directory for the standby's data and the pooler's files (kept between starts).",
+)
+@click.option(
+    "--listen", default="127.0.0.1:6432", show_default=True, help="HOST:PORT for analysts."
+)
+@click.option(
+    "--every",
+    type=click.FloatRange(min=0.5, max=3600.0),
+    default=10.0,
+    show_default=True,
+    help="Seconds between the guard's passes on the standby and re-reads of the logins.",
+)
+@click.option(
+    "--pool-mode",
+    type=click.Choice(["transaction", "session"]),
+    default="transaction",
+    show_default=True,
+    help="session: for BI drivers that need named prepared statements across transactions; "
+    "a SET then lasts for the client's connection (docs/analysts.md).",
+)
+def replica_endpoint_cmd(state_dir: Path, listen: str, every: float, pool_mode: str) -> None:
+    """The analyst endpoint of the replica (GEO_ANALYST_REPLICA_URL): a hot standby of it
+    (read-only by the server: no ALTER ROLE, no writes) on a Unix socket only, and PgBouncer on
+    --listen in front of it (query timeout, connection caps, reset after every transaction).
+    Runs until stopped; every --every seconds the guard cancels what outlived the pooler and new
+    or rotated logins are loaded."""
+    import signal
+    import sys
+
+    from geo_pipeline.runtime import analyst_pooler, embedded_pg
+    from geo_pipeline.store import analyst_guard
+    from geo_pipeline.store import db as dbmod
+
+    _, replica_url, _ = _replica_urls()
+    assert replica_url is not None
+    # stopped by a supervisor: SIGTERM ends the loop like ^C, so the pooler and standby stop too
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    host, _, port = listen.rpartition(":")
+    if not host or not port.isdigit():
+        raise click.BadParameter("HOST:PORT, e.g. 0.0.0.0:6432", param_hint="--listen")
+    try:
+        standby = embedded_pg.start_standby(state_dir / "standby", replica_url)
+        standby_url = f"postgresql://postgres@/geo?host={standby.socket_dir}&port={standby.port}"
+        with dbmod.connect(standby_url, autocommit=True) as conn:
+            verifiers = analyst_pooler.analyst_verifiers(conn)
+            config = analyst_pooler.PoolerConfig(
+                server_host=str(standby.socket_dir),
+                server_port=standby.port,
+                listen_addr=host,
+                listen_port=int(port),
+                pool_mode=pool_mode,
+            )
+            pooler = analyst_pooler.start(config, state_dir / "pooler", verifiers)
+            click.echo(
+                f"analyst endpoint on {host}:{port} (database geo, {len(verifiers)} logins); "
+                f"standby of the replica in {standby.pgdata}"
+            )
+            try:
+                while True:
+                    time.sleep(every)
+                    report = analyst_guard.enforce(conn)
+                    for login, pid in report.cancelled + report.terminated:
+                        click.echo(f"ended a statement of {login} (pid {pid}) past the limit")
+                    now = analyst_pooler.analyst_verifiers(conn)
+                    if now != verifiers:
+                        pooler.reload_users(now)
+                        verifiers = now
+                        click.echo(f"logins reloaded: {len(now)}")
+            finally:
+                pooler.stop()
+                standby.stop()
+    except (analyst_pooler.PoolerUnavailable, embedded_pg.EmbeddedPostgresError) as exc:
+        raise click.ClickException(str(exc)) from exc
 
 
 def register(root: click.Group) -> None:

@@ -185,8 +185,9 @@ class EmbeddedPostgres:
     cleanup = stop
 
 
-def start(pgdata: Path) -> EmbeddedPostgres:
-    """Initialise ``pgdata`` if new and start a server on it, or reuse one already running."""
+def start(pgdata: Path, options: dict[str, str] | None = None) -> EmbeddedPostgres:
+    """Initialise ``pgdata`` if new and start a server on it, or reuse one already running.
+    ``options``: further server settings (``-c name=value``) for this start."""
     pgdata = pgdata.expanduser().resolve()
     who = RunAs.for_current_user()
     pgdata.mkdir(parents=True, exist_ok=True)
@@ -239,7 +240,8 @@ def start(pgdata: Path) -> EmbeddedPostgres:
                     "-l",
                     str(pgdata / "log"),
                     "-o",
-                    f"-h '' -k {shlex.quote(str(socket_dir))} -p {PORT} -c wal_level={WAL_LEVEL}",
+                    f"-h '' -k {shlex.quote(str(socket_dir))} -p {PORT} -c wal_level={WAL_LEVEL}"
+                    + "".join(f" -c {shlex.quote(f'{k}={v}')}" for k, v in (options or {}).items()),
                     "start",
                 ],
                 who,
@@ -258,3 +260,50 @@ def start(pgdata: Path) -> EmbeddedPostgres:
     server._private_socket_dir = private
     atexit.register(server.stop)
     return server
+
+
+# A backend of the analyst standby notices within this much that its client is gone (the
+# pooler closes a connection whose query ran past its query_timeout), and stops its query.
+STANDBY_OPTIONS = {"client_connection_check_interval": "1s", "hot_standby_feedback": "on"}
+
+
+def start_standby(pgdata: Path, source: str) -> EmbeddedPostgres:
+    """A hot standby of the server ``source`` (a libpq connection string of a superuser or a
+    REPLICATION role; issue #35: the analyst endpoint's server): a base backup streamed from it
+    with ``-R`` (standby.signal and primary_conninfo), then started like any embedded server,
+    with ``STANDBY_OPTIONS``. Read-only by the server itself: no ``ALTER ROLE``, no
+    ``SET transaction_read_only = off``, no temp table or large object, whatever a login does.
+    Reused when ``pgdata`` is already a running or initialised server."""
+    pgdata = pgdata.expanduser().resolve()
+    if not (pgdata / "PG_VERSION").exists():
+        who = RunAs.for_current_user()
+        pgdata.mkdir(parents=True, exist_ok=True)
+        if who.dropping:
+            _let_through(pgdata, who)
+            _let_through(bin_dir(), who)
+            os.chown(pgdata, who.uid or 0, who.gid or 0)
+        pgdata.chmod(0o700)
+        _run(
+            [
+                str(bin_dir() / "pg_basebackup"),
+                "-D",
+                str(pgdata),
+                "-d",
+                source,
+                "-R",
+                "-X",
+                "stream",
+                "-c",
+                "fast",
+            ],
+            who,
+            pgdata,
+            START_TIMEOUT_S * 5,
+        )
+        # the source's socket and log settings travel with the copy; start() sets its own
+        leftovers = ["postmaster.pid", "postmaster.opts", "log"]
+        leftovers += [p.name for p in pgdata.glob(".s.PGSQL.*")]  # the source's socket lock
+        for leftover in leftovers:
+            with contextlib.suppress(FileNotFoundError):
+                (pgdata / leftover).unlink()
+    return start(pgdata, STANDBY_OPTIONS)

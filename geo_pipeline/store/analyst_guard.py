@@ -79,10 +79,13 @@ def enforce(
         if idle_transaction_limit_seconds is None
         else (idle_transaction_limit_seconds)
     )
-    refuse_temp(conn)
-    wanted = operator_settings()
+    recovery = conn.execute(Q("pooler.in_recovery")).fetchone()
+    standby = bool(recovery and recovery["in_recovery"])
     restored: list[str] = []
-    for row in conn.execute(Q("tenancy.guard_role_settings")).fetchall():
+    if not standby:  # a hot standby (the analyst endpoint's server) changes nothing itself
+        refuse_temp(conn)
+    wanted = operator_settings()
+    for row in [] if standby else conn.execute(Q("tenancy.guard_role_settings")).fetchall():
         if sorted(row["global_settings"]) != wanted or row["local_settings"]:
             set_login_defaults(conn, row["login"])
             restored.append(row["login"])
