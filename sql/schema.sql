@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0068_failed_samples, 49 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0069_one_queue_index, 50 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -4031,22 +4031,10 @@ CREATE INDEX review_decisions_sample ON geo.review_decisions USING btree (sample
 CREATE INDEX runs_unexpired ON geo.runs USING btree (created_at, run_id) WHERE ((raw_expired_at IS NULL) OR (log_expired_at IS NULL));
 
 --
--- Name: samples_due; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE INDEX samples_due ON geo.samples USING btree (next_attempt_at) WHERE (collection_state = ANY (ARRAY['queued'::text, 'running'::text]));
-
---
 -- Name: samples_queued_accepted; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
 CREATE INDEX samples_queued_accepted ON geo.samples USING btree (tenant_id, platform, accepted_at) WHERE ((collection_state = 'queued'::text) AND (submission_state = 'accepted'::text));
-
---
--- Name: samples_queued_tenant_due; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE INDEX samples_queued_tenant_due ON geo.samples USING btree (tenant_id, platform, next_attempt_at) WHERE (collection_state = 'queued'::text);
 
 --
 -- Name: samples_queued_tenant_priority; Type: INDEX; Schema: geo; Owner: geo_owner

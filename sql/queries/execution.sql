@@ -36,13 +36,20 @@ SELECT c.sample_id, c.tenant_id, c.priority, c.platform,
 FROM t
 CROSS JOIN unnest(%(platforms)s::text[]) AS p(platform)
 CROSS JOIN LATERAL (
-  (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
-   FROM geo.samples s
-   CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
-                                    %(lookup_platforms)s::text[])
-   WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
-     AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
-   ORDER BY s.next_attempt_at LIMIT %(k)s)
+  -- The oldest-due few, read per priority (0-9, samples_priority_check) from the one queue
+  -- index samples_queued_tenant_priority: a (tenant, platform, due) index of its own was one
+  -- more index entry for every sample a run creates (migration 0069, issue 39).
+  (SELECT q.sample_id, q.tenant_id, q.priority, q.platform, q.next_attempt_at, q.accepted_at
+   FROM generate_series(9, 0, -1) AS pr(priority)
+   CROSS JOIN LATERAL (
+     SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
+     FROM geo.samples s
+     CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                      %(lookup_platforms)s::text[])
+     WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform AND s.priority = pr.priority
+       AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
+     ORDER BY s.next_attempt_at LIMIT %(k)s) q
+   ORDER BY q.next_attempt_at, q.priority DESC LIMIT %(k)s)
   UNION
   (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
    FROM geo.samples s

@@ -285,7 +285,8 @@ WHERE collection_state = 'completed'
 -- sample backing off is not work a new worker could take); running holds a lease; uncertain
 -- waits for a lookup or an operator. Only samples a worker may take count: the run confirmed,
 -- its (run, channel) dispatched (workers scaled for held work would sit idle). Reads only the
--- in-flight rows (the samples_due index).
+-- in-flight rows: queued OR running, spelt so, is a BitmapOr of the two partial indexes
+-- samples_queued_tenant_priority and samples_running_tenant (migration 0069).
 SELECT s.platform AS platform,
        count(*) FILTER (WHERE s.collection_state = 'queued'
                           AND s.submission_state <> 'uncertain'
@@ -297,7 +298,7 @@ SELECT s.platform AS platform,
            AND s.next_attempt_at <= now())), 0)::float8 AS oldest_queued_s
 FROM geo.samples s
 JOIN geo.runs r ON r.run_id = s.run_id AND r.confirmed_at IS NOT NULL
-WHERE s.collection_state IN ('queued', 'running')
+WHERE (s.collection_state = 'queued' OR s.collection_state = 'running')
   AND EXISTS (SELECT 1 FROM geo.run_dispatches d
                WHERE d.run_id = s.run_id AND d.channel = s.channel)
 GROUP BY s.platform;

@@ -233,9 +233,10 @@ def test_plan_checks_hash_again_only_when_the_database_does_not(
 NEW_SAMPLE_INDEXES = {
     "samples_pkey",  # R5: one sample per identity (its id is its identity's hash)
     "samples_run_channel",  # a run's / a partition's samples
-    "samples_due",  # the sweeper and the gauges: queued or running samples by due time
-    "samples_queued_tenant_due",  # the claim's oldest-due candidates per (tenant, platform)
-    "samples_queued_tenant_priority",  # the claim's highest-priority candidates
+    # the claim's candidates per (tenant, platform), highest-priority and (per priority)
+    # oldest-due; the sweeper and the gauges' queued rows (migration 0069: the two indexes
+    # samples_due and samples_queued_tenant_due that repeated it are gone)
+    "samples_queued_tenant_priority",
 }
 
 
