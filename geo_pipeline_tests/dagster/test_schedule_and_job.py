@@ -49,7 +49,7 @@ def failure_text(result: dg.ExecuteInProcessResult) -> str:
 
 
 # --------------------------------------------------------------------------- the launchpad job
-def test_job_creates_the_run_and_its_partition_without_dispatching(
+def test_job_creates_the_run_and_its_partitions_and_dispatches_them(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
     fund(conn)
@@ -61,11 +61,17 @@ def test_job_creates_the_run_and_its_partition_without_dispatching(
     ).fetchone()
     assert run["sample_count"] == 8 and run["confirmed_at"] is not None
     outbox = conn.execute("SELECT count(*) AS n FROM geo.outbox").fetchone()
-    assert outbox["n"] == 0  # the sampling_plan partitions dispatch, per channel
+    # Dispatched in the same run (a collect hint per batch: one batch per channel here), each
+    # partition's sampling_plan materialised by it: no sampling_plan_job run to wait for
+    # (issue 36).
+    assert outbox["n"] == len(CHANNELS)
     assert dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS) == ["r-launchpad-1"]
+    keys = {f"r-launchpad-1|{ch}" for ch in CHANNELS}
+    assert dg_instance.get_materialized_partitions(names.SAMPLING_PLAN) == keys
     # Launching the same config with the same run id again changes nothing.
     assert launch(collection_config(), dg_instance, resources, run_id="r-launchpad-1").success
     assert conn.execute("SELECT count(*) AS n FROM geo.samples").fetchone()["n"] == 8
+    assert conn.execute("SELECT count(*) AS n FROM geo.outbox").fetchone()["n"] == len(CHANNELS)
 
 
 def test_what_dagster_config_cannot_see_fails_in_the_op_with_every_field_path(

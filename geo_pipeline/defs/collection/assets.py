@@ -53,9 +53,10 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> It
 
 
 def plan_partition(
-    context: dg.AssetExecutionContext, db: PostgresResource, key: str
+    context: dg.AssetExecutionContext | dg.OpExecutionContext, db: PostgresResource, key: str
 ) -> dg.MaterializeResult:
-    """sampling_plan of one run|channel partition."""
+    """sampling_plan of one run|channel partition: in its asset's step, or in the launchpad's
+    create_collection_run right after the run is created (defs/collection/dispatch.py)."""
     run_id, channel = parse_partition_key(key)
     with db.connect() as conn:
         run, config = load_run(conn, run_id, channel)
