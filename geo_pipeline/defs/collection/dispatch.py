@@ -23,14 +23,19 @@ PlanEvent = dg.AssetMaterialization | dg.AssetCheckEvaluation
 
 
 def dispatch_new_partitions(
-    context: dg.OpExecutionContext, db: PostgresResource, run_id: str, channels: Sequence[str]
+    context: dg.OpExecutionContext,
+    db: PostgresResource,
+    run_id: str,
+    channels: Sequence[str],
+    dispatched_at_creation: bool,
 ) -> Iterator[PlanEvent]:
-    """Materialise sampling_plan of the run's partitions (dispatching each through the gate)
-    from an op; yields the materialisations, then each partition's plan check evaluations
-    linked to them. Raises a Failure after every partition was judged if a blocking check
-    failed (as the asset's step fails): nothing of that partition was dispatched."""
+    """Materialise sampling_plan of the run's partitions from an op (each through the dispatch
+    gate: idempotent, so a run its creating transaction dispatched is not queued twice); yields
+    the materialisations, then each partition's plan check evaluations linked to them. Raises a
+    Failure after every partition was judged if a blocking check failed (as the asset's step
+    fails): nothing of that partition was dispatched."""
     keys = [partition_key(run_id, channel) for channel in channels]
-    results = {key: plan_partition(context, db, key) for key in keys}
+    results = {key: plan_partition(context, db, key, dispatched_at_creation) for key in keys}
     for key, result in results.items():
         yield dg.AssetMaterialization(
             asset_key=names.SAMPLING_PLAN, partition=key, metadata=dict(result.metadata or {})

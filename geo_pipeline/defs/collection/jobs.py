@@ -43,7 +43,7 @@ from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResou
 from geo_pipeline.domain.config_model import DEFAULT_PUBLISH_DEADLINE_SECONDS, CollectionConfig
 from geo_pipeline.domain.config_problems import ConfigError
 from geo_pipeline.domain.plan import Plan, QuoteError
-from geo_pipeline.flows.create_run import create_run, quoted_plan
+from geo_pipeline.flows.create_run import PlanChecksFailed, create_run, quoted_plan
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
@@ -148,22 +148,31 @@ def create_run_op(
     with db.connect() as conn:
         plan = checked_plan(collection, registry, config.run_id, conn)
         try:
+            # Dispatched in the transaction that creates the run (through the dispatch gate):
+            # the sampling_plan sensor, which ticks meanwhile, never sees it undispatched and
+            # never asks a sampling_plan_job for it.
             run_id, created = create_run(
                 conn,
                 plan,
                 monitor_id=plan.config.monitor,
                 confirm=config.confirm,
-                dispatch=False,
+                dispatch=True,
                 monitor_config=collection,
                 actor=f"dagster:{context.run_id}",
             )
+        except PlanChecksFailed as exc:
+            # Created, not dispatched: the partitions' plan check evaluations below say which
+            # check failed, and fail this run.
+            run_id, created = exc.run_id, True
         except (runstore.RunConflict, BillingError) as exc:
             raise refusal(exc) from None
     # After the commit: a partition never names a run PostgreSQL does not have.
     register_run_partitions(context.instance, run_id, plan.config.channels)
     # Dispatched here, not by a sampling_plan_job the sensor asks for: one queued run less
     # between the click and the workers (issue 36; defs/collection/dispatch.py).
-    yield from dispatch_new_partitions(context, db, run_id, plan.config.channels)
+    yield from dispatch_new_partitions(
+        context, db, run_id, plan.config.channels, dispatched_at_creation=created
+    )
     summary = plan.summary()
     context.add_output_metadata(
         {
