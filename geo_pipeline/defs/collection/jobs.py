@@ -1,11 +1,12 @@
-"""The launchpad's jobs: ``create_collection_run`` validates a config, creates the run
-(snapshot, quote, samples), adds the run's dynamic partitions and materialises their
-``sampling_plan`` in the same run (the dispatch gate and the plan checks, per partition:
-defs/collection/dispatch.py), so the workers start one queued run after the click (issue 36).
-The ``sampling_plan_sensor`` still asks PostgreSQL which partitions of recent runs were never
-dispatched and requests their ``sampling_plan``, with one run key per partition: a run created by
-the CLI with ``--no-dispatch`` or the daily re-sample job is picked up that way, and a crash
-between creating the run and dispatching it is repaired by the sensor.
+"""The launchpad's jobs: ``create_collection_run`` validates a config, creates and dispatches
+the run in one transaction (snapshot, quote, samples, collect hints, through the dispatch gate),
+adds the run's dynamic partitions and records their ``sampling_plan`` materialisations and plan
+check evaluations in the same Dagster run (defs/collection/dispatch.py), so the workers start one
+queued run after the click (issue 36). The ``sampling_plan_sensor`` still asks PostgreSQL which
+partitions of recent runs were never dispatched and requests their ``sampling_plan``: a run
+created by the CLI with ``--no-dispatch`` or by the daily re-sample job is picked up that way.
+A crash after the commit leaves a dispatched run whose partitions the completion sensor adopts;
+only its sampling_plan records are missing (materialise them from the UI to see them).
 
 The launchpad's form is typed (geo_pipeline.defs.launchpad), so Dagster lists a config's
 mistakes with their paths before a run starts, and comes pre-filled with a valid example.
