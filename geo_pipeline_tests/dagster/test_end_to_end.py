@@ -89,11 +89,8 @@ def test_run_created_in_dagster_is_collected_and_every_downstream_asset_material
     run_id = op_metadata(created, "create_run_op")["run_id"]
 
     completion_cursor = tick(completion_sensor).cursor  # nothing finished yet
-    plans = tick(sampling_plan_sensor).run_requests or []
-    # One sampling_plan run for the run's partitions (their range), not one per channel.
-    assert [r.run_key for r in plans] == [names.plan_run_key(run_id, *CHANNELS)]
-    for req in plans:
-        assert launch(defs, req, dg_instance).success
+    # The launch dispatched its partitions itself (issue 36): no sampling_plan run to ask for.
+    assert not tick(sampling_plan_sensor).run_requests
 
     cluster.relay()
     cluster.worker(platforms=("deepseek", "qwen"), lease_s=10)

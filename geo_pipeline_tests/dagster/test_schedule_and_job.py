@@ -49,7 +49,7 @@ def failure_text(result: dg.ExecuteInProcessResult) -> str:
 
 
 # --------------------------------------------------------------------------- the launchpad job
-def test_job_creates_the_run_and_its_partition_without_dispatching(
+def test_job_creates_the_run_and_its_partitions_and_dispatches_them(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
     fund(conn)
@@ -61,11 +61,48 @@ def test_job_creates_the_run_and_its_partition_without_dispatching(
     ).fetchone()
     assert run["sample_count"] == 8 and run["confirmed_at"] is not None
     outbox = conn.execute("SELECT count(*) AS n FROM geo.outbox").fetchone()
-    assert outbox["n"] == 0  # the sampling_plan partitions dispatch, per channel
+    # Dispatched in the same run (a collect hint per batch: one batch per channel here), each
+    # partition's sampling_plan materialised by it: no sampling_plan_job run to wait for
+    # (issue 36).
+    assert outbox["n"] == len(CHANNELS)
     assert dg_instance.get_dynamic_partitions(names.RUNS_PARTITIONS) == ["r-launchpad-1"]
+    keys = {f"r-launchpad-1|{ch}" for ch in CHANNELS}
+    assert dg_instance.get_materialized_partitions(names.SAMPLING_PLAN) == keys
     # Launching the same config with the same run id again changes nothing.
     assert launch(collection_config(), dg_instance, resources, run_id="r-launchpad-1").success
     assert conn.execute("SELECT count(*) AS n FROM geo.samples").fetchone()["n"] == 8
+    assert conn.execute("SELECT count(*) AS n FROM geo.outbox").fetchone()["n"] == len(CHANNELS)
+
+
+def test_the_plan_sensor_ticking_while_the_launch_runs_asks_for_nothing(
+    conn: Any,
+    dg_instance: dg.DagsterInstance,
+    resources: dict[str, Any],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The sampling_plan sensor ticks every 5 s while create_collection_run works: at the first
+    moment the run is visible (committed, its partitions about to be added) it must already be
+    dispatched, or the sensor asks a sampling_plan_job for it (a fourth Dagster run per launch,
+    seen in bench/dagster_launch.py --dev on a loaded box; issue 36)."""
+    from geo_pipeline.defs.collection import jobs
+
+    seen: list[dg.SensorResult] = []
+    register = jobs.register_run_partitions
+
+    def tick_then_register(instance: dg.DagsterInstance, run_id: str, channels: Any) -> None:
+        with dg.build_sensor_context(instance=instance, resources=resources) as ctx:
+            result = sampling_plan_sensor(ctx)
+        assert isinstance(result, dg.SensorResult)
+        seen.append(result)
+        register(instance, run_id, channels)
+
+    monkeypatch.setattr(jobs, "register_run_partitions", tick_then_register)
+    fund(conn)
+    assert launch(collection_config(), dg_instance, resources, run_id="r-launchpad-2").success
+    [result] = seen
+    assert not result.run_requests and not result.dynamic_partitions_requests, result
+    reason = result.skip_reason.skip_message if result.skip_reason else ""
+    assert (reason or "").startswith("nothing to dispatch"), reason
 
 
 def test_what_dagster_config_cannot_see_fails_in_the_op_with_every_field_path(

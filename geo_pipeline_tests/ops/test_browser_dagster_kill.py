@@ -173,8 +173,8 @@ def test_a_killed_worker_restarts_and_every_partition_publishes_with_no_alarm(
         run_id = f"kill-{os.getpid()}"
         config = tmp_path / "config.yaml"
         config.write_text(CONFIG, encoding="utf-8")
-        # The run as the launchpad makes it: samples created, nothing dispatched; the
-        # sampling_plan sensor asks for one Dagster run per partition.
+        # The run as the launchpad made it before it dispatched (issue 36): samples created,
+        # nothing dispatched; the sampling_plan sensor asks for its Dagster run.
         run_ok(
             [*cli, "runs", "create", str(config), "--run-id", run_id, "--no-dispatch"], env=ui.env
         )

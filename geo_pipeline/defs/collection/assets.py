@@ -53,9 +53,15 @@ def sampling_plan(context: dg.AssetExecutionContext, db: PostgresResource) -> It
 
 
 def plan_partition(
-    context: dg.AssetExecutionContext, db: PostgresResource, key: str
+    context: dg.AssetExecutionContext | dg.OpExecutionContext,
+    db: PostgresResource,
+    key: str,
+    dispatched_at_creation: bool = False,
 ) -> dg.MaterializeResult:
-    """sampling_plan of one run|channel partition."""
+    """sampling_plan of one run|channel partition: in its asset's step, or in the launchpad's
+    create_collection_run right after the run is created (defs/collection/dispatch.py).
+    ``dispatched_at_creation``: the run was dispatched in the transaction that created it a
+    moment ago, so what the partition has queued was queued now."""
     run_id, channel = parse_partition_key(key)
     with db.connect() as conn:
         run, config = load_run(conn, run_id, channel)
@@ -70,6 +76,8 @@ def plan_partition(
             cur.execute(Q("dagster.dispatched_count"), {"run_id": run_id, "channel": channel})
             row = cur.fetchone()
         dispatched = int(row["n"]) if row else 0
+        if dispatched_at_creation and gate.refused is None:
+            dispatched_now = dispatched
         status = statusmod.partition_status(conn, run_id, channel)
     context.log.info(
         "run %s channel %s: %d samples, %d collect hints queued now",

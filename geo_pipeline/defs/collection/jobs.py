@@ -1,9 +1,12 @@
-"""The launchpad's jobs: ``create_collection_run`` validates a config, creates the run
-(snapshot, quote, samples; nothing dispatched yet) and adds the run's dynamic partitions; it does
-not launch anything itself: the ``sampling_plan_sensor`` asks PostgreSQL which partitions of
-recent runs were never dispatched and requests their ``sampling_plan``, with one run key per
-partition. So a run created by the CLI with ``--no-dispatch`` is picked up the same way, and a
-crash between creating the run and adding its partition is repaired by the sensor.
+"""The launchpad's jobs: ``create_collection_run`` validates a config, creates and dispatches
+the run in one transaction (snapshot, quote, samples, collect hints, through the dispatch gate),
+adds the run's dynamic partitions and records their ``sampling_plan`` materialisations and plan
+check evaluations in the same Dagster run (defs/collection/dispatch.py), so the workers start one
+queued run after the click (issue 36). The ``sampling_plan_sensor`` still asks PostgreSQL which
+partitions of recent runs were never dispatched and requests their ``sampling_plan``: a run
+created by the CLI with ``--no-dispatch`` or by the daily re-sample job is picked up that way.
+A crash after the commit leaves a dispatched run whose partitions the completion sensor adopts;
+only its sampling_plan records are missing (materialise them from the UI to see them).
 
 The launchpad's form is typed (geo_pipeline.defs.launchpad), so Dagster lists a config's
 mistakes with their paths before a run starts, and comes pre-filled with a valid example.
@@ -13,6 +16,7 @@ creating or reserving anything. Every job runs its steps in the run's own proces
 """
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 import dagster as dg
@@ -25,6 +29,8 @@ from geo_pipeline.analysis.precision import (
     precision_row,
 )
 from geo_pipeline.billing.errors import BillingError, InsufficientFunds
+from geo_pipeline.defs import names
+from geo_pipeline.defs.collection.dispatch import dispatch_new_partitions
 from geo_pipeline.defs.jobs import MAX_RETRIES_TAG, ONE_PROCESS
 from geo_pipeline.defs.launchpad import (
     CollectionFields,
@@ -38,7 +44,7 @@ from geo_pipeline.defs.resources import ConnectorRegistryResource, PostgresResou
 from geo_pipeline.domain.config_model import DEFAULT_PUBLISH_DEADLINE_SECONDS, CollectionConfig
 from geo_pipeline.domain.config_problems import ConfigError
 from geo_pipeline.domain.plan import Plan, QuoteError
-from geo_pipeline.flows.create_run import create_run, quoted_plan
+from geo_pipeline.flows.create_run import PlanChecksFailed, create_run, quoted_plan
 from geo_pipeline.jsonable import json_default
 from geo_pipeline.store import runs as runstore
 from geo_pipeline.store.db import Conn
@@ -125,31 +131,49 @@ def refusal(exc: Exception) -> dg.Failure:
 NOTHING = dg.Out(dg.Nothing)
 
 
-@dg.op(description="Validate the config, create the run and add its partition.", out=NOTHING)
+@dg.op(
+    description="Validate the config, create the run, add its partitions and materialise their "
+    "sampling_plan (dispatch through the gate, with the plan checks).",
+    out=NOTHING,
+    # The sampling plans' pool (dagster.yaml): this step dispatches as sampling_plan's does.
+    pool=names.POOL_PLAN,
+)
 def create_run_op(
     context: dg.OpExecutionContext,
     config: CreateCollectionRunConfig,
     db: PostgresResource,
     registry: ConnectorRegistryResource,
-) -> None:
+) -> Iterator[Any]:
     refuse_environment_references(context.run.run_config, context.op.name)
     collection = config.collection_config()
     with db.connect() as conn:
         plan = checked_plan(collection, registry, config.run_id, conn)
         try:
+            # Dispatched in the transaction that creates the run (through the dispatch gate):
+            # the sampling_plan sensor, which ticks meanwhile, never sees it undispatched and
+            # never asks a sampling_plan_job for it.
             run_id, created = create_run(
                 conn,
                 plan,
                 monitor_id=plan.config.monitor,
                 confirm=config.confirm,
-                dispatch=False,
+                dispatch=True,
                 monitor_config=collection,
                 actor=f"dagster:{context.run_id}",
             )
+        except PlanChecksFailed as exc:
+            # Created, not dispatched: the partitions' plan check evaluations below say which
+            # check failed, and fail this run.
+            run_id, created = exc.run_id, True
         except (runstore.RunConflict, BillingError) as exc:
             raise refusal(exc) from None
     # After the commit: a partition never names a run PostgreSQL does not have.
     register_run_partitions(context.instance, run_id, plan.config.channels)
+    # Dispatched here, not by a sampling_plan_job the sensor asks for: one queued run less
+    # between the click and the workers (issue 36; defs/collection/dispatch.py).
+    yield from dispatch_new_partitions(
+        context, db, run_id, plan.config.channels, dispatched_at_creation=created
+    )
     summary = plan.summary()
     context.add_output_metadata(
         {
@@ -164,16 +188,17 @@ def create_run_op(
         }
     )
     context.log.info(
-        "created run %s (%s); the sampling_plan sensor requests its partitions",
+        "created run %s (%s) and dispatched its partitions' sampling plans",
         run_id,
         summary["formula"],
     )
+    yield dg.Output(None)
 
 
 @dg.job(
     description="Create a collection run from a collection config (the launchpad's form, "
-    "pre-filled with an example). The sampling_plan_sensor then requests the run's "
-    "sampling_plan partitions. To see precision and cost first, launch plan_collection_run.",
+    "pre-filled with an example) and dispatch it: the run's sampling_plan partitions are "
+    "materialised in this run. To see precision and cost first, launch plan_collection_run.",
     # Never re-executed by the daemon: without a run_id in the config a retry would plan under
     # a new id and reserve the quote a second time. A person relaunches it.
     tags={"geo/kind": "create_run", MAX_RETRIES_TAG: "0"},
