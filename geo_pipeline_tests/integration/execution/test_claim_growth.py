@@ -1,0 +1,47 @@
+"""One claim costs the few candidates it returns, not the tenant's whole queue (issue 39).
+
+The worker's fair claim reads execution.claim_candidates once per round. Its arms must each be
+a LIMITed ordered scan of the queue index with the claimability (geo.claimable) checked per
+row before the LIMIT: planned as a join of every due sample of the (tenant, platform) with its
+run and dispatch, then sorted, one claim of a 100,000-sample run read ~425k buffers, so a big run
+collected at a crawl. Counted by PostgreSQL (EXPLAIN (ANALYZE, BUFFERS)), never timed: 10x the
+queued, dispatched, claimable samples of one run may cost at most 2x the buffers (an index
+level, the k rows themselves)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from geo_pipeline.store.queries import Q
+from geo_pipeline_tests.integration.execution.helpers import make_run
+
+K = 200  # the worker's claim_batch
+PARAMS = {"platforms": ["deepseek"], "k": K, "lookup_platforms": ["deepseek"]}
+
+
+def _claim_buffers(db: Any) -> tuple[int, int]:
+    """(shared buffers, rows) of one claim_candidates read."""
+    db.execute("ANALYZE geo.samples")
+    row = db.execute(
+        "EXPLAIN (ANALYZE, BUFFERS, TIMING OFF, FORMAT JSON) " + Q("execution.claim_candidates"),
+        PARAMS,
+    ).fetchone()
+    db.rollback()
+    plan = next(iter(row.values()))[0]["Plan"]
+    return plan["Shared Hit Blocks"] + plan["Shared Read Blocks"], plan["Actual Rows"]
+
+
+def test_one_claim_reads_about_the_same_buffers_of_a_10x_bigger_run(db_url: str, db: Any) -> None:
+    make_run(db_url, "r-small", tenant="small", questions=50, repeats=20)  # 1,000 samples
+    work = {"small": _claim_buffers(db)}
+    # The small run's samples leave the due range: the second read is the big run's alone.
+    db.execute(
+        "UPDATE geo.samples SET next_attempt_at = now() + interval '1 day' WHERE run_id = 'r-small'"
+    )
+    db.commit()
+    make_run(db_url, "r-big", tenant="big", questions=500, repeats=20)  # 10,000 samples
+    work["big"] = _claim_buffers(db)
+    print(work)
+    (small_buffers, small_rows), (big_buffers, big_rows) = work["small"], work["big"]
+    assert small_rows == big_rows > 0, work
+    assert big_buffers < 2 * small_buffers, work
