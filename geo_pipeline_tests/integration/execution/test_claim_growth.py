@@ -45,3 +45,19 @@ def test_one_claim_reads_about_the_same_buffers_of_a_10x_bigger_run(db_url: str,
     (small_buffers, small_rows), (big_buffers, big_rows) = work["small"], work["big"]
     assert small_rows == big_rows > 0, work
     assert big_buffers < 2 * small_buffers, work
+
+
+def test_an_undispatched_run_ahead_does_not_hide_the_claimable_run_behind_it(
+    db_url: str, db: Any
+) -> None:
+    """The claimability is checked per row before each arm's LIMIT: 1,000 samples of a run not
+    yet dispatched, older and of a higher priority than all of a dispatched run's, are read past
+    (their cost: each an index entry, a heap row and a run + dispatch lookup), never returned,
+    and the k candidates are the dispatched run's."""
+    make_run(db_url, "r-held", tenant="acme", questions=50, repeats=20, priority=9, dispatch=False)
+    free = set(make_run(db_url, "r-free", tenant="acme", questions=15, repeats=20, priority=5))
+    db.execute("ANALYZE geo.samples")
+    rows = db.execute(Q("execution.claim_candidates"), PARAMS).fetchall()
+    db.rollback()
+    assert len(rows) == K
+    assert {r["sample_id"] for r in rows} <= free
