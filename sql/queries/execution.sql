@@ -12,6 +12,13 @@
 -- Who the transition log names for this transaction's changes.
 SELECT set_config('geo.actor', %(actor)s, true);
 
+-- name: claim_without_jit
+-- No JIT for the rest of this transaction (as SET LOCAL; it changes no plan): the claim's plan
+-- is priced per tenant with room (each arm's LIMITed scan x the tenants), above jit_above_cost
+-- with a few tenants, while it reads ~k rows; compiling it took seconds per claim on 2 cores,
+-- ~1,000x its execution (issue 39).
+SELECT set_config('jit', 'off', true);
+
 -- name: claim_candidates
 -- Due samples of the given platforms, per tenant: the oldest-due and the highest-priority few,
 -- with the tenant's free in-flight room. The fair choice among them is made by

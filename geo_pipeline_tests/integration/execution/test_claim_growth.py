@@ -12,6 +12,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import psycopg
+from psycopg.rows import dict_row
+
+from geo_pipeline.store import execution as ex
 from geo_pipeline.store.queries import Q
 from geo_pipeline_tests.integration.execution.helpers import make_run
 
@@ -61,3 +65,37 @@ def test_an_undispatched_run_ahead_does_not_hide_the_claimable_run_behind_it(
     db.rollback()
     assert len(rows) == K
     assert {r["sample_id"] for r in rows} <= free
+
+
+def test_the_claim_is_not_jit_compiled(db_url: str) -> None:
+    """The claim's plan is priced per tenant (each arm's LIMITed scan times the tenants with
+    room), above jit_above_cost with a few tenants or before geo.tenants is analysed, while it
+    reads ~k rows: compiling it (seconds of LLVM optimisation per claim on 2 cores, ~1,000x
+    its execution) cost more than the claim itself. claim_fair runs it without JIT; the plan
+    PostgreSQL executed (auto_explain, the server's own record) names no JIT section."""
+    make_run(db_url, "r-1", tenant="acme", questions=50, repeats=20)
+    plans: list[str] = []
+    with psycopg.connect(db_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        conn.execute("ANALYZE geo.samples")  # as autovacuum does after a run is created
+        conn.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+        for stmt in (
+            "LOAD 'auto_explain'",
+            "SET auto_explain.log_min_duration = 0",
+            "SET auto_explain.log_analyze = on",
+            "SET auto_explain.log_timing = off",
+            "SET client_min_messages = log",
+        ):
+            conn.execute(stmt)  # type: ignore[arg-type]
+        conn.commit()
+        claimed = ex.claim_fair(
+            conn,  # type: ignore[arg-type]
+            owner="worker:test:1",
+            platforms=["deepseek"],
+            want=K,
+            lease_s=30,
+            lookup_platforms=["deepseek"],
+        )
+    assert len(claimed) == K
+    [plan] = [p for p in plans if "Due samples of the given platforms" in p]
+    assert "samples_queued_tenant_priority" in plan, plan
+    assert "JIT:" not in plan, plan
