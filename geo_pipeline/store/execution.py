@@ -50,6 +50,7 @@ def claim_fair(
     t0 = time.perf_counter()
     with conn.transaction(), conn.cursor() as cur:
         set_actor(conn, owner)
+        cur.execute(Q("execution.claim_without_jit"))  # compiling it cost seconds per claim
         cur.execute(
             Q("execution.claim_candidates"),
             {"platforms": list(platforms), "k": want, "lookup_platforms": list(lookup_platforms)},

@@ -12,15 +12,27 @@
 -- Who the transition log names for this transaction's changes.
 SELECT set_config('geo.actor', %(actor)s, true);
 
+-- name: claim_without_jit
+-- No JIT for the rest of this transaction (as SET LOCAL; it changes no plan): the claim's plan
+-- is priced per tenant with room (each arm's LIMITed scan x the tenants), above jit_above_cost
+-- with a few tenants, while it reads ~k rows; compiling it took seconds per claim on 2 cores,
+-- ~1,000x its execution (issue 39).
+SELECT set_config('jit', 'off', true);
+
 -- name: claim_candidates
 -- Due samples of the given platforms, per tenant: the oldest-due and the highest-priority few,
 -- with the tenant's free in-flight room. The fair choice among them is made by
 -- geo_pipeline.domain.retry.fair_pick (R10). Only claimable samples are candidates (geo.claimable:
 -- run confirmed, (run, channel) dispatched, no new submission for a cancelled run, uncertain
 -- only where lookup exists, R12), checked before the LIMIT, so a large run that may not run yet
--- never hides the work behind it. Accepted samples come with their age since acceptance: the
--- claim takes them first, by fetch deadline (retention - age), where the platform states a
--- result retention (domain.retry.fair_pick).
+-- never hides the work behind it. The check is a scalar subquery per row, not a lateral join:
+-- joined, the planner joined every due sample of the (tenant, platform) with its run and sorted
+-- them (one claim of a 100,000-sample run read ~425k buffers, issue 39); as a per-row filter
+-- each arm stays an ordered index scan that stops after k claimable rows, so a claim costs
+-- ~k rows plus the unclaimable samples that lie ahead of them in that arm's order (each one an
+-- index entry, its heap row and a run + dispatch lookup). Accepted samples come with their age
+-- since acceptance: the claim takes them first, by fetch deadline (retention - age), where the
+-- platform states a result retention (domain.retry.fair_pick).
 -- MATERIALIZED: inlined, the per-tenant running count was re-run for every candidate row
 -- (500 candidates x 5,000 running = 2.5M index entries read per claim).
 WITH t AS MATERIALIZED (
@@ -44,18 +56,18 @@ CROSS JOIN LATERAL (
    CROSS JOIN LATERAL (
      SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
      FROM geo.samples s
-     CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
-                                      %(lookup_platforms)s::text[])
-     WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform AND s.priority = pr.priority
+     WHERE (SELECT c FROM geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                             %(lookup_platforms)s::text[]) c)
+       AND s.tenant_id = t.tenant_id AND s.platform = p.platform AND s.priority = pr.priority
        AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
      ORDER BY s.next_attempt_at LIMIT %(k)s) q
    ORDER BY q.next_attempt_at, q.priority DESC LIMIT %(k)s)
   UNION
   (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
    FROM geo.samples s
-   CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
-                                    %(lookup_platforms)s::text[])
-   WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
+   WHERE (SELECT c FROM geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                           %(lookup_platforms)s::text[]) c)
+     AND s.tenant_id = t.tenant_id AND s.platform = p.platform
      AND s.collection_state = 'queued' AND s.next_attempt_at <= now()
    ORDER BY s.priority DESC, s.next_attempt_at LIMIT %(k)s)
   UNION
@@ -63,9 +75,9 @@ CROSS JOIN LATERAL (
   -- (their fetch deadline; issue 31, index samples_queued_accepted).
   (SELECT s.sample_id, s.tenant_id, s.priority, s.platform, s.next_attempt_at, s.accepted_at
    FROM geo.samples s
-   CROSS JOIN LATERAL geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
-                                    %(lookup_platforms)s::text[])
-   WHERE s.tenant_id = t.tenant_id AND s.platform = p.platform
+   WHERE (SELECT c FROM geo.claimable(s.run_id, s.channel, s.platform, s.submission_state,
+                                           %(lookup_platforms)s::text[]) c)
+     AND s.tenant_id = t.tenant_id AND s.platform = p.platform
      AND s.collection_state = 'queued' AND s.submission_state = 'accepted'
      AND s.next_attempt_at <= now()
    ORDER BY s.accepted_at LIMIT %(k)s)
