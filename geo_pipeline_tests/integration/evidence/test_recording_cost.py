@@ -31,14 +31,19 @@ def _answer(ref: SampleRef, revision: int = 1) -> dict[str, Any]:
 
 
 def _citations(ref: SampleRef, revision: int = 1) -> list[dict[str, Any]]:
+    none = dict.fromkeys(("citation_key", "title", "span_start", "span_end", "cited_text"))
     return [
         {
-            "sample_id": ref.sample_id, "tenant_id": ref.tenant_id, "revision": revision,
-            "ordinal": i, "citation_key": None, "relation": "cited",
-            "raw_url": f"https://example.com/{i}", "normalized_url": f"https://example.com/{i}",
-            "registrable_domain": "example.com", "title": None, "span_start": None,
-            "span_end": None, "cited_text": None,
-        }  # fmt: skip
+            "sample_id": ref.sample_id,
+            "tenant_id": ref.tenant_id,
+            "revision": revision,
+            "ordinal": i,
+            "relation": "cited",
+            "raw_url": f"https://example.com/{i}",
+            "normalized_url": f"https://example.com/{i}",
+            "registrable_domain": "example.com",
+            **none,
+        }
         for i in range(CITATIONS_PER_ANSWER)
     ]
 
@@ -72,7 +77,9 @@ def test_a_batch_of_citations_runs_no_trigger_per_row(db: Any) -> None:
 def test_a_row_without_its_tenant_still_gets_its_samples(db: Any) -> None:
     ref = seed_sample(db)
     with db.transaction():
-        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref) | {"tenant_id": None}])})
+        db.execute(
+            Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref) | {"tenant_id": None}])}
+        )
         rows = [c | {"tenant_id": None} for c in _citations(ref)]
         db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(rows)})
     tenants = db.execute(
@@ -113,6 +120,4 @@ def test_an_answer_revision_key_never_changes(db: Any) -> None:
         db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(_citations(ref))})
     with pytest.raises(psycopg.errors.RestrictViolation):
         with db.transaction():
-            db.execute(
-                "UPDATE geo.answers SET revision = 2 WHERE sample_id = %s", (ref.sample_id,)
-            )
+            db.execute("UPDATE geo.answers SET revision = 2 WHERE sample_id = %s", (ref.sample_id,))
