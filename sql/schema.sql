@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0071_evidence_rows_per_statement, 50 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0072_evidence_object_sample_per_statement, 51 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -703,6 +703,20 @@ END $$;
 ALTER FUNCTION geo.delete_citations_of_deleted_answers() OWNER TO geo_owner;
 
 --
+-- Name: delete_evidence_objects_of_deleted_samples(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.delete_evidence_objects_of_deleted_samples() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  DELETE FROM geo.evidence_objects e USING old_samples o WHERE e.sample_id = o.sample_id;
+  RETURN NULL;
+END $$;
+
+ALTER FUNCTION geo.delete_evidence_objects_of_deleted_samples() OWNER TO geo_owner;
+
+--
 -- Name: delete_samples_of_deleted_runs(); Type: FUNCTION; Schema: geo; Owner: -
 --
 
@@ -825,6 +839,32 @@ BEGIN
 END $$;
 
 ALTER FUNCTION geo.guard_citation_insert() OWNER TO geo_owner;
+
+--
+-- Name: guard_evidence_object_insert(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.guard_evidence_object_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  bad text;
+BEGIN
+  SELECT k.sample_id INTO bad
+  FROM (SELECT DISTINCT n.sample_id FROM new_objects n ORDER BY n.sample_id) k
+  LEFT JOIN LATERAL (SELECT true AS found FROM geo.samples s
+                      WHERE s.sample_id = k.sample_id
+                      FOR KEY SHARE OF s) f ON true
+  WHERE f.found IS NULL
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: evidence object of sample %: no such sample', bad
+      USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+
+ALTER FUNCTION geo.guard_evidence_object_insert() OWNER TO geo_owner;
 
 --
 -- Name: guard_sample_insert(); Type: FUNCTION; Schema: geo; Owner: geo_owner
@@ -4278,6 +4318,12 @@ CREATE TRIGGER citations_guard_insert AFTER INSERT ON geo.citations REFERENCING 
 CREATE TRIGGER config_snapshots_immutable BEFORE UPDATE ON geo.config_snapshots FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
 
 --
+-- Name: evidence_objects evidence_objects_guard_insert; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER evidence_objects_guard_insert AFTER INSERT ON geo.evidence_objects REFERENCING NEW TABLE AS new_objects FOR EACH STATEMENT EXECUTE FUNCTION geo.guard_evidence_object_insert();
+
+--
 -- Name: evidence_objects evidence_objects_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
@@ -4354,6 +4400,12 @@ CREATE TRIGGER runs_delete_samples AFTER DELETE ON geo.runs REFERENCING OLD TABL
 --
 
 CREATE TRIGGER runs_key_immutable BEFORE UPDATE OF run_id, tenant_id ON geo.runs FOR EACH ROW WHEN (((old.run_id IS DISTINCT FROM new.run_id) OR (old.tenant_id IS DISTINCT FROM new.tenant_id))) EXECUTE FUNCTION geo.forbid_key_change();
+
+--
+-- Name: samples samples_delete_evidence_objects; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER samples_delete_evidence_objects AFTER DELETE ON geo.samples REFERENCING OLD TABLE AS old_samples FOR EACH STATEMENT EXECUTE FUNCTION geo.delete_evidence_objects_of_deleted_samples();
 
 --
 -- Name: samples samples_guard_insert; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -4487,13 +4539,6 @@ ALTER TABLE ONLY geo.batches
 
 ALTER TABLE ONLY geo.config_snapshots
     ADD CONSTRAINT config_snapshots_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
-
---
--- Name: evidence_objects evidence_objects_sample_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
---
-
-ALTER TABLE ONLY geo.evidence_objects
-    ADD CONSTRAINT evidence_objects_sample_id_fkey FOREIGN KEY (sample_id) REFERENCES geo.samples(sample_id) ON DELETE CASCADE;
 
 --
 -- Name: fee_statement_lines fee_statement_lines_statement_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
