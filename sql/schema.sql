@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0069_one_queue_index, 50 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0072_evidence_object_sample_per_statement, 52 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -688,6 +688,35 @@ $$;
 ALTER FUNCTION geo.claimable(run_id text, channel text, platform text, submission_state text, lookup_platforms text[]) OWNER TO geo_owner;
 
 --
+-- Name: delete_citations_of_deleted_answers(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.delete_citations_of_deleted_answers() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  DELETE FROM geo.citations c USING old_answers o
+   WHERE c.sample_id = o.sample_id AND c.revision = o.revision;
+  RETURN NULL;
+END $$;
+
+ALTER FUNCTION geo.delete_citations_of_deleted_answers() OWNER TO geo_owner;
+
+--
+-- Name: delete_evidence_objects_of_deleted_samples(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.delete_evidence_objects_of_deleted_samples() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+BEGIN
+  DELETE FROM geo.evidence_objects e USING old_samples o WHERE e.sample_id = o.sample_id;
+  RETURN NULL;
+END $$;
+
+ALTER FUNCTION geo.delete_evidence_objects_of_deleted_samples() OWNER TO geo_owner;
+
+--
 -- Name: delete_samples_of_deleted_runs(); Type: FUNCTION; Schema: geo; Owner: -
 --
 
@@ -782,6 +811,60 @@ BEGIN
   RAISE EXCEPTION 'geo: the key (run, tenant) of %.% may not change', TG_TABLE_SCHEMA, TG_TABLE_NAME
     USING ERRCODE = 'foreign_key_violation';
 END $$;
+
+--
+-- Name: guard_citation_insert(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.guard_citation_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  bad record;
+BEGIN
+  PERFORM 1 FROM geo.samples s
+   WHERE s.sample_id IN (SELECT DISTINCT n.sample_id FROM new_citations n)
+   ORDER BY s.sample_id
+   FOR KEY SHARE OF s;
+  SELECT k.sample_id, k.revision INTO bad
+  FROM (SELECT DISTINCT n.sample_id, n.revision FROM new_citations n) k
+  WHERE NOT EXISTS (SELECT 1 FROM geo.answers a
+                     WHERE a.sample_id = k.sample_id AND a.revision = k.revision)
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: citation of sample % revision %: no such answer revision',
+      bad.sample_id, bad.revision USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+
+ALTER FUNCTION geo.guard_citation_insert() OWNER TO geo_owner;
+
+--
+-- Name: guard_evidence_object_insert(); Type: FUNCTION; Schema: geo; Owner: geo_owner
+--
+
+CREATE FUNCTION geo.guard_evidence_object_insert() RETURNS trigger
+    LANGUAGE plpgsql
+    AS $$
+DECLARE
+  bad text;
+BEGIN
+  SELECT k.sample_id INTO bad
+  FROM (SELECT DISTINCT n.sample_id FROM new_objects n ORDER BY n.sample_id) k
+  LEFT JOIN LATERAL (SELECT true AS found FROM geo.samples s
+                      WHERE s.sample_id = k.sample_id
+                      FOR KEY SHARE OF s) f ON true
+  WHERE f.found IS NULL
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: evidence object of sample %: no such sample', bad
+      USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END $$;
+
+ALTER FUNCTION geo.guard_evidence_object_insert() OWNER TO geo_owner;
 
 --
 -- Name: guard_sample_insert(); Type: FUNCTION; Schema: geo; Owner: geo_owner
@@ -3941,12 +4024,6 @@ CREATE INDEX citations_domain ON geo.citations USING btree (registrable_domain);
 CREATE INDEX dead_letters_at ON geo.dead_letters USING btree (at);
 
 --
--- Name: evidence_objects_storage_key; Type: INDEX; Schema: geo; Owner: geo_owner
---
-
-CREATE INDEX evidence_objects_storage_key ON geo.evidence_objects USING btree (storage_key);
-
---
 -- Name: fee_statement_lines_upstream; Type: INDEX; Schema: geo; Owner: geo_owner
 --
 
@@ -4160,7 +4237,7 @@ CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.analysis_results FOR EACH
 -- Name: answers a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
-CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.answers FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.answers FOR EACH ROW WHEN ((new.tenant_id IS NULL)) EXECUTE FUNCTION geo.tenant_of_sample();
 
 --
 -- Name: attempts a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -4172,7 +4249,7 @@ CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.attempts FOR EACH ROW EXE
 -- Name: citations a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
-CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.citations FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
+CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.citations FOR EACH ROW WHEN ((new.tenant_id IS NULL)) EXECUTE FUNCTION geo.tenant_of_sample();
 
 --
 -- Name: mention_stances a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -4205,10 +4282,34 @@ CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.review_decisions FOR EACH
 CREATE TRIGGER a_tenant_of_sample BEFORE INSERT ON geo.upstream_requests FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_sample();
 
 --
+-- Name: answers answers_delete_citations; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER answers_delete_citations AFTER DELETE ON geo.answers REFERENCING OLD TABLE AS old_answers FOR EACH STATEMENT EXECUTE FUNCTION geo.delete_citations_of_deleted_answers();
+
+--
+-- Name: answers answers_key_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER answers_key_immutable BEFORE UPDATE OF sample_id, revision ON geo.answers FOR EACH ROW WHEN (((old.sample_id IS DISTINCT FROM new.sample_id) OR (old.revision IS DISTINCT FROM new.revision))) EXECUTE FUNCTION geo.forbid_change();
+
+--
+-- Name: citations citations_guard_insert; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER citations_guard_insert AFTER INSERT ON geo.citations REFERENCING NEW TABLE AS new_citations FOR EACH STATEMENT EXECUTE FUNCTION geo.guard_citation_insert();
+
+--
 -- Name: config_snapshots config_snapshots_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
 CREATE TRIGGER config_snapshots_immutable BEFORE UPDATE ON geo.config_snapshots FOR EACH ROW EXECUTE FUNCTION geo.forbid_change();
+
+--
+-- Name: evidence_objects evidence_objects_guard_insert; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER evidence_objects_guard_insert AFTER INSERT ON geo.evidence_objects REFERENCING NEW TABLE AS new_objects FOR EACH STATEMENT EXECUTE FUNCTION geo.guard_evidence_object_insert();
 
 --
 -- Name: evidence_objects evidence_objects_immutable; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -4287,6 +4388,12 @@ CREATE TRIGGER runs_delete_samples AFTER DELETE ON geo.runs REFERENCING OLD TABL
 --
 
 CREATE TRIGGER runs_key_immutable BEFORE UPDATE OF run_id, tenant_id ON geo.runs FOR EACH ROW WHEN (((old.run_id IS DISTINCT FROM new.run_id) OR (old.tenant_id IS DISTINCT FROM new.tenant_id))) EXECUTE FUNCTION geo.forbid_key_change();
+
+--
+-- Name: samples samples_delete_evidence_objects; Type: TRIGGER; Schema: geo; Owner: geo_owner
+--
+
+CREATE TRIGGER samples_delete_evidence_objects AFTER DELETE ON geo.samples REFERENCING OLD TABLE AS old_samples FOR EACH STATEMENT EXECUTE FUNCTION geo.delete_evidence_objects_of_deleted_samples();
 
 --
 -- Name: samples samples_guard_insert; Type: TRIGGER; Schema: geo; Owner: geo_owner
@@ -4415,25 +4522,11 @@ ALTER TABLE ONLY geo.batches
     ADD CONSTRAINT batches_run_id_fkey FOREIGN KEY (run_id) REFERENCES geo.runs(run_id) ON DELETE CASCADE;
 
 --
--- Name: citations citations_sample_id_revision_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
---
-
-ALTER TABLE ONLY geo.citations
-    ADD CONSTRAINT citations_sample_id_revision_fkey FOREIGN KEY (sample_id, revision) REFERENCES geo.answers(sample_id, revision) ON DELETE CASCADE;
-
---
 -- Name: config_snapshots config_snapshots_tenant_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
 --
 
 ALTER TABLE ONLY geo.config_snapshots
     ADD CONSTRAINT config_snapshots_tenant_id_fkey FOREIGN KEY (tenant_id) REFERENCES geo.tenants(tenant_id);
-
---
--- Name: evidence_objects evidence_objects_sample_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner
---
-
-ALTER TABLE ONLY geo.evidence_objects
-    ADD CONSTRAINT evidence_objects_sample_id_fkey FOREIGN KEY (sample_id) REFERENCES geo.samples(sample_id) ON DELETE CASCADE;
 
 --
 -- Name: fee_statement_lines fee_statement_lines_statement_id_fkey; Type: FK CONSTRAINT; Schema: geo; Owner: geo_owner

@@ -53,6 +53,9 @@ SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.st
 
 -- name: object_by_key
 -- A bundle's key is recorded once per part: ``kind`` picks the part (NULL: any, the whole object).
+-- The key is found through its sample (no index on storage_key, migration 0071): a WARC
+-- record's key '<object>#<offset>-<length>' through the record index, any other key
+-- ({tenant}/{run}/{sample}/{revision}/{kind}, archive.object_key) through its sample segment.
 SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.storage_key,
        o.sha256, o.size_bytes, o.mime_type, o.attempt_no, o.captured_at, o.stored_at,
        -- a WARC-stored kind: its record's block digest (issue 33), checked on read
@@ -62,7 +65,13 @@ SELECT o.object_id, o.sample_id, o.tenant_id, o.run_id, o.revision, o.kind, o.st
          LIMIT 1) AS block_sha256
   FROM geo.evidence_objects o
   JOIN geo.samples s ON s.sample_id = o.sample_id
- WHERE o.storage_key = %(storage_key)s AND s.tenant_id = %(tenant_id)s
+ WHERE o.sample_id = (CASE WHEN strpos(%(storage_key)s, '#') > 0 THEN
+                         (SELECT w.sample_id FROM geo.warc_records w
+                           WHERE w.object_key = split_part(%(storage_key)s, '#', 1)
+                             AND w.record_offset::text
+                                 = split_part(split_part(%(storage_key)s, '#', 2), '-', 1))
+                       ELSE split_part(%(storage_key)s, '/', 3) END)
+   AND o.storage_key = %(storage_key)s AND s.tenant_id = %(tenant_id)s
    AND o.tenant_id = %(tenant_id)s AND (%(kind)s::text IS NULL OR o.kind = %(kind)s)
  ORDER BY o.object_id
  LIMIT 1;

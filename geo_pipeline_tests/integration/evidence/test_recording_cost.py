@@ -1,0 +1,171 @@
+"""What recording a batch's answers, citations and object rows costs PostgreSQL, and what it still
+guarantees (issue 33, migrations 0071, 0072): no trigger runs once per citation or object row
+(the keys citations -> answers and evidence_objects -> samples are checked once per statement),
+and the keys' guarantees hold. Work is counted by PostgreSQL (the trigger calls EXPLAIN ANALYZE
+reports), never timed."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+import psycopg
+import pytest
+from psycopg.types.json import Jsonb
+
+from geo_pipeline.evidence.recording import SampleRef
+from geo_pipeline.store.queries import Q
+from geo_pipeline_tests.integration.evidence.helpers import seed_sample
+
+CITATIONS_PER_ANSWER = 4
+
+
+def _answer(ref: SampleRef, revision: int = 1) -> dict[str, Any]:
+    return {
+        "sample_id": ref.sample_id, "tenant_id": ref.tenant_id, "revision": revision,
+        "attempt_no": 1, "upstream_id": f"up-{ref.sample_id}", "raw_text": "an answer",
+        "sanitized_html": "", "raw_sha256": "0" * 64, "content_sha256": f"{revision:064d}",
+        "captured_at": datetime.now(UTC).isoformat(), "provider_truncated": False,
+        "validity": "valid", "validity_reason": None, "validity_rule_version": "1",
+        "warnings": [], "search_queries": [], "web_search_used": None,
+    }  # fmt: skip
+
+
+def _citations(ref: SampleRef, revision: int = 1) -> list[dict[str, Any]]:
+    none = dict.fromkeys(("citation_key", "title", "span_start", "span_end", "cited_text"))
+    return [
+        {
+            "sample_id": ref.sample_id,
+            "tenant_id": ref.tenant_id,
+            "revision": revision,
+            "ordinal": i,
+            "relation": "cited",
+            "raw_url": f"https://example.com/{i}",
+            "normalized_url": f"https://example.com/{i}",
+            "registrable_domain": "example.com",
+            **none,
+        }
+        for i in range(CITATIONS_PER_ANSWER)
+    ]
+
+
+def _objects(ref: SampleRef) -> list[dict[str, Any]]:
+    return [
+        {
+            "sample_id": ref.sample_id,
+            "tenant_id": ref.tenant_id,
+            "run_id": ref.run_id,
+            "kind": kind,
+            "storage_key": f"{ref.tenant_id}/{ref.run_id}/{ref.sample_id}/sha256-{i:064d}/{kind}",
+            "sha256": f"{i:064d}",
+            "size_bytes": 1,
+            "mime_type": "application/octet-stream",
+            "attempt_no": 1,
+            "captured_at": datetime.now(UTC).isoformat(),
+        }
+        for i, kind in enumerate(("answer_raw", "citations", "response_raw"))
+    ]
+
+
+def _trigger_calls(db: Any, name: str, rows: list[dict[str, Any]]) -> dict[str, int]:
+    """Run a batch statement under EXPLAIN ANALYZE: each trigger's number of calls."""
+    row = db.execute(
+        "EXPLAIN (ANALYZE, FORMAT JSON) " + Q(name).strip().rstrip(";"), {"rows": Jsonb(rows)}
+    ).fetchone()
+    plan = next(iter(row.values()))[0]
+    return {t["Trigger Name"]: int(t["Calls"]) for t in plan.get("Triggers", [])}
+
+
+def test_a_batch_of_citations_runs_no_trigger_per_row(db: Any) -> None:
+    refs = [seed_sample(db) for _ in range(3)]
+    with db.transaction():
+        answers = _trigger_calls(db, "evidence.insert_answers", [_answer(r) for r in refs])
+        rows = [c for r in refs for c in _citations(r)]
+        citations = _trigger_calls(db, "evidence.insert_citations", rows)
+    # Every row has its tenant: the tenant trigger has nothing to do and is not called.
+    assert answers.get("a_tenant_of_sample", 0) == 0, answers
+    # The key to the answer is checked once for the statement, not once per citation.
+    assert citations and max(citations.values()) <= 1, citations
+    n = db.execute(
+        "SELECT count(*) AS n FROM geo.citations WHERE sample_id = ANY(%s)",
+        ([r.sample_id for r in refs],),
+    ).fetchone()["n"]
+    assert n == 3 * CITATIONS_PER_ANSWER
+
+
+def test_a_batch_of_object_rows_runs_no_trigger_per_row(db: Any) -> None:
+    refs = [seed_sample(db) for _ in range(3)]
+    with db.transaction():
+        calls = _trigger_calls(
+            db, "evidence.insert_objects", [o for r in refs for o in _objects(r)]
+        )
+    # The key to the sample is checked once for the statement (migration 0072).
+    assert calls and max(calls.values()) <= 1, calls
+    n = db.execute(
+        "SELECT count(*) AS n FROM geo.evidence_objects WHERE sample_id = ANY(%s)",
+        ([r.sample_id for r in refs],),
+    ).fetchone()["n"]
+    assert n == 3 * 3
+
+
+def test_an_object_row_of_no_sample_is_refused(db: Any) -> None:
+    ref = seed_sample(db)
+    ghost = SampleRef("s" + "0" * 24, ref.run_id, ref.tenant_id)
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="no such sample"):
+        with db.transaction():
+            db.execute(Q("evidence.insert_objects"), {"rows": Jsonb(_objects(ghost))})
+
+
+def test_a_row_without_its_tenant_still_gets_its_samples(db: Any) -> None:
+    ref = seed_sample(db)
+    with db.transaction():
+        db.execute(
+            Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref) | {"tenant_id": None}])}
+        )
+        rows = [c | {"tenant_id": None} for c in _citations(ref)]
+        db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(rows)})
+    tenants = db.execute(
+        "SELECT DISTINCT tenant_id FROM geo.citations WHERE sample_id = %s", (ref.sample_id,)
+    ).fetchall()
+    assert [t["tenant_id"] for t in tenants] == [ref.tenant_id]
+
+
+def test_a_citation_of_no_answer_revision_is_refused(db: Any) -> None:
+    ref = seed_sample(db)
+    with db.transaction():
+        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref)])})
+    with pytest.raises(psycopg.errors.ForeignKeyViolation, match="no such answer revision"):
+        with db.transaction():
+            db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(_citations(ref, 2))})
+
+
+def test_deleting_a_sample_deletes_its_citations_and_object_rows(db: Any) -> None:
+    ref, other = seed_sample(db), seed_sample(db)
+    with db.transaction():
+        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref), _answer(other)])})
+        rows = _citations(ref) + _citations(other)
+        db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(rows)})
+        db.execute(Q("evidence.insert_objects"), {"rows": Jsonb(_objects(ref) + _objects(other))})
+    with db.transaction():
+        db.execute("DELETE FROM geo.samples WHERE sample_id = %s", (ref.sample_id,))
+    left = db.execute(
+        "SELECT sample_id, count(*) AS n FROM geo.citations WHERE sample_id = ANY(%s)"
+        " GROUP BY sample_id",
+        ([ref.sample_id, other.sample_id],),
+    ).fetchall()
+    assert [(r["sample_id"], r["n"]) for r in left] == [(other.sample_id, CITATIONS_PER_ANSWER)]
+    objects = db.execute(
+        "SELECT DISTINCT sample_id FROM geo.evidence_objects WHERE sample_id = ANY(%s)",
+        ([ref.sample_id, other.sample_id],),
+    ).fetchall()
+    assert [r["sample_id"] for r in objects] == [other.sample_id]
+
+
+def test_an_answer_revision_key_never_changes(db: Any) -> None:
+    ref = seed_sample(db)
+    with db.transaction():
+        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref)])})
+        db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(_citations(ref))})
+    with pytest.raises(psycopg.errors.RestrictViolation):
+        with db.transaction():
+            db.execute("UPDATE geo.answers SET revision = 2 WHERE sample_id = %s", (ref.sample_id,))
