@@ -149,9 +149,18 @@ def redact_url(url: str) -> str:
 
 
 # --------------------------------------------------------------------------- writing
+_NAMESPACE_BYTES = _NAMESPACE.bytes
+
+
 def _record_id(sample_id: str, attempt_no: int, kind: str, payload_sha256: str) -> str:
+    # uuid.uuid5(_NAMESPACE, name) put together directly (the UUID object's checks and str()
+    # cost more than the SHA-1): test_warc checks it against uuid5.
     name = f"{sample_id}/{attempt_no}/{kind}/{payload_sha256}"
-    return f"<urn:uuid:{uuid.uuid5(_NAMESPACE, name)}>"
+    b = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8")).digest()[:16])
+    b[6] = (b[6] & 0x0F) | 0x50  # version 5
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 def _warc_date(at: datetime) -> str:
