@@ -298,6 +298,7 @@ def worker_child(args: argparse.Namespace) -> None:
 
         profiler = cProfile.Profile(time.process_time)  # CPU, not wall: the box is shared
         report = profiler.runcall(asyncio.run, main())
+        os.makedirs(args.profile, exist_ok=True)  # else the stats are lost with the run's report
         profiler.dump_stats(os.path.join(args.profile, f"worker-{os.getpid()}.prof"))
     else:
         report = asyncio.run(main())

@@ -309,6 +309,8 @@ def _normalise_escapes(text: str, safe: frozenset[str]) -> str:
         ch = chr(int(m.group(1), 16))
         return ch if ch in _UNRESERVED else "%" + m.group(1).upper()
 
+    if "%" not in text and safe.issuperset(text):
+        return text  # nothing to decode, upper-case or escape (most cited paths and queries)
     text = _PCT.sub(fix, text)
     out: list[str] = []
     for i, ch in enumerate(text):
@@ -464,16 +466,17 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
     except ValueError:
         return NormalisedUrl(raw, text, None)
     scheme = parts.scheme.lower()
-    if scheme not in _DEFAULT_PORTS or not parts.hostname:
+    hostname = parts.hostname  # parsed out of the netloc on every access: read once
+    if scheme not in _DEFAULT_PORTS or not hostname:
         return NormalisedUrl(raw, text, None)
 
-    host = _encode_host(parts.hostname)
+    host = _encode_host(hostname)
     if ":" in host:  # IPv6 literal
         host = f"[{host}]"
     netloc = host
     if port is not None and port != _DEFAULT_PORTS[scheme]:
         netloc = f"{host}:{port}"
-    if parts.username is not None:
+    if "@" in parts.netloc and parts.username is not None:
         userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
         netloc = f"{userinfo}@{netloc}"
 

@@ -56,7 +56,10 @@ class Validity:
 
 
 def _phrases(*items: str) -> re.Pattern[str]:
-    # Matched against lower-cased text: cheaper than re.IGNORECASE on every alternative.
+    # Matched against lower-cased text: cheaper than re.IGNORECASE on every alternative. Every
+    # alternative starts with a literal character, so the regex engine skips ahead to the places
+    # one of those characters occurs instead of trying every alternative at every position
+    # (``(a|b)x`` is written ``ax|bx``: the same matches, in the same order).
     return re.compile("|".join(items).lower())
 
 
@@ -78,8 +81,10 @@ _CAPTCHA = _phrases(
 )
 _LOGIN = _phrases(
     r"please (log|sign) ?in",
-    r"(log|sign) ?in to (continue|view|see|use|access)",
-    r"(login|sign-?in) required",
+    r"log ?in to (continue|view|see|use|access)",
+    r"sign ?in to (continue|view|see|use|access)",
+    r"login required",
+    r"sign-?in required",
     r"you must be (logged|signed) in",
     r"session (has )?expired",
     r"create an account to continue",
@@ -92,11 +97,9 @@ _LOGIN = _phrases(
 )
 _ERROR = _phrases(
     r"internal server error",
-    r"\b50[0234]\b.{0,20}(error|bad gateway|unavailable|timeout)",
     r"bad gateway",
     r"service (temporarily )?unavailable",
     r"gateway time-?out",
-    r"\b40[34]\b.{0,12}(forbidden|not found)",
     r"something went wrong",
     r"an (unexpected )?error (has )?occurred",
     r"too many requests",
@@ -111,6 +114,13 @@ _ERROR = _phrases(
     r"请求(过于)?频繁",
     r"页面(不存在|找不到)",
 )
+# The status-code phrases of an error page start at a word boundary, which no literal-first
+# alternative can say: a pattern of their own, the earlier of the two matches wins (a code starts
+# with a digit, every _ERROR phrase with a letter, so they never start at the same place).
+_ERROR_CODE = re.compile(
+    r"\b(50[0234]\b.{0,20}(error|bad gateway|unavailable|timeout)"
+    r"|40[34]\b.{0,12}(forbidden|not found))"
+)
 _REFUSAL = _phrases(
     r"i('m| am) (sorry,? )?(but )?(unable|not able) to (help|assist|answer|provide|comply)",
     r"i can('|no)t (help|assist|answer|provide|comply|discuss)",
@@ -118,10 +128,13 @@ _REFUSAL = _phrases(
     r"i won'?t be able to (help|assist|answer)",
     r"as an ai( language model)?,? i (can('|no)t|am unable|don'?t)",
     r"sorry,? (but )?i can('|no)t",
-    r"(抱歉|对不起|很遗憾)[，,]?\s*(我)?(无法|不能|没法|暂时无法)",
+    r"抱歉[，,]?\s*(我)?(无法|不能|没法|暂时无法)",
+    r"对不起[，,]?\s*(我)?(无法|不能|没法|暂时无法)",
+    r"很遗憾[，,]?\s*(我)?(无法|不能|没法|暂时无法)",
     r"我(无法|不能|没法)(回答|提供|协助|帮助|讨论)",
     r"作为(一个)?(AI|人工智能)",
-    r"(这个|该)(问题|话题)我(暂时)?(无法|不能|还没学会)",
+    r"这个(问题|话题)我(暂时)?(无法|不能|还没学会)",
+    r"该(问题|话题)我(暂时)?(无法|不能|还没学会)",
     r"我还没(有)?学会(回答)?",
     r"换个(话题|问题)",
 )
@@ -175,6 +188,15 @@ def _weight(text: str) -> int:
     return 2 * cjk + (len(body) - cjk)
 
 
+def _too_short(text: str) -> bool:
+    # The weight is at least the body's length (a CJK character weighs 2, any other 1): a body
+    # of MIN_WEIGHT characters is heavy enough without counting its CJK ones.
+    body = _MARKUP.sub("", _SPACE.sub("", text))
+    if len(body) >= MIN_WEIGHT:
+        return False
+    return _weight(body) < MIN_WEIGHT
+
+
 def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
     """Judge one answer (rules and their order in the module docstring). Pure and total."""
     compact = _SPACE.sub(" ", answer_text).strip()
@@ -188,6 +210,10 @@ def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
             ("error_page", _ERROR),
         ):
             m = pattern.search(lowered)
+            if pattern is _ERROR:
+                code = _ERROR_CODE.search(lowered)
+                if code and (m is None or code.start() < m.start()):
+                    m = code
             if m:
                 return Validity(False, reason, detail=f"matched {m.group(0)!r}")  # type: ignore[arg-type]
     if provider_truncated:
@@ -201,6 +227,6 @@ def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
     cut = _cut_mid_sentence(answer_text)
     if cut:
         return Validity(False, "truncated", detail=cut)
-    if _weight(answer_text) < MIN_WEIGHT:
+    if _too_short(answer_text):
         return Validity(False, "too_short")
     return Validity(True, None)

@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from io import BytesIO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
+from isal import isal_zlib
 from warcio.archiveiterator import ArchiveIterator
 from warcio.exceptions import ArchiveLoadFailed
 from warcio.statusandheaders import StatusAndHeaders
@@ -49,7 +50,13 @@ from geo_pipeline.connectors.base import HttpExchange
 WARC_MIME = "application/warc"
 REDACTED = "[REDACTED]"
 REDACTED_PARAM = "REDACTED"  # in a URL: no characters that need escaping
-GZIP_LEVEL = 6
+# Each record's gzip member is deflated by ISA-L (python-isal) at level 1: on the simulator's
+# answers (~1.7 KB a record) it costs 0.05 ms per answer against 0.13-0.17 ms for zlib at level 6
+# (and zlib at level 1 is hardly cheaper: a record this small is mostly the deflate set-up), for
+# members ~3% larger (2,661 against 2,588 bytes per answer). Any gzip reader reads them (warcio
+# and the WACZ tools use zlib).
+GZIP_LEVEL = 1
+GZIP_WBITS = 16 + 15  # a gzip member (header and CRC), 32 KB window
 RECORD_TYPES = ("request", "response", "resource", "metadata", "conversion")
 _NAMESPACE = uuid.UUID("6f1c2a53-0a5e-4c55-9a57-2f4f7f0f3c11")  # geo_pipeline evidence records
 
@@ -142,9 +149,18 @@ def redact_url(url: str) -> str:
 
 
 # --------------------------------------------------------------------------- writing
+_NAMESPACE_BYTES = _NAMESPACE.bytes
+
+
 def _record_id(sample_id: str, attempt_no: int, kind: str, payload_sha256: str) -> str:
+    # uuid.uuid5(_NAMESPACE, name) put together directly (the UUID object's checks and str()
+    # cost more than the SHA-1): test_warc checks it against uuid5.
     name = f"{sample_id}/{attempt_no}/{kind}/{payload_sha256}"
-    return f"<urn:uuid:{uuid.uuid5(_NAMESPACE, name)}>"
+    b = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8")).digest()[:16])
+    b[6] = (b[6] & 0x0F) | 0x50  # version 5
+    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
+    h = b.hex()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
 def _warc_date(at: datetime) -> str:
@@ -206,10 +222,9 @@ def _write(
     lines.append(f"Content-Type: {warc_type}")
     lines.append(f"Content-Length: {len(head) + len(payload)}")
     raw = "\r\n".join(lines).encode("utf-8") + b"\r\n\r\n" + head + payload + b"\r\n\r\n"
-    # One gzip member per record, at zlib's default level: warcio's own wrapper uses level 9,
-    # which costs twice the CPU on the hot path for a few per cent on small records.
-    gz = zlib.compressobj(GZIP_LEVEL, zlib.DEFLATED, 16 + zlib.MAX_WBITS)
-    member = gz.compress(raw) + gz.flush()
+    # One gzip member per record (GZIP_LEVEL: why ISA-L at level 1; warcio's own wrapper uses
+    # zlib at level 9).
+    member = isal_zlib.compress(raw, GZIP_LEVEL, GZIP_WBITS)
     return WarcRecord(
         kind, record_type, record_id, uri, mime_type, member, block_hex, payload_hex,
         len(payload),

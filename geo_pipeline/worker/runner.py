@@ -14,6 +14,7 @@ claims, send marks, acceptances, completions and renewals are batched (docs/desi
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import time
 from collections.abc import Mapping
@@ -110,6 +111,11 @@ class Worker:
                 await sc.ensure_group(ctx.redis, lane.key)
                 if lane.caps.screenshot and shots:
                     await sc.ensure_group(ctx.redis, lane.shot_key)
+            # Everything the start-up made (modules, the URL rules, pools) lives as long as the
+            # worker: out of the collector's sight, so a full collection scans only what the
+            # samples made since (each one was ~0.07-0.1 s of a worker's CPU, bench/throughput).
+            gc.collect()
+            gc.freeze()
             tasks = []
             gate = PlatformGate(self.s.platform_urls, self.s.platform_wait_s)
             for lane in self.lanes.values():

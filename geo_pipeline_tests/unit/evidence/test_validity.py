@@ -99,3 +99,21 @@ def test_classifier_is_total_and_consistent(text, flag):
     verdict = classify(text, flag)
     assert verdict.valid == (verdict.reason is None)
     assert verdict.rule_version == RULE_VERSION
+
+
+@pytest.mark.parametrize(
+    ("text", "detail"),
+    [
+        # The status-code phrases are a pattern apart from the word phrases (for speed): the
+        # earlier match in the text is the one a verdict names, as with one pattern.
+        ("502 Bad Gateway\nnginx", "matched '502 bad gateway'"),
+        ("Bad gateway: 502 error", "matched 'bad gateway'"),
+        ("Oops. Something went wrong (404 Not Found)", "matched 'something went wrong'"),
+        ("error 1500 timeout, then 403 forbidden", "matched '403 forbidden'"),
+        ("抱歉，我无法回答这个问题。", "matched '抱歉，我无法'"),
+        ("该话题我暂时无法讨论。", "matched '该话题我暂时无法'"),
+        ("Sign in to continue", "matched 'sign in to continue'"),
+    ],
+)
+def test_the_detail_names_the_earliest_phrase(text: str, detail: str) -> None:
+    assert classify(text).detail == detail

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import uuid
 from datetime import UTC, datetime
 from io import BytesIO
 from typing import Any
@@ -196,3 +197,15 @@ def test_an_oversized_screenshot_is_left_out_and_says_why() -> None:
         "(GEO_EVIDENCE_RECORD_MAX_BYTES)"
     )
     assert {r.kind for r in got.warc_pending} == {"response_raw", "answer_raw", "citations"}
+
+
+@pytest.mark.parametrize(
+    ("sample_id", "attempt_no", "kind", "digest"),
+    [("s-1", 1, "response_raw", "ab" * 32), ("样本-2", 7, "answer_raw", ""), ("", 0, "k", "0")],
+)
+def test_record_ids_are_uuid5_of_the_record_name(
+    sample_id: str, attempt_no: int, kind: str, digest: str
+) -> None:
+    name = f"{sample_id}/{attempt_no}/{kind}/{digest}"
+    expected = f"<urn:uuid:{uuid.uuid5(warc._NAMESPACE, name)}>"
+    assert warc._record_id(sample_id, attempt_no, kind, digest) == expected
