@@ -284,6 +284,25 @@ class Attempt:
             await self.accepted(acc, "webhook")
             return acc
         await self.park_uncertain("accepted_upstream:id_unknown", UNCERTAIN_PARK_S)
+        if entry is not None and self.c.pool is not None:
+            # The callback may have landed between our read and the park: the receiver then
+            # saw no uncertain sample and settled nothing, and no later delivery need come.
+            # Read again now the park is committed (the receiver records before it looks): one
+            # of the two always sees the other, and the guarded transition settles it once.
+            task_id = await self.c.db(
+                webhook_task_for_key, entry.protocol, self.req.idempotency_key
+            )
+            if task_id is not None:
+                try:
+                    await self.c.db(
+                        ex.resolve_uncertain,
+                        self.h.sample_id,
+                        accepted_upstream_id=task_id,
+                        note=f"callback recorded before the park: task {task_id}",
+                        actor="webhook",
+                    )
+                except ex.NotUncertain:
+                    pass  # the receiver (or an operator) settled it first
         return None
 
     async def recover(self) -> Acceptance | None:

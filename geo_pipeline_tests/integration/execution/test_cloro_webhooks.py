@@ -148,3 +148,70 @@ def test_callbacks_settle_the_409_samples_and_forgeries_change_nothing(
     )
     health = httpx.get(f"{receiver}/healthz", timeout=10).json()
     assert health["ok"] and health["refused"] == 1
+
+
+def test_a_callback_landing_between_the_409_read_and_the_park_still_settles_the_sample(
+    db_url, redis_url, redis_ns, own_simulator, receiver, monkeypatch
+) -> None:
+    """The interleaving that hung CI: the worker meets the 409, finds no callback recorded for
+    its key, and before its park as uncertain commits, the (only) callback lands; the receiver
+    sees no uncertain sample and settles nothing. Forced here: the worker's read returns "none
+    yet" only once the receiver has recorded the delivery for that key."""
+    from geo_pipeline.store.webhooks import task_for_key
+    from geo_pipeline.worker import attempt
+
+    sim = own_simulator(
+        {"services": {"cloro": {"lost_rate": 0.3, "webhook_duplicate_rate": 0.0}}}, seed=37
+    )
+    monkeypatch.setenv("GEO_CLORO_URL", f"{sim.url}/cloro")
+    monkeypatch.setenv("GEO_CLORO_API_KEY", "sim-cloro-key")
+    monkeypatch.setenv("GEO_CLORO_WEBHOOK_URL", f"{receiver}/webhooks/cloro/{SECRET}")
+    raced: list[str] = []
+
+    def late_read(conn: Any, platform: str, key: str) -> str | None:
+        found = task_for_key(conn, platform, key)
+        if found is None:
+            # Counted work, not time: wait for the receiver to record this key's callback
+            # (the simulator sends it when the task ends), then answer as if read before.
+            for _ in range(600):
+                if fetch(
+                    db_url,
+                    "SELECT 1 FROM geo.webhook_deliveries WHERE idempotency_key = %s",
+                    (key,),
+                ):
+                    raced.append(key)
+                    break
+                threading.Event().wait(0.05)
+            return None
+        return found
+
+    monkeypatch.setattr(attempt, "webhook_task_for_key", late_read)
+    registry = load_registry()
+    make_cloro_run(db_url, registry, "r-cloro-race", N)
+
+    def settled() -> bool:
+        rows = fetch(
+            db_url,
+            "SELECT count(*) AS n FROM geo.samples WHERE collection_state = 'completed'",
+        )
+        return bool(rows[0]["n"] == N)
+
+    asyncio.run(
+        run_worker_until(
+            db_url,
+            redis_url,
+            redis_ns,
+            {PLATFORM: build_connector(registry.entry(PLATFORM))},
+            settled,
+            timeout_s=60,
+            capabilities=registry.capabilities(),
+            poll=PollSchedule(first_s=0.05, min_s=0.05, ratio=0.5, max_s=0.2),
+        )
+    )
+    assert raced, "with 30 % lost answers some re-sends met the 409"
+    unfinished = fetch(
+        db_url,
+        "SELECT s.sample_id, s.collection_state, s.submission_state, s.submission_reason"
+        " FROM geo.samples s WHERE s.collection_state <> 'completed'",
+    )
+    assert not unfinished, unfinished
