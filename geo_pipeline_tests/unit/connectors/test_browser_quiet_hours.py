@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -54,7 +54,11 @@ def test_inside_the_window_nothing_is_leased_or_launched(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setenv("GEO_BROWSER_PROFILES", str(tmp_path))
-    monkeypatch.setenv("GEO_BROWSER_QUIET_HOURS", "00:00-23:59")
+    # A window around the present (an hour before to two after, over midnight when it falls
+    # so): "00:00-23:59" failed in the minute 23:59-00:00 (a CI run crossed it).
+    now = datetime.now(UTC)
+    window = f"{now - timedelta(hours=1):%H:%M}-{now + timedelta(hours=2):%H:%M}"
+    monkeypatch.setenv("GEO_BROWSER_QUIET_HOURS", window)
     monkeypatch.setenv("GEO_BROWSER_QUIET_TZ", "UTC")
     entry = load_registry().entry("doubao_web")
     entry = dataclasses.replace(entry, options={**entry.options, "accounts": ["a1"]})
