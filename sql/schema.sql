@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0072_evidence_object_sample_per_statement, 52 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0085_failed_sample_status, 53 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1657,6 +1657,7 @@ CREATE VIEW analytics.sample_status WITH (security_invoker='true') AS
     COALESCE(vd.verdict, a.validity) AS validity,
         CASE
             WHEN ((s.analysis_state = 'accepted'::text) AND (COALESCE(vd.verdict, a.validity) = 'valid'::text)) THEN 'known'::text
+            WHEN (s.collection_state = 'failed'::text) THEN 'failed'::text
             WHEN (s.analysis_state = 'pending'::text) THEN 'analysing'::text
             WHEN (s.analysis_state = 'review'::text) THEN 'in_review'::text
             ELSE 'excluded'::text

@@ -158,14 +158,12 @@ WITH st AS MATERIALIZED (
          count(*)::int AS samples,
          count(*) FILTER (WHERE validity = 'valid')::int AS valid_samples,
          count(*) FILTER (WHERE validity = 'invalid')::int AS invalid_samples,
-         -- a failed collection stored no answer: failed, not analysing (issue #34)
+         -- a failed collection stored no answer: the view says 'failed', not 'analysing'
+         -- (issue #34)
          count(*) FILTER (WHERE mention_status = 'analysing'
-                            AND validity IS DISTINCT FROM 'invalid'
-                            AND collection_state IS DISTINCT FROM 'failed')::int
-           AS analysing_samples,
-         count(*) FILTER (WHERE mention_status = 'analysing'
-                            AND validity IS DISTINCT FROM 'invalid'
-                            AND collection_state = 'failed')::int AS failed_samples,
+                            AND validity IS DISTINCT FROM 'invalid')::int AS analysing_samples,
+         count(*) FILTER (WHERE mention_status = 'failed'
+                            AND validity IS DISTINCT FROM 'invalid')::int AS failed_samples,
          -- an invalid answer a person is to confirm is counted once: as invalid (issue #34)
          count(*) FILTER (WHERE mention_status = 'in_review'
                             AND validity IS DISTINCT FROM 'invalid')::int AS review_samples,
