@@ -69,9 +69,11 @@ check-defs: install
 	$(DG_CHECK_DEFS)
 
 # Every bench/*.py script; modules whose name starts with "_" (_machine.py, the _scale_*.py
-# paths that bench/scale.py loads) are imported by the scripts, not run on their own.
+# paths that bench/scale.py loads) are imported by the scripts, not run on their own. A bench
+# that fails does not stop the others; the command fails at the end, naming it.
 bench: install
-	for b in bench/[!_]*.py; do $(PY) $$b || exit 1; done
+	@failed=; for b in bench/[!_]*.py; do echo "== $$b"; $(PY) $$b || failed="$$failed $$b"; done; \
+	if [ -n "$$failed" ]; then echo "make bench: failed:$$failed" >&2; exit 1; fi
 
 # sql/schema.sql is generated: after adding a migration, run this and commit both (the schema
 # test compares the file with the migrations). SCHEMA_ARGS=--committed: only those at HEAD;

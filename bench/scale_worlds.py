@@ -20,6 +20,9 @@ import psycopg
 
 def main() -> None:
     args = sys.argv[1:]
+    if not args or args[0] in ("-h", "--help"):  # nothing to build: say what it takes
+        print(__doc__)
+        return
     if args[:1] == ["--drop"]:
         with psycopg.connect(sa.ADMIN_URL, autocommit=True) as a:
             for size in args[1:]:
