@@ -101,7 +101,9 @@ def test_no_analyst_can_log_in_to_the_services_server(db_url, login, run_cli):
     assert "analyst-replica create acme" in refused.stderr, refused.stderr
     assert "analyst-replica endpoint" in refused.stderr, refused.stderr
     with psycopg.connect(db_url) as conn:
-        assert conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)).fetchone() is None
+        assert (
+            conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s", (login,)).fetchone() is None
+        )
         assert conn.execute("SELECT count(*) FROM geo.analyst_logins").fetchone() == (0,)
     rotate = run_cli(db_url, "tenants", "grant-analyst", "acme", "--login", login, "--rotate",
                      check=False)  # fmt: skip
