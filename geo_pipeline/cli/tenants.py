@@ -430,6 +430,19 @@ def replica_endpoint_cmd(state_dir: Path, listen: str, every: float, pool_mode: 
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
         raise click.BadParameter("HOST:PORT, e.g. 0.0.0.0:6432", param_hint="--listen")
+    # An analyst must not reach the replica's own server (its login exists there): warn when its
+    # pg_hba admits them over TCP. Cheap, and only the replica's operator can fix it.
+    import psycopg
+
+    with dbmod.connect(replica_url, autocommit=True) as replica:
+        try:
+            admits = analyst_pooler.replica_admits_analysts(replica)
+        except psycopg.Error as exc:  # pg_hba_file_rules is the superuser's
+            admits = []
+            click.echo(f"warning: the replica's pg_hba.conf was not checked: {exc}", err=True)
+    warning = analyst_pooler.hba_warning(admits)
+    if warning:
+        click.echo(warning, err=True)
     try:
         standby = embedded_pg.start_standby(state_dir / "standby", replica_url)
         standby_url = f"postgresql://postgres@/geo?host={standby.socket_dir}&port={standby.port}"
