@@ -253,6 +253,29 @@ def test_another_tenant_present_or_absent_gives_b_identical_answers(servers: Ser
     assert with_a["n_live_tup"]["geo.samples"][0] == b_samples  # B's samples, nobody else's
 
 
+def test_the_nologin_migration_leaves_the_replicas_login_alone(servers: Servers):
+    """Migration 0083 makes the analyst logins of the service's server NOLOGIN; a replica runs
+    the same migrations (`create` again after migrating the primary), and there the login is the
+    analyst's way in (through its standby): a database that subscribes is left alone."""
+    [nologin] = [m for m in migrate.migrations() if m.version == 83]
+    with _connect(servers.replica_url) as r:
+        r.execute(nologin.sql)
+        row = r.execute(
+            "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (servers.b_login,)
+        ).fetchone()
+    assert row is not None and row["rolcanlogin"] is True
+    with _connect(servers.b_url) as c:
+        assert _one(c, "SELECT geo.analyst_tenant()") == servers.b
+
+
+def test_grant_analyst_on_the_replica_is_for_its_own_tenant_only(servers: Servers):
+    """`grant-analyst --replica` makes logins on the tenant's replica; another tenant's login
+    cannot be made there (its rows and tenant are not on that server)."""
+    with psycopg.connect(servers.replica_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        with pytest.raises(tenancy.TenancyError, match="does not exist"):
+            tenancy.grant_analyst(conn, servers.a)  # type: ignore[arg-type]
+
+
 def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Servers):
     run_id = f"b2-{uuid.uuid4().hex[:6]}"
     with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
