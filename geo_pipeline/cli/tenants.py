@@ -115,8 +115,8 @@ def _print_grant(grant: tenancy.AnalystGrant, endpoint: str | None, verb: str) -
 @click.option(
     "--replica",
     is_flag=True,
-    help="Required: act on the tenant's analyst replica (GEO_ANALYST_REPLICA_URL). The "
-    "service's own server (GEO_DATABASE_URL) refuses analyst logins.",
+    help="Act on the tenant's analyst replica (GEO_ANALYST_REPLICA_URL), where logins live. "
+    "Without it the command refuses: the service's own server (GEO_DATABASE_URL) has none.",
 )
 @_endpoint_option
 def grant_cmd(
@@ -183,8 +183,9 @@ def guard_cmd(every: float | None, replica: bool) -> None:
     """Hold analyst logins to their limits: cancel statements past the limit, end transactions
     left open past it, undo role defaults a login set for itself, refuse temp tables.
 
-    Run as the administrator (CREATEROLE and pg_signal_backend, or a superuser), next to the
-    service; PostgreSQL lets every login change its own timeout, so this is what enforces it.
+    Run as the administrator (CREATEROLE and pg_signal_backend, or a superuser). Analyst logins
+    live on tenants' replicas (--replica); PostgreSQL lets every login change its own timeout,
+    so on a replica this is what enforces it (at the endpoint, the pooler and the standby do).
     """
     from geo_pipeline.store import analyst_guard
     from geo_pipeline.store import db as dbmod
