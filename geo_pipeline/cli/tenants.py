@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import click
 
@@ -71,6 +71,38 @@ def list_cmd(as_json: bool) -> None:
         emit_table(rows, title="tenants")
 
 
+def _endpoint_option(fn: Any) -> Any:
+    return click.option(
+        "--endpoint",
+        default=None,
+        metavar="HOST:PORT",
+        help="Where analysts reach the analyst endpoint, for the printed connection string "
+        f"(default: the replica's host, port {DEFAULT_ENDPOINT_PORT}).",
+    )(fn)
+
+
+DEFAULT_ENDPOINT_PORT = 6432
+
+
+def _print_grant(grant: tenancy.AnalystGrant, endpoint: str | None, verb: str) -> None:
+    """The login's connection string, at the analyst endpoint: the replica's own server is the
+    operator's (its pg_hba refuses analysts), the service's server has no analyst login."""
+    if endpoint:
+        host, _, port = endpoint.rpartition(":")
+        if not host or not port.isdigit():
+            raise click.BadParameter("HOST:PORT, e.g. acme-analytics.example.com:6432",
+                                     param_hint="--endpoint")  # fmt: skip
+        at = grant.at(host, int(port))
+    else:
+        at = grant.at(grant.host, DEFAULT_ENDPOINT_PORT)
+    click.echo(
+        f"{verb} {grant.login}; tenant {grant.tenant_id}, on its analyst replica: analysts "
+        "connect through the analyst endpoint (`tenants analyst-replica endpoint`), never to "
+        "the replica itself. Shown once, store it now:"
+    )
+    click.echo(at.connection_string())
+
+
 @tenants_group.command("grant-analyst")
 @click.argument("tenant")
 @click.option(
@@ -80,34 +112,52 @@ def list_cmd(as_json: bool) -> None:
     "Default: an opaque generated name.",
 )
 @click.option("--rotate", is_flag=True, help="Give an existing login of TENANT a new password.")
-def grant_cmd(tenant: str, login: str | None, rotate: bool) -> None:
-    """Create an analyst login that reads TENANT's rows only; prints its connection string once.
+@click.option(
+    "--replica",
+    is_flag=True,
+    help="Act on the tenant's analyst replica (GEO_ANALYST_REPLICA_URL), where logins live. "
+    "Without it the command refuses: the service's own server (GEO_DATABASE_URL) has none.",
+)
+@_endpoint_option
+def grant_cmd(
+    tenant: str, login: str | None, rotate: bool, replica: bool, endpoint: str | None
+) -> None:
+    """Create an analyst login of TENANT on its analyst replica (or, with --rotate, give one a
+    new password); prints its connection string at the analyst endpoint, once.
 
-    The password is generated, shown here and nowhere else; PostgreSQL keeps only its SCRAM
-    verifier. Lost it? Run again with --rotate.
+    No analyst logs in to the service's server (issue 35): without --replica this refuses and
+    names the commands that make the replica (`analyst-replica create TENANT`, which also makes
+    the first login) and the endpoint (`analyst-replica endpoint`). The password is generated,
+    shown here and nowhere else; PostgreSQL keeps only its SCRAM verifier.
     """
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import tenancy
 
-    with dbmod.connect() as conn:
+    url = _replica_urls()[1] if replica else None
+    with dbmod.connect(url) as conn:
         try:
             grant = tenancy.grant_analyst(conn, tenant, login, rotate=rotate)
         except tenancy.TenancyError as exc:
             raise _fail(exc) from exc
-    verb = "new password for" if grant.rotated else "created analyst login"
-    click.echo(f"{verb} {grant.login} (tenant {grant.tenant_id}); shown once, store it now:")
-    click.echo(grant.connection_string())
+    _print_grant(grant, endpoint, "new password for" if grant.rotated else "created analyst login")
 
 
 @tenants_group.command("revoke")
 @click.argument("tenant")
 @click.option("--login", required=True, help="The analyst login to remove.")
-def revoke_cmd(tenant: str, login: str) -> None:
+@click.option(
+    "--replica",
+    is_flag=True,
+    help="On the tenant's analyst replica (GEO_ANALYST_REPLICA_URL), where logins live; "
+    "without it, removes a NOLOGIN role left on the service's server by an older version.",
+)
+def revoke_cmd(tenant: str, login: str, replica: bool) -> None:
     """Remove an analyst login of TENANT: its binding, its role and its open sessions."""
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import tenancy
 
-    with dbmod.connect() as conn:
+    url = _replica_urls()[1] if replica else None
+    with dbmod.connect(url) as conn:
         try:
             ended = tenancy.revoke_analyst(conn, tenant, login)
         except tenancy.TenancyError as exc:
@@ -133,8 +183,9 @@ def guard_cmd(every: float | None, replica: bool) -> None:
     """Hold analyst logins to their limits: cancel statements past the limit, end transactions
     left open past it, undo role defaults a login set for itself, refuse temp tables.
 
-    Run as the administrator (CREATEROLE and pg_signal_backend, or a superuser), next to the
-    service; PostgreSQL lets every login change its own timeout, so this is what enforces it.
+    Run as the administrator (CREATEROLE and pg_signal_backend, or a superuser). Analyst logins
+    live on tenants' replicas (--replica); PostgreSQL lets every login change its own timeout,
+    so on a replica this is what enforces it (at the endpoint, the pooler and the standby do).
     """
     from geo_pipeline.store import analyst_guard
     from geo_pipeline.store import db as dbmod
@@ -261,7 +312,8 @@ def _replica_urls(need_replica: bool = True) -> tuple[str, str | None, str]:
 @replica_group.command("create")
 @click.argument("tenant")
 @click.option("--login", default=None, help="The analyst login's name (default: opaque).")
-def replica_create_cmd(tenant: str, login: str | None) -> None:
+@_endpoint_option
+def replica_create_cmd(tenant: str, login: str | None, endpoint: str | None) -> None:
     """Publish TENANT's rows, subscribe the replica, wait for the copy, set its limits and create
     its analyst login there (printed once). Run again after migrating the primary."""
     from geo_pipeline.store import analyst_replica, tenancy
@@ -281,10 +333,12 @@ def replica_create_cmd(tenant: str, login: str | None) -> None:
         f"{len(made.tables)} tables, copied"
     )
     if made.grant is None:
-        click.echo("its analyst login exists on the replica (unchanged; rotate with grant-analyst)")
+        click.echo(
+            "its analyst login exists on the replica (unchanged; rotate with "
+            f"`tenants grant-analyst {tenant} --replica --login LOGIN --rotate`)"
+        )
     else:
-        click.echo(f"created analyst login {made.grant.login}; shown once, store it now:")
-        click.echo(made.grant.connection_string())
+        _print_grant(made.grant, endpoint, "created analyst login")
 
 
 @replica_group.command("status")
@@ -377,6 +431,19 @@ def replica_endpoint_cmd(state_dir: Path, listen: str, every: float, pool_mode: 
     host, _, port = listen.rpartition(":")
     if not host or not port.isdigit():
         raise click.BadParameter("HOST:PORT, e.g. 0.0.0.0:6432", param_hint="--listen")
+    # An analyst must not reach the replica's own server (its login exists there): warn when its
+    # pg_hba admits them over TCP. Cheap, and only the replica's operator can fix it.
+    import psycopg
+
+    with dbmod.connect(replica_url, autocommit=True) as replica:
+        try:
+            admits = analyst_pooler.replica_admits_analysts(replica)
+        except psycopg.Error as exc:  # pg_hba_file_rules is the superuser's
+            admits = []
+            click.echo(f"warning: the replica's pg_hba.conf was not checked: {exc}", err=True)
+    warning = analyst_pooler.hba_warning(admits)
+    if warning:
+        click.echo(warning, err=True)
     try:
         standby = embedded_pg.start_standby(state_dir / "standby", replica_url)
         standby_url = f"postgresql://postgres@/geo?host={standby.socket_dir}&port={standby.port}"

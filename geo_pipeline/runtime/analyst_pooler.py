@@ -56,6 +56,30 @@ IGNORED_STARTUP_PARAMETERS = ("extra_float_digits",)
 START_TIMEOUT_S = 60.0
 
 
+def replica_admits_analysts(replica: Conn) -> list[dict[str, object]]:
+    """The replica's pg_hba.conf lines that let an analyst login reach the replica's own server
+    over TCP (its login exists there: the standby is a copy). There a session is not read-only by
+    the server and no pooler holds its time: ``ALTER ROLE <itself> SET statement_timeout = 0``
+    works, and replicates to the standby. Reads the file as it is now (superuser)."""
+    return [dict(r) for r in replica.execute(Q("pooler.replica_hba_admits_analysts"))]
+
+
+def hba_warning(lines: list[dict[str, object]]) -> str | None:
+    if not lines:
+        return None
+    shown = "; ".join(
+        f"line {r['line_number']}: {r['type']} {r['database']} {r['user_name']} "
+        f"{r['address'] or ''} {r['auth_method']}".replace("  ", " ")
+        for r in lines
+    )
+    return (
+        f"warning: the analyst replica's pg_hba.conf lets analyst logins connect to it directly, "
+        f"bypassing the endpoint's limits ({shown}); put `host all +geo_analyst all reject` "
+        "(and the same for hostssl) above them and reload the replica "
+        "(docs/analysts.md, 'The analyst endpoint')"
+    )
+
+
 class PoolerUnavailable(RuntimeError):
     """PgBouncer could not be found or started; the message says what was tried."""
 

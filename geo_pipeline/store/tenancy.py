@@ -5,6 +5,12 @@ tenant by a row of ``geo.analyst_logins``; the row-level security policies of mi
 that binding through ``current_user``, so nothing the session sets can change what it sees. The
 password is generated here, shown once, and sent to the server only as a SCRAM verifier computed
 client-side (libpq's PQencryptPasswordConn): the clear text never reaches the server or its logs.
+
+Logins are made on a tenant's **analyst replica** only (issue 35; store/analyst_replica.py), which
+analysts reach through the analyst endpoint (a hot standby of it behind PgBouncer: the server
+refuses ``ALTER ROLE`` and every write, the pooler holds the time and connection limits). On the
+service's own server a login could ``ALTER ROLE`` itself and read the shared catalogue, so
+``grant_analyst`` refuses there, and migration 0083 made the logins it used to make there NOLOGIN.
 """
 
 from __future__ import annotations
@@ -13,7 +19,7 @@ import re
 import secrets
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import quote
 
@@ -31,11 +37,11 @@ OWNER_ROLE = "geo_owner"
 _LOGIN = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 _RESERVED = {OWNER_ROLE, SERVICE_ROLE, ANALYST_GROUP, "postgres", "public"}
 _TENANT = re.compile(r"^[a-z0-9][a-z0-9_-]{0,62}$")
-# Sessions of an analyst login: read-only, and a runaway query stops instead of holding the
-# database (analysts share it with the workers). The first two are only defaults (any role may
-# change them for itself); what holds is the analyst guard (store/analyst_guard.py), which cancels
-# statements past ANALYST_STATEMENT_SECONDS and puts these defaults back. temp_file_limit is a
-# superuser setting: the login can neither raise nor reset it.
+# Sessions of an analyst login (on its replica): read-only, and a runaway query stops. The first
+# two are only defaults; what holds at the endpoint is the hot standby (no ALTER ROLE, no write)
+# and PgBouncer's query_timeout (runtime/analyst_pooler.py), and on the replica itself the analyst
+# guard (store/analyst_guard.py). temp_file_limit is a superuser setting: the login can neither
+# raise nor reset it.
 ANALYST_STATEMENT_SECONDS = 300
 ANALYST_SETTINGS = {
     "default_transaction_read_only": "on",
@@ -69,6 +75,10 @@ class AnalystGrant:
             return f"postgresql://{self.login}:{pw}@/{self.dbname}{where}"
         port = f":{self.port}" if self.port else ""
         return f"postgresql://{self.login}:{pw}@{self.host}{port}/{self.dbname}"
+
+    def at(self, host: str | None, port: int | None) -> AnalystGrant:
+        """The same login reached elsewhere (the analyst endpoint in front of its replica)."""
+        return replace(self, host=host, port=port)
 
 
 def check_login_name(login: str) -> None:
@@ -159,12 +169,30 @@ def check_login_reveals_nothing(login: str, tenant_id: str) -> None:
         )
 
 
+def require_analyst_replica(conn: Conn, tenant_id: str) -> None:
+    """Refuse to make or change an analyst login anywhere but a tenant's analyst replica (a
+    database that subscribes to the service's publication): on the service's server a login can
+    ``ALTER ROLE`` itself and learn of other tenants from the catalogue (issue 35)."""
+    row = conn.execute(Q("tenancy.is_analyst_replica")).fetchone()
+    if row is None or not row["is_replica"]:
+        raise TenancyError(
+            f"no analyst logs in to the service's server (database {conn.info.dbname!r} is not "
+            "an analyst replica): there a login could ALTER ROLE itself and read other tenants' "
+            "sizes from the catalogue. Give the tenant its replica and login with "
+            f"`geo-pipeline tenants analyst-replica create {tenant_id}` "
+            "(GEO_ANALYST_REPLICA_URL), serve it with `geo-pipeline tenants analyst-replica "
+            f"endpoint`, and add or rotate logins there: `tenants grant-analyst {tenant_id} "
+            "--replica` (docs/analysts.md, 'The analyst endpoint')"
+        )
+
+
 def grant_analyst(
     conn: Conn, tenant_id: str, login: str | None = None, *, rotate: bool = False
 ) -> AnalystGrant:
     """Create the login ``login`` (default: an opaque generated name) bound to ``tenant_id`` with
-    a new password (or, with ``rotate``, give an existing login of this tenant a new password).
-    Commits."""
+    a new password (or, with ``rotate``, give an existing login of this tenant a new password),
+    on the tenant's analyst replica ``conn`` (refused on any other database: nothing is written
+    then). Commits."""
     if login is None:
         if rotate:
             raise TenancyError("--rotate needs --login: the login whose password to replace")
@@ -173,6 +201,7 @@ def grant_analyst(
     if not rotate:
         check_login_reveals_nothing(login, tenant_id)
     with _as_admin(conn), conn.transaction():
+        require_analyst_replica(conn, tenant_id)
         _require_tenant(conn, tenant_id)
         facts = conn.execute(Q("tenancy.role_facts"), {"login": login}).fetchone()
         password = secrets.token_urlsafe(24)

@@ -2,8 +2,10 @@
 is a dashboard Grafana loads, every panel reads the provisioned analyst data source, the data
 source's credentials come from the environment only, and every query -- with Grafana's macros and
 template variables substituted the way Grafana's PostgreSQL data source does -- runs against a
-real PostgreSQL as the analyst login of tenant A over two tenants' data, returning tenant A's rows
-only and the same numbers as the analyst views."""
+real PostgreSQL as tenant A's analyst role over two tenants' data, returning tenant A's rows
+only and the same numbers as the analyst views. (The data source points at the analyst endpoint,
+port 6432: no analyst logs in to the service's server, issue 35; here the role is reached by a
+login that starts as it, and test_analyst_pooler.py checks the endpoint's protocol side.)"""
 
 from __future__ import annotations
 
@@ -11,11 +13,11 @@ import json
 import re
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote, urlsplit, urlunsplit
 
 import psycopg
 import pytest
@@ -27,6 +29,7 @@ from geo_pipeline.analysis import analyse_run
 from geo_pipeline.domain.stance import STANCE_VERSION
 from geo_pipeline.store import tenancy
 from geo_pipeline_tests.integration.analysis.helpers import make_run, store_answer
+from geo_pipeline_tests.integration.tenancy.helpers import analyst_role, analyst_session
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy"
 DASHBOARD = DEPLOY / "grafana" / "dashboards" / "brand.json"
@@ -165,6 +168,10 @@ def test_the_data_source_is_one_analyst_login_from_the_environment() -> None:
         v.split(":")[1] == "/etc/grafana/provisioning"
         for v in compose["services"]["grafana"]["volumes"]
     )
+    # The analyst endpoint (PgBouncer, port 6432), never the service's server (issue 35).
+    default_host = grafana_env["GEO_ANALYST_DB_HOST"].split(":-", 1)[1].rstrip("}")
+    assert default_host.endswith(":6432") and "postgres" not in default_host, default_host
+    assert "analyst-replica endpoint" in text and "6432" in text
 
 
 # ------------------------------------------------------------------ the queries, executed
@@ -195,12 +202,6 @@ class Two:
     cited: dict[tuple[str, str], int]  # (platform, domain) -> A's answers citing it
 
 
-def _with_user(url: str, user: str, password: str) -> str:
-    parts = urlsplit(url)
-    host = parts.netloc.rsplit("@", 1)[-1]
-    return urlunsplit(parts._replace(netloc=f"{quote(user, safe='')}:{quote(password)}@{host}"))
-
-
 @pytest.fixture(scope="module")
 def two(pg_admin_url: str, pg_template: str) -> Iterator[Two]:
     from geo_pipeline_tests.fixtures.postgres import create_database, drop_database
@@ -212,6 +213,7 @@ def two(pg_admin_url: str, pg_template: str) -> Iterator[Two]:
     monitor = {k: f"m-{k}-{sfx}" for k in tenants}
     cited: dict[tuple[str, str], int] = {}
     login = None
+    sessions = ExitStack()
     try:
         with psycopg.connect(url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
             c: Any = conn
@@ -241,17 +243,20 @@ def two(pg_admin_url: str, pg_template: str) -> Iterator[Two]:
                                 if rel == "cited":
                                     cited[(platform, dom)] = cited.get((platform, dom), 0) + 1
                     analyse_run(c, run_id)
-            grant = tenancy.grant_analyst(c, tenants["a"])
-            login = grant.login
+        # A's analyst role: NOLOGIN on the service's server (issue 35; the dashboard's login lives
+        # on A's replica, behind the endpoint), reached here by a login that starts as it.
+        login = analyst_role(url, tenants["a"])
+        a_url = sessions.enter_context(analyst_session(url, login))
         yield Two(
             admin_url=url,
-            a_url=_with_user(url, grant.login, grant.password),
+            a_url=a_url,
             a=tenants["a"],
             b=tenants["b"],
             monitor=monitor,
             cited=cited,
         )
     finally:
+        sessions.close()
         with psycopg.connect(pg_admin_url, autocommit=True) as admin:
             drop_database(pg_admin_url, name)
             if login:

@@ -26,6 +26,12 @@ SELECT r.rolname, r.rolcanlogin, r.rolsuper,
 FROM pg_roles r LEFT JOIN geo.analyst_logins l ON l.login = r.rolname
 WHERE r.rolname = %(login)s;
 
+-- name: is_analyst_replica
+-- Whether this database is a tenant's analyst replica (it subscribes to the service's
+-- publication: store/analyst_replica.py). Analyst logins are made there only (issue 35).
+SELECT EXISTS (SELECT 1 FROM pg_subscription s JOIN pg_database d ON d.oid = s.subdbid
+               WHERE d.datname = current_database()) AS is_replica;
+
 -- name: bind_login
 INSERT INTO geo.analyst_logins (login, tenant_id) VALUES (%(login)s, %(tenant_id)s);
 

@@ -4,8 +4,9 @@ Dagster's own CLI): a monitor from a CSV of tagged questions, paused and resumed
 makes the day's re-sample fail, shown by `monitors show` and sent to the tenant's webhook only;
 after a deposit the day's run is collected by the README's processes and analysed; the brand
 dashboard's queries (deploy/grafana/dashboards/brand.json, Grafana's substitution as in
-test_brand_dashboard) run as the tenant's analyst login and return that tenant only; and the stance
-rates by topic are read. Grafana itself is not installable here (no Debian, PyPI or npm package of
+test_brand_dashboard) run as the tenant's analyst role and return that tenant only (its login
+lives on the tenant's analyst replica: `grant-analyst` on the service's server refuses); and the
+stance rates by topic are read. Grafana itself is not installable here (no Debian, PyPI or npm package of
 the server), so its dashboard is executed, not rendered."""
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import ExitStack
 from datetime import UTC, datetime, timedelta
 from http.server import ThreadingHTTPServer
 from pathlib import Path
@@ -33,6 +35,7 @@ from psycopg.rows import dict_row
 
 from geo_pipeline_tests.dagster.test_alerts import _Receiver
 from geo_pipeline_tests.deploy.test_brand_dashboard import DASHBOARD, render
+from geo_pipeline_tests.integration.tenancy.helpers import analyst_role, analyst_session
 from geo_pipeline_tests.processes import outcome, streams, wait_progressing
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -161,6 +164,7 @@ def test_the_monitor_journey_from_the_docs(
     (tmp_path / "dagster").mkdir()
     user = User(tmp_path, env)
     login = None
+    sessions = ExitStack()
     try:
         user.run(["geo-pipeline", "db", "upgrade"])
 
@@ -267,11 +271,15 @@ def test_the_monitor_journey_from_the_docs(
             user.run(["geo-pipeline", "runs", "analyse", rid])
         user.stop()
 
-        # 6. The tenant's analyst login, and the brand dashboard's queries run as that login.
-        granted = user.run(["geo-pipeline", "tenants", "grant-analyst", "acme"]).stdout
-        login = re.search(r"analyst login (ana_[0-9a-f]{12})", granted)[1]  # type: ignore[index]
-        analyst_url = granted.strip().splitlines()[-1]
-        assert analyst_url.startswith("postgresql://" + login)
+        # 6. The tenant's analyst, and the brand dashboard's queries run as it. No analyst logs
+        # in to the service's server (issue 35): `grant-analyst` there refuses and names the
+        # replica and endpoint commands (whose login test_analyst_replica / _pooler exercise;
+        # the primary here has no logical decoding). The read side is checked as acme's
+        # NOLOGIN analyst role, reached by a login that starts as it.
+        refused = user.run(["geo-pipeline", "tenants", "grant-analyst", "acme"], ok=False)
+        assert "analyst-replica create acme" in refused.stderr, outcome(refused)
+        login = analyst_role(db_url, "acme")
+        analyst_url = sessions.enter_context(analyst_session(db_url, login))
         dash = json.loads(DASHBOARD.read_text(encoding="utf-8"))
         t_from = datetime.now(UTC) - timedelta(days=3)
         t_to = datetime.now(UTC) + timedelta(days=2)
@@ -328,6 +336,7 @@ def test_the_monitor_journey_from_the_docs(
         assert rows(analyst_url, stance_sql.replace("acme-daily", "initech-daily")) == []
     finally:
         user.stop()
+        sessions.close()
         if login:
             with psycopg.connect(db_url, autocommit=True) as admin:
                 admin.execute(sql.SQL("DROP OWNED BY {}").format(sql.Identifier(login)))

@@ -7,14 +7,14 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-import psycopg
 import pytest
 import redis as redis_lib
-from psycopg.rows import dict_row
 
 from geo_pipeline.store import tenancy
 from geo_pipeline_tests.fixtures.postgres import create_database, drop_database
 from geo_pipeline_tests.integration.tenancy.helpers import (
+    analyst_role,
+    analyst_session,
     drop_role,
     login_role,
     plant_tenant,
@@ -28,9 +28,9 @@ class World:
     service_url: str  # a login in geo_service
     a: str  # tenant ids
     b: str
-    a_url: str  # analyst logins' URLs (trust auth here: the password is not checked)
-    b_url: str
-    a_login: str
+    a_url: str  # sessions as the tenants' analyst roles (NOLOGIN here since issue 35: a
+    b_url: str  # throwaway login that is a member of the role and starts as it)
+    a_login: str  # the analyst roles
     b_login: str
 
 
@@ -51,19 +51,19 @@ def world(
             service_url = with_user(url, svc)
             for t in (a, b):
                 plant_tenant(service_url, url, redis_url, ns, t, str(archive / t))
-            with psycopg.connect(url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
-                ga = tenancy.grant_analyst(conn, a, a_login)  # type: ignore[arg-type]
-                gb = tenancy.grant_analyst(conn, b, b_login)  # type: ignore[arg-type]
-            yield World(
-                admin_url=url,
-                service_url=service_url,
-                a=a,
-                b=b,
-                a_url=with_user(url, a_login, ga.password),
-                b_url=with_user(url, b_login, gb.password),
-                a_login=a_login,
-                b_login=b_login,
-            )
+            analyst_role(url, a, a_login)
+            analyst_role(url, b, b_login)
+            with analyst_session(url, a_login) as a_url, analyst_session(url, b_login) as b_url:
+                yield World(
+                    admin_url=url,
+                    service_url=service_url,
+                    a=a,
+                    b=b,
+                    a_url=a_url,
+                    b_url=b_url,
+                    a_login=a_login,
+                    b_login=b_login,
+                )
     finally:
         for login in (a_login, b_login):
             drop_role(url, login)

@@ -62,6 +62,33 @@ def login_role(admin_url: str, prefix: str, member_of: str) -> Iterator[str]:
         drop_role(admin_url, name)
 
 
+def analyst_role(admin_url: str, tenant: str, name: str | None = None) -> str:
+    """An analyst role of ``tenant`` on the service's server as it is since issue 35: NOLOGIN, in
+    geo_analyst, bound by geo.analyst_logins (what migration 0083 leaves of a login the old
+    `grant-analyst` made here). Row-level security reads it through ``current_user``: reach it
+    with ``SET ROLE`` (or ``analyst_session``). Roles are cluster-wide: drop it after."""
+    name = name or tenancy.opaque_login()
+    with psycopg.connect(admin_url, autocommit=True) as conn:
+        conn.execute(
+            sql.SQL("CREATE ROLE {} NOLOGIN IN ROLE {}").format(
+                sql.Identifier(name), sql.Identifier(tenancy.ANALYST_GROUP)
+            )
+        )
+        conn.execute(
+            "INSERT INTO geo.analyst_logins (login, tenant_id) VALUES (%s, %s)", (name, tenant)
+        )
+    return name
+
+
+@contextmanager
+def analyst_session(admin_url: str, role: str) -> Iterator[str]:
+    """A URL whose sessions run as the NOLOGIN analyst ``role`` (``current_user``): a throwaway
+    login that is a member of that role only and starts as it, so what RLS, grants and the
+    catalogue give the role is what such a session gets, and no other role can be taken."""
+    with login_role(admin_url, "sess", role) as login:
+        yield with_user(admin_url, login)
+
+
 def drop_role(admin_url: str, name: str) -> None:
     with psycopg.connect(admin_url, autocommit=True) as conn:
         conn.execute(

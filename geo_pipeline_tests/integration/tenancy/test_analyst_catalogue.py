@@ -19,15 +19,16 @@ A's binding of its login to its tenant, or A's sessions and locks (test_analyst_
 The remedy, built: a tenant's analyst replica, a server that holds one tenant's rows and
 login only, fed by publications with ``WHERE (tenant_id = ...)`` row filters
 (store/analyst_replica.py, ``geo-pipeline tenants analyst-replica``). There the same probes give
-identical answers with and without A (test_analyst_replica.py). This test stays as the KNOWN
-LIMIT of the shared server, for analysts who still connect to it (docs/operations.md, "Analyst
-replicas").
+identical answers with and without A (test_analyst_replica.py). Since migration 0083 no analyst
+logs in to the shared server at all (test_cli_tenants.py): this test stays as the reason why,
+probed as a session of B's NOLOGIN analyst role (a throwaway login that is a member of it only).
 """
 
 from __future__ import annotations
 
 import re
 import uuid
+from contextlib import ExitStack
 from typing import Any
 
 import psycopg
@@ -35,7 +36,7 @@ from psycopg.rows import dict_row
 
 from geo_pipeline.store import tenancy
 from geo_pipeline_tests.integration.analysis.helpers import make_run
-from geo_pipeline_tests.integration.tenancy.helpers import drop_role, with_user
+from geo_pipeline_tests.integration.tenancy.helpers import analyst_role, analyst_session, drop_role
 
 OPAQUE = re.compile(r"ana_[0-9a-f]{12}")
 
@@ -104,24 +105,26 @@ def test_what_an_analyst_learns_of_another_tenant_from_the_catalogue(db_url: str
     suffix = uuid.uuid4().hex[:8]
     a, b = f"acme-{suffix}", f"globex-{suffix}"
     logins: list[str] = []
+    sessions = ExitStack()
     try:
         with _admin(db_url) as conn:
             for t in (a, b):
                 tenancy.create_tenant(conn, t)
             conn.commit()
-            b_login = tenancy.grant_analyst(conn, b).login
-            logins.append(b_login)
+        b_login = analyst_role(db_url, b)
+        logins.append(b_login)
+        with _admin(db_url) as conn:
             conn.execute("ANALYZE geo.samples")
             conn.commit()
             b_oid = conn.execute("SELECT %s::regrole::oid::int AS o", (b_login,)).fetchone()["o"]
-        b_url = with_user(db_url, b_login)
+        b_url = sessions.enter_context(analyst_session(db_url, b_login))
         span = (b_oid - 5, b_oid + 5000)
         without = _probe(b_url, a, span)
 
         # Tenant A arrives: a login, and a run of 2 questions x 2 channels x 3 repeats.
+        a_login = analyst_role(db_url, a)
+        logins.append(a_login)
         with _admin(db_url) as conn:
-            a_login = tenancy.grant_analyst(conn, a).login
-            logins.append(a_login)
             make_run(
                 conn, f"r-{suffix}", questions=["哪家咖啡好？", "最好喝的拿铁？"],
                 channels=[{"platform": "kimi", "device": "web"},
@@ -153,5 +156,6 @@ def test_what_an_analyst_learns_of_another_tenant_from_the_catalogue(db_url: str
         assert a.split("-")[0] not in facts and suffix not in facts, facts
         assert with_a["bindings"] == without["bindings"] == [b]
     finally:
+        sessions.close()
         for login in logins:
             drop_role(db_url, login)

@@ -345,8 +345,38 @@ def test_the_cli_starts_the_endpoint_and_stops_it_on_sigterm(endpoint: Endpoint,
             out, _ = proc.communicate(timeout=WAIT_S)
         assert proc.returncode == 0, (out, (tmp_path / "stderr").read_text())
         assert not (state / "standby" / "postmaster.pid").exists(), out
+        # The test replica's pg_hba (initdb's: host all all 127.0.0.1/32 trust) admits B's login
+        # to the replica itself: the command says so, naming the line.
+        err = (tmp_path / "stderr").read_text()
+        assert "pg_hba.conf lets analyst logins connect to it directly" in err, err
+        assert "127.0.0.1/255.255.255.255 trust" in err, err
         with pytest.raises(OSError):
             socket.create_connection(("127.0.0.1", port), timeout=5).close()
+
+
+def test_the_replicas_pg_hba_is_checked_for_lines_that_admit_analysts(endpoint: Endpoint):
+    """An analyst must reach the replica through the endpoint only: its login exists on the
+    replica's own server, where no pooler holds its time and ALTER ROLE is not refused. The
+    endpoint command reads the replica's pg_hba.conf (the file as it is: no reload is made here,
+    the server's behaviour does not change) and warns of each line that admits analysts."""
+    with _connect(endpoint.servers.replica_url) as r:
+        hba = Path(r.execute("SHOW hba_file").fetchone()["hba_file"])  # type: ignore[index]
+        admitting = analyst_pooler.replica_admits_analysts(r)  # type: ignore[arg-type]
+        assert [x["auth_method"] for x in admitting] and all(
+            x["type"].startswith("host") for x in admitting
+        ), admitting
+        assert analyst_pooler.hba_warning(admitting) is not None
+        before = hba.read_text()
+        try:
+            hba.write_text(
+                "host all +geo_analyst all reject\nhostssl all +geo_analyst all reject\n" + before
+            )
+            assert analyst_pooler.replica_admits_analysts(r) == []  # type: ignore[arg-type]
+            hba.write_text(f"host all {endpoint.login} 0.0.0.0/0 scram-sha-256\n" + before)
+            [first, *_] = analyst_pooler.replica_admits_analysts(r)  # type: ignore[arg-type]
+            assert (first["line_number"], first["user_name"]) == (1, endpoint.login)
+        finally:
+            hba.write_text(before)
 
 
 class PooledAnalyst(threading.Thread):

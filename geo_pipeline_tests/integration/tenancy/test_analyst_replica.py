@@ -40,7 +40,13 @@ from geo_pipeline_tests.integration.analysis.helpers import make_run
 from geo_pipeline_tests.integration.execution.helpers import FakeConnector
 from geo_pipeline_tests.integration.execution.helpers import make_run as exec_make_run
 from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
-from geo_pipeline_tests.integration.tenancy.helpers import login_role, plant_tenant, with_user
+from geo_pipeline_tests.integration.tenancy.helpers import (
+    analyst_role,
+    analyst_session,
+    login_role,
+    plant_tenant,
+    with_user,
+)
 from geo_pipeline_tests.processes import cpu_seconds
 
 CHANNELS = [{"platform": "kimi", "device": "web"}, {"platform": "doubao", "device": "web"}]
@@ -55,7 +61,7 @@ class Servers:
     b: str
     b_login: str
     b_url: str  # B's analyst on B's replica
-    b_primary_url: str  # B's analyst on the primary
+    b_primary_url: str  # a session as B's (NOLOGIN) analyst role on the primary
     publication: str
 
 
@@ -79,6 +85,7 @@ def servers(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterato
     ):
         primary = _start(p_state)
         replica = _start(r_state)
+        sessions = contextlib.ExitStack()
         try:
             for server in (primary, replica):
                 with _connect(server.url) as c:
@@ -95,8 +102,9 @@ def servers(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterato
                 plant_tenant(
                     with_user(primary_url, svc), primary_url, redis_url, ns, b, str(base / "ev")
                 )
-            with psycopg.connect(primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
-                b_on_primary = tenancy.grant_analyst(conn, b).login  # type: ignore[arg-type]
+            # (NOLOGIN there since issue 35: reached by a login that is a member of it)
+            b_on_primary = analyst_role(primary_url, b)
+            b_primary_url = sessions.enter_context(analyst_session(primary_url, b_on_primary))
             publisher = f"host={primary.socket_dir} port={primary.port} user=postgres dbname=geo"
             env = {
                 "GEO_DATABASE_URL": primary_url,
@@ -118,10 +126,11 @@ def servers(tmp_path_factory: pytest.TempPathFactory, redis_url: str) -> Iterato
                 b=b,
                 b_login=login,
                 b_url=with_user(replica_url, login),
-                b_primary_url=with_user(primary_url, b_on_primary),
+                b_primary_url=b_primary_url,
                 publication=publication,
             )
         finally:
+            sessions.close()
             replica.stop()
             primary.stop()
             client = redis_lib.Redis.from_url(redis_url)
@@ -221,7 +230,7 @@ def test_another_tenant_present_or_absent_gives_b_identical_answers(servers: Ser
         c: Any = conn
         tenancy.create_tenant(c, servers.a)
         c.commit()
-        a_login = tenancy.grant_analyst(c, servers.a).login
+        a_login = analyst_role(servers.primary_url, servers.a)  # NOLOGIN there (issue 35)
         make_run(c, f"a-{uuid.uuid4().hex[:6]}", questions=["哪家咖啡好？", "最好喝的拿铁？"],
                  channels=CHANNELS, repeats=3, tenant=servers.a)  # fmt: skip
         c.commit()
@@ -242,6 +251,29 @@ def test_another_tenant_present_or_absent_gives_b_identical_answers(servers: Ser
     with _connect(servers.primary_url) as p:
         b_samples = _one(p, "SELECT count(*) FROM geo.samples WHERE tenant_id = %s", (servers.b,))
     assert with_a["n_live_tup"]["geo.samples"][0] == b_samples  # B's samples, nobody else's
+
+
+def test_the_nologin_migration_leaves_the_replicas_login_alone(servers: Servers):
+    """Migration 0083 makes the analyst logins of the service's server NOLOGIN; a replica runs
+    the same migrations (`create` again after migrating the primary), and there the login is the
+    analyst's way in (through its standby): a database that subscribes is left alone."""
+    [nologin] = [m for m in migrate.migrations() if m.version == 83]
+    with _connect(servers.replica_url) as r:
+        r.execute(nologin.sql)
+        row = r.execute(
+            "SELECT rolcanlogin FROM pg_roles WHERE rolname = %s", (servers.b_login,)
+        ).fetchone()
+    assert row is not None and row["rolcanlogin"] is True
+    with _connect(servers.b_url) as c:
+        assert _one(c, "SELECT geo.analyst_tenant()") == servers.b
+
+
+def test_grant_analyst_on_the_replica_is_for_its_own_tenant_only(servers: Servers):
+    """`grant-analyst --replica` makes logins on the tenant's replica; another tenant's login
+    cannot be made there (its rows and tenant are not on that server)."""
+    with psycopg.connect(servers.replica_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
+        with pytest.raises(tenancy.TenancyError, match="does not exist"):
+            tenancy.grant_analyst(conn, servers.a)  # type: ignore[arg-type]
 
 
 def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Servers):
@@ -603,8 +635,8 @@ def test_an_analyst_query_past_the_limit_is_cancelled_while_collection_keeps_its
     """B's analyst hammers B's replica with statements its server's statement_timeout cancels,
     while B's collection runs on the primary: collection keeps its rate, measured in the same
     test without the analyst. Both servers run on this machine; each gets a CPU of its own
-    (affinity), as each would have its own host -- CPU sharing on one host is what
-    test_analyst_load.py shows for the primary. What couples them here is replication: the
+    (affinity), as each would have its own host (CPU sharing on one host is no question of
+    the replica's). What couples them here is replication: the
     primary's WAL sender decodes B's changes and the replica applies them while the analyst's
     statements read the same tables; its CPU per sample is measured and printed."""
     cpus = sorted(os.sched_getaffinity(0))

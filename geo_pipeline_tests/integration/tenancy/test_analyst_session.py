@@ -1,6 +1,12 @@
-"""What an analyst login can do to the session around the data (issue #35), on the real server:
-read-only and the time limit are held by privileges and by the guard, not by defaults the login
-can change; no disk to fill; login names that do not name the tenant.
+"""What an analyst role can do around the data on the service's server (issue #35), held by
+privileges: nothing to write (no temp table, no large object, even read-write), no other
+session or lock to see or take; role names that do not name the tenant.
+
+No analyst logs in here any more (migration 0083; test_cli_tenants.py): the sessions are a
+throwaway login that is a member of the NOLOGIN analyst role and starts as it. What a login's
+session could do to its own limits (statement_timeout = 0, ALTER ROLE itself, idle transactions)
+is the analyst endpoint's business now: test_analyst_pooler.py (the pooler's query_timeout, the
+standby refusing ALTER ROLE and every write) and test_analyst_replica.py (the replica's guard).
 
 Each test gets its own database with two tenants (no runs: these tests are about the session,
 not the rows; row isolation is test_isolation.py's).
@@ -11,6 +17,7 @@ from __future__ import annotations
 import threading
 import uuid
 from collections.abc import Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from typing import Any
 
@@ -18,9 +25,8 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
-from geo_pipeline.cli.main import main
 from geo_pipeline.store import analyst_guard, tenancy
-from geo_pipeline_tests.integration.tenancy.helpers import drop_role, with_user
+from geo_pipeline_tests.integration.tenancy.helpers import analyst_role, analyst_session, drop_role
 
 
 @dataclass(frozen=True)
@@ -45,19 +51,21 @@ def pair(db_url: str) -> Iterator[Pair]:
             for t in (a, b):
                 tenancy.create_tenant(c, t)
             c.commit()
-            ga = tenancy.grant_analyst(c, a)
-            logins.append(ga.login)
-            gb = tenancy.grant_analyst(c, b)
-            logins.append(gb.login)
-        yield Pair(
-            admin_url=db_url,
-            a=a,
-            b=b,
-            a_login=ga.login,
-            b_login=gb.login,
-            a_url=with_user(db_url, ga.login),
-            b_url=with_user(db_url, gb.login),
-        )
+            analyst_guard.refuse_temp(c)  # what the guard does on every pass
+            c.commit()
+        for t in (a, b):
+            logins.append(analyst_role(db_url, t))
+        with ExitStack() as stack:
+            a_url, b_url = (stack.enter_context(analyst_session(db_url, r)) for r in logins)
+            yield Pair(
+                admin_url=db_url,
+                a=a,
+                b=b,
+                a_login=logins[0],
+                b_login=logins[1],
+                a_url=a_url,
+                b_url=b_url,
+            )
     finally:
         for login in logins:
             drop_role(db_url, login)
@@ -118,119 +126,6 @@ def test_the_service_can_still_make_temp_tables(pair: Pair):
         conn.execute("CREATE TEMP TABLE svc_scratch (x int)")
 
 
-def test_temp_file_limit_is_set_and_the_login_cannot_raise_or_drop_it(pair: Pair):
-    limit = tenancy.ANALYST_SETTINGS["temp_file_limit"]
-    with _connect(pair.b_url) as conn:
-        conn.execute("SET default_transaction_read_only = off")
-        before = _show(conn, "temp_file_limit")
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute("SET temp_file_limit = -1")
-        conn.execute(f'ALTER ROLE "{pair.b_login}" RESET ALL')
-        with pytest.raises(psycopg.errors.InsufficientPrivilege):
-            conn.execute(f'ALTER ROLE "{pair.b_login}" SET temp_file_limit = -1')
-    with _connect(pair.b_url) as conn:
-        after = _show(conn, "temp_file_limit")
-    assert before == after == limit
-
-
-# ------------------------------------------------------------------ persistent escapes
-def _role_settings(admin_url: str, login: str) -> set[tuple[int, str]]:
-    with _connect(admin_url) as conn:
-        rows = conn.execute(
-            "SELECT s.setdatabase::bigint AS db, unnest(s.setconfig) AS kv "
-            "FROM pg_db_role_setting s WHERE s.setrole = %s::regrole",
-            (login,),
-        ).fetchall()
-    return {(int(r["db"]), str(r["kv"])) for r in rows}
-
-
-def test_settings_a_login_gives_itself_are_undone_by_the_guard(pair: Pair):
-    operator = _role_settings(pair.admin_url, pair.b_login)
-    with _connect(pair.b_url) as conn:
-        # PostgreSQL lets every role set its own defaults; nothing refuses these.
-        conn.execute("SET default_transaction_read_only = off")
-        conn.execute(f'ALTER ROLE "{pair.b_login}" SET statement_timeout = 0')
-        conn.execute(f'ALTER ROLE "{pair.b_login}" SET default_transaction_read_only = off')
-        conn.execute(
-            f'ALTER ROLE "{pair.b_login}" IN DATABASE "{conn.info.dbname}" SET work_mem = "2GB"'
-        )
-    with _connect(pair.b_url) as conn:
-        assert _show(conn, "statement_timeout") == "0"  # the escape works until the guard runs
-    with _connect(pair.admin_url) as admin:
-        report = analyst_guard.enforce(admin)
-    assert report.settings_restored == [pair.b_login]
-    assert _role_settings(pair.admin_url, pair.b_login) == operator
-    with _connect(pair.b_url) as conn:
-        ms = conn.execute(
-            "SELECT setting FROM pg_settings WHERE name = 'statement_timeout'"
-        ).fetchone()
-        assert ms is not None and int(ms["setting"]) == tenancy.ANALYST_STATEMENT_SECONDS * 1000
-        assert _show(conn, "default_transaction_read_only") == "on"
-        assert _show(conn, "work_mem") != "2GB"
-    with _connect(pair.admin_url) as admin:  # a second pass finds nothing to do
-        assert analyst_guard.enforce(admin).settings_restored == []
-
-
-def _wait_active(admin_url: str, login: str) -> dict[str, Any]:
-    """The analyst's statement as the server sees it, once it runs (waits on the server's own
-    state, not on a clock)."""
-    with _connect(admin_url) as conn:
-        for _ in range(10_000):
-            row = conn.execute(
-                "SELECT pid, (clock_timestamp() - query_start) AS running FROM pg_stat_activity "
-                "WHERE usename = %s AND state = 'active' AND query LIKE '%%pg_sleep%%'",
-                (login,),
-            ).fetchone()
-            if row is not None:
-                return dict(row)
-            conn.execute("SELECT pg_sleep(0.01)")
-    raise AssertionError(f"{login}'s statement never became active")
-
-
-def test_a_statement_past_the_limit_is_cancelled_though_the_login_removed_its_timeout(
-    pair: Pair,
-):
-    outcome: dict[str, Any] = {}
-
-    def analyst() -> None:
-        with _connect(pair.b_url) as conn:
-            conn.execute("SET statement_timeout = 0")
-            try:
-                conn.execute("SELECT pg_sleep(600)")
-                outcome["result"] = "finished"
-            except psycopg.Error as exc:
-                outcome["result"] = type(exc).__name__
-            # the session itself survives a cancel and can go on
-            outcome["after"] = conn.execute("SELECT 1 AS one").fetchone()
-
-    t = threading.Thread(target=analyst, daemon=True)
-    t.start()
-    seen = _wait_active(pair.admin_url, pair.b_login)
-    with _connect(pair.admin_url) as admin:
-        # Under the limit (an hour more than it has run): left alone.
-        spare = analyst_guard.enforce(
-            admin, statement_limit_seconds=seen["running"].total_seconds() + 3600
-        )
-        assert spare.cancelled == []
-        report = analyst_guard.enforce(admin, statement_limit_seconds=0)
-    t.join(timeout=120)
-    assert not t.is_alive()
-    assert report.cancelled == [(pair.b_login, seen["pid"])]
-    assert outcome == {"result": "QueryCanceled", "after": {"one": 1}}
-
-
-def test_a_transaction_left_open_past_the_limit_is_ended(pair: Pair):
-    with _connect(pair.b_url) as conn:
-        conn.execute("SET idle_in_transaction_session_timeout = 0")
-        conn.execute("BEGIN")
-        conn.execute("SELECT count(*) FROM geo.runs")  # holds a lock and a snapshot
-        with _connect(pair.admin_url) as admin:
-            report = analyst_guard.enforce(admin, statement_limit_seconds=0)
-        assert [login for login, _ in report.terminated] == [pair.b_login]
-        with pytest.raises(psycopg.OperationalError):
-            conn.execute("SELECT 1")
-
-
 # ------------------------------------------------------------------ names that reveal tenants
 def test_generated_login_names_do_not_name_the_tenant(pair: Pair):
     for tenant, login in ((pair.a, pair.a_login), (pair.b, pair.b_login)):
@@ -258,20 +153,6 @@ def test_a_login_name_containing_the_tenant_is_refused(db_url: str, login: str):
                 tenancy.grant_analyst(c, "acme", login)
         finally:
             drop_role(db_url, login)
-
-
-def test_the_guard_command_restores_a_login_and_says_so(
-    pair: Pair, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-):
-    with _connect(pair.a_url) as conn:
-        conn.execute("SET default_transaction_read_only = off")
-        conn.execute(f'ALTER ROLE "{pair.a_login}" SET statement_timeout = 0')
-    monkeypatch.setenv("GEO_DATABASE_URL", pair.admin_url)
-    capsys.readouterr()
-    assert main(["tenants", "guard-analysts"]) == 0
-    assert f"restored the operator's role defaults of {pair.a_login}" in capsys.readouterr().out
-    assert main(["tenants", "guard-analysts"]) == 0
-    assert capsys.readouterr().out == ""
 
 
 # ------------------------------------------------------------------ side channels

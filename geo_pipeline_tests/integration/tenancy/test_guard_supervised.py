@@ -1,12 +1,16 @@
-"""`geo-pipeline dev` runs the analyst guard as a supervised process (issue #35): a login that
-gives itself `statement_timeout = 0` for all its later sessions is put back by the running
-guard, with no operator command -- on the real server, through the same child dev starts."""
+"""`geo-pipeline dev` runs the analyst guard as a supervised process (issue #35): an analyst role
+that gives itself `statement_timeout = 0` for all its later sessions is put back by the running
+guard, with no operator command -- on the real server, through the same child dev starts. (No
+analyst logs in to this server since migration 0083: the role is reached by a throwaway login
+that is a member of it and starts as it; on a tenant's replica, where logins live, the same
+guard runs with --replica.)"""
 
 from __future__ import annotations
 
 import os
 import time
 import uuid
+from contextlib import ExitStack
 from typing import Any
 
 import psycopg
@@ -15,8 +19,8 @@ from psycopg.rows import dict_row
 from geo_pipeline.ops import dev
 from geo_pipeline.ops.demo import Stack
 from geo_pipeline.ops.supervisor import Supervisor
-from geo_pipeline.store import tenancy
-from geo_pipeline_tests.integration.tenancy.helpers import drop_role, with_user
+from geo_pipeline.store import analyst_guard, tenancy
+from geo_pipeline_tests.integration.tenancy.helpers import analyst_role, analyst_session, drop_role
 
 
 def _role_settings(admin_url: str, login: str) -> list[str]:
@@ -36,11 +40,15 @@ def test_dev_runs_the_guard_and_it_undoes_what_a_login_set_for_itself(db_url: st
         c: Any = conn
         tenancy.create_tenant(c, tenant)
         c.commit()
-        login = tenancy.grant_analyst(c, tenant).login
+    login = analyst_role(db_url, tenant)
     try:
+        with psycopg.connect(db_url, autocommit=True) as admin:  # the operator's defaults
+            analyst_guard.set_login_defaults(admin, login)  # type: ignore[arg-type]
         operator = _role_settings(db_url, login)
         assert "statement_timeout=300s" in operator
-        with psycopg.connect(with_user(db_url, login), autocommit=True) as analyst:
+        session = ExitStack()
+        analyst_url = session.enter_context(analyst_session(db_url, login))
+        with psycopg.connect(analyst_url, autocommit=True) as analyst:
             analyst.execute("SET default_transaction_read_only = off")
             analyst.execute(f'ALTER ROLE "{login}" SET statement_timeout = 0')
         assert "statement_timeout=0" in _role_settings(db_url, login)
@@ -54,7 +62,7 @@ def test_dev_runs_the_guard_and_it_undoes_what_a_login_set_for_itself(db_url: st
             assert line == f"restored the operator's role defaults of {login}"
             assert _role_settings(db_url, login) == operator
             # Periodic, not one pass: the login does it again and the same child undoes it.
-            with psycopg.connect(with_user(db_url, login), autocommit=True) as analyst:
+            with psycopg.connect(analyst_url, autocommit=True) as analyst:
                 analyst.execute("SET default_transaction_read_only = off")
                 analyst.execute(f'ALTER ROLE "{login}" SET default_transaction_read_only = off')
             assert "default_transaction_read_only=off" in _role_settings(db_url, login)
@@ -63,5 +71,6 @@ def test_dev_runs_the_guard_and_it_undoes_what_a_login_set_for_itself(db_url: st
                 time.sleep(0.2)
             assert _role_settings(db_url, login) == operator
             assert guard.proc.poll() is None  # still running
+        session.close()
     finally:
         drop_role(db_url, login)
