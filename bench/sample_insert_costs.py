@@ -68,6 +68,10 @@ VARIANTS: dict[str, list[str]] = {
     "- channel (generated) + its index": NO_GENERATED,
     "- samples_run_channel index": ["DROP INDEX geo.samples_run_channel"],
     "- queued index": [NO_QUEUE_INDEX],
+    "- queued index, samples_run_channel index": [
+        NO_QUEUE_INDEX,
+        "DROP INDEX geo.samples_run_channel",
+    ],
     "- hash CHECK, channel, queued index": [NO_HASH, *NO_GENERATED, NO_QUEUE_INDEX],
 }
 
