@@ -169,9 +169,24 @@ def test_the_data_source_is_one_analyst_login_from_the_environment() -> None:
         for v in compose["services"]["grafana"]["volumes"]
     )
     # The analyst endpoint (PgBouncer, port 6432), never the service's server (issue 35).
-    default_host = grafana_env["GEO_ANALYST_DB_HOST"].split(":-", 1)[1].rstrip("}")
-    assert default_host.endswith(":6432") and "postgres" not in default_host, default_host
     assert "analyst-replica endpoint" in text and "6432" in text
+
+
+def test_the_analyst_host_default_names_nothing_the_compose_file_does_not_define() -> None:
+    """The endpoint runs next to the tenant's replica, outside this compose file: the operator
+    sets GEO_ANALYST_DB_HOST. A default naming a host no service of the file provides (Grafana:
+    'lookup analyst-endpoint: no such host') reads as if compose started one; so the default is
+    empty, or a service of the file, and never the service's server."""
+    compose = yaml.safe_load((DEPLOY / "docker-compose.yaml").read_text(encoding="utf-8"))
+    value = compose["services"]["grafana"]["environment"]["GEO_ANALYST_DB_HOST"]
+    match = re.fullmatch(r"\$\{GEO_ANALYST_DB_HOST(?::?-(?P<default>[^}]*))?\}", value)
+    assert match, value
+    default = match["default"] or ""
+    host = default.rpartition(":")[0] or default
+    assert host in ("", *compose["services"]), f"{default!r} names no service of the compose file"
+    assert host != "postgres", "no analyst logs in to the service's server (issue 35)"
+    example = (DEPLOY / "env.example").read_text(encoding="utf-8")
+    assert "GEO_ANALYST_DB_HOST" in example and "outside this compose file" in example
 
 
 # ------------------------------------------------------------------ the queries, executed
