@@ -229,13 +229,20 @@ def _sync_replica_texts(primary_url: str, replica: Conn) -> None:
 
 @tenants_group.command("analysts")
 @click.argument("tenant", required=False)
+@click.option(
+    "--replica",
+    is_flag=True,
+    help="On the tenant's analyst replica (GEO_ANALYST_REPLICA_URL), where logins live; "
+    "without it, the NOLOGIN roles an older version left on the service's server.",
+)
 @click.option("--json", "as_json", is_flag=True)
-def analysts_cmd(tenant: str | None, as_json: bool) -> None:
+def analysts_cmd(tenant: str | None, replica: bool, as_json: bool) -> None:
     """Analyst logins (of TENANT, or of every tenant)."""
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import tenancy
 
-    with dbmod.connect() as conn:
+    url = _replica_urls()[1] if replica else None
+    with dbmod.connect(url) as conn:
         rows = tenancy.analyst_logins(conn, tenant)
     if as_json:
         emit_json(rows)

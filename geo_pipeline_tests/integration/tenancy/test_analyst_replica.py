@@ -276,6 +276,18 @@ def test_grant_analyst_on_the_replica_is_for_its_own_tenant_only(servers: Server
             tenancy.grant_analyst(conn, servers.a)  # type: ignore[arg-type]
 
 
+def test_analysts_lists_the_logins_of_the_replica_with_replica(servers: Servers):
+    """`tenants analysts TENANT --replica` (docs/operations.md) lists the logins where they live;
+    without it the command reads the service's server, where B has only a NOLOGIN role."""
+    import json
+
+    env = {"GEO_DATABASE_URL": servers.primary_url, "GEO_ANALYST_REPLICA_URL": servers.replica_url}
+    on_replica = json.loads(_cli(env, "tenants", "analysts", servers.b, "--replica", "--json"))
+    assert [r["login"] for r in on_replica] == [servers.b_login]
+    on_primary = json.loads(_cli(env, "tenants", "analysts", servers.b, "--json"))
+    assert servers.b_login not in [r["login"] for r in on_primary]
+
+
 def test_rows_written_for_b_on_the_primary_arrive_and_others_do_not(servers: Servers):
     run_id = f"b2-{uuid.uuid4().hex[:6]}"
     with psycopg.connect(servers.primary_url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
