@@ -103,3 +103,17 @@ def test_a_doc_command_parses_and_manages_logins_on_the_replica(
             f"{where}: `geo-pipeline {' '.join(argv)}` acts on the service's server "
             "(GEO_DATABASE_URL), where no analyst logs in (issue 35): add --replica"
         )
+
+
+def test_the_docs_ask_for_tls_only_where_the_endpoint_speaks_it() -> None:
+    """The endpoint's PgBouncer is configured without client_tls_*: it answers a client's SSL
+    request with 'no', so a client set to sslmode require or verify-full fails ('server does
+    not support SSL, but SSL was required'). The analyst docs must not tell one to."""
+    from geo_pipeline.runtime.analyst_pooler import PoolerConfig
+
+    ini = PoolerConfig(server_host="/run/standby", server_port=5432).ini(Path("/state"))
+    if "client_tls_sslmode" in ini:
+        return
+    text = (ROOT / "docs/analysts.md").read_text(encoding="utf-8")
+    demands = re.findall(r"sslmode: (?:require|verify-\w+)|`(?:require|verify-full)`", text)
+    assert not demands, f"docs/analysts.md asks analysts for TLS the endpoint lacks: {demands}"
