@@ -117,3 +117,13 @@ def test_the_docs_ask_for_tls_only_where_the_endpoint_speaks_it() -> None:
     text = (ROOT / "docs/analysts.md").read_text(encoding="utf-8")
     demands = re.findall(r"sslmode: (?:require|verify-\w+)|`(?:require|verify-full)`", text)
     assert not demands, f"docs/analysts.md asks analysts for TLS the endpoint lacks: {demands}"
+
+
+def test_every_connection_string_in_the_analyst_docs_is_the_endpoints() -> None:
+    """An analyst connects to the analyst endpoint only (port 6432): a string naming the
+    service's server (5432, the superuser) would be the old way, refused since migration 0083."""
+    text = (ROOT / "docs/analysts.md").read_text(encoding="utf-8")
+    urls = re.findall(r"postgresql(?:\+\w+)?://[^\s\"'`]+", text)
+    assert urls
+    wrong = [u for u in urls if ":6432/" not in u]
+    assert not wrong, f"docs/analysts.md connects analysts elsewhere than the endpoint: {wrong}"
