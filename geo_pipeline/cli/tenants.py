@@ -186,6 +186,8 @@ def guard_cmd(every: float | None, replica: bool) -> None:
     Run as the administrator (CREATEROLE and pg_signal_backend, or a superuser). Analyst logins
     live on tenants' replicas (--replica); PostgreSQL lets every login change its own timeout,
     so on a replica this is what enforces it (at the endpoint, the pooler and the standby do).
+    Without --replica it acts on the service's server, where no analyst can log in (migration
+    0083).
     """
     from geo_pipeline.store import analyst_guard
     from geo_pipeline.store import db as dbmod

@@ -251,9 +251,11 @@ def supervise(sup: Supervisor, stack: Stack, interval_s: float = 0.5) -> None:
 
 
 # The analyst guard (issue #35): PostgreSQL lets an analyst login lift its own statement timeout
-# and read-only default; `geo-pipeline tenants guard-analysts --every S` is what holds them, so
-# dev runs it as one more supervised process (restarted like the others). A statement runs at
-# most the limit plus this interval.
+# and read-only default; `geo-pipeline tenants guard-analysts --every S` is what holds them. dev
+# runs it against its own server (no --replica: dev makes no analyst replica), where since
+# migration 0083 no analyst can log in, so there it only re-revokes TEMPORARY from PUBLIC and
+# resets the NOLOGIN roles' defaults; kept as the supervised process test_guard_supervised.py
+# starts. A statement runs at most the limit plus this interval.
 GUARD_EVERY_S = 30.0
 
 

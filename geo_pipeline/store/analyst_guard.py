@@ -15,7 +15,9 @@ left to those defaults:
   session set; and it puts back the operator's role defaults a login changed for itself.
 
 It runs as the administrator that grants analyst logins (CREATEROLE to reset role settings, and
-``pg_signal_backend`` or superuser to cancel other roles' statements).
+``pg_signal_backend`` or superuser to cancel other roles' statements), where the logins live: a
+tenant's analyst replica (``guard-analysts --replica``) and the analyst endpoint's standby (issue
+35: none logs in to the service's server since migration 0083).
 """
 
 from __future__ import annotations

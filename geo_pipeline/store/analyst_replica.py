@@ -20,8 +20,8 @@ that tenant's login, the operator and the schema's group roles.
   views, policies, grants and revokes are the primary's; views are defined there, not
   replicated), the replicated tables emptied once, a subscription of the same opaque name, the
   database's limits (connection limit, ``temp_file_limit``, timeouts, read-only by default), and
-  then the tenant's analyst login, bound there (the analyst guard runs against it like against
-  the primary).
+  then the tenant's analyst login, bound there (the analyst guard runs against it:
+  ``guard-analysts --replica``; no analyst logs in to the primary).
 
 Schema changes are not replicated: after a migration of the primary, run ``create`` again (it
 migrates the replica and refreshes the subscription). Everything here runs as a superuser on
