@@ -77,11 +77,13 @@ def _endpoint_option(fn: Any) -> Any:
         default=None,
         metavar="HOST:PORT",
         help="Where analysts reach the analyst endpoint, for the printed connection string "
-        f"(default: the replica's host, port {DEFAULT_ENDPOINT_PORT}).",
+        f"(default: the replica's host, port {DEFAULT_ENDPOINT_PORT}; {DEFAULT_ENDPOINT_HOST} "
+        "when the replica is reached by a Unix socket, the endpoint's default --listen).",
     )(fn)
 
 
 DEFAULT_ENDPOINT_PORT = 6432
+DEFAULT_ENDPOINT_HOST = "127.0.0.1"  # `analyst-replica endpoint`'s default --listen
 
 
 def _print_grant(grant: tenancy.AnalystGrant, endpoint: str | None, verb: str) -> None:
@@ -93,8 +95,10 @@ def _print_grant(grant: tenancy.AnalystGrant, endpoint: str | None, verb: str) -
             raise click.BadParameter("HOST:PORT, e.g. acme-analytics.example.com:6432",
                                      param_hint="--endpoint")  # fmt: skip
         at = grant.at(host, int(port))
-    else:
+    elif grant.host and not grant.host.startswith("/"):
         at = grant.at(grant.host, DEFAULT_ENDPOINT_PORT)
+    else:  # a socket directory is the replica's own server: the endpoint listens on TCP
+        at = grant.at(DEFAULT_ENDPOINT_HOST, DEFAULT_ENDPOINT_PORT)
     click.echo(
         f"{verb} {grant.login}; tenant {grant.tenant_id}, on its analyst replica: analysts "
         "connect through the analyst endpoint (`tenants analyst-replica endpoint`), never to "
@@ -403,7 +407,10 @@ def replica_drop_cmd(tenant: str) -> None:
     help="Directory for the standby's data and the pooler's files (kept between starts).",
 )
 @click.option(
-    "--listen", default="127.0.0.1:6432", show_default=True, help="HOST:PORT for analysts."
+    "--listen",
+    default=f"{DEFAULT_ENDPOINT_HOST}:{DEFAULT_ENDPOINT_PORT}",
+    show_default=True,
+    help="HOST:PORT for analysts.",
 )
 @click.option(
     "--every",
