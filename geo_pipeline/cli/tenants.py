@@ -59,7 +59,8 @@ def create_cmd(tenant: str, name: str | None, currency: str, max_in_flight: int)
 @tenants_group.command("list")
 @click.option("--json", "as_json", is_flag=True)
 def list_cmd(as_json: bool) -> None:
-    """Tenants with their number of analyst logins."""
+    """Tenants with the number of analyst roles bound on this server (on the service's server
+    only NOLOGIN roles an older version made; the logins: `analysts TENANT --replica`)."""
     from geo_pipeline.store import db as dbmod
     from geo_pipeline.store import tenancy
 
