@@ -2,7 +2,8 @@
 fails here, not in a reader's shell), and the ones that manage analyst logins in a shell block act
 on the tenant's analyst replica: no analyst logs in to the service's server (issue 35), so a
 `grant-analyst`, `revoke`, `analysts` or `guard-analysts` without `--replica` would run against
-GEO_DATABASE_URL, where there are no logins to manage."""
+GEO_DATABASE_URL, where there are no logins to manage. Also what the analyst docs tell a BI
+tool: the endpoint's address only, and TLS only if the endpoint speaks it."""
 
 from __future__ import annotations
 
