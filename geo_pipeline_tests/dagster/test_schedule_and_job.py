@@ -20,6 +20,7 @@ from geo_pipeline.defs.collection.resampling import (
     resample_run_key,
 )
 from geo_pipeline.defs.collection.sensors import sampling_plan_sensor
+from geo_pipeline_tests.clock import clear_of_midnight
 from geo_pipeline_tests.dagster.conftest import (
     CHANNELS,
     collection_config,
@@ -257,6 +258,7 @@ def test_resample_job_creates_the_days_run_once_and_the_plan_sensor_requests_it(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
     add_monitors(conn)
+    clear_of_midnight(SHANGHAI)  # `today` is the job's today too (yesterday is still on time)
     today = datetime.now(SHANGHAI).date()
     expected = f"daily-acme-{today:%Y%m%d}"
     first = resample(dg_instance, resources, "daily-acme", today)
@@ -284,6 +286,7 @@ def test_a_broken_monitor_fails_its_own_resample_run_with_the_reason(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
     add_monitors(conn)
+    clear_of_midnight(SHANGHAI)  # `today` is the job's today too (yesterday is still on time)
     today = datetime.now(SHANGHAI).date()
     broken = resample(dg_instance, resources, "broken", today)
     assert not broken.success
@@ -301,6 +304,7 @@ def test_resample_job_refuses_a_past_day_unless_backfill(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
     add_monitors(conn)
+    clear_of_midnight(SHANGHAI)  # `today` is the job's today too (yesterday is still on time)
     today = datetime.now(SHANGHAI).date()
     before = row_counts(conn)
     old = resample(dg_instance, resources, "daily-acme", today - timedelta(days=2))

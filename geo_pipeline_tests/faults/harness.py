@@ -235,6 +235,27 @@ class Cluster:
         )  # fmt: skip
         return int(proc.returncode)
 
+    def wait_on(
+        self, proc: subprocess.Popen[str], cond: Callable[[], bool], what: str, stall_s: float = 60
+    ) -> None:
+        """Wait until ``cond()`` for as long as ``proc`` (the process that must bring it about)
+        makes progress: uses CPU or writes its log. A process still starting beside other work
+        only takes longer (start-up alone was seen taking over 30 s); one that stands still
+        for ``stall_s`` fails, with the states and every log."""
+        log = self.spawned[proc.pid][2] if proc.pid in self.spawned else None
+        wait_progressing(
+            cond, proc, what=what, files=[log] if log else [], stall_s=stall_s, poll_s=0.1,
+            describe=lambda: f"states {self.states()}\n{self.logs()}",
+        )  # fmt: skip
+
+    def wait_started(self, proc: subprocess.Popen[str], stall_s: float = 60.0) -> None:
+        """Until ``proc`` has logged its ``<role>.started`` line (its loop runs), while it moves."""
+        role, _, log = self.spawned[proc.pid]
+        self.wait_on(
+            proc, lambda: f'"{role}.started"' in log.read_text(errors="replace"),
+            f"{role} (pid {proc.pid}) to start", stall_s,
+        )  # fmt: skip
+
     def states(self) -> dict[str, int]:
         return dict(states(self.db_url))
 

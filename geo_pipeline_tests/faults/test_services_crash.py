@@ -186,12 +186,15 @@ def test_worker_killed_between_send_and_record(
     run_id = f"r-{service.name}-crash"
     ids = make_cloro_run(db_url, load_registry(), run_id, N, platform=service.platform)
     cluster.relay()
-    cluster.sweeper()
+    sweeper = cluster.sweeper()
     w1 = cluster.worker(crash_at="accepted_not_recorded", platforms=(service.platform,))
     # The first process of a fresh checkout compiles its imports on a busy 2-core box: wait on
     # the crash itself, for as long as the worker makes progress (harness.wait_dead).
     assert cluster.wait_dead(w1) == -signal.SIGKILL
     w2 = cluster.worker(platforms=(service.platform,))
+    # RECLAIM_S counts from when the sweeper and the next worker run, not their start-up.
+    cluster.wait_started(sweeper)
+    cluster.wait_started(w2)
     cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
     if service.all_complete:
         cluster.wait_progress(cluster.all_terminal, "every sample terminal")

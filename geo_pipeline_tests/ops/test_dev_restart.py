@@ -18,6 +18,7 @@ import pytest
 
 from geo_pipeline.ops.demo import free_port
 from geo_pipeline.ops.supervisor import Restart, Supervisor
+from geo_pipeline_tests.clock import clear_of_midnight
 
 POLICY = Restart(initial_s=0.05, max_s=0.5)
 
@@ -57,6 +58,7 @@ def test_a_killed_simulator_comes_back_with_its_tasks_statements_and_costs(tmp_p
     port = free_port()
     url = f"http://127.0.0.1:{port}"
     state_file = tmp_path / "simulator-state.jsonl"
+    clear_of_midnight()  # the tasks' charges and the statement of `today` fall on one day
     today = datetime.now(UTC).date().isoformat()
     with Supervisor(tmp_path / "logs", grace_s=5) as sup:
         sup.start("simulator", simulator_argv(port, state_file), restart=POLICY)

@@ -10,17 +10,21 @@ import pytest
 from geo_pipeline.ops.supervisor import ProcessFailed, Restart, Supervisor
 
 PY = sys.executable
+# A hang guard for a `python -c` child's first line, not its speed: wait_for_line returns as soon
+# as the line is there (0.3 s idle; `python -m geo_pipeline.cli.main relay --help` took 5.4-6.2 s
+# beside stress --cpu 8, load 6-10, against 0.3 s idle, so 10 s was within reach of a busy box).
+READY_S = 120.0
 
 
 def test_ready_line_of_a_previous_start_is_not_taken_for_this_one(tmp_path):
     with Supervisor(tmp_path, grace_s=5) as sup:
         first = sup.start("svc", [PY, "-c", "print('ready 1', flush=True)"])
-        assert sup.wait_for_line(first, lambda s: s.startswith("ready"), 10) == "ready 1"
-        first.proc.wait(5)
+        assert sup.wait_for_line(first, lambda s: s.startswith("ready"), READY_S) == "ready 1"
+        first.proc.wait(READY_S)
         second = sup.start(
             "svc", [PY, "-c", "import time; time.sleep(0.3); print('ready 2', flush=True)"]
         )
-        assert sup.wait_for_line(second, lambda s: s.startswith("ready"), 10) == "ready 2"
+        assert sup.wait_for_line(second, lambda s: s.startswith("ready"), READY_S) == "ready 2"
 
 
 def test_stop_all_terminates_and_kills_stubborn_children(tmp_path):
@@ -34,7 +38,7 @@ def test_stop_all_terminates_and_kills_stubborn_children(tmp_path):
         )
         rude = sup.start("rude", [PY, "-c", stubborn])
         for c in (polite, rude):
-            sup.wait_for_line(c, lambda s: s == "up", 10)
+            sup.wait_for_line(c, lambda s: s == "up", READY_S)
         codes = sup.stop_all()
     assert codes == {"rude": -9, "polite": -15}
     assert polite.proc.poll() is not None and rude.proc.poll() is not None
@@ -43,7 +47,7 @@ def test_stop_all_terminates_and_kills_stubborn_children(tmp_path):
 def test_a_child_that_dies_is_reported_with_its_log(tmp_path):
     with Supervisor(tmp_path, grace_s=1) as sup:
         c = sup.start("crash", [PY, "-c", "import sys; print('boom: bad config'); sys.exit(3)"])
-        c.proc.wait(5)
+        c.proc.wait(READY_S)  # its whole start-up and exit: a hang guard
         with pytest.raises(
             ProcessFailed, match=r"(?s)crash .* exited with code 3.*boom: bad config"
         ):
@@ -60,14 +64,17 @@ def test_helpers_a_child_started_are_stopped_with_it(tmp_path):
     )
     with Supervisor(tmp_path, grace_s=2) as sup:
         parent = sup.start("parent", [PY, "-c", spawn])
-        helper_pid = int(sup.wait_for_line(parent, str.isdigit, 10))
-    for _ in range(50):
+        helper_pid = int(sup.wait_for_line(parent, str.isdigit, READY_S))
+    import time
+
+    # Killed by a signal, then reaped: the kernel's work, but a starved reaper may take more than
+    # the 5 s this loop once allowed. A generous bound; the loop ends as soon as it is gone.
+    deadline = time.monotonic() + READY_S
+    while time.monotonic() < deadline:
         try:
             os.kill(helper_pid, 0)
         except ProcessLookupError:
             break
-        import time
-
         time.sleep(0.1)
     else:
         pytest.fail(f"helper {helper_pid} outlived the supervisor")
@@ -106,7 +113,7 @@ def test_a_killed_child_is_restarted_and_the_others_keep_running(tmp_path):
         worker1 = sup.start("worker-1", SLEEPER, restart=policy)
         worker2 = sup.start("worker-2", SLEEPER, restart=policy)
         for c in (webserver, worker1, worker2):
-            sup.wait_for_line(c, lambda s: s == "up", 30)
+            sup.wait_for_line(c, lambda s: s == "up", READY_S)
         os.kill(worker1.pid, signal.SIGKILL)
         wait_for_restart(sup, "worker-1", worker1.pid, policy)
         # The others were never touched: same processes, still running.
@@ -117,7 +124,7 @@ def test_a_killed_child_is_restarted_and_the_others_keep_running(tmp_path):
         assert f"worker-1 (pid {worker1.pid}) exited with code -9" in log, log
         assert f"worker-1 restarted as pid {new.pid}" in log, log
         # The restarted process is a real start of the same command, with the same log file.
-        sup.wait_for_line(new, lambda s: s == "up", 30)
+        sup.wait_for_line(new, lambda s: s == "up", READY_S)
         assert new.argv == worker1.argv and new.log_path == worker1.log_path
 
 
@@ -142,6 +149,6 @@ def test_restarts_back_off_exponentially_up_to_the_bound(tmp_path):
 def test_a_child_without_a_restart_policy_still_fails_the_supervisor(tmp_path):
     with Supervisor(tmp_path, grace_s=1) as sup:
         c = sup.start("crash", [PY, "-c", "import sys; sys.exit(3)"])
-        c.proc.wait(5)
+        c.proc.wait(READY_S)  # its whole start-up and exit: a hang guard
         with pytest.raises(ProcessFailed, match=r"crash .* exited with code 3"):
             sup.poll()

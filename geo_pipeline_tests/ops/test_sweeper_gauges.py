@@ -8,13 +8,16 @@ import signal
 import socket
 import subprocess
 import sys
-import time
 import urllib.request
 
 from prometheus_client.parser import text_string_to_metric_families
 
 from geo_pipeline_tests.ops.helpers import complete, make_run
-from geo_pipeline_tests.processes import streams
+from geo_pipeline_tests.processes import streams, wait_progressing
+
+# Seeded 120 s in the past, read as < 300 s: the gauges must be scraped within 180 s of the seed.
+GAUGE_CAP_S = 170.0
+RECONCILIATION = ("geo_reconciliation_difference_minor", (("currency", "CNY"),))
 
 
 def _free_port() -> int:
@@ -117,20 +120,25 @@ def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_u
     try:
         url = f"http://127.0.0.1:{port}/metrics"
         got: dict = {}
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
+
+        def gauged() -> bool:
+            nonlocal got
             try:
                 got = _scrape(url)
             except OSError:
                 got = {}
             # A gauge pass sets the backlog first and the business gauges after it; the
             # reconciliation series (labelled, so absent until set) is the pass's last write.
-            if ("geo_backlog_samples", (("platform", "deepseek"), ("state", "queued"))) in got and (
-                "geo_reconciliation_difference_minor",
-                (("currency", "CNY"),),
-            ) in got:
-                break
-            time.sleep(0.3)
+            backlog = ("geo_backlog_samples", (("platform", "deepseek"), ("state", "queued")))
+            return backlog in got and RECONCILIATION in got
+
+        # Waited for while the sweeper moves (its start-up imports alone can take tens of
+        # seconds beside other work; a flat 60 s was a speed). The cap is this test's own
+        # window: the seeded queued samples are 120 s old and must read < 300 s.
+        wait_progressing(
+            gauged, proc, what="the sweeper's first gauge pass", stall_s=60, cap_s=GAUGE_CAP_S,
+            poll_s=0.3, describe=lambda: f"last scrape: {sorted(got)[:20]}",
+        )  # fmt: skip
 
         def g(name: str, **labels: str) -> float:
             return got[(name, tuple(sorted(labels.items())))]
@@ -147,8 +155,13 @@ def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_u
         assert g("geo_evidence_missing_rate") == 0.5
         assert g("geo_reconciliation_difference_minor", currency="CNY") == 7
         assert g("geo_uncertain_samples") == 1
+    except AssertionError as exc:  # say what the sweeper wrote, both streams
+        proc.kill()
+        out, err = proc.communicate()
+        raise AssertionError(f"{exc}\n{streams(out, err)}") from None
     finally:
-        proc.send_signal(signal.SIGTERM)
-        out, err = proc.communicate(timeout=30)
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            out, err = proc.communicate()  # pytest's timeout is the hang guard
     assert proc.returncode == 0, streams(out, err)
     assert '"passes"' in out

@@ -22,6 +22,7 @@ from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store import business_gauges
+from geo_pipeline_tests.clock import clear_of_midnight
 from geo_pipeline_tests.fixtures.simulator import running_simulator
 
 
@@ -110,6 +111,7 @@ def _day_lines(db, run_id: str) -> dict[str, dict]:
 
 
 def test_day_total_is_apportioned_once_across_the_days_runs(db):
+    clear_of_midnight()  # the run's charges and the statement of `day` fall on one day (UTC)
     ledger.deposit(db, "acme", 100_000, "CNY", "dep-apportion")
     with running_simulator() as sim:
         reg = _registry(sim.url)

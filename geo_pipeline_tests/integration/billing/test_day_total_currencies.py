@@ -15,6 +15,7 @@ from geo_pipeline.domain.catalogue import parse_catalogue
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.flows.create_run import create_run
+from geo_pipeline_tests.clock import clear_of_midnight
 from geo_pipeline_tests.fixtures.simulator import running_simulator
 from geo_pipeline_tests.integration.billing.test_day_total_apportion import (
     _call,
@@ -81,6 +82,7 @@ def _run(db, reg, tenant: str, run_id: str, questions: list[str]) -> None:
 
 
 def test_a_day_with_charges_in_two_currencies_is_never_summed(db, monkeypatch):
+    clear_of_midnight()  # the run's charges and the statement of `day` fall on one day (UTC)
     # The test registry quotes in CNY only; this world has a USD tenant on the same platform.
     monkeypatch.setattr(ledger, "deposit_currencies", lambda: {"CNY", "USD"})
     ledger.deposit(db, "acme", 100_000, "CNY", "dep-cur-cny")

@@ -16,6 +16,7 @@ import pytest
 
 from geo_pipeline.connectors.base import AcceptanceUnknown, NoPermission, SubmitRequest
 from geo_pipeline.connectors.simulator import SimulatorConnector
+from geo_pipeline_tests.clock import clear_of_midnight
 from geo_pipeline_tests.fixtures.simulator import SimulatorProcess, registry_for, start_simulator
 from geo_pipeline_tests.processes import outcome
 
@@ -212,6 +213,7 @@ def _lines(sim: SimulatorProcess, platform: str) -> list[dict[str, object]]:
 def test_statement_honours_retry_fee_rule(
     sim: SimulatorProcess, platform: str, rule: str, charged_ids: set[str]
 ) -> None:
+    clear_of_midnight()  # the tasks' charges and the statement of today() fall on one day
     prices = httpx.get(f"{sim.url}/v1/{platform}/prices", timeout=10).json()
     assert prices["retry_fee_rule"] == rule
     sample = f"fee-{uuid.uuid4().hex[:8]}"
@@ -234,6 +236,7 @@ def test_statement_honours_retry_fee_rule(
 
 
 def test_statement_surcharges_and_discrepancies(sim: SimulatorProcess) -> None:
+    clear_of_midnight()  # the tasks' charges and the statement of today() fall on one day
     prices = httpx.get(f"{sim.url}/v1/deepseek/prices", timeout=10).json()
     tid = submit(sim, "deepseek", key(), mode="deep_thinking", screenshot=True).json()["task_id"]
     items = {
@@ -374,6 +377,7 @@ def test_stats_count_the_faults_injected_once_each(sim: SimulatorProcess) -> Non
     """The demo says which of its documented faults occurred (issue #34, a fourth newcomer's
     read: a run without a hostile answer said nothing of it): the stats count each injected
     answer, screenshot and statement fault once per task, however often it is fetched."""
+    clear_of_midnight()  # the task's statement line is in today()'s statement
     sim.set_profile("kimi", hostile_rate=1.0, completion_s=[0.0, 0.0], accept_delay_s=[0.0, 0.0])
     sim.set_profile("deepseek", screenshot_never_rate=1.0, statement_amount_mismatch_rate=1.0,
                     completion_s=[0.0, 0.0], accept_delay_s=[0.0, 0.0])  # fmt: skip

@@ -17,6 +17,7 @@ from geo_pipeline.domain.catalogue import parse_catalogue
 from geo_pipeline.domain.config import normalise_and_validate
 from geo_pipeline.domain.plan import build_plan, quote
 from geo_pipeline.flows.create_run import create_run
+from geo_pipeline_tests.clock import clear_of_midnight
 from geo_pipeline_tests.fixtures.simulator import running_simulator
 
 
@@ -120,6 +121,7 @@ async def _statement(reg, platform: str, day: str):
 
 
 def test_reconciliation_from_cost_apis_of_two_protocols(db):
+    clear_of_midnight()  # the run's charges and the statement of `day` fall on one day (UTC)
     with running_simulator() as sim:
         reg = registry(sim.url)
         caps = reg.capabilities()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from collections import Counter
 from datetime import UTC, datetime
 from typing import Any
@@ -163,6 +164,51 @@ def states(db_url: str, run_id: str | None = None) -> Counter[str]:
         {"r": run_id},
     )
     return Counter({r["collection_state"]: int(r["n"]) for r in rows})
+
+
+def progress_mark(db_url: str) -> tuple[Any, ...]:
+    """What changes while a run moves: the transition log (rows and last id) and the samples'
+    states, read in one connection. A login that may not read the log (a tenant's service role)
+    is judged by the states alone."""
+    with psycopg.connect(db_url, autocommit=True) as conn:
+        rows = conn.execute(
+            "SELECT collection_state, count(*) FROM geo.samples GROUP BY 1 ORDER BY 1"
+        ).fetchall()
+        try:
+            log = conn.execute(
+                "SELECT count(*), max(transition_id) FROM geo.state_transitions"
+            ).fetchone()
+        except psycopg.Error:
+            log = None
+    return (tuple(log or ()), tuple(rows))
+
+
+class StallWatch:
+    """Bounds a test loop that drives a worker by what the run does, not by the clock: it goes
+    on while ``progress_mark`` changes (a loaded box only slows the run down) and stops once
+    nothing moved for ``stall_s`` (a hung run); ``cap_s`` only guards against a run that
+    moves forever. When it stops it prints what it saw, for the failing test's output."""
+
+    def __init__(self, db_url: str, stall_s: float, cap_s: float = 1800.0) -> None:
+        self.db_url, self.stall_s, self.cap_s = db_url, stall_s, cap_s
+        self.started = self.last_move = time.monotonic()
+        self.seen: tuple[Any, ...] | None = None
+        self.moves = 0
+
+    def moving(self) -> bool:
+        now = time.monotonic()
+        mark = progress_mark(self.db_url)
+        if mark != self.seen:
+            self.seen, self.last_move, self.moves = mark, now, self.moves + 1
+            return True
+        if now - self.last_move > self.stall_s or now - self.started > self.cap_s:
+            print(
+                f"StallWatch: stopped after {now - self.started:.1f} s, {self.moves} changes, "
+                f"the last {now - self.last_move:.1f} s ago (stall bound {self.stall_s:g} s, "
+                f"cap {self.cap_s:g} s); last seen (transitions, states): {mark}"
+            )
+            return False
+        return True
 
 
 def check_invariants(db_url: str, expected_samples: int | None = None) -> dict[str, Any]:

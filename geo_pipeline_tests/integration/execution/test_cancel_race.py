@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import time
 from typing import Any
 
 import psycopg
@@ -26,11 +25,15 @@ from geo_pipeline.worker.sweeper import SweepSettings, sweep_once
 from geo_pipeline_tests.integration.execution.helpers import (
     CAPS,
     FakeConnector,
+    StallWatch,
     check_invariants,
     fetch,
     make_run,
 )
 from geo_pipeline_tests.integration.execution.test_worker_flow import relay_all
+
+STALL_S = 60.0
+CAP_S = 120.0  # a sample back in the queue would be claimed and retried for ever
 
 
 def _samples(db_url: str, run_id: str) -> list[dict[str, Any]]:
@@ -137,7 +140,15 @@ async def _race_with_worker(db_url: str, redis_url: str, ns: str, run_id: str) -
     out: dict[str, Any] = {}
     try:
         relay_all(db_url, redis_url, ns)
-        await asyncio.wait_for(fake.entered.wait(), 15)
+        # Waits bounded by the run's progress, not the clock (fixed 15 s and 5 s bounds were
+        # speeds): nothing here waits longer than the retry's 0.2 s, so STALL_S without a
+        # sample or the transition log changing is a hang.
+        watch = StallWatch(db_url, stall_s=STALL_S, cap_s=CAP_S)
+        while not fake.entered.is_set():
+            if not await asyncio.to_thread(watch.moving):
+                rows = await asyncio.to_thread(_samples, db_url, run_id)
+                raise AssertionError(f"the worker never entered submit: {rows}")
+            await asyncio.sleep(0.05)
 
         def cancel() -> dict[str, Any]:
             with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as conn:
@@ -145,8 +156,8 @@ async def _race_with_worker(db_url: str, redis_url: str, ns: str, run_id: str) -
 
         out = await asyncio.to_thread(cancel)
         fake.release.set()
-        deadline = time.monotonic() + 5.0
-        while time.monotonic() < deadline:
+        watch = StallWatch(db_url, stall_s=STALL_S, cap_s=CAP_S)
+        while await asyncio.to_thread(watch.moving):
             rows = await asyncio.to_thread(_samples, db_url, run_id)
             if all(r["collection_state"] in ("completed", "failed") for r in rows):
                 break

@@ -17,6 +17,8 @@ import time
 
 import pytest
 
+from geo_pipeline_tests.processes import cpu_seconds, streams, wait_progressing
+
 SECRET = "s3cret-pw"
 
 
@@ -38,6 +40,14 @@ def _env(db_url: str, redis_url: str, ns: str, tmp_path) -> dict[str, str]:
     return env
 
 
+# A process is waited for while it moves (uses CPU or writes a line), however slow the box: a
+# relay's imports alone were seen taking over 30 s beside other work, and flat bounds (20 s to
+# start, 5 s to its loop, 30 s to refuse) were speeds. STALL_S without either is a hang; CAP_S
+# only guards against one that moves for ever without saying the line.
+STALL_S = 60.0
+CAP_S = 600.0
+
+
 class Proc:
     def __init__(self, args: list[str], env: dict[str, str]) -> None:
         self.p = subprocess.Popen(
@@ -49,42 +59,76 @@ class Proc:
         )
         self.lines: queue.Queue[str] = queue.Queue()
         self.seen: list[str] = []
-        threading.Thread(target=self._read, daemon=True).start()
+        self.stdout: list[str] = []  # read too: an unread pipe could block the process
+        self._readers = [
+            threading.Thread(target=self._read, daemon=True),
+            threading.Thread(target=self._read_stdout, daemon=True),
+        ]
+        for t in self._readers:
+            t.start()
 
     def _read(self) -> None:
         assert self.p.stderr is not None
         for line in self.p.stderr:
             self.lines.put(line)
 
-    def wait_line(self, needle: str, timeout_s: float) -> str | None:
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
+    def _read_stdout(self) -> None:
+        assert self.p.stdout is not None
+        for line in self.p.stdout:
+            self.stdout.append(line)
+
+    def wait_line(self, needle: str) -> str | None:
+        """The first stderr line holding ``needle``, waited for while the process moves; None
+        when it exits without it (or stalls: see STALL_S)."""
+        started = last_move = time.monotonic()
+        cpu = cpu_seconds(self.p.pid)
+        while True:
             try:
                 line = self.lines.get(timeout=0.1)
             except queue.Empty:
                 if self.p.poll() is not None and self.lines.empty():
                     return None
+                now, used = time.monotonic(), cpu_seconds(self.p.pid)
+                if used != cpu:
+                    cpu, last_move = used, now
+                elif now - last_move > STALL_S or now - started > CAP_S:
+                    return None
                 continue
             self.seen.append(line)
+            last_move = time.monotonic()
             if needle in line:
                 return line
-        return None
+
+    def wait_exit(self) -> int:
+        """The exit code, waited for while the process moves (uses CPU or writes a line)."""
+        wait_progressing(
+            lambda: self.p.poll() is not None, self.p, what="the process did not exit",
+            stall_s=STALL_S, cap_s=CAP_S, describe=self.streams,
+        )  # fmt: skip
+        return int(self.p.returncode)
 
     def output(self) -> str:
-        """Everything the process wrote to stderr (after it exited)."""
-        time.sleep(0.2)  # the reader thread catches up
+        """Everything the process wrote to stderr (after it exited): its readers end at EOF."""
+        for t in self._readers:
+            t.join(STALL_S)
         while not self.lines.empty():
             self.seen.append(self.lines.get_nowait())
         return "".join(self.seen)
 
+    def streams(self) -> str:
+        """Both streams so far, for a failure message."""
+        while not self.lines.empty():
+            self.seen.append(self.lines.get_nowait())
+        return streams("".join(self.stdout), "".join(self.seen))
+
     def stop(self) -> int:
         if self.p.poll() is None:
             self.p.send_signal(signal.SIGTERM)
-        try:
-            return self.p.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            self.p.kill()
-            return self.p.wait()
+            try:
+                return self.wait_exit()
+            except AssertionError:
+                self.p.kill()
+        return self.p.wait()
 
 
 @pytest.mark.parametrize("process", ["relay", "sweeper", "worker"])
@@ -95,19 +139,19 @@ def test_a_process_says_where_it_is_connected_when_it_starts(
     env = _env(db_url, redis_url, redis_ns, tmp_path)
     proc = Proc([process, "--metrics-port", str(port)], env)
     try:
-        t0 = time.monotonic()
-        line = proc.wait_line(f'"{process}.starting"', 20.0)
-        assert line is not None, "".join(proc.seen)
-        assert time.monotonic() - t0 < 20.0
+        line = proc.wait_line(f'"{process}.starting"')
+        assert line is not None, proc.streams()
         body = json.loads(line)
         assert SECRET not in line and "***" in body["database"]
         assert body["redis"].startswith("redis://") and body["namespace"] == redis_ns
         assert body["streams"] and all(s.startswith(f"{redis_ns}:") for s in body["streams"])
         assert body["metrics"] == f"http://127.0.0.1:{port}/metrics"
         # The loop's own start event follows within the log's time bound, not 64 lines later.
-        assert proc.wait_line(f'"{process}.started"', 5.0) is not None, "".join(proc.seen)
+        # A line held in the log's buffer until 64 more came is still caught, later: it never
+        # comes, and the wait fails once the idle loop stalls (STALL_S) or at CAP_S.
+        assert proc.wait_line(f'"{process}.started"') is not None, proc.streams()
     finally:
-        assert proc.stop() == 0, "".join(proc.seen)
+        assert proc.stop() == 0, proc.streams()
 
 
 @pytest.mark.parametrize("process", ["relay", "sweeper", "worker"])
@@ -115,21 +159,21 @@ def test_a_process_refuses_to_start_without_redis(process, db_url, redis_ns, tmp
     env = _env(db_url, f"redis://127.0.0.1:{_free_port()}/0", redis_ns, tmp_path)
     proc = Proc([process], env)
     try:
-        code = proc.p.wait(timeout=30)
+        code = proc.wait_exit()
     finally:
         proc.stop()
     err = proc.output()
-    assert code == 3 and "Redis" in err and "unreachable" in err, err
+    assert code == 3 and "Redis" in err and "unreachable" in err, proc.streams()
 
 
 def test_a_process_refuses_an_unmigrated_database(empty_db_url, redis_url, redis_ns, tmp_path):
     proc = Proc(["relay"], _env(empty_db_url, redis_url, redis_ns, tmp_path))
     try:
-        code = proc.p.wait(timeout=30)
+        code = proc.wait_exit()
     finally:
         proc.stop()
     err = proc.output()
-    assert code == 3 and "geo-pipeline db upgrade" in err and SECRET not in err, err
+    assert code == 3 and "geo-pipeline db upgrade" in err and SECRET not in err, proc.streams()
 
 
 def test_the_sweeper_says_so_when_redis_goes_away(db, caplog):
@@ -143,7 +187,22 @@ def test_the_sweeper_says_so_when_redis_goes_away(db, caplog):
         f"redis://127.0.0.1:{_free_port()}/0", socket_connect_timeout=0.2, socket_timeout=0.2
     )
     stop = threading.Event()
-    threading.Timer(1.0, stop.set).start()
+
+    class StopAtThirdPass:
+        """The dead Redis, pinged once a pass: the sweeper is stopped at its third pass, not
+        after a second of wall clock (a loaded box's first pass, gauges and all, may take
+        longer than that, leaving one pass where two are asked for)."""
+
+        pings = 0
+
+        def ping(self) -> object:
+            self.pings += 1
+            if self.pings >= 3:
+                stop.set()
+            return dead.ping()
+
+    guard = threading.Timer(STALL_S, stop.set)  # a hang guard only
+    guard.start()
     with caplog.at_level("INFO", logger="geo_pipeline.sweeper"):
         totals = run_sweeper(
             db,
@@ -151,9 +210,10 @@ def test_the_sweeper_says_so_when_redis_goes_away(db, caplog):
             settings=SweepSettings(interval_s=0.2, gauge_every_s=3600),
             lookup_platforms=[],
             stop=stop,
-            redis=dead,
+            redis=StopAtThirdPass(),
             stream_keys=["x:collect:deepseek"],
         )
+    guard.cancel()
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "Redis" in r.message]
     assert warnings and "unreachable" in warnings[0].message
     assert len(warnings) == 1  # said once, not every pass
@@ -174,16 +234,17 @@ def test_a_worker_waits_for_its_platform_and_names_its_url(db_url, redis_url, re
     proc = Proc(["worker", "--platform", "deepseek"], env)
     sim = None
     try:
-        line = proc.wait_line('"worker.platform_waiting"', 60.0)
-        assert line is not None, "".join(proc.seen)
+        line = proc.wait_line('"worker.platform_waiting"')
+        assert line is not None, proc.streams()
         body = json.loads(line)
         assert body["url"] == url and body["platforms"] == ["deepseek"] and body["error"], line
         sim = start_simulator(extra_args=("--port", str(port)))
-        line = proc.wait_line('"worker.platform_reachable"', 60.0)
-        assert line is not None, "".join(proc.seen)
+        line = proc.wait_line('"worker.platform_reachable"')
+        assert line is not None, proc.streams()
         assert json.loads(line)["url"] == url
     finally:
         code = proc.stop()
         if sim is not None:
             sim.stop()
-    assert code == 0, proc.output()
+    proc.output()
+    assert code == 0, proc.streams()

@@ -26,6 +26,7 @@ from geo_pipeline.worker.sweeper import SweepSettings, sweep_once
 from geo_pipeline_tests.integration.execution.helpers import (
     CAPS,
     FakeConnector,
+    StallWatch,
     check_invariants,
     fetch,
     make_run,
@@ -76,9 +77,11 @@ async def run_worker_until(
         archive=archive,
     )
     task = asyncio.create_task(worker.run())
-    deadline = time.monotonic() + timeout_s
+    # timeout_s is seconds WITHOUT progress (a sample changing state, a transition logged), not
+    # the run's length: a fixed bound ran out on a loaded CI box while the run still moved.
+    watch = StallWatch(db_url, stall_s=timeout_s)
     try:
-        while time.monotonic() < deadline and not await asyncio.to_thread(done):
+        while not await asyncio.to_thread(done) and await asyncio.to_thread(watch.moving):
             relay_all(db_url, redis_url, ns)
             await asyncio.sleep(0.05)
     finally:
