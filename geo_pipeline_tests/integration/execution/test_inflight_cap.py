@@ -39,6 +39,33 @@ def _running(db_url: str, tenant: str) -> int:
     return int(rows[0]["n"])
 
 
+# Only B's connecting can be slow here (a loaded box); a claim that has connected either
+# finishes or is seen waiting on a lock within milliseconds. A hang guard, not a speed.
+B_CAP_S = 120.0
+
+
+def _blocked_or_done(db_url: str, thread: threading.Thread, got: dict[str, Any]) -> bool:
+    """Whether B's claim (its thread, its backend pid in ``got["pid"]``) is seen blocked by
+    another session's lock (True) before it finished (False): what B did while A's transaction was open, read
+    from pg_stat_activity instead of guessed from a fixed join timeout (1 s and 5 s were
+    speeds: on a loaded box B may not even have connected by then)."""
+    started = time.monotonic()
+    seen: list[Any] = []
+    with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as watcher:
+        while thread.is_alive():
+            if "pid" in got:
+                seen = watcher.execute(
+                    "SELECT state, wait_event_type, wait_event, pg_blocking_pids(pid) AS by, "
+                    "query FROM pg_stat_activity WHERE pid = %s",
+                    (got["pid"],),
+                ).fetchall()
+                if seen and seen[0]["by"]:  # waiting on a lock another session holds
+                    return True
+            assert time.monotonic() - started < B_CAP_S, f"B neither waited nor ended: {seen}"
+            time.sleep(0.01)
+    return False
+
+
 def _claim(
     conn: Any, owner: str, want: int = 10, platforms: tuple[str, ...] = ("deepseek",)
 ) -> list[dict[str, Any]]:
@@ -60,13 +87,15 @@ def test_two_overlapping_claims_never_exceed_the_cap(db_url):
 
         def worker_b() -> None:
             with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as b:
+                got["pid"] = b.info.backend_pid
                 got["rows"] = _claim(b, "worker:b:1", platforms=("qwen",))
 
         t = threading.Thread(target=worker_b)
         t.start()
-        t.join(1.0)  # B either waits for A (the cap holds) or has claimed already (overshoot)
+        # B either waits for A (the cap holds) or has claimed already (overshoot).
+        _blocked_or_done(db_url, t, got)
         a.commit()
-        t.join(10)
+        t.join(B_CAP_S)
         assert not t.is_alive()
     finally:
         a.close()
@@ -154,13 +183,15 @@ def test_claims_of_another_tenant_are_not_held_up(db_url):
 
         def worker_b() -> None:
             with psycopg.connect(db_url, row_factory=dict_row, autocommit=True) as b:
+                got["pid"] = b.info.backend_pid
                 got["rows"] = ex.claim_ids(b, ids_b, owner="worker:b:1", lease_s=30)  # type: ignore[arg-type]
 
         t = threading.Thread(target=worker_b)
         t.start()
-        t.join(5.0)
-        assert not t.is_alive(), "a claim of another tenant waited for acme's claim"
+        blocked = _blocked_or_done(db_url, t, got)
         a.commit()
+        t.join(B_CAP_S)
+        assert not blocked, "a claim of another tenant waited for acme's claim"
     finally:
         a.close()
     assert len(got["rows"]) == 6
