@@ -43,9 +43,9 @@ log = logging.getLogger("geo_pipeline.worker")
 # The cyclic collector's first threshold in a started worker (CPython's default: 700). A sample
 # allocates a few thousand objects and frees nearly all of them by reference counting, so at 700
 # the worker ran a young collection every few samples, each also scanning every object the
-# in-flight samples hold: 0.28 ms per sample with evidence off and 0.38 with every answer
-# archived as WARC, 10-15 % of the workers' CPU (bench/throughput.py --mode http, 4,000
-# samples, the collector's own time measured with gc.callbacks, issue 33); at 20,000, 0.04.
+# in-flight samples hold: the collecting thread's CPU was 0.24 ms per sample with evidence off
+# and 0.29 with every answer archived as WARC, 8-10 % of the workers' CPU; at 20,000, 0.05-0.06
+# (bench/throughput.py --mode http --samples 2000, gc_ms_per_sample, issue 33).
 # The collector still runs, 30x less often: memory held by cycles waits longer (a young
 # generation of at most 20,000 objects).
 GC_GEN0_THRESHOLD = 20_000
