@@ -293,6 +293,7 @@ def worker_child(args: argparse.Namespace) -> None:
         await redis.aclose()
         return report
 
+    gc_time = collector_clock()
     if args.profile:
         import cProfile
 
@@ -305,10 +306,36 @@ def worker_child(args: argparse.Namespace) -> None:
     ru = resource.getrusage(resource.RUSAGE_SELF)
     print(
         json.dumps(
-            {**report, "cpu_s": ru.ru_utime + ru.ru_stime, "max_rss_mb": ru.ru_maxrss / 1024}
+            {
+                **report,
+                "gc_s": gc_time["s"],
+                "gc_runs": gc_time["runs"],
+                "cpu_s": ru.ru_utime + ru.ru_stime,
+                "max_rss_mb": ru.ru_maxrss / 1024,
+            }
         ),
         flush=True,
     )
+
+
+def collector_clock() -> dict[str, Any]:
+    """The cyclic collector's CPU in this process from now on: ``s`` (seconds, the collecting
+    thread's CPU time: a collection runs wholly in the thread that triggers it) and ``runs`` by
+    generation."""
+    import gc
+
+    out: dict[str, Any] = {"s": 0.0, "runs": [0, 0, 0]}
+    started = [0.0]
+
+    def clock(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            started[0] = time.thread_time()
+        else:
+            out["s"] += time.thread_time() - started[0]
+            out["runs"][info["generation"]] += 1
+
+    gc.callbacks.append(clock)
+    return out
 
 
 def _wanted_s(pid: int) -> float:
@@ -518,6 +545,10 @@ def run_mode(
             if evidence != "off"
             else "-",
             "evidence_stored": recorded[3],
+            # The cyclic collector's own CPU in the workers (gc.callbacks; runs, by generation,
+            # summed): an allocation-heavy path shows here (worker.runner.GC_GEN0_THRESHOLD).
+            "gc_ms_per_sample": round(1000 * sum(r["gc_s"] for r in reports) / max(1, actual), 3),
+            "gc_runs": [sum(r["gc_runs"][g] for r in reports) for g in range(3)],
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
             # Where the whole machine's CPU went during the run, ms per sample: the workers are

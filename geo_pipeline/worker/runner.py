@@ -40,6 +40,28 @@ __all__ = ["UNCERTAIN_PARK_S", "Worker", "WorkerSettings", "default_worker_id"]
 log = logging.getLogger("geo_pipeline.worker")
 
 
+# The cyclic collector's first threshold in a started worker (CPython's default: 700). A sample
+# allocates a few thousand objects and frees nearly all of them by reference counting, so at 700
+# the worker ran a young collection every few samples, each also scanning every object the
+# in-flight samples hold: the collecting thread's CPU was 0.24 ms per sample with evidence off
+# and 0.29 with every answer archived as WARC, 8-10 % of the workers' CPU; at 20,000, 0.05-0.06
+# (bench/throughput.py --mode http --samples 2000, gc_ms_per_sample, issue 33).
+# The collector still runs, 30x less often: memory held by cycles waits longer (a young
+# generation of at most 20,000 objects).
+GC_GEN0_THRESHOLD = 20_000
+
+
+def quiet_collector(gen0: int = GC_GEN0_THRESHOLD) -> None:
+    """Once, when a worker has started: everything the start-up made (modules, the URL rules,
+    pools) lives as long as the worker, so it goes out of the collector's sight (a full
+    collection scans only what the samples made since: each one was ~0.07-0.1 s of a worker's
+    CPU), and young collections run every ``gen0`` net allocations instead of 700."""
+    gc.collect()
+    gc.freeze()
+    _, gen1, gen2 = gc.get_threshold()
+    gc.set_threshold(max(gen0, 1), gen1, gen2)
+
+
 class Worker:
     """Run with ``await Worker(...).run()``; ``stop()`` (SIGTERM) stops claiming, lets held
     samples finish for ``drain_timeout_s``, hands the rest back (running -> queued) and returns
@@ -111,11 +133,7 @@ class Worker:
                 await sc.ensure_group(ctx.redis, lane.key)
                 if lane.caps.screenshot and shots:
                     await sc.ensure_group(ctx.redis, lane.shot_key)
-            # Everything the start-up made (modules, the URL rules, pools) lives as long as the
-            # worker: out of the collector's sight, so a full collection scans only what the
-            # samples made since (each one was ~0.07-0.1 s of a worker's CPU, bench/throughput).
-            gc.collect()
-            gc.freeze()
+            quiet_collector()
             tasks = []
             gate = PlatformGate(self.s.platform_urls, self.s.platform_wait_s)
             for lane in self.lanes.values():
