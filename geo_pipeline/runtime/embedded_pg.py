@@ -304,11 +304,17 @@ def _standby_conf(pgdata: Path, who: RunAs) -> str:
         "timezone = 'UTC'",
         "log_timezone = 'UTC'",
     ]
+    found = 0
     for line in control.splitlines():
         label, _, value = line.partition(":")
         setting = STANDBY_MINIMUMS.get(label.strip())
         if setting is not None and value.strip().isdigit():
             lines.append(f"{setting} = {value.strip()}  # the primary's (pg_controldata)")
+            found += 1
+    if found != len(STANDBY_MINIMUMS):  # else the standby would stop at its first replay
+        raise EmbeddedPostgresError(
+            f"pg_controldata of {pgdata} did not show all of {sorted(STANDBY_MINIMUMS)}:\n{control}"
+        )
     return "\n".join(lines) + "\n"
 
 

@@ -169,6 +169,16 @@ def test_the_endpoint_runs_on_a_replica_whose_configuration_is_its_operators(
                     _connect(
                         f"postgresql://ana_x@/geo?host={standby.socket_dir}&port={standby.port}"
                     ).close()
+                # a standby made before (or edited since) gets its configuration back at start
+                standby.stop()
+                (standby.pgdata / "pg_hba.conf").write_text("local all all peer\n")
+                with (standby.pgdata / "postgresql.conf").open("a") as f:
+                    f.write("include '/etc/geo-no-such-dir/postgresql.conf'\n")
+                standby = embedded_pg.start_standby(s_state / "standby", source)
+                with _connect(standby_url) as s:  # as the CLI reads the verifiers
+                    assert s.execute("SHOW listen_addresses").fetchone() == {"listen_addresses": ""}
+                with _connect(pooler.url("ana_x", "ana-secret")) as c:
+                    assert c.execute("SELECT current_user AS u").fetchone() == {"u": "ana_x"}
             finally:
                 if pooler is not None:
                     pooler.stop()
