@@ -195,7 +195,27 @@ def test_example_runs_with_every_service_pathology(db_url, redis_url, redis_ns, 
     # ---- one charge per sample at most for the services that bill only a success
     for sid, n_charges in charges.items():
         if by_id[sid]["platform"] != "chatgpt_dataforseo":
-            assert n_charges <= 1, (sid, n_charges)
+            assert n_charges <= 1, (
+                sid,
+                n_charges,
+                by_id[sid],
+                fetch(
+                    db_url,
+                    "SELECT e.kind, e.amount_minor, e.attempt_no, e.upstream_id, e.idempotency_key,"
+                    " e.details FROM geo.ledger_entries e WHERE e.sample_id = %s ORDER BY e.entry_id",
+                    (sid,),
+                ),
+                fetch(
+                    db_url,
+                    "SELECT * FROM geo.upstream_requests WHERE sample_id = %s ORDER BY 1",
+                    (sid,),
+                ),
+                fetch(
+                    db_url,
+                    "SELECT * FROM geo.state_transitions WHERE sample_id = %s ORDER BY 1",
+                    (sid,),
+                ),
+            )
 
     # ---- reconciliation: no unexplained difference, every line explained
     with psycopg.connect(db_url, row_factory=dict_row) as conn:
