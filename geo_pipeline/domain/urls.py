@@ -134,7 +134,7 @@ class TrackingRules:
 
     def is_tracking(self, name: str) -> bool:
         n = name.lower()
-        return n in self.exact or any(n.startswith(p) for p in self.prefixes)
+        return n in self.exact or n.startswith(self.prefixes)
 
 
 @cache
@@ -510,9 +510,7 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
         if port is not None and port != _DEFAULT_PORTS[scheme]:
             netloc = f"{host}:{port}"
         if "@" in parts.netloc and parts.username is not None:
-            userinfo = parts.username + (
-                f":{parts.password}" if parts.password is not None else ""
-            )
+            userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
             netloc = f"{userinfo}@{netloc}"
         raw_path, raw_query, raw_fragment = parts.path, parts.query, parts.fragment
 

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import islice
 from typing import Literal
 
 RULE_VERSION = "validity-2026.11.1"
@@ -148,6 +149,8 @@ _DANGLING_ZH = ("的", "和", "与", "及", "或", "是", "在", "但是", "因�
 _SPACE = re.compile(r"[\s\u3000\u200b\u200c\u200d\ufeff]+")
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 _MARKUP = re.compile(r"[#*_`>|\-=~\[\]()!]")
+# One character of the body _too_short weighs: neither _SPACE nor _MARKUP.
+_BODY_CHAR = re.compile(r"[^\s\u3000\u200b\u200c\u200d\ufeff#*_`>|\-=~\[\]()!]")
 _NON_PROSE = re.compile(r"^\s*([-*+]\s|\d+[.)]\s|#|\||>|```|~~~|<)")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)", re.MULTILINE)
 _URL_END = re.compile(r"https?://\S+$")
@@ -190,7 +193,10 @@ def _weight(text: str) -> int:
 
 def _too_short(text: str) -> bool:
     # The weight is at least the body's length (a CJK character weighs 2, any other 1): a body
-    # of MIN_WEIGHT characters is heavy enough without counting its CJK ones.
+    # of MIN_WEIGHT characters is heavy enough without counting its CJK ones, and it is enough to
+    # find that many body characters (most answers: in their first line) to know it.
+    if next(islice(_BODY_CHAR.finditer(text), MIN_WEIGHT - 1, None), None) is not None:
+        return False
     body = _MARKUP.sub("", _SPACE.sub("", text))
     if len(body) >= MIN_WEIGHT:
         return False

@@ -117,3 +117,38 @@ def test_classifier_is_total_and_consistent(text, flag):
 )
 def test_the_detail_names_the_earliest_phrase(text: str, detail: str) -> None:
     assert classify(text).detail == detail
+
+
+def _too_short_reference(text: str) -> bool:
+    """validity._too_short before issue 33's early exit: the whole body built, then weighed."""
+    from geo_pipeline.domain import validity as v
+
+    body = v._MARKUP.sub("", v._SPACE.sub("", text))
+    if len(body) >= v.MIN_WEIGHT:
+        return False
+    return v._weight(body) < v.MIN_WEIGHT
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("ab1 \t\n\u3000\u200b\ufeff\xa0#*_`>|-=~[]()!中あ한。.")),
+        max_size=60,
+    )
+)
+def test_too_short_early_exit_agrees_with_weighing_the_whole_body(text):
+    from geo_pipeline.domain.validity import _too_short
+
+    assert _too_short(text) == _too_short_reference(text)
+    assert _too_short(text * 3) == _too_short_reference(text * 3)
+
+
+@pytest.mark.parametrize(
+    "filler", list(" \t\n\r\x0b\x0c\x85\xa0\u2028\u3000\u200b\u200c\u200d\ufeff#*_`>|-=~[]()!")
+)
+def test_too_short_early_exit_skips_what_the_body_drops(filler):
+    """Forty spaces or markup characters and a two-letter word: too short either way (and a
+    character the early exit counted by mistake would say it is not)."""
+    from geo_pipeline.domain.validity import _too_short
+
+    text = filler * 40 + "ab"
+    assert _too_short(text) == _too_short_reference(text) is True
