@@ -128,6 +128,7 @@ def digest_hex(value: str) -> str:
 
 
 # --------------------------------------------------------------------------- redaction (D2)
+@lru_cache(maxsize=1024)  # pure in the name; an exchange's few header names recur every answer
 def is_secret_header(name: str) -> bool:
     n = name.strip().lower()
     return n in _SECRET_HEADERS or bool(_SECRET_FRAGMENT.search(n))
