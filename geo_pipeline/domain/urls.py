@@ -51,7 +51,7 @@ from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from functools import cache, lru_cache
 from importlib import resources
-from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
+from urllib.parse import unquote, urlsplit
 
 _BUNDLED_RULES = "tracking_rules.json"
 
@@ -92,6 +92,15 @@ _UNRESERVED = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz012
 _PATH_SAFE = _UNRESERVED | frozenset("!$&'()*+,;=:@/%")
 _QUERY_SAFE = _PATH_SAFE | frozenset("?")
 _PCT = re.compile(r"%([0-9A-Fa-f]{2})")
+# The shape nearly every cited URL has: http(s), a plain ASCII host name (no userinfo, port, IP
+# literal or IDNA), no tab, CR, LF, space or control character anywhere. For it the parts are
+# exactly what ``urlsplit`` gives (path up to the first ``?`` or ``#``, query up to the first
+# ``#``, the rest the fragment), read in one match; any other URL goes through ``urlsplit``.
+# test_urls' oracle checks both paths agree on generated and real URLs.
+_SIMPLE = re.compile(
+    r"([Hh][Tt][Tt][Pp][Ss]?)://([A-Za-z0-9][A-Za-z0-9.-]*)(/[^?#\x00-\x20\x7f]*)?"
+    r"(?:\?([^#\x00-\x20\x7f]*))?(?:#([^\x00-\x20\x7f]*))?"
+)  # no IGNORECASE: with it [A-Za-z] also matches the Kelvin sign and the long s
 
 
 @dataclass(frozen=True)
@@ -125,7 +134,7 @@ class TrackingRules:
 
     def is_tracking(self, name: str) -> bool:
         n = name.lower()
-        return n in self.exact or any(n.startswith(p) for p in self.prefixes)
+        return n in self.exact or n.startswith(self.prefixes)
 
 
 @cache
@@ -254,7 +263,7 @@ def _provider_rules_from(source: str) -> ProviderRules:
     return ProviderRules.parse(json.loads(text))
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)  # identity hash: keys every normalise_url call's cache lookup
 class UrlSettings:
     """What a deployment chose (``GEO_URL_TRACKING_PARAMS``, ``GEO_URL_TRACKING_RULES``, read by
     geo_pipeline/settings.py and handed here by each process's entry point through
@@ -458,37 +467,62 @@ def _normalise_cached(
     return _normalise(raw, tracking_params)
 
 
+def _unsplit(scheme: str, netloc: str, path: str, query: str, fragment: str) -> str:
+    """``urlunsplit`` for an http(s) URL (its scheme is in ``uses_netloc``), without the
+    argument coercion: the same string for every input."""
+    if netloc or path[:2] != "//":
+        if path and path[:1] != "/":
+            path = "/" + path
+        path = "//" + netloc + path
+    url = scheme + ":" + path
+    if query:
+        url = url + "?" + query
+    if fragment:
+        url = url + "#" + fragment
+    return url
+
+
 def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedUrl:
     text = raw.strip()
-    try:
-        parts = urlsplit(text)
-        port = parts.port
-    except ValueError:
-        return NormalisedUrl(raw, text, None)
-    scheme = parts.scheme.lower()
-    hostname = parts.hostname  # parsed out of the netloc on every access: read once
-    if scheme not in _DEFAULT_PORTS or not hostname:
-        return NormalisedUrl(raw, text, None)
+    simple = _SIMPLE.fullmatch(text)
+    if simple is not None:  # the common shape: no urlsplit, no netloc re-parsing
+        scheme_raw, hostname, raw_path, raw_query, raw_fragment = simple.groups()
+        scheme = scheme_raw.lower()
+        host = netloc = _encode_host(hostname.lower())
+        raw_path = raw_path or ""
+        raw_query = raw_query or ""
+        raw_fragment = raw_fragment or ""
+    else:
+        try:
+            parts = urlsplit(text)
+            port = parts.port
+        except ValueError:
+            return NormalisedUrl(raw, text, None)
+        scheme = parts.scheme.lower()
+        hostname = parts.hostname  # parsed out of the netloc on every access: read once
+        if scheme not in _DEFAULT_PORTS or not hostname:
+            return NormalisedUrl(raw, text, None)
 
-    host = _encode_host(hostname)
-    if ":" in host:  # IPv6 literal
-        host = f"[{host}]"
-    netloc = host
-    if port is not None and port != _DEFAULT_PORTS[scheme]:
-        netloc = f"{host}:{port}"
-    if "@" in parts.netloc and parts.username is not None:
-        userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
-        netloc = f"{userinfo}@{netloc}"
+        host = _encode_host(hostname)
+        if ":" in host:  # IPv6 literal
+            host = f"[{host}]"
+        netloc = host
+        if port is not None and port != _DEFAULT_PORTS[scheme]:
+            netloc = f"{host}:{port}"
+        if "@" in parts.netloc and parts.username is not None:
+            userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
+            netloc = f"{userinfo}@{netloc}"
+        raw_path, raw_query, raw_fragment = parts.path, parts.query, parts.fragment
 
-    path = _remove_dot_segments(_normalise_escapes(parts.path or "/", _PATH_SAFE))
+    path = _remove_dot_segments(_normalise_escapes(raw_path or "/", _PATH_SAFE))
 
     # The platform rules match the URL as a browser would show it: scheme and host lower-cased,
     # the query as received (ClearURLs patterns and exceptions look at both).
     def platform() -> tuple[re.Pattern[str], ...]:  # asked for by _filter_query when needed
-        seen = urlunsplit(SplitResult(scheme, netloc, path, parts.query, ""))
+        seen = _unsplit(scheme, netloc, path, raw_query, "")
         return load_provider_rules().stripper(seen)
 
-    query = _filter_query(parts.query, tracking_rules(tracking_params), platform)
-    fragment = parts.fragment if parts.fragment.startswith(("!", "/")) else ""
-    normalized = urlunsplit(SplitResult(scheme, netloc, path, query, fragment))
+    query = _filter_query(raw_query, tracking_rules(tracking_params), platform)
+    fragment = raw_fragment if raw_fragment.startswith(("!", "/")) else ""
+    normalized = _unsplit(scheme, netloc, path, query, fragment)
     return NormalisedUrl(raw, normalized, registrable_domain(host.strip("[]")))

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from itertools import islice
 from typing import Literal
 
 RULE_VERSION = "validity-2026.11.1"
@@ -146,12 +147,24 @@ _DANGLING_EN = frozenset(
 )
 _DANGLING_ZH = ("的", "和", "与", "及", "或", "是", "在", "但是", "因为", "以及", "包括", "比如")
 _SPACE = re.compile(r"[\s\u3000\u200b\u200c\u200d\ufeff]+")
+_ZERO_WIDTH_AS_SPACE = {ord(c): " " for c in "\u200b\u200c\u200d\ufeff"}  # _SPACE beyond \s
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 _MARKUP = re.compile(r"[#*_`>|\-=~\[\]()!]")
+# One character of the body _too_short weighs: neither _SPACE nor _MARKUP.
+_BODY_CHAR = re.compile(r"[^\s\u3000\u200b\u200c\u200d\ufeff#*_`>|\-=~\[\]()!]")
 _NON_PROSE = re.compile(r"^\s*([-*+]\s|\d+[.)]\s|#|\||>|```|~~~|<)")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)", re.MULTILINE)
 _URL_END = re.compile(r"https?://\S+$")
 _LAST_WORD = re.compile(r"([A-Za-z]+)\W*$")
+
+
+def _compact(text: str) -> str:
+    r"""``_SPACE.sub(" ", text).strip()`` without the regex (a few times faster): ``\s`` is
+    ``str.isspace``, what ``split()`` splits on; the zero-width characters _SPACE adds are made
+    spaces first, when there are any (``translate`` is the slow part)."""
+    if "\u200b" in text or "\u200c" in text or "\u200d" in text or "\ufeff" in text:
+        text = text.translate(_ZERO_WIDTH_AS_SPACE)
+    return " ".join(text.split())
 
 
 def _unclosed_fence(text: str) -> bool:
@@ -190,7 +203,10 @@ def _weight(text: str) -> int:
 
 def _too_short(text: str) -> bool:
     # The weight is at least the body's length (a CJK character weighs 2, any other 1): a body
-    # of MIN_WEIGHT characters is heavy enough without counting its CJK ones.
+    # of MIN_WEIGHT characters is heavy enough without counting its CJK ones, and it is enough to
+    # find that many body characters (most answers: in their first line) to know it.
+    if next(islice(_BODY_CHAR.finditer(text), MIN_WEIGHT - 1, None), None) is not None:
+        return False
     body = _MARKUP.sub("", _SPACE.sub("", text))
     if len(body) >= MIN_WEIGHT:
         return False
@@ -199,7 +215,7 @@ def _too_short(text: str) -> bool:
 
 def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
     """Judge one answer (rules and their order in the module docstring). Pure and total."""
-    compact = _SPACE.sub(" ", answer_text).strip()
+    compact = _compact(answer_text)
     if not compact:
         return Validity(False, "empty")
     lowered = compact.lower()

@@ -36,6 +36,7 @@ import zlib
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
+from functools import lru_cache
 from io import BytesIO
 from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
@@ -127,6 +128,7 @@ def digest_hex(value: str) -> str:
 
 
 # --------------------------------------------------------------------------- redaction (D2)
+@lru_cache(maxsize=1024)  # pure in the name; an exchange's few header names recur every answer
 def is_secret_header(name: str) -> bool:
     n = name.strip().lower()
     return n in _SECRET_HEADERS or bool(_SECRET_FRAGMENT.search(n))
@@ -163,6 +165,7 @@ def _record_id(sample_id: str, attempt_no: int, kind: str, payload_sha256: str) 
     return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
 
 
+@lru_cache(maxsize=256)  # an answer's records share one date: formatted once per answer
 def _warc_date(at: datetime) -> str:
     at = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
     return str(datetime_to_iso_date(at.replace(tzinfo=None)))

@@ -117,3 +117,67 @@ def test_classifier_is_total_and_consistent(text, flag):
 )
 def test_the_detail_names_the_earliest_phrase(text: str, detail: str) -> None:
     assert classify(text).detail == detail
+
+
+def _too_short_reference(text: str) -> bool:
+    """validity._too_short before issue 33's early exit: the whole body built, then weighed."""
+    from geo_pipeline.domain import validity as v
+
+    body = v._MARKUP.sub("", v._SPACE.sub("", text))
+    if len(body) >= v.MIN_WEIGHT:
+        return False
+    return v._weight(body) < v.MIN_WEIGHT
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("ab1 \t\n\u3000\u200b\ufeff\xa0#*_`>|-=~[]()!中あ한。.")),
+        max_size=60,
+    )
+)
+def test_too_short_early_exit_agrees_with_weighing_the_whole_body(text):
+    from geo_pipeline.domain.validity import _too_short
+
+    assert _too_short(text) == _too_short_reference(text)
+    assert _too_short(text * 3) == _too_short_reference(text * 3)
+
+
+@pytest.mark.parametrize(
+    "filler", list(" \t\n\r\x0b\x0c\x85\xa0\u2028\u3000\u200b\u200c\u200d\ufeff#*_`>|-=~[]()!")
+)
+def test_too_short_early_exit_skips_what_the_body_drops(filler):
+    """Forty spaces or markup characters and a two-letter word: too short either way (and a
+    character the early exit counted by mistake would say it is not)."""
+    from geo_pipeline.domain.validity import _too_short
+
+    text = filler * 40 + "ab"
+    assert _too_short(text) == _too_short_reference(text) is True
+
+
+def test_compacting_without_the_regex_is_the_regex():
+    """classify compacts whitespace with str.split (issue 33): every character _SPACE matches is
+    one split() splits on or one made a space first, and no other."""
+    import re
+    import sys
+
+    from geo_pipeline.domain.validity import _SPACE, _ZERO_WIDTH_AS_SPACE
+
+    for cp in range(sys.maxunicode + 1):
+        ch = chr(cp)
+        by_split = ch.isspace() or cp in _ZERO_WIDTH_AS_SPACE
+        assert bool(_SPACE.fullmatch(ch)) == by_split == bool(re.fullmatch(r"\s", ch) or by_split)
+        assert ch.translate(_ZERO_WIDTH_AS_SPACE).split() == ([] if by_split else [ch]), hex(cp)
+
+
+@given(
+    st.text(
+        alphabet=st.sampled_from(
+            list("ab 中\t\n\r\x0b\x0c\x1c\x1f\x85\xa0\u2028\u3000\u200b\u200c\u200d\ufeff\u2060")
+        ),
+        max_size=40,
+    )
+)
+def test_classify_compacts_as_the_regex_did(text):
+    from geo_pipeline.domain.validity import _SPACE, _compact
+
+    assert _compact(text) == _SPACE.sub(" ", text).strip()

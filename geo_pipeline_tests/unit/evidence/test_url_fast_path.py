@@ -1,0 +1,162 @@
+"""normalise_url's fast path (issue 33: the worker's main thread spends its evidence time here)
+gives exactly what the urlsplit path gives: the urlsplit-only implementation it replaced is kept
+below as the oracle, and both are run on generated URLs of every shape the rules care about
+(IDNA, escapes, userinfo, ports, IPv6, fragments, tracking and platform parameters, unicode,
+controls) and on the simulator's citations."""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Collection
+from urllib.parse import SplitResult, urlsplit, urlunsplit
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from geo_pipeline.domain import urls
+from geo_pipeline.domain.urls import (
+    _DEFAULT_PORTS,
+    _PATH_SAFE,
+    NormalisedUrl,
+    _encode_host,
+    _filter_query,
+    _normalise_escapes,
+    _remove_dot_segments,
+    load_provider_rules,
+    registrable_domain,
+    tracking_rules,
+)
+
+
+def reference(raw: str, tracking_params: Collection[str] | None = None) -> NormalisedUrl:
+    """urls._normalise as it was before the fast path: every URL through urlsplit/urlunsplit."""
+    text = raw.strip()
+    try:
+        parts = urlsplit(text)
+        port = parts.port
+    except ValueError:
+        return NormalisedUrl(raw, text, None)
+    scheme = parts.scheme.lower()
+    hostname = parts.hostname
+    if scheme not in _DEFAULT_PORTS or not hostname:
+        return NormalisedUrl(raw, text, None)
+    host = _encode_host(hostname)
+    if ":" in host:
+        host = f"[{host}]"
+    netloc = host
+    if port is not None and port != _DEFAULT_PORTS[scheme]:
+        netloc = f"{host}:{port}"
+    if "@" in parts.netloc and parts.username is not None:
+        userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
+        netloc = f"{userinfo}@{netloc}"
+    path = _remove_dot_segments(_normalise_escapes(parts.path or "/", _PATH_SAFE))
+
+    def platform() -> tuple[re.Pattern[str], ...]:
+        seen = urlunsplit(SplitResult(scheme, netloc, path, parts.query, ""))
+        return load_provider_rules().stripper(seen)
+
+    query = _filter_query(parts.query, tracking_rules(tracking_params), platform)
+    fragment = parts.fragment if parts.fragment.startswith(("!", "/")) else ""
+    normalized = urlunsplit(SplitResult(scheme, netloc, path, query, fragment))
+    return NormalisedUrl(raw, normalized, registrable_domain(host.strip("[]")))
+
+
+_SCHEMES = ["https", "http", "HTTPS", "Http", "ftp", "", "https:", "https:/", "https:///", "//"]
+_HOSTS = [
+    "example.com", "WWW.Example.COM", "shop.example.com.cn", "example.com.", "a..b", ".", "..",
+    "bücher.de", "xn--bcher-kva.de", "Ｅｘａｍｐｌｅ.com", "\u212aelvin.com", "\u017fite.com",
+    "127.0.0.1", "[::1]", "[2001:db8::1]", "[v1.x]", "[::1", "user@example.com",
+    "user:pw@example.com", "@example.com", "u@p@example.com", "example.com:443", "example.com:80",
+    "example.com:8080", "example.com:", "example.com:99999", "example.com:-1", "example.com:0",
+    "example.com:١٢", "-x.com", "0.com", "b.bilibili.com", "www.bilibili.com", "amazon.de",
+    "www.youtube.com", "e.com", "localhost", "a_b.com", "x.github.io", "com", "", "exa mple.com",
+]  # fmt: skip
+_PATHS = [
+    "", "/", "/a", "/a/./b/../c", "/..", "/.", "/a/..", "//x", "///", "/docs/", "/%7euser",
+    "/%2Fx%2f", "/a b", "/中文", "/100%", "/%zz", "/%e4%b8%ad", "/a;b=c", "/~!$&'()*+,;=:@",
+    "/a\tb", "/a\nb", "/a\x01b", "/a\x7fb", "/\u3000", "/a\\b", "/a|b", "/a%20b", "/?", "/#",
+    "/video/BV1xx411c7mD", "/p/1",
+]  # fmt: skip
+_QUERIES = [
+    "", "?", "?utm_source=openai", "?b=2&utm_medium=x&a=1", "?q=a+b&ref=home", "?id=1&id=2",
+    "?q=%e4%b8%ad", "?&&a=1&", "?UTM_Source=Foo&Page=2", "?spm_id_from=333&vd_source=x&p=2",
+    "?gclid=1&fbclid=2", "?a=1?b=2", "?a=中", "?a=%", "?utm%5Fsource=x", "?a+b=c", "?x=1 2",
+    "?a=\t1", "?tag=abc-21&ref_=x&keywords=y", "?si=abc&v=xyz", "?=&=x",
+]  # fmt: skip
+_FRAGMENTS = ["", "#", "#section-2", "#/app/route", "#!/page", "#a#b", "#a?b", "#中", "#a b"]
+
+
+def _corpus(n: int, seed: int) -> list[str]:
+    rng = random.Random(seed)
+    out = []
+    for _ in range(n):
+        scheme = rng.choice(_SCHEMES)
+        sep = "" if scheme.endswith(("/", ":")) or scheme in ("", "//") else "://"
+        url = scheme + sep + rng.choice(_HOSTS) + rng.choice(_PATHS)
+        url += rng.choice(_QUERIES) + rng.choice(_FRAGMENTS)
+        if rng.random() < 0.1:
+            url = rng.choice(["  ", "\t", "\n", "\x00", "\u3000"]) + url + rng.choice([" ", ""])
+        out.append(url)
+    return out
+
+
+def _simulator_urls() -> list[str]:
+    from geo_pipeline.connectors.registry import load_registry
+    from geo_pipeline.simulator.answers import generate_answer
+    from geo_pipeline.simulator.profiles import profile_from_registry_entry
+
+    registry = load_registry()
+    found = []
+    for platform in ("deepseek", "doubao", "qwen", "kimi"):
+        profile = profile_from_registry_entry(registry.entry(platform))
+        for i in range(100):
+            for question in ("best CRM for small business", "推荐几款国产新能源汽车"):
+                ans = generate_answer(0, f"s{i}:1", question, profile)
+                found += [c.url for c in ans.citations + ans.search_results]
+    return found
+
+
+def _same(url: str) -> None:
+    assert urls._normalise(url, None) == reference(url), url
+    assert urls._normalise(url, ("ref", "utm_*")) == reference(url, ("ref", "utm_*")), url
+
+
+def test_fast_path_agrees_with_urlsplit_on_a_generated_corpus():
+    corpus = _corpus(20_000, seed=33)
+    simple = sum(1 for u in corpus if urls._SIMPLE.fullmatch(u.strip()))
+    assert simple > 1_000  # both paths are exercised
+    for url in corpus:
+        _same(url)
+
+
+def test_fast_path_agrees_with_urlsplit_on_simulator_citations():
+    found = _simulator_urls()
+    assert found and all(urls._SIMPLE.fullmatch(u) for u in found)  # the worker's common case
+    for url in found:
+        _same(url)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://\u212aelvin.com/a",  # the Kelvin sign is not [A-Za-z]: urlsplit path
+        "https://e.com/a\tb?x=1",  # urlsplit drops tab, CR and LF
+        "https://example.com:443/a", "https://u:p@example.com/a", "https://[::1]:8443/a",
+        "https://.//x", "https://example.com./a/../../b?spm_id_from=1#!/x",
+    ],
+)  # fmt: skip
+def test_fast_path_agrees_with_urlsplit_on_edge_cases(url):
+    _same(url)
+
+
+@settings(max_examples=500)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("hHtTpPsS:/?#&=%.@[]-_~+ 中aZ09\t\x00\u212a")), max_size=40
+    )
+)
+def test_fast_path_agrees_with_urlsplit_on_any_text(text):
+    _same(text)
+    _same("https://" + text)
