@@ -126,10 +126,19 @@ def test_example_runs_with_every_service_pathology(db_url, redis_url, redis_ns, 
         "FROM geo.samples s JOIN geo.question_revisions q USING (question_revision)",
     )
     by_id = {r["sample_id"]: r for r in rows}
-    charges = Counter(
-        r["sample_id"]
-        for r in fetch(db_url, "SELECT sample_id FROM geo.ledger_entries WHERE kind = 'charge'")
+    charge_rows = fetch(
+        db_url,
+        "SELECT sample_id, attempt_no, amount_minor, details->>'upstream_outcome' AS outcome, "
+        "details->>'free_reason' AS free_reason FROM geo.ledger_entries WHERE kind = 'charge' "
+        "ORDER BY entry_id",
     )
+    # Every finished attempt posts a charge entry, a free one (0) included: e.g. a cloro task that
+    # FAILED (0 credits, free_after_failure). A free entry says why it is free; what a sample was
+    # *billed* is its entries above 0.
+    for r in charge_rows:
+        assert r["amount_minor"] > 0 or r["free_reason"], r
+    charges = Counter(r["sample_id"] for r in charge_rows)
+    billed_entries = Counter(r["sample_id"] for r in charge_rows if r["amount_minor"] > 0)
     parked = {r["sample_id"] for r in rows if r["submission_state"] == "uncertain"}
     # Every unknown outcome resolved (by look-up) or sent to review, with its reason.
     for sid in parked:
@@ -180,7 +189,9 @@ def test_example_runs_with_every_service_pathology(db_url, redis_url, redis_ns, 
         assert v["records_billed"] <= 1, (key, v)
         if v["records_billed"]:
             assert r["collection_state"] == "completed" or r["sample_id"] in parked, r
-            assert charges[r["sample_id"]] <= 1
+            assert billed_entries[r["sample_id"]] <= 1, [
+                x for x in charge_rows if x["sample_id"] == r["sample_id"]
+            ]
     assert sum(bd["collecting"].values()) == 0, "no snapshot left holding the cap"
     assert bd["cancelled"] >= 1, "a stuck snapshot must have been cancelled"
 
@@ -192,24 +203,17 @@ def test_example_runs_with_every_service_pathology(db_url, redis_url, redis_ns, 
         r = texts[q]
         assert v.get("searches", 0) <= r["attempt_no"], (q, v, r)
 
-    # ---- one charge per sample at most for the services that bill only a success
-    for sid, n_charges in charges.items():
+    # ---- one billed charge per sample at most for the services that bill only a success.
+    # Counting entries, free ones included, failed CI run 1 of 2026-12-07 (and 1 of 19 runs
+    # alone) on one cloro sample, "('sd512cd04437047a403d69cc6', 2)"; in every passing run that
+    # sample ends parked at attempt 3 with one entry of 0 (a FAILED task), so a second FAILED
+    # task gives the two entries. The amounts of that failure were not printed; they are now.
+    for sid, n_billed in billed_entries.items():
         if by_id[sid]["platform"] != "chatgpt_dataforseo":
-            assert n_charges <= 1, (
+            assert n_billed <= 1, (
                 sid,
-                n_charges,
                 by_id[sid],
-                fetch(
-                    db_url,
-                    "SELECT e.kind, e.amount_minor, e.attempt_no, e.upstream_id, e.idempotency_key,"
-                    " e.details FROM geo.ledger_entries e WHERE e.sample_id = %s ORDER BY e.entry_id",
-                    (sid,),
-                ),
-                fetch(
-                    db_url,
-                    "SELECT * FROM geo.upstream_requests WHERE sample_id = %s ORDER BY 1",
-                    (sid,),
-                ),
+                [r for r in charge_rows if r["sample_id"] == sid],
                 fetch(
                     db_url,
                     "SELECT * FROM geo.state_transitions WHERE sample_id = %s ORDER BY 1",
