@@ -25,6 +25,7 @@ import httpx
 import pytest
 
 from geo_pipeline.connectors.registry import load_registry
+from geo_pipeline.worker.settings import WorkerSettings
 from geo_pipeline_tests.faults.harness import LEASE_S, SWEEP_S, Cluster
 from geo_pipeline_tests.integration.execution.helpers import check_invariants, fetch
 from geo_pipeline_tests.integration.execution.test_cloro_worker import make_cloro_run, settled
@@ -196,10 +197,18 @@ def test_worker_killed_between_send_and_record(
     cluster.wait_started(sweeper)
     cluster.wait_started(w2)
     cluster.wait(lambda: cluster.held_by(w1) == 0, RECLAIM_S, "leases of the dead worker")
+    # A send recorded but never answered is looked up; "absent" is believed only after the
+    # worker's quiet period since that send (WorkerSettings.quiet_s: submit timeout + lease,
+    # 122 s for the CLI worker), and until then the sample is parked with no transition. So a
+    # stall shorter than that fails a correct run (CI run 3 of 2026-12-07, dataforseo: "no
+    # progress for 120s ... {'queued': 4, 'completed': 8}" after "lookup:absent_not_yet_trusted").
+    stall_s = WorkerSettings(platforms=(), lease_s=LEASE_S).quiet_s + 60.0
     if service.all_complete:
-        cluster.wait_progress(cluster.all_terminal, "every sample terminal")
+        cluster.wait_progress(cluster.all_terminal, "every sample terminal", stall_s=stall_s)
     else:
-        cluster.wait_progress(settled(db_url, N), "every sample completed or sent to review")
+        cluster.wait_progress(
+            settled(db_url, N), "every sample completed or sent to review", stall_s=stall_s
+        )
     cluster.stop(w2)
     check_invariants(db_url, expected_samples=N)
     stats = httpx.get(
