@@ -59,9 +59,17 @@ NO_OTHER_CHECKS = """DO $$ DECLARE c record; BEGIN
   LOOP EXECUTE format('ALTER TABLE geo.samples DROP CONSTRAINT %I', c.conname); END LOOP; END $$"""
 NO_GENERATED = [DROP_VIEWS, "ALTER TABLE geo.samples DROP COLUMN channel CASCADE"]  # + its index
 NO_QUEUE_INDEX = "DROP INDEX geo.samples_queued_tenant_priority"
+# The identity rule before migration 0087 (hex of the whole digest, then its first 24 digits).
+OLD_RULE = """CREATE OR REPLACE FUNCTION geo.sample_id_for(run_id text, question_revision text,
+  platform text, device text, region text, mode text, repeat_index integer)
+RETURNS text LANGUAGE sql STABLE PARALLEL SAFE AS $$
+  SELECT 's' || left(encode(sha256(convert_to(concat_ws(chr(31), run_id, question_revision,
+    platform, device, region, mode, repeat_index::text), 'UTF8')), 'hex'), 24)
+$$"""
 
 VARIANTS: dict[str, list[str]] = {
     "as is": [],
+    "identity rule before 0087": [OLD_RULE],
     "- identity-hash CHECK": [NO_HASH],
     "- the 16 other CHECKs": [NO_OTHER_CHECKS],
     "- insert guard trigger": ["DROP TRIGGER samples_guard_insert ON geo.samples"],
@@ -77,11 +85,16 @@ VARIANTS: dict[str, list[str]] = {
 
 
 def backend_cpu(pid: int) -> float:
-    got = _proc_cpu(f"/proc/{pid}/stat")
-    return got[1] if got else float("nan")
+    """CPU seconds of the process ``pid`` (schedstat's nanoseconds; else /proc/stat's ticks)."""
+    try:
+        with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+            return int(f.read().split()[0]) / 1e9
+    except OSError:
+        got = _proc_cpu(f"/proc/{pid}/stat")
+        return got[1] if got else float("nan")
 
 
-def price(url: str, reps: int, history: int) -> dict[str, list[float]]:
+def price(url: str, reps: int, history: int, only: list[str]) -> dict[str, list[float]]:
     """Backend CPU seconds of the COPY per variant, ``reps`` each, over ``history`` runs."""
     with psycopg.connect(url, row_factory=dict_row) as conn:  # type: ignore[arg-type]
         migrate.upgrade(conn)
@@ -106,9 +119,10 @@ def price(url: str, reps: int, history: int) -> dict[str, list[float]]:
         conn.execute("DELETE FROM geo.samples WHERE run_id = %s", [last])
         conn.commit()
         pid = conn.info.backend_pid
-        got: dict[str, list[float]] = {v: [] for v in VARIANTS}
+        chosen = {v: d for v, d in VARIANTS.items() if not only or v == "as is" or v in only}
+        got: dict[str, list[float]] = {v: [] for v in chosen}
         for _ in range(reps):
-            for name, ddl in VARIANTS.items():
+            for name, ddl in chosen.items():
                 conn.autocommit = True
                 conn.execute("VACUUM geo.samples")
                 conn.autocommit = False
@@ -126,10 +140,12 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--reps", type=int, default=3, help="repeats of each variant (default 3)")
     ap.add_argument("--history", type=int, default=1, help="100k runs stored before (default 1)")
+    ap.add_argument("--variant", action="append", default=[], help="price only these (and 'as is')")
+    ap.add_argument("--only-utf8", action="store_true", help='skip the COLLATE "C" database')
     args = ap.parse_args()
     rows = []
     base: float | None = None
-    for collation in ("C.UTF-8", "C"):
+    for collation in ("C.UTF-8",) if args.only_utf8 else ("C.UTF-8", "C"):
         name = f"geo_bench_costs_{uuid.uuid4().hex[:8]}"
         with psycopg.connect(ADMIN_URL, autocommit=True) as c:
             c.execute(
@@ -138,7 +154,7 @@ def main() -> None:
             )
         url = urlunsplit(urlsplit(ADMIN_URL)._replace(path="/" + name))
         try:
-            got = price(url, args.reps, args.history)
+            got = price(url, args.reps, args.history, args.variant)
         finally:
             with psycopg.connect(ADMIN_URL, autocommit=True) as c:
                 c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]

@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0085_failed_sample_status, 54 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0087_sample_id_rule_cheaper, 55 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -1081,8 +1081,8 @@ $$;
 CREATE FUNCTION geo.sample_id_for(run_id text, question_revision text, platform text, device text, region text, mode text, repeat_index integer) RETURNS text
     LANGUAGE sql STABLE PARALLEL SAFE
     AS $$
-  SELECT 's' || left(encode(sha256(convert_to(concat_ws(chr(31), run_id, question_revision,
-    platform, device, region, mode, repeat_index::text), 'UTF8')), 'hex'), 24)
+  SELECT 's' || encode(substr(sha256(convert_to(concat_ws(chr(31), run_id, question_revision,
+    platform, device, region, mode, repeat_index::text), 'UTF8')), 1, 12), 'hex')
 $$;
 
 --

@@ -9,17 +9,25 @@ on the primary key, and a made-up id or a changed identity is refused.
 
 from __future__ import annotations
 
+import random
+import uuid
 from typing import Any
 
 import psycopg
 import pytest
+from psycopg.rows import dict_row
 
 from geo_pipeline.billing import ledger
 from geo_pipeline.domain.plan import sample_id_for
 from geo_pipeline.flows.create_run import create_run
+from geo_pipeline.store.queries import sql_dir
 from geo_pipeline.store.work import measured
+from geo_pipeline_tests.fixtures.postgres import with_database
 from geo_pipeline_tests.growth import plan_of
 from geo_pipeline_tests.integration.evidence.helpers import seed_sample
+
+# The migration that last wrote the SQL rule (geo.sample_id_for).
+RULE = sql_dir() / "migrations" / "0087_sample_id_rule_cheaper.sql"
 
 COPY_ONE = """INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,
                 question_index, platform, device, region, mode, repeat_index, screenshot_policy)
@@ -197,6 +205,88 @@ def test_the_sql_rule_is_the_python_rule(db: Any, run: dict[str, Any]) -> None:
     assert rows and all(
         r["other"] == sample_id_for(*(r[k] for k in keys), r["repeat_index"] + 7) for r in rows
     )
+
+
+def _any_text(rnd: random.Random) -> str:
+    """A text of any code point a PostgreSQL text can hold (no NUL): ASCII, the separator
+    U+001F itself, tabs and newlines, CJK, combining marks, astral (4-byte UTF-8) emoji."""
+    pools = [(1, 0x7F), (0x1F, 0x1F), (0x80, 0x7FF), (0x4E00, 0x9FFF), (0x300, 0x36F),
+             (0xE000, 0xFFFD), (0x1F300, 0x1FAFF)]  # fmt: skip
+    out = []
+    for _ in range(rnd.choice([0, 1, 2, 7, 30, 200])):
+        lo, hi = rnd.choice(pools)
+        out.append(chr(rnd.randint(lo, hi)))
+    return "".join(out)
+
+
+IDENTITIES_SQL = """SELECT geo.sample_id_for(r, q, p, d, g, m, i) AS id
+FROM unnest(%s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::text[], %s::int[])
+  WITH ORDINALITY AS u(r, q, p, d, g, m, i, n) ORDER BY n"""
+
+
+def _identities(n: int, seed: int) -> list[tuple[Any, ...]]:
+    rnd = random.Random(seed)
+    return [
+        (*(_any_text(rnd) for _ in range(6)), rnd.choice([0, 7, -1, 10**6, 2**31 - 1, -(2**31)]))
+        for _ in range(n)
+    ]
+
+
+def test_the_sql_rule_is_the_python_rule_on_any_text(db: Any) -> None:
+    """geo.sample_id_for (the check's rule) and domain.plan.sample_id_for give the same id for
+    every identity, not only the plan's ASCII ones (migration 0087 rewrote the SQL rule)."""
+    identities = _identities(3000, seed=39)
+    rows = db.execute(IDENTITIES_SQL, [list(col) for col in zip(*identities, strict=True)])
+    got = [r["id"] for r in rows.fetchall()]
+    want = [sample_id_for(*k) for k in identities]
+    assert len(got) == len(want) == 3000
+    assert [(k, g, w) for k, g, w in zip(identities, got, want, strict=True) if g != w][:3] == []
+
+
+def _encodes(text: str, encoding: str) -> bool:
+    try:
+        text.encode(encoding)
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def test_the_sql_rule_is_the_python_rule_in_another_database_encoding(pg_admin_url: str) -> None:
+    """The rule hashes the identity's UTF-8 bytes whatever the database's encoding (convert_to):
+    in an EUC_CN database (Chinese text stored in another byte form) it still gives Python's id."""
+    name = f"geo_test_euc_{uuid.uuid4().hex[:8]}"
+    with psycopg.connect(pg_admin_url, autocommit=True) as c:
+        c.execute(
+            f"CREATE DATABASE \"{name}\" TEMPLATE template0 ENCODING 'EUC_CN' "  # type: ignore[arg-type]
+            "LC_COLLATE 'C' LC_CTYPE 'C'"
+        )
+    try:
+        url = with_database(pg_admin_url, name)
+        with psycopg.connect(url, autocommit=True, row_factory=dict_row) as c:  # type: ignore[arg-type]
+            c.execute("SET client_encoding = 'UTF8'")
+            c.execute("CREATE SCHEMA geo")
+            c.execute(RULE.read_text(encoding="utf-8"))  # type: ignore[arg-type]
+            rnd = random.Random(87)
+            gb2312 = [c for c in map(chr, range(0x4E00, 0x9FA6)) if _encodes(c, "gb2312")]
+            hanzi = "".join(rnd.choices(gb2312, k=400))  # what EUC_CN can store
+            identities = [
+                (
+                    "r-瑞幸",
+                    f"第{i}个问题：{hanzi[i : i + 20]}？",
+                    "deepseek",
+                    "web",
+                    "cn",
+                    "标准",
+                    i,
+                )
+                for i in range(300)
+            ]
+            rows = c.execute(IDENTITIES_SQL, [list(col) for col in zip(*identities, strict=True)])
+            got = [r["id"] for r in rows.fetchall()]
+        assert got == [sample_id_for(*k) for k in identities]
+    finally:
+        with psycopg.connect(pg_admin_url, autocommit=True) as c:
+            c.execute(f'DROP DATABASE IF EXISTS "{name}" WITH (FORCE)')  # type: ignore[arg-type]
 
 
 def test_plan_checks_hash_again_only_when_the_database_does_not(
