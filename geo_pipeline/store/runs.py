@@ -17,7 +17,7 @@ from typing import Any
 from psycopg.types.json import Jsonb
 
 from geo_pipeline.domain.config_model import NormalisedConfig
-from geo_pipeline.domain.plan import Plan, PlannedSample
+from geo_pipeline.domain.plan import Plan, PlannedSample, PlanSamples
 from geo_pipeline.domain.streams import STREAM_PARAMS
 from geo_pipeline.store.db import Conn
 from geo_pipeline.store.queries import Q
@@ -200,14 +200,21 @@ COPY_CHUNK = 10_000
 
 
 def copy_chunks(plan: Plan, rows: int = COPY_CHUNK) -> Iterator[bytes]:
-    """The plan's samples as COPY text rows, in copy_samples' column order, ``rows`` rows a
-    piece (psycopg's write_row costs ~7 us a row: 0.7 s of a 100,000-sample run, issue 39). No
-    value of a plan needs escaping (ids, run ids and the registry's names never do), which each
-    piece proves by its counts: 12 tabs and one newline a row, and no backslash or carriage
-    return; otherwise every value of the piece is escaped.
-
+    """The plan's samples as COPY text rows, in copy_samples' column order, at most ``rows`` rows
+    a piece (psycopg's write_row costs ~7 us a row: 0.7 s of a 100,000-sample run, issue 39).
     Rows go channel by channel, each channel's in primary-key (sample_id) order
-    (:func:`in_copy_order`)."""
+    (:func:`in_copy_order`).
+
+    A plan from ``build_plan`` (its samples a :class:`PlanSamples`) is formatted channel by
+    channel from its ids as the COPY consumes the pieces (:func:`_lazy_copy_chunks`): the
+    database inserts the first channel while the next one is hashed. Any other plan's samples
+    (a test's edited list) are formatted from the tuples: no value of a plan needs escaping
+    (ids, run ids and the registry's names never do), which each piece proves by its counts --
+    12 tabs and one newline a row, no backslash or carriage return -- else every value of the
+    piece is escaped."""
+    if isinstance(plan.samples, PlanSamples):
+        yield from _lazy_copy_chunks(plan.samples, plan.config.tenant, plan.config.priority, rows)
+        return
     c = plan.config
     tenant, priority = c.tenant, c.priority
     ordered = in_copy_order(plan)
@@ -225,6 +232,46 @@ def copy_chunks(plan: Plan, rows: int = COPY_CHUNK) -> Iterator[bytes]:
         if text.count("\t") != 12 * n or text.count("\n") != n or "\\" in text or "\r" in text:
             text = _escaped_copy_text(plan, piece)
         yield text.encode()
+
+
+def _lazy_copy_chunks(
+    samples: PlanSamples, tenant: str, priority: int, rows: int
+) -> Iterator[bytes]:
+    """:func:`copy_chunks` of a ``PlanSamples``, in the same bytes, without building a tuple
+    per sample. A row is its id, then text fixed per run, per question of a target and per
+    repeat of a target, with its batch number between; the id (25 characters, unique) leads
+    the row, so sorting a channel's rows sorts them by id. Only the plan's names (tenant,
+    question revisions, the targets' names) can hold a character COPY escapes, so they are
+    escaped once each, when one of them needs it (no value of a real plan does). Pieces end at
+    each channel's end: the first is sent after one channel is hashed, not the whole plan."""
+    c = samples.config
+    names = [tenant, *(q.revision for q in c.questions)]
+    names += [v for t in c.targets for v in (t.platform, t.device, t.region, t.mode, t.screenshot)]
+    esc = _copy_escape if _COPY_SPECIAL.search("".join(names)) else str
+    run = f"\t{esc(samples.run_id)}\t{esc(tenant)}\t"
+    revisions = [esc(q.revision) for q in c.questions]
+    channels: dict[tuple[str, str], list[int]] = {}
+    for ti, t in enumerate(c.targets):
+        channels.setdefault((t.platform, t.device), []).append(ti)
+    for ch in sorted(channels):
+        lines: list[str] = []
+        for ti in channels[ch]:
+            t = c.targets[ti]
+            ids, nos = samples.target_ids(ti), list(map(str, samples.batch_nos(ti)))
+            names_t = f"\t{esc(t.platform)}\t{esc(t.device)}\t{esc(t.region)}\t{esc(t.mode)}\t"
+            tails = [f"{r}\t{esc(t.screenshot)}\t{priority}\n" for r in range(c.repeats)]
+            k = 0
+            for qi, rev in enumerate(revisions):
+                mid = f"\t{rev}\t{qi}{names_t}"
+                j = k + c.repeats
+                lines += [
+                    f"{i}{run}{b}{mid}{tail}"
+                    for i, b, tail in zip(ids[k:j], nos[k:j], tails, strict=True)
+                ]
+                k = j
+        lines.sort()
+        for i in range(0, len(lines), rows):
+            yield "".join(lines[i : i + rows]).encode()
 
 
 def in_copy_order(plan: Plan) -> list[PlannedSample]:
@@ -245,10 +292,12 @@ def in_copy_order(plan: Plan) -> list[PlannedSample]:
     return [s for ch in sorted(by_channel) for s in sorted(by_channel[ch], key=by_id)]
 
 
-def _escaped_copy_text(plan: Plan, samples: list[PlannedSample]) -> str:
-    def esc(v: object) -> str:
-        return _COPY_SPECIAL.sub(lambda m: _COPY_ESCAPES[m.group()], str(v))
+def _copy_escape(v: object) -> str:
+    return _COPY_SPECIAL.sub(lambda m: _COPY_ESCAPES[m.group()], str(v))
 
+
+def _escaped_copy_text(plan: Plan, samples: list[PlannedSample]) -> str:
+    esc = _copy_escape
     c = plan.config
     rows = (
         (s.sample_id, s.run_id, c.tenant, s.batch_no, s.question_revision, s.question_index,

@@ -3,6 +3,9 @@ and what the cheaper insert still guarantees. Counted or read back from PostgreS
 
 * the samples arrive channel by channel, each channel's in primary-key order (the key's index
   filled in order, not at random pages), in pieces, each escaped on its own when it needs it;
+* a plan's sample ids are hashed as the COPY reaches their channel, each once (the database
+  inserts the first channel while the next is hashed), in the same bytes as the rows formatted
+  from the plan's tuples, names needing COPY's escapes included;
 * the creating transaction sorts and hashes in memory (no temporary file at any work_mem the
   session had), and leaves the session's work_mem as it found it;
 * the insert guard (migration 0067, one pass) still refuses a sample whose initial state is not
@@ -21,6 +24,8 @@ import psycopg
 import pytest
 
 from geo_pipeline.billing import ledger
+from geo_pipeline.domain import plan as plan_module
+from geo_pipeline.domain.plan import PlanSamples, build_plan
 from geo_pipeline.flows.create_run import create_run
 from geo_pipeline.store.runs import copy_chunks, copy_text
 from geo_pipeline_tests.growth import plan_of
@@ -59,6 +64,55 @@ def test_the_copy_is_sent_in_pieces_each_escaped_on_its_own() -> None:
     assert b"c\\tn\\\\x" in text  # COPY's escapes: the tab and the backslash
     escaped = [p for p in pieces if b"\\" in p]
     assert len(escaped) == 1  # only the piece holding the odd value
+
+
+def test_the_copy_hashes_each_sample_once_as_it_reaches_its_channel(monkeypatch: Any) -> None:
+    """Counted sha256 calls: planning hashes nothing, the first piece needs only the first
+    channel's ids (deepseek app: 6 targets x 5 questions x 10 repeats), the whole COPY each id
+    once, and reading the samples afterwards (summary, tests, Dagster) none again."""
+    hashed: list[bytes] = []
+    real = plan_module.sha256
+
+    def counting(data: bytes) -> Any:
+        hashed.append(data)
+        return real(data)
+
+    monkeypatch.setattr(plan_module, "sha256", counting)
+    plan = plan_of(5, "hashed-once")  # 1,000 samples
+    assert (len(plan.samples), plan.summary()["samples"], len(hashed)) == (1000, 1000, 0)
+    pieces = copy_chunks(plan)
+    next(pieces)
+    assert len(hashed) == 300
+    rest = list(pieces)
+    assert len(rest) == 5 and len(hashed) == 1000  # one piece a channel at this size
+    assert len({s.sample_id for s in plan.samples}) == 1000 and len(hashed) == 1000
+    assert len(set(hashed)) == 1000
+
+
+def test_the_streamed_copy_is_the_bytes_of_the_plans_tuples_escapes_included() -> None:
+    """The COPY of a plan formatted from its ids (PlanSamples) is byte for byte the COPY of the
+    same samples as a list of tuples (each value formatted, and escaped when its piece needs
+    it) -- for bench/plan.py's shape, and with a tab, backslash, newline and carriage return in
+    the tenant, a question revision, a region and a mode."""
+    plan = plan_of(5, "same-bytes")
+    c = plan.config
+    odd_target = dataclasses.replace(c.targets[3], region="c\tn\\x", mode="m\r\n")
+    odd_config = dataclasses.replace(
+        c,
+        tenant="t\\en\tant",
+        questions=(dataclasses.replace(c.questions[0], revision="rev\\\n1"), *c.questions[1:]),
+        targets=(*c.targets[:3], odd_target, *c.targets[4:]),
+    )
+    odd = build_plan(odd_config, plan.quote, "same-bytes")
+    for p in (plan, odd):
+        assert isinstance(p.samples, PlanSamples)
+        as_tuples = dataclasses.replace(p, samples=list(p.samples))
+        streamed = copy_text(p)
+        assert streamed == copy_text(as_tuples)
+        assert streamed.count(b"\n") == 1000 and streamed.count(b"\t") == 12 * 1000
+    # 3 escapes in each row's tenant, 3 + 2 in the odd target's 50 rows, 3 in question 0's 200
+    assert copy_text(odd).count(b"\\") == 3 * 1000 + 5 * 50 + 3 * 200
+    assert b"\tc\\tn\\\\x\tm\\r\\n\t" in copy_text(odd)
 
 
 @pytest.fixture
