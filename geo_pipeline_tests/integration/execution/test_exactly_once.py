@@ -219,9 +219,11 @@ def test_worker_paused_past_its_lease_does_not_send(db_url, redis_url, redis_ns)
     sid = ids[0]
     fake = FakeConnector("deepseek")
     took_over = threading.Event()
+    lanes: list[Any] = []
 
     def prepare(worker: Worker) -> None:
         lane = worker.lanes["deepseek"]
+        lanes.append(lane)
         real = lane.submit_limit.acquire
 
         async def stalled() -> None:
@@ -243,7 +245,12 @@ def test_worker_paused_past_its_lease_does_not_send(db_url, redis_url, redis_ns)
             redis_url,
             redis_ns,
             {"deepseek": fake},
-            lambda: took_over.is_set() and time.sleep(0.5) is None,
+            # Done once the worker, after the takeover, has decided and let the sample go. A
+            # fixed half second after the takeover stopped the run wherever the worker was; its
+            # decision was then left to the stop's drain, which cancels an attempt still held
+            # after drain_timeout_s: on a slow enough box, before any send (a pass that says
+            # nothing).
+            lambda: took_over.is_set() and sid not in lanes[0].held,
             prepare=prepare,
             sweeper=False,
             lease_s=1.0,
