@@ -262,7 +262,7 @@ def worker_cmd(
         screenshot_stream,
         stream_key,
     )
-    from geo_pipeline.worker.runner import Worker, WorkerSettings
+    from geo_pipeline.worker.runner import Worker, WorkerSettings, quiet_collector
 
     logs.configure(_log_level())
     # One line per HTTP request would drown the events that matter (D6).
@@ -325,6 +325,7 @@ def worker_cmd(
             capabilities=registry.capabilities(),
             connectors=connectors,
             archive=archive,
+            on_started=quiet_collector,  # this process is the worker's: its collector too
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
