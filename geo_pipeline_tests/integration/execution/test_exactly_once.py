@@ -101,9 +101,7 @@ async def run_worker(
             **settings,
         },
     )
-    worker = Worker(
-        s, db_url=db_url, redis=redis, ns=ns, capabilities=caps, connectors=connectors
-    )
+    worker = Worker(s, db_url=db_url, redis=redis, ns=ns, capabilities=caps, connectors=connectors)
     if prepare is not None:
         prepare(worker)
     task = asyncio.create_task(worker.run())
@@ -345,7 +343,9 @@ class SlowFetch(SyncProtocolConnector):
 def test_synchronous_answer_survives_a_hand_back(
     db_url, redis_url, redis_ns, simulator_url, tmp_path
 ):
-    ids = make_run(db_url, "r-sync", questions=1, channels=[{"platform": "openai_sim", "device": "web"}])
+    ids = make_run(
+        db_url, "r-sync", questions=1, channels=[{"platform": "openai_sim", "device": "web"}]
+    )
     entry = registry_for(simulator_url).entry("openai_sim")
     archive = LocalArchive(str(tmp_path / "evidence"))
     first = SlowFetch(entry)
@@ -618,7 +618,10 @@ def test_unexpected_exception_ends_operator_visible_with_its_summary(db_url, red
     assert [d["sample_id"] for d in dead] == ids and "KeyError" in dead[0]["reason"], dead
     assert sum(fake.submits.values()) == 1
     # No charge we cannot prove: the answer was never fetched.
-    assert fetch(db_url, "SELECT count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge'")[0]["n"] == 0
+    assert (
+        fetch(db_url, "SELECT count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge'")[0]["n"]
+        == 0
+    )
 
 
 # A hang guard only (the project's default): the worker loops above stop on their own once
