@@ -244,7 +244,7 @@ def worker_child(args: argparse.Namespace) -> None:
     from geo_pipeline.domain.retry import PollSchedule
     from geo_pipeline.evidence.backend import archive_from_url
     from geo_pipeline.simulator.instant import InstantConnector
-    from geo_pipeline.worker.runner import Worker, WorkerSettings
+    from geo_pipeline.worker.runner import Worker, WorkerSettings, quiet_collector
 
     registry = load_registry()
     archive = archive_from_url(args.archive_url) if args.archive_url else None
@@ -283,6 +283,7 @@ def worker_child(args: argparse.Namespace) -> None:
             capabilities=registry.capabilities(),
             connectors=connectors,  # type: ignore[arg-type]
             archive=archive,
+            on_started=quiet_collector,  # as `geo-pipeline worker` does: measure its collector
         )
         loop = asyncio.get_running_loop()
         loop.add_signal_handler(signal.SIGTERM, worker.stop)

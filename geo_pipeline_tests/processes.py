@@ -9,9 +9,11 @@ stderr).
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -100,3 +102,18 @@ def wait_progressing(
         if now - started > cap_s:
             raise AssertionError(f"{what}: still moving after {cap_s:g} s\n{describe()}")
         time.sleep(poll_s)
+
+
+@contextmanager
+def closed_port() -> Iterator[socket.socket]:
+    """A socket bound to a port of 127.0.0.1 and not listening: a connection to the port is
+    refused, and nobody else can bind the port while it is held. A port found free and closed
+    again is no such thing: under pytest-xdist another test can take it before it is used (a
+    "dead" Redis URL then reaches someone's server; a port meant for a child process is in use
+    when the child binds it). ``sock.listen()`` makes the port answer later, race-free."""
+    sock = socket.socket()
+    try:
+        sock.bind(("127.0.0.1", 0))
+        yield sock
+    finally:
+        sock.close()

@@ -78,10 +78,16 @@ SCHEMAS = ["geo", "analytics"]
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-    ap.add_argument("--committed", action="store_true",
-                    help="only the migrations committed at HEAD (as committed), not the tree's")
-    ap.add_argument("--check", action="store_true",
-                    help="write nothing; exit 1 and print the diff if schema.sql is not current")
+    ap.add_argument(
+        "--committed",
+        action="store_true",
+        help="only the migrations committed at HEAD (as committed), not the tree's",
+    )
+    ap.add_argument(
+        "--check",
+        action="store_true",
+        help="write nothing; exit 1 and print the diff if schema.sql is not current",
+    )
     ap.add_argument("--output", type=Path, default=SCHEMA)
     ap.add_argument("--pg-dump", help="the pg_dump binary to use")
     args = ap.parse_args()
@@ -97,9 +103,14 @@ def main() -> int:
         if current == text:
             print(f"{args.output.name} is current ({len(names)} migrations)")
             return 0
-        sys.stdout.writelines(difflib.unified_diff(
-            current.splitlines(keepends=True), text.splitlines(keepends=True),
-            f"{args.output.name} (committed)", f"{args.output.name} (from the migrations)"))
+        sys.stdout.writelines(
+            difflib.unified_diff(
+                current.splitlines(keepends=True),
+                text.splitlines(keepends=True),
+                f"{args.output.name} (committed)",
+                f"{args.output.name} (from the migrations)",
+            )
+        )
         print(f"\n{args.output.name} is not current: run {COMMAND}", file=sys.stderr)
         return 1
     args.output.write_text(text, encoding="utf-8")
@@ -121,8 +132,9 @@ def copy_migrations(into: Path, *, committed: bool) -> list[str]:
 
 
 def git(*argv: str) -> str:
-    return subprocess.run(["git", *argv], cwd=ROOT, check=True, capture_output=True,
-                          text=True).stdout
+    return subprocess.run(
+        ["git", *argv], cwd=ROOT, check=True, capture_output=True, text=True
+    ).stdout
 
 
 def generate(mdir: Path, names: list[str], tmp: Path, pg_dump: str | None) -> str:
@@ -141,16 +153,31 @@ def generate(mdir: Path, names: list[str], tmp: Path, pg_dump: str | None) -> st
                 seeded = seeded_tables(conn)
             binary = pg_dump or find_pg_dump(major)
             schema = dump(binary, url, ["--schema-only", *[f"--schema={s}" for s in SCHEMAS]])
-            data = dump(binary, url, ["--data-only", "--column-inserts", "--rows-per-insert=1000",
-                                      *[f"--table={t}" for t in seeded]]) if seeded else ""
+            data = (
+                dump(
+                    binary,
+                    url,
+                    [
+                        "--data-only",
+                        "--column-inserts",
+                        "--rows-per-insert=1000",
+                        *[f"--table={t}" for t in seeded],
+                    ],
+                )
+                if seeded
+                else ""
+            )
         finally:
             with psycopg.connect(svc.url, autocommit=True) as admin:
                 admin.execute(f'DROP DATABASE IF EXISTS "{dbname}" WITH (FORCE)')  # type: ignore[arg-type]
     finally:
         svc.stop()
     covered = f"{names[0]} .. {names[-1]}, {len(names)} files" if names else "none"
-    parts = [HEADER.format(covered=covered, command=COMMAND), role_block(roles),
-             clean(schema, user)]
+    parts = [
+        HEADER.format(covered=covered, command=COMMAND),
+        role_block(roles),
+        clean(schema, user),
+    ]
     if data:
         parts.append("-- Rows the migrations seed.\n" + clean(data, user, keep_settings=False))
     return "\n".join(p.strip("\n") + "\n" for p in parts if p.strip())
@@ -162,9 +189,10 @@ def seeded_tables(conn: psycopg.Connection) -> list[str]:
         """SELECT format('%%I.%%I', n.nspname, c.relname) FROM pg_class c
            JOIN pg_namespace n ON n.oid = c.relnamespace
            WHERE n.nspname = ANY(%(schemas)s) AND c.relkind IN ('r', 'p')
-           ORDER BY 1""", {"schemas": SCHEMAS}).fetchall()
-    return [t for (t,) in tables
-            if conn.execute(f"SELECT EXISTS (SELECT FROM {t})").fetchone()[0]]  # type: ignore[index]
+           ORDER BY 1""",
+        {"schemas": SCHEMAS},
+    ).fetchall()
+    return [t for (t,) in tables if conn.execute(f"SELECT EXISTS (SELECT FROM {t})").fetchone()[0]]  # type: ignore[index]
 
 
 def find_pg_dump(server_major: int) -> str:
@@ -185,14 +213,15 @@ def find_pg_dump(server_major: int) -> str:
             if m and int(m.group(1)) >= server_major:
                 found.append((int(m.group(1)), c))
     if not found:
-        raise SystemExit(f"no pg_dump of PostgreSQL {server_major} or newer found "
-                         f"(tried {[c for c in candidates if c]}); pass --pg-dump")
+        raise SystemExit(
+            f"no pg_dump of PostgreSQL {server_major} or newer found "
+            f"(tried {[c for c in candidates if c]}); pass --pg-dump"
+        )
     return min(found)[1]  # the same major as the server if there is one
 
 
 def dump(binary: str, url: str, options: list[str]) -> str:
-    proc = subprocess.run([binary, *options, f"--dbname={url}"],
-                          capture_output=True, text=True)
+    proc = subprocess.run([binary, *options, f"--dbname={url}"], capture_output=True, text=True)
     if proc.returncode != 0:
         raise SystemExit(f"pg_dump failed: {proc.stderr.strip()}")
     return proc.stdout
@@ -205,7 +234,8 @@ def clean(text: str, user: str, *, keep_settings: bool = True) -> str:
         r"^(\\(un)?restrict .*"
         r"|-- Dumped (from|by) .*"
         r"|-- PostgreSQL database dump.*"
-        rf"|ALTER .* OWNER TO {re.escape(user)};)$")
+        rf"|ALTER .* OWNER TO {re.escape(user)};)$"
+    )
     out = []
     for line in text.splitlines():
         if drop.match(line):
@@ -221,7 +251,8 @@ def role_block(roles: list[tuple[str, bool]]) -> str:
     if not roles:
         return ""
     values = ",\n".join(
-        f"    ('{name}', 'NOLOGIN{' BYPASSRLS' if bypass else ''}')" for name, bypass in roles)
+        f"    ('{name}', 'NOLOGIN{' BYPASSRLS' if bypass else ''}')" for name, bypass in roles
+    )
     return f"""\
 -- Roles that own or are granted objects below. Roles belong to the cluster, not to a database:
 -- created here only if missing (a concurrent creator is tolerated).

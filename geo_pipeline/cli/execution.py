@@ -28,17 +28,21 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("geo_pipeline.process")
 
+METRICS_PORT_HELP = "Serve /metrics here (0: a free port, named on the start-up line)."
+
 
 def _metrics(port: int | None) -> str:
-    """Serve /metrics on ``port``; returns where, for the start-up line."""
+    """Serve /metrics on ``port``; returns where, for the start-up line. Port 0 takes one the
+    kernel picks and the line names it: a port chosen free by a caller and bound later by this
+    process can be taken in between (tests running in parallel did)."""
     from geo_pipeline.settings import settings as app_settings
 
-    if not port:
+    if port is None:
         return "off (--metrics-port PORT to serve /metrics)"
     from geo_pipeline.observability.metrics import serve
 
-    serve(port)
-    return f"http://{app_settings().metrics_addr}:{port}/metrics"
+    bound = serve(port)
+    return f"http://{app_settings().metrics_addr}:{bound}/metrics"
 
 
 def _log_level() -> int:
@@ -221,7 +225,7 @@ def register(root: click.Group) -> None:
     "are polled only this often, as a safety net; the callback wakes the fetch.",
 )
 @click.option("--no-evidence", is_flag=True, help="Do not archive evidence (benchmarks only).")
-@click.option("--metrics-port", type=PORT, default=None)
+@click.option("--metrics-port", type=PORT, default=None, help=METRICS_PORT_HELP)
 @click.option("--json", "as_json", is_flag=True, help="Print the exit report as JSON (default).")
 def worker_cmd(
     platforms: tuple[str, ...],
@@ -258,7 +262,7 @@ def worker_cmd(
         screenshot_stream,
         stream_key,
     )
-    from geo_pipeline.worker.runner import Worker, WorkerSettings
+    from geo_pipeline.worker.runner import Worker, WorkerSettings, quiet_collector
 
     logs.configure(_log_level())
     # One line per HTTP request would drown the events that matter (D6).
@@ -321,6 +325,7 @@ def worker_cmd(
             capabilities=registry.capabilities(),
             connectors=connectors,
             archive=archive,
+            on_started=quiet_collector,  # this process is the worker's: its collector too
         )
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
@@ -356,7 +361,7 @@ def _stop_on_signals() -> threading.Event:
 @click.command("relay")
 @click.option("--batch", type=POSITIVE, default=1000, show_default=True)
 @click.option("--idle-s", type=POSITIVE_SECONDS, default=0.05, show_default=True)
-@click.option("--metrics-port", type=PORT, default=None)
+@click.option("--metrics-port", type=PORT, default=None, help=METRICS_PORT_HELP)
 @click.option("--json", "as_json", is_flag=True)
 def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool) -> None:
     """Publish outbox rows to Redis Streams and mark them published."""
@@ -399,7 +404,7 @@ def relay_cmd(batch: int, idle_s: float, metrics_port: int | None, as_json: bool
     show_default=True,
     help="Refresh the database-wide gauges (backlog, evidence missing, reconciliation) this often.",
 )
-@click.option("--metrics-port", type=PORT, default=None)
+@click.option("--metrics-port", type=PORT, default=None, help=METRICS_PORT_HELP)
 @click.option("--json", "as_json", is_flag=True)
 def sweeper_cmd(
     interval_s: float,

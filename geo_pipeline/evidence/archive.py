@@ -484,11 +484,7 @@ def s3_client(
     env = settings()
     endpoint_url = endpoint_url or env.s3_endpoint_url or None
     region = region or env.aws_region
-    style = (
-        addressing_style
-        or env.s3_addressing_style
-        or ("path" if endpoint_url else "auto")
-    )
+    style = addressing_style or env.s3_addressing_style or ("path" if endpoint_url else "auto")
     config = Config(
         signature_version="s3v4",
         s3={"addressing_style": style},

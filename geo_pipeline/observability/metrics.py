@@ -78,10 +78,11 @@ OUTBOX_PUBLISHED = Counter(
 IN_FLIGHT = Gauge("geo_samples_in_flight", "Samples a worker holds right now")
 
 
-def serve(port: int, addr: str | None = None) -> None:
-    """Expose /metrics and /healthz (geo_pipeline.observability.health) on a background thread.
-    The address defaults to ``GEO_METRICS_ADDR`` or 127.0.0.1 (containers set 0.0.0.0)."""
-    
+def serve(port: int, addr: str | None = None) -> int:
+    """Expose /metrics and /healthz (geo_pipeline.observability.health) on a background thread;
+    returns the bound port (port 0: one the kernel picks). The address defaults to
+    ``GEO_METRICS_ADDR`` or 127.0.0.1 (containers set 0.0.0.0)."""
+
     from geo_pipeline.observability.health import start_server
 
-    start_server(port, addr or settings().metrics_addr)
+    return int(start_server(port, addr or settings().metrics_addr).server_port)

@@ -26,6 +26,7 @@ import shutil
 import stat
 import subprocess
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -149,6 +150,18 @@ def _postmaster(pgdata: Path) -> tuple[int, Path, int] | None:
     return pid, Path(lines[4].strip()), int(lines[3].strip())
 
 
+def _alive(pgdata: Path) -> bool:
+    """A postmaster of ``pgdata`` is running, ready or not (a standby still replaying is)."""
+    try:
+        pid = int((pgdata / "postmaster.pid").read_text().split()[0])
+        os.kill(pid, 0)
+    except PermissionError:
+        return True  # alive, run as another account (root starts it as nobody)
+    except (OSError, ValueError, IndexError):
+        return False
+    return True
+
+
 @dataclass
 class EmbeddedPostgres:
     """A server on ``pgdata``; ``stop`` (or the interpreter's exit) stops it if we started it."""
@@ -259,7 +272,37 @@ def start(pgdata: Path, options: dict[str, str] | None = None) -> EmbeddedPostgr
     server = EmbeddedPostgres(pgdata, who, socket_dir, PORT, started=True)
     server._private_socket_dir = private
     atexit.register(server.stop)
+    _wait_accepting(server)
     return server
+
+
+def _wait_accepting(server: EmbeddedPostgres) -> None:
+    """Until the server answers a query on its socket. ``pg_ctl start`` exiting 0 is not
+    that: a server that then died on a broken setting answered nothing, and the caller was
+    told it started. Fails (stopping what is left, with the server's log) once the
+    postmaster is gone, or after START_TIMEOUT_S."""
+    import psycopg
+
+    t0 = time.monotonic()
+    while True:
+        try:
+            with psycopg.connect(server.url, connect_timeout=10) as conn:
+                conn.execute("SELECT 1")
+            return
+        except psycopg.Error as exc:
+            why = str(exc).strip()
+        if not _alive(server.pgdata) or time.monotonic() - t0 > START_TIMEOUT_S:
+            server.stop()
+            log_path = server.pgdata / "log"
+            try:
+                tail = log_path.read_text(errors="replace")[-3000:]
+            except OSError as exc:
+                tail = f"(unreadable: {exc})"
+            raise EmbeddedPostgresError(
+                f"the embedded PostgreSQL on {server.pgdata} does not accept connections "
+                f"although pg_ctl reported it started ({why})\nserver log ({log_path}):\n{tail}"
+            )
+        time.sleep(0.2)
 
 
 # A backend of the analyst standby notices within this much that its client is gone (the

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import os
 import random
 import signal
 import time
@@ -799,7 +800,9 @@ class Simulator:
         return _json({"reset": True})
 
     async def health(self, request: web.Request) -> web.Response:
-        return _json({"ok": True, "platforms": sorted(self.profiles)})
+        # The pid says which simulator answered: a port freed by one that died can be taken by
+        # another process before the supervisor's restart binds it.
+        return _json({"ok": True, "platforms": sorted(self.profiles), "pid": os.getpid()})
 
 
 STATE_KEY: web.AppKey[Simulator] = web.AppKey("sim")

@@ -75,8 +75,10 @@ def require_current(conn: psycopg.Connection[Any], where: str = "the database") 
     conn.rollback()  # a read only: leave no transaction open on the caller's connection
     missing = [m for m in migrations() if m.version not in have]
     if missing:
-        state = "was never migrated" if not have else (
-            f"is at schema version {max(have)}, {len(missing)} migrations behind"
+        state = (
+            "was never migrated"
+            if not have
+            else (f"is at schema version {max(have)}, {len(missing)} migrations behind")
         )
         raise SchemaNotReady(f"{where} {state}: run `geo-pipeline db upgrade`")
     return max(have, default=0)

@@ -761,6 +761,7 @@ class Attempt:
         except Exception as exc:  # the sweeper re-queues it when the lease runs out
             log.warning("hand-back of %s failed: %s", h.sample_id, exc)
         self.c.report["let_go"] += 1
+        event(log, "lease.let_go", worker=self.c.id, sample_id=h.sample_id, token=h.token)
         h.lost = True
         for e in h.entries:
             self.c.acks.submit(e)

@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from geo_pipeline.observability.logs import event
 from geo_pipeline.observability.metrics import STALE_WRITES
 from geo_pipeline.store import execution as ex
 from geo_pipeline.streams.keys import GROUP
@@ -88,6 +89,7 @@ async def renew_once(ctx: Context, held: list[Held]) -> None:
         ex.renew, owner=ctx.id, lease_s=ctx.s.lease_s, held=[(h.sample_id, h.token) for h in held]
     )
     deadline = t0 + ctx.s.lease_s - ctx.s.lease_margin_s
+    lost: list[dict[str, Any]] = []
     for h in held:
         if h.sample_id not in ours:
             # Missing from the renewal: taken over, or ended by ourselves while the renewal
@@ -99,6 +101,7 @@ async def renew_once(ctx: Context, held: list[Held]) -> None:
             h.lost = True
             ctx.report["taken_over"] += 1
             STALE_WRITES.labels("renew").inc()
+            lost.append({"sample_id": h.sample_id, "token": h.token})
             # Someone else took it over (we stalled past the lease): stop working on it.
             if h.task is not None:
                 h.task.cancel()
@@ -106,6 +109,8 @@ async def renew_once(ctx: Context, held: list[Held]) -> None:
             h.deadline = max(h.deadline, deadline)
             if ours[h.sample_id]:
                 h.cancelled = True
+    if lost:  # D6: one line per renewal, naming what this worker stopped working on
+        event(log, "lease.taken_over", worker=ctx.id, count=len(lost), samples=lost)
     # Keep our pending entries from looking idle, so no reclaimer takes them over.
     by_stream: dict[str, list[str]] = {}
     for h in held:

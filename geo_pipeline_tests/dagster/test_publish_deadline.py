@@ -228,15 +228,16 @@ def test_the_launchpad_sets_the_deadline_and_it_is_frozen_with_the_run(
 def test_a_deadline_passing_is_noticed_on_the_next_tick_without_any_event(
     conn: Any, dg_instance: dg.DagsterInstance, resources: dict[str, Any]
 ) -> None:
-    import time
-
     run_id = create_run(conn, dg_instance)
     finish(conn, run_id, WEB, only=3)
-    age_run(conn, run_id, 6 - 2 / 3600)  # the deadline is 2 s away
+    age_run(conn, run_id, 5)  # the deadline is an hour away
     first = tick(completion_sensor, dg_instance, resources, None)  # sweeps: nothing publishable
     assert not first.run_requests
-    # The deadline passes; no completion event, and the periodic sweep is not due.
-    time.sleep(2.5)
+    # The deadline passes (database time: it is now, after the first tick's look); no
+    # completion event, and the periodic sweep is not due. Moved, not waited for: with the
+    # deadline 2 s away and a 2.5 s sleep, a first tick slower than 2 s on a loaded box saw
+    # it passed already.
+    age_run(conn, run_id, 6)
     second = tick(completion_sensor, dg_instance, resources, first.cursor)
     assert keys(second) == sorted(
         [

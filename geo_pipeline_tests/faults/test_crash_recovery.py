@@ -7,9 +7,10 @@ recovery within lease + sweep interval (plus the time to do the work)."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
-import time
+from pathlib import Path
 
 import pytest
 import redis as redis_lib
@@ -17,6 +18,7 @@ import redis as redis_lib
 from geo_pipeline.streams.keys import GROUP, collect_stream, stream_key
 from geo_pipeline_tests.faults.harness import LEASE_S, SWEEP_S, Cluster
 from geo_pipeline_tests.integration.execution.helpers import check_invariants, fetch, make_run
+from geo_pipeline_tests.processes import wait_progressing
 
 N = 12
 # Lease + sweep interval is the promise for taking a dead worker's samples back, counted once the
@@ -54,6 +56,21 @@ def verify(c: Cluster, n: int, *, all_completed: bool = True) -> dict[str, objec
         "every outbox row published",
     )
     return got
+
+
+def said_it_lost(log: Path) -> bool:
+    """A worker's log says it lost samples it held: a renewal found them taken over, it let
+    one go (self-fenced), or an end it wrote was refused as stale."""
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            ev = json.loads(line)
+        except ValueError:  # a line being written, or not JSON
+            continue
+        if ev.get("event") in ("lease.taken_over", "lease.let_go"):
+            return True
+        if ev.get("event") == "samples.ended" and ev.get("stale"):
+            return True
+    return False
 
 
 def pending(c: Cluster, redis_url: str, ns: str) -> int:
@@ -162,7 +179,16 @@ def test_worker_paused_past_its_lease_loses_it_and_late_writes_are_rejected(
     b = cluster.worker()
     cluster.wait_progress(cluster.all_terminal, "B taking over A's samples")
     os.kill(a.pid, signal.SIGCONT)  # A wakes up believing it still holds its leases
-    time.sleep(LEASE_S)  # its renewals and fenced writes now meet raised tokens
+    if held:
+        # Its next renewal (every lease / 3) or fenced write meets a raised token, and it says
+        # so. Waited for while A moves, not for a flat LEASE_S: a loaded box may not run A's
+        # loop that soon, and A stopped first would report none of it. The cap is many lease
+        # periods: A noticed within one renewal period here (unloaded).
+        log = cluster.spawned[a.pid][2]
+        wait_progressing(
+            lambda: said_it_lost(log), a, what="A saying it lost its samples", files=[log],
+            cap_s=60 * LEASE_S, describe=lambda: f"states {cluster.states()}\n{cluster.logs()}",
+        )  # fmt: skip
     ra = cluster.stop(a)
     rb = cluster.stop(b)
     verify(cluster, N)

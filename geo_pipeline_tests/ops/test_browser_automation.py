@@ -14,7 +14,6 @@ Screenshots go to test-artifacts/."""
 from __future__ import annotations
 
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -24,7 +23,7 @@ import pytest
 
 from geo_pipeline.ops.dev import dagster_database
 from geo_pipeline_tests.ops.conftest import ARTIFACTS
-from geo_pipeline_tests.ops.dagster_ui import graphql, running_dev
+from geo_pipeline_tests.ops.dagster_ui import DevUi, graphql, running_dev
 from geo_pipeline_tests.processes import run_ok
 
 pytestmark = [pytest.mark.browser, pytest.mark.timeout(900)]
@@ -85,10 +84,23 @@ def _counts(db_url: str) -> dict[str, int]:
 
 
 @pytest.fixture
-def dev_ui(db_url, redis_url, redis_ns, tmp_path) -> Iterator[tuple[int, dict[str, str]]]:
-    """``geo-pipeline dev`` with one worker: (port, the environment its export line names)."""
+def dev_ui(db_url, redis_url, redis_ns, tmp_path) -> Iterator[DevUi]:
+    """``geo-pipeline dev`` with one worker (its port, the environment its export line names)."""
     with running_dev(db_url, redis_url, redis_ns, tmp_path) as ui:
-        yield ui.port, ui.env
+        yield ui
+
+
+def _in_flight(db_url: str) -> dict[str, int]:
+    """What the daemon is still doing: ticks being evaluated and runs not yet ended, from
+    Dagster's own storage."""
+    dagster_url = db_url.rsplit("/", 1)[0] + "/" + dagster_database(db_url)
+    with psycopg.connect(dagster_url, autocommit=True) as conn:
+        ticks = conn.execute("SELECT count(*) FROM job_ticks WHERE status = 'STARTED'").fetchone()
+        runs = conn.execute(
+            "SELECT count(*) FROM runs WHERE status NOT IN ('SUCCESS', 'FAILURE', 'CANCELED')"
+        ).fetchone()
+    assert ticks and runs
+    return {"ticks being evaluated": ticks[0], "runs not ended": runs[0]}
 
 
 REPOSITORY = '{repositoryLocationName: "geo_pipeline", repositoryName: "__repository__"}'
@@ -129,10 +141,16 @@ def _preview_tick(page: Any, url: str, shot: str) -> str:
 
 
 def test_previewing_the_schedule_and_sensors_writes_nothing(dev_ui, db_url, tmp_path, browser_page):
-    port, env = dev_ui
+    port, env = dev_ui.port, dev_ui.env
     stopped = _stop_automation(port)
     assert {"daily_resampling", "sampling_plan_sensor", "completion_sensor"} <= set(stopped)
-    time.sleep(20)  # a tick the daemon had already started finishes before anything is counted
+    # A tick the daemon had already started (and any run it launched) ends before anything is
+    # counted: waited for in Dagster's storage while dev's processes move, not for a flat 20 s
+    # (a tick's evaluation on a loaded box can take longer, and its writes would then land
+    # between the counts, as if a preview had made them).
+    dev_ui.wait_for(
+        lambda: not any(_in_flight(db_url).values()), 120, "the daemon's ticks and runs to end"
+    )
     cli = [sys.executable, "-m", "geo_pipeline.cli.main"]
     config = tmp_path / "monitored.yaml"
     config.write_text(MONITORED, encoding="utf-8")
@@ -158,7 +176,7 @@ def test_previewing_the_schedule_and_sensors_writes_nothing(dev_ui, db_url, tmp_
 
 
 def test_launchpad_rejects_a_bad_config_before_launch(dev_ui, browser_page):
-    port, _ = dev_ui
+    port = dev_ui.port
     page = browser_page
     page.add_init_script(SKIP_WELCOME)
     page.goto(

@@ -165,7 +165,7 @@ def test_a_killed_worker_restarts_and_every_partition_publishes_with_no_alarm(
     db_url, redis_url, redis_ns, tmp_path, browser_page
 ):
     with running_dev(db_url, redis_url, redis_ns, tmp_path, workers=1) as ui:
-        state = tmp_path / "state"
+        state = ui.state
         ui.wait_for(lambda: "dagster-webserver" in _processes(state), 120, "processes.json")
         before = _processes(state)
         cli = [sys.executable, "-m", "geo_pipeline.cli.main"]

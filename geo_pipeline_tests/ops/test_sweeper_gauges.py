@@ -3,12 +3,13 @@
 
 from __future__ import annotations
 
+import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import urllib.request
+from pathlib import Path
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -18,12 +19,6 @@ from geo_pipeline_tests.processes import streams, wait_progressing
 # Seeded 120 s in the past, read as < 300 s: the gauges must be scraped within 180 s of the seed.
 GAUGE_CAP_S = 170.0
 RECONCILIATION = ("geo_reconciliation_difference_minor", (("currency", "CNY"),))
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -89,9 +84,21 @@ def _plant(db) -> None:
     db.commit()
 
 
-def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_url, redis_ns):
+def _metrics_url(log: Path) -> str | None:
+    """The /metrics URL the sweeper's start-up line names (None before the line is written)."""
+    for line in log.read_text(errors="replace").splitlines():
+        if '"sweeper.starting"' in line:
+            try:
+                return str(json.loads(line)["metrics"])
+            except ValueError:  # read while it is being written
+                return None
+    return None
+
+
+def test_sweeper_process_exports_backlog_and_business_gauges(
+    db, db_url, redis_url, redis_ns, tmp_path
+):
     _plant(db)
-    port = _free_port()
     env = {
         **os.environ,
         "GEO_DATABASE_URL": db_url,
@@ -99,32 +106,38 @@ def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_u
         "GEO_REDIS_PREFIX": redis_ns,
         "GEO_METRICS_ADDR": "127.0.0.1",
     }
-    proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "geo_pipeline.cli.main",
-            "sweeper",
-            "--interval-s",
-            "0.5",
-            "--gauge-every-s",
-            "0.5",
-            "--metrics-port",
-            str(port),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    log = tmp_path / "sweeper.log"  # its stderr: the start-up line, then JSON log lines
+    with log.open("w") as stderr:  # the child keeps its copy
+        proc = subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "geo_pipeline.cli.main",
+                "sweeper",
+                "--interval-s",
+                "0.5",
+                "--gauge-every-s",
+                "0.5",
+                # Port 0: the sweeper binds a free port and names it on its start-up line. A port
+                # picked free here and bound by the child later can be taken in between by a
+                # parallel test: the sweeper then exits "Address already in use", or, worse, the
+                # scrape reads another test's sweeper.
+                "--metrics-port",
+                "0",
+            ],
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+        )
     try:
-        url = f"http://127.0.0.1:{port}/metrics"
         got: dict = {}
 
         def gauged() -> bool:
             nonlocal got
+            url = _metrics_url(log)
             try:
-                got = _scrape(url)
+                got = _scrape(url) if url else {}
             except OSError:
                 got = {}
             # A gauge pass sets the backlog first and the business gauges after it; the
@@ -136,8 +149,8 @@ def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_u
         # seconds beside other work; a flat 60 s was a speed). The cap is this test's own
         # window: the seeded queued samples are 120 s old and must read < 300 s.
         wait_progressing(
-            gauged, proc, what="the sweeper's first gauge pass", stall_s=60, cap_s=GAUGE_CAP_S,
-            poll_s=0.3, describe=lambda: f"last scrape: {sorted(got)[:20]}",
+            gauged, proc, what="the sweeper's first gauge pass", files=[log], stall_s=60,
+            cap_s=GAUGE_CAP_S, poll_s=0.3, describe=lambda: f"last scrape: {sorted(got)[:20]}",
         )  # fmt: skip
 
         def g(name: str, **labels: str) -> float:
@@ -157,11 +170,11 @@ def test_sweeper_process_exports_backlog_and_business_gauges(db, db_url, redis_u
         assert g("geo_uncertain_samples") == 1
     except AssertionError as exc:  # say what the sweeper wrote, both streams
         proc.kill()
-        out, err = proc.communicate()
-        raise AssertionError(f"{exc}\n{streams(out, err)}") from None
+        out, _ = proc.communicate()
+        raise AssertionError(f"{exc}\n{streams(out, log.read_text(errors='replace'))}") from None
     finally:
         if proc.returncode is None:
             proc.send_signal(signal.SIGTERM)
-            out, err = proc.communicate()  # pytest's timeout is the hang guard
-    assert proc.returncode == 0, streams(out, err)
+            out, _ = proc.communicate()  # pytest's timeout is the hang guard
+    assert proc.returncode == 0, streams(out, log.read_text(errors="replace"))
     assert '"passes"' in out

@@ -59,7 +59,9 @@ SYNC = {"openai_sim", "responses_sim", "perplexity_sim", "gemini_sim", "anthropi
 
 def run(coro_fn: Callable[[ConnectorSet], Awaitable[T]], url: str, instant: bool) -> T:
     async def main() -> T:
-        async with ConnectorSet(registry_with_protocols(url), stand_in=InstantConnector if instant else None) as connectors:
+        async with ConnectorSet(
+            registry_with_protocols(url), stand_in=InstantConnector if instant else None
+        ) as connectors:
             return await coro_fn(connectors)
 
     return asyncio.run(main())

@@ -450,8 +450,10 @@ def platform_violations(
                 )
             sample = key.rsplit(":", 1)[0]
             for tid, paid in tasks:
-                if synchronous and paid is False and (requests.get(key) or {}).get("state") != (
-                    "accepted"
+                if (
+                    synchronous
+                    and paid is False
+                    and (requests.get(key) or {}).get("state") != ("accepted")
                 ):
                     # The engine answered this call with an error object inside HTTP 200: it did
                     # no work and billed none, and the worker rightly took it as a 'no' and

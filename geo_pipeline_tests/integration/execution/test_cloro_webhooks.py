@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -23,8 +24,12 @@ from geo_pipeline.worker.webhooks import create_app
 from geo_pipeline_tests.integration.execution.helpers import check_invariants, fetch
 from geo_pipeline_tests.integration.execution.test_cloro_worker import PLATFORM, make_cloro_run
 from geo_pipeline_tests.integration.execution.test_worker_flow import run_worker_until
+from geo_pipeline_tests.processes import cpu_seconds
 
 N = 16
+# The race hook waits for a callback while the simulator uses CPU; STALL_S without is a hang,
+# CAP_S (an idle simulator still ticks) a callback that never comes.
+STALL_S, CAP_S = 60.0, 300.0
 SECRET = "s3cret-for-this-deployment"
 
 
@@ -167,21 +172,29 @@ def test_a_callback_landing_between_the_409_read_and_the_park_still_settles_the_
     monkeypatch.setenv("GEO_CLORO_API_KEY", "sim-cloro-key")
     monkeypatch.setenv("GEO_CLORO_WEBHOOK_URL", f"{receiver}/webhooks/cloro/{SECRET}")
     raced: list[str] = []
+    missed: list[str] = []
 
     def late_read(conn: Any, platform: str, key: str) -> str | None:
         found = task_for_key(conn, platform, key)
         if found is None:
-            # Counted work, not time: wait for the receiver to record this key's callback
-            # (the simulator sends it when the task ends), then answer as if read before.
-            for _ in range(600):
-                if fetch(
-                    db_url,
-                    "SELECT 1 FROM geo.webhook_deliveries WHERE idempotency_key = %s",
-                    (key,),
-                ):
-                    raced.append(key)
-                    break
+            # Wait for the receiver to record this key's callback (the simulator sends it when
+            # the task ends), then answer as if read before. Waited for while the simulator
+            # moves (CPU), not for 600 polls of 0.05 s: on a loaded box a task's end and its
+            # callback can come later than 30 s, and the hook then gave up silently, testing
+            # another interleaving. A key given up on is now reported.
+            started = moved = time.monotonic()
+            cpu = cpu_seconds(sim.proc.pid)
+            while not fetch(
+                db_url, "SELECT 1 FROM geo.webhook_deliveries WHERE idempotency_key = %s", (key,)
+            ):
+                used = cpu_seconds(sim.proc.pid)
+                if used != cpu:
+                    moved, cpu = time.monotonic(), used
+                elif time.monotonic() - moved > STALL_S or time.monotonic() - started > CAP_S:
+                    missed.append(key)
+                    return None
                 threading.Event().wait(0.05)
+            raced.append(key)
             return None
         return found
 
@@ -208,6 +221,7 @@ def test_a_callback_landing_between_the_409_read_and_the_park_still_settles_the_
             poll=PollSchedule(first_s=0.05, min_s=0.05, ratio=0.5, max_s=0.2),
         )
     )
+    assert not missed, f"no callback recorded for {missed} while the simulator stood still"
     assert raced, "with 30 % lost answers some re-sends met the 409"
     unfinished = fetch(
         db_url,

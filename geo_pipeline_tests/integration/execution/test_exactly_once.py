@@ -101,9 +101,7 @@ async def run_worker(
             **settings,
         },
     )
-    worker = Worker(
-        s, db_url=db_url, redis=redis, ns=ns, capabilities=caps, connectors=connectors
-    )
+    worker = Worker(s, db_url=db_url, redis=redis, ns=ns, capabilities=caps, connectors=connectors)
     if prepare is not None:
         prepare(worker)
     task = asyncio.create_task(worker.run())
@@ -219,9 +217,11 @@ def test_worker_paused_past_its_lease_does_not_send(db_url, redis_url, redis_ns)
     sid = ids[0]
     fake = FakeConnector("deepseek")
     took_over = threading.Event()
+    lanes: list[Any] = []
 
     def prepare(worker: Worker) -> None:
         lane = worker.lanes["deepseek"]
+        lanes.append(lane)
         real = lane.submit_limit.acquire
 
         async def stalled() -> None:
@@ -243,7 +243,12 @@ def test_worker_paused_past_its_lease_does_not_send(db_url, redis_url, redis_ns)
             redis_url,
             redis_ns,
             {"deepseek": fake},
-            lambda: took_over.is_set() and time.sleep(0.5) is None,
+            # Done once the worker, after the takeover, has decided and let the sample go. A
+            # fixed half second after the takeover stopped the run wherever the worker was; its
+            # decision was then left to the stop's drain, which cancels an attempt still held
+            # after drain_timeout_s: on a slow enough box, before any send (a pass that says
+            # nothing).
+            lambda: took_over.is_set() and sid not in lanes[0].held,
             prepare=prepare,
             sweeper=False,
             lease_s=1.0,
@@ -338,7 +343,9 @@ class SlowFetch(SyncProtocolConnector):
 def test_synchronous_answer_survives_a_hand_back(
     db_url, redis_url, redis_ns, simulator_url, tmp_path
 ):
-    ids = make_run(db_url, "r-sync", questions=1, channels=[{"platform": "openai_sim", "device": "web"}])
+    ids = make_run(
+        db_url, "r-sync", questions=1, channels=[{"platform": "openai_sim", "device": "web"}]
+    )
     entry = registry_for(simulator_url).entry("openai_sim")
     archive = LocalArchive(str(tmp_path / "evidence"))
     first = SlowFetch(entry)
@@ -611,7 +618,10 @@ def test_unexpected_exception_ends_operator_visible_with_its_summary(db_url, red
     assert [d["sample_id"] for d in dead] == ids and "KeyError" in dead[0]["reason"], dead
     assert sum(fake.submits.values()) == 1
     # No charge we cannot prove: the answer was never fetched.
-    assert fetch(db_url, "SELECT count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge'")[0]["n"] == 0
+    assert (
+        fetch(db_url, "SELECT count(*) AS n FROM geo.ledger_entries WHERE kind = 'charge'")[0]["n"]
+        == 0
+    )
 
 
 # A hang guard only (the project's default): the worker loops above stop on their own once

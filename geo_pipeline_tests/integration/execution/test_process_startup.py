@@ -8,24 +8,19 @@ from __future__ import annotations
 import json
 import os
 import queue
+import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
-from geo_pipeline_tests.processes import cpu_seconds, streams, wait_progressing
+from geo_pipeline_tests.processes import closed_port, cpu_seconds, streams, wait_progressing
 
 SECRET = "s3cret-pw"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def _env(db_url: str, redis_url: str, ns: str, tmp_path) -> dict[str, str]:
@@ -135,9 +130,11 @@ class Proc:
 def test_a_process_says_where_it_is_connected_when_it_starts(
     process, db_url, redis_url, redis_ns, tmp_path
 ):
-    port = _free_port()
     env = _env(db_url, redis_url, redis_ns, tmp_path)
-    proc = Proc([process, "--metrics-port", str(port)], env)
+    # Port 0: the process binds a free port and names it. A port picked free here and bound by
+    # the child later was taken in between by a parallel test ("error: Address already in use",
+    # exit 2, when another socket held it).
+    proc = Proc([process, "--metrics-port", "0"], env)
     try:
         line = proc.wait_line(f'"{process}.starting"')
         assert line is not None, proc.streams()
@@ -145,7 +142,10 @@ def test_a_process_says_where_it_is_connected_when_it_starts(
         assert SECRET not in line and "***" in body["database"]
         assert body["redis"].startswith("redis://") and body["namespace"] == redis_ns
         assert body["streams"] and all(s.startswith(f"{redis_ns}:") for s in body["streams"])
-        assert body["metrics"] == f"http://127.0.0.1:{port}/metrics"
+        named = re.fullmatch(r"http://127\.0\.0\.1:(\d+)/metrics", body["metrics"])
+        assert named and int(named[1]) > 0, body["metrics"]
+        with urllib.request.urlopen(body["metrics"], timeout=30) as resp:  # it serves there
+            assert resp.status == 200 and b"# TYPE" in resp.read(), proc.streams()
         # The loop's own start event follows within the log's time bound, not 64 lines later.
         # A line held in the log's buffer until 64 more came is still caught, later: it never
         # comes, and the wait fails once the idle loop stalls (STALL_S) or at CAP_S.
@@ -156,12 +156,13 @@ def test_a_process_says_where_it_is_connected_when_it_starts(
 
 @pytest.mark.parametrize("process", ["relay", "sweeper", "worker"])
 def test_a_process_refuses_to_start_without_redis(process, db_url, redis_ns, tmp_path):
-    env = _env(db_url, f"redis://127.0.0.1:{_free_port()}/0", redis_ns, tmp_path)
-    proc = Proc([process], env)
-    try:
-        code = proc.wait_exit()
-    finally:
-        proc.stop()
+    with closed_port() as dead:
+        env = _env(db_url, f"redis://127.0.0.1:{dead.getsockname()[1]}/0", redis_ns, tmp_path)
+        proc = Proc([process], env)
+        try:
+            code = proc.wait_exit()
+        finally:
+            proc.stop()
     err = proc.output()
     assert code == 3 and "Redis" in err and "unreachable" in err, proc.streams()
 
@@ -183,8 +184,11 @@ def test_the_sweeper_says_so_when_redis_goes_away(db, caplog):
 
     from geo_pipeline.worker.sweeper import SweepSettings, run_sweeper
 
+    held = closed_port()  # refused until the sweeper has stopped
     dead = redis_lib.Redis.from_url(
-        f"redis://127.0.0.1:{_free_port()}/0", socket_connect_timeout=0.2, socket_timeout=0.2
+        f"redis://127.0.0.1:{held.__enter__().getsockname()[1]}/0",
+        socket_connect_timeout=0.2,
+        socket_timeout=0.2,
     )
     stop = threading.Event()
 
@@ -214,6 +218,7 @@ def test_the_sweeper_says_so_when_redis_goes_away(db, caplog):
             stream_keys=["x:collect:deepseek"],
         )
     guard.cancel()
+    held.__exit__(None, None, None)
     warnings = [r for r in caplog.records if r.levelname == "WARNING" and "Redis" in r.message]
     assert warnings and "unreachable" in warnings[0].message
     assert len(warnings) == 1  # said once, not every pass
@@ -225,26 +230,24 @@ def test_a_worker_waits_for_its_platform_and_names_its_url(db_url, redis_url, re
     says which URL it waits for and why, and says when the platform answers; it claims only
     then (issue 30: 24 of 50 first attempts failed as a bare 'transient', no line named the
     URL)."""
-    from geo_pipeline_tests.fixtures.simulator import start_simulator
-
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = _env(db_url, redis_url, redis_ns, tmp_path)
-    env["GEO_SIMULATOR_URL"] = url
-    proc = Proc(["worker", "--platform", "deepseek"], env)
-    sim = None
-    try:
-        line = proc.wait_line('"worker.platform_waiting"')
-        assert line is not None, proc.streams()
-        body = json.loads(line)
-        assert body["url"] == url and body["platforms"] == ["deepseek"] and body["error"], line
-        sim = start_simulator(extra_args=("--port", str(port)))
-        line = proc.wait_line('"worker.platform_reachable"')
-        assert line is not None, proc.streams()
-        assert json.loads(line)["url"] == url
-    finally:
-        code = proc.stop()
-        if sim is not None:
-            sim.stop()
+    # The platform's port is held from the start (refused while not listening), so no parallel
+    # test can take it before the platform comes up; coming up is then listen() on it: the gate
+    # calls a platform reachable once a TCP connection opens (worker/platform_wait.py).
+    with closed_port() as platform:
+        url = f"http://127.0.0.1:{platform.getsockname()[1]}"
+        env = _env(db_url, redis_url, redis_ns, tmp_path)
+        env["GEO_SIMULATOR_URL"] = url
+        proc = Proc(["worker", "--platform", "deepseek"], env)
+        try:
+            line = proc.wait_line('"worker.platform_waiting"')
+            assert line is not None, proc.streams()
+            body = json.loads(line)
+            assert body["url"] == url and body["platforms"] == ["deepseek"] and body["error"], line
+            platform.listen()
+            line = proc.wait_line('"worker.platform_reachable"')
+            assert line is not None, proc.streams()
+            assert json.loads(line)["url"] == url
+        finally:
+            code = proc.stop()
     proc.output()
     assert code == 0, proc.streams()

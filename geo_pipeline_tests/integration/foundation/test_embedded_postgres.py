@@ -80,3 +80,25 @@ def test_a_failed_start_says_what_the_server_said(server_state: Path) -> None:
         embedded_pg.start(pgdata)
     message = str(info.value)
     assert "pg_ctl failed" in message and "max_connections" in message, message
+
+
+def test_a_server_that_is_gone_after_pg_ctl_start_is_reported_with_its_log(
+    server_state: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``pg_ctl start`` exiting 0 is not a server: one that then dies on a broken setting
+    answered nothing, and start() returned started=True. Here pg_ctl's start "succeeds" and
+    leaves only the log line a dead server writes; start() must say so, with the log."""
+    real = embedded_pg._run
+    pgdata = server_state / "pgdata"
+
+    def start_that_dies(cmd: list[str], *args: object, **kwargs: object) -> str:
+        if cmd[-1] == "start":
+            (pgdata / "log").write_text("FATAL:  configuration file contains errors\n")
+            return "server started\n"
+        return real(cmd, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(embedded_pg, "_run", start_that_dies)
+    with pytest.raises(embedded_pg.EmbeddedPostgresError) as failed:
+        embedded_pg.start(pgdata)
+    assert "does not accept connections" in str(failed.value)
+    assert "configuration file contains errors" in str(failed.value)

@@ -87,7 +87,11 @@ def test_design_effect_by_hand():
     assert same.design_effect == 1.0 and same.n_effective == 15
     # All 0: deff 1, still an interval (widened for 2 df).
     zero = clustered_rate([(0, 5), (0, 5), (0, 5)])
-    assert zero.lower == pytest.approx(0.0, abs=1e-12) and zero.upper is not None and zero.upper > wilson_interval(0, 15)[1]  # type: ignore[index]
+    assert (
+        zero.lower == pytest.approx(0.0, abs=1e-12)
+        and zero.upper is not None
+        and zero.upper > wilson_interval(0, 15)[1]
+    )  # type: ignore[index]
     assert clustered_rate([]).rate is None and clustered_rate([(0, 0)]).n == 0
     with pytest.raises(ValueError):
         clustered_rate([(3, 2)])

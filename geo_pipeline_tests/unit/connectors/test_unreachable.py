@@ -1,25 +1,20 @@
 """A connection that cannot be made names the platform's URL and the cause, in the error a
 failed attempt records and in a warning (issue 30: the README's recipe showed 24 bare
 ``transient`` failures and no line naming the URL). Only the origin is named: a query could
-carry a key. Real sockets: a loopback port nobody listens on."""
+carry a key. Real sockets: a loopback port held and not listening (refused; a port found free
+and closed again could be taken by a parallel test and answer)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 
 import httpx
 import pytest
 
 from geo_pipeline.connectors import http as chttp
 from geo_pipeline.connectors.base import TransientError
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from geo_pipeline_tests.processes import closed_port
 
 
 async def _fail(url: str) -> httpx.HTTPError:
@@ -35,13 +30,16 @@ def test_a_refused_connection_names_the_url_once_per_interval(
     caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(chttp, "_unreachable", {}, raising=False)
-    port = _free_port()
-    url = f"http://127.0.0.1:{port}/v1/deepseek/tasks?key=SECRET-KEY"
-    with caplog.at_level(logging.WARNING, logger="geo_pipeline.connectors"):
-        errors = [
-            chttp.transport_error(asyncio.run(_fail(url)), sent_means_unknown=True, what="submit")
-            for _ in range(3)
-        ]
+    with closed_port() as sock:
+        port = sock.getsockname()[1]
+        url = f"http://127.0.0.1:{port}/v1/deepseek/tasks?key=SECRET-KEY"
+        with caplog.at_level(logging.WARNING, logger="geo_pipeline.connectors"):
+            errors = [
+                chttp.transport_error(
+                    asyncio.run(_fail(url)), sent_means_unknown=True, what="submit"
+                )
+                for _ in range(3)
+            ]
     origin = f"http://127.0.0.1:{port}"
     for err in errors:
         assert isinstance(err, TransientError)  # nothing was sent: a retry cannot duplicate

@@ -64,7 +64,10 @@ def test_bilibili_share_parameters_give_the_bare_url():
             "https://baijiahao.baidu.com/s?id=178&wfr=spider&for=pc",
             "https://baijiahao.baidu.com/s?id=178",
         ),
-        ("https://item.jd.com/1000.html?pps=seckill.1&cu=true&ad_od=share", "https://item.jd.com/1000.html"),
+        (
+            "https://item.jd.com/1000.html?pps=seckill.1&cu=true&ad_od=share",
+            "https://item.jd.com/1000.html",
+        ),
         (
             "https://www.xiaohongshu.com/explore/65ab?xhsshare=CopyLink&appuid=5&apptime=17&xsec_token=T",
             "https://www.xiaohongshu.com/explore/65ab?xsec_token=T",
