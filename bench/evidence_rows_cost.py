@@ -1,20 +1,22 @@
 """What recording a completion batch's evidence rows costs PostgreSQL, statement by statement and
 lever by lever (issue 33: the S3 row's database share over the evidence-off row's).
 
-    python bench/evidence_rows_cost.py                 # 2,000 samples, batches of 500, 3 repeats
-    python bench/evidence_rows_cost.py --samples 2000 --batch 50 --reps 5
+    python bench/evidence_rows_cost.py                 # 2,000 samples, batches of 50, 3 repeats
+    python bench/evidence_rows_cost.py --samples 2000 --batch 500 --reps 5
 
 Realistic rows: one real S3 row of bench/throughput.py (workers, simulator over HTTP, WARC
-evidence to SeaweedFS) runs on a scratch database that is kept; a second run of as many samples
-is then planned there (queued, never executed) and the first run's evidence rows -- answers,
+evidence to SeaweedFS) runs on a scratch database that is kept; a second run of ``--table``
+samples is then planned there (queued, never executed; geo.samples then holds 22,000 rows by
+default, so a plan that scans it shows) and the first run's evidence rows -- answers,
 citations, WARC index rows, evidence object rows -- are recorded again for its samples with the
 recording's own named statements (evidence.lock_samples ... insert_objects), in batches of
-``--batch`` samples (the worker's batch_max is 500), each batch in a transaction that is rolled
-back. The figure is the server backend's CPU during each statement (/proc/<pid>/schedstat, ns),
-per sample. Variants drop one thing inside the same rolled-back transaction first (an index, a
-statement trigger) or skip a statement, so each lever is priced on the same rows; variants are
-interleaved repeat by repeat, and a VACUUM between repeats removes the rolled-back entries.
-Nothing is kept: the database is dropped at the end.
+``--batch`` samples (the S3 row's own batches: median 45), each batch in a transaction that is
+rolled back, after the fence check's FOR UPDATE of its samples, as in finish_batch. The figure
+is the server backend's CPU during each statement (/proc/<pid>/schedstat, ns), per sample.
+Variants drop one thing inside the same rolled-back transaction first (an index, a statement
+trigger), replace one (0071's citation guard) or skip a statement, so each lever is priced on
+the same rows; variants are interleaved repeat by repeat, and a VACUUM between repeats removes
+the rolled-back entries. Nothing is kept: the database is dropped at the end.
 """
 
 from __future__ import annotations
@@ -43,6 +45,28 @@ STATEMENTS = [
     "insert_warc_records",
     "insert_objects",
 ]
+# Migration 0071's citation guard (replaced by 0089): its lock query is planned as a hash join
+# over a sequential scan of geo.samples; priced here against 0089's in the same sitting.
+GUARD_0071 = """CREATE OR REPLACE FUNCTION geo.guard_citation_insert() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+DECLARE
+  bad record;
+BEGIN
+  PERFORM 1 FROM geo.samples s
+   WHERE s.sample_id IN (SELECT DISTINCT n.sample_id FROM new_citations n)
+   ORDER BY s.sample_id
+   FOR KEY SHARE OF s;
+  SELECT k.sample_id, k.revision INTO bad
+  FROM (SELECT DISTINCT n.sample_id, n.revision FROM new_citations n) k
+  WHERE NOT EXISTS (SELECT 1 FROM geo.answers a
+                     WHERE a.sample_id = k.sample_id AND a.revision = k.revision)
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: citation of sample % revision %: no such answer revision',
+      bad.sample_id, bad.revision USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END $$"""
 # name -> (DDL run first in the rolled-back transaction, statements skipped)
 VARIANTS: dict[str, tuple[list[str], set[str]]] = {
     "as is": ([], set()),
@@ -55,6 +79,7 @@ VARIANTS: dict[str, tuple[list[str], set[str]]] = {
         set(),
     ),
     "no object rows": ([], {"insert_objects"}),
+    "0071 citation guard": ([GUARD_0071], set()),
 }
 
 ANSWER_COLS = (
@@ -132,7 +157,7 @@ def source_rows(url: str, src_run: str, dst_run: str) -> list[dict[str, list[dic
                     elif isinstance(v, str) and k in DIGESTS:
                         r[k] = v.strip()
                 per[new][key].append(r)
-    return [per[s] for s in ids[dst_run] if per[s]["answers"]]
+    return [per[s] for s in ids[dst_run] if s in per and per[s]["answers"]]
 
 
 def one_pass(url: str, batches: list[list[dict[str, list[dict]]]], variant: str) -> dict[str, int]:
@@ -176,7 +201,18 @@ def one_pass(url: str, batches: list[list[dict[str, list[dict]]]], variant: str)
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
     ap.add_argument("--samples", type=int, default=2000)
-    ap.add_argument("--batch", type=int, default=500)
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=50,
+        help="samples per recorded batch (the S3 row's completion transactions: median 45)",
+    )
+    ap.add_argument(
+        "--table",
+        type=int,
+        default=20000,
+        help="samples of the second run (geo.samples holds both runs': a scan grows with it)",
+    )
     ap.add_argument("--reps", type=int, default=3)
     ap.add_argument("--variants", default=",".join(VARIANTS))
     args = ap.parse_args()
@@ -200,7 +236,7 @@ def main() -> None:
             f"batch sizes in the S3 row: {len(sizes)} transactions, median "
             f"{statistics.median(sizes):g}, mean {sum(sizes) / len(sizes):.1f}, max {max(sizes)}"
         )
-        throughput.make_run(url, args.samples, "cost-target")
+        throughput.make_run(url, max(args.samples, args.table), "cost-target")
         per_sample = source_rows(url, "bench-http", "cost-target")
         n = len(per_sample)
         counts = {k: sum(len(p[k]) for p in per_sample) / n for k in per_sample[0]}
