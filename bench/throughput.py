@@ -18,7 +18,8 @@ synchronous_commit on. Modes:
   file://, on request: ``--evidence``). Issue 33's goal is the S3 row >= 0.8 x the evidence-off
   row of the same repeat, so the default run makes three repeats of both rows, in alternating
   order (S3, off / off, S3 / S3, off), of HTTP_SAMPLES samples each, and prints the ratio per
-  repeat with its min / median / max (the evidence layer's own bench is bench/evidence.py);
+  repeat with its min / median / max, by rate and by the rows' own CPU per sample (the
+  evidence layer's own bench is bench/evidence.py);
   Evidence is written as the environment says (``GEO_EVIDENCE_FORMAT``: ``warc``, one object
   per completion batch, the default; ``bundle``, one object per answer); the evidence table
   prints PUTs per archived answer and the whole machine's CPU per sample (issue 33);
@@ -74,14 +75,18 @@ BENCH_SUBMIT_RPS = 5000
 BENCH_POLL_RPS = 20000
 # Samples per http row. The S3 row is compared with the evidence-off row of the same repeat; a
 # 2,000-sample row lasted 3-7 s, so one burst of outside load swung a repeat's ratio (0.42-0.85
-# in one quiet sitting). Measured on this box, 3 repeats each, load 4-10 from other sessions:
-# 2,000 samples: rate ratio 0.50 / 0.59 / 0.71, own-CPU ratio 0.57 / 0.58 / 0.64;
-# 10,000 (17-36 s a row): rate 0.57 / 0.72 / 1.71, own CPU 0.60 / 0.61 / 1.02 (its first
-# evidence-off row ran while the load rose from 4.4 to 9.9: even its CPU per sample grew 38%).
-# Longer rows average a box's short noise but not another session starting, so
-# the run prints the median of 3 repeats and the own-CPU ratio beside the rate's (ratios());
-# 10,000 keeps the whole default run near 6 minutes (334 s at load 4-10).
-HTTP_SAMPLES = 10000
+# in one quiet sitting). Measured in one sitting, 3 repeats each, load 4-10 from other sessions
+# (ratio min / median / max, by rate and by the rows' own CPU per sample, ratios()):
+#    2,000 (3-7 s a row):   rate 0.50 / 0.59 / 0.71, own CPU 0.57 / 0.58 / 0.64;
+#   10,000 (17-36 s):       rate 0.57 / 0.72 / 1.71, own CPU 0.60 / 0.61 / 1.02 (its first
+#                           evidence-off row ran while the load rose from 4.4 to 9.9);
+#   20,000 (33-48 s):       rate 0.90 / 1.02 / 1.06, own CPU 0.69 / 0.79 / 0.79.
+# Longer rows average the box's short noise, not another session starting, and under a load
+# above the cores the rate also follows how many runnable processes a row has (the S3 row has
+# one more: its rate ratio above its CPU ratio); so the run prints the median of 3 repeats and
+# the own-CPU ratio beside the rate's. 20,000 keeps the default run near 7 minutes (the http
+# part 335 s at load 6-8).
+HTTP_SAMPLES = 20000
 
 
 def bench_registry() -> str:
@@ -660,10 +665,9 @@ def ratios(rows: list[dict[str, Any]]) -> None:
     max. Repeats alternate the rows' order (main), so neither row always runs first.
 
     On a box shared with other work the rate follows the others' load as much as the row's own
-    cost (2,000-sample rows of 3-5 s: one repeat's ratio 0.42-0.85 in one sitting; 10,000
-    samples did not steady it while other sessions came and went). The second line is the
-    ratio the rows' own CPU per sample implies (off / evidence row, OWN_PROCESSES): what the
-    rates would be on a CPU-bound box given to the run alone."""
+    cost (HTTP_SAMPLES: the spread by row length). The second line is the ratio the rows' own
+    CPU per sample implies (off / evidence row, OWN_PROCESSES): what the rates would be on a
+    CPU-bound box given to the run alone."""
     import statistics
 
     per: dict[str, list[tuple[int, float, float]]] = {}
