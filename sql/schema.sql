@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0087_sample_id_rule_cheaper, 55 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0089_citation_guard_by_index, 56 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -822,14 +822,16 @@ CREATE FUNCTION geo.guard_citation_insert() RETURNS trigger
 DECLARE
   bad record;
 BEGIN
-  PERFORM 1 FROM geo.samples s
-   WHERE s.sample_id IN (SELECT DISTINCT n.sample_id FROM new_citations n)
-   ORDER BY s.sample_id
-   FOR KEY SHARE OF s;
   SELECT k.sample_id, k.revision INTO bad
-  FROM (SELECT DISTINCT n.sample_id, n.revision FROM new_citations n) k
-  WHERE NOT EXISTS (SELECT 1 FROM geo.answers a
-                     WHERE a.sample_id = k.sample_id AND a.revision = k.revision)
+  FROM (SELECT DISTINCT n.sample_id, n.revision FROM new_citations n
+         ORDER BY n.sample_id, n.revision) k
+  LEFT JOIN LATERAL (SELECT true AS found FROM geo.samples s
+                      WHERE s.sample_id = k.sample_id
+                      FOR KEY SHARE OF s) f ON true
+  LEFT JOIN LATERAL (SELECT true AS found FROM geo.answers a
+                      WHERE a.sample_id = k.sample_id AND a.revision = k.revision
+                      LIMIT 1) a ON true
+  WHERE f.found IS NULL OR a.found IS NULL
   LIMIT 1;
   IF FOUND THEN
     RAISE EXCEPTION 'geo: citation of sample % revision %: no such answer revision',

@@ -1,0 +1,276 @@
+"""What recording a completion batch's evidence rows costs PostgreSQL, statement by statement and
+lever by lever (issue 33: the S3 row's database share over the evidence-off row's).
+
+    python bench/evidence_rows_cost.py                 # 2,000 samples, batches of 50, 3 repeats
+    python bench/evidence_rows_cost.py --samples 2000 --batch 500 --reps 5
+
+Realistic rows: one real S3 row of bench/throughput.py (workers, simulator over HTTP, WARC
+evidence to SeaweedFS) runs on a scratch database that is kept; a second run of ``--table``
+samples is then planned there (queued, never executed; geo.samples then holds 22,000 rows by
+default, so a plan that scans it shows) and the first run's evidence rows -- answers,
+citations, WARC index rows, evidence object rows -- are recorded again for its samples with the
+recording's own named statements (evidence.lock_samples ... insert_objects), in batches of
+``--batch`` samples (the S3 row's own batches: median 45), each batch in a transaction that is
+rolled back, after the fence check's FOR UPDATE of its samples, as in finish_batch. The figure
+is the server backend's CPU during each statement (/proc/<pid>/schedstat, ns), per sample.
+Variants drop one thing inside the same rolled-back transaction first (an index, a statement
+trigger), replace one (0071's citation guard) or skip a statement, so each lever is priced on
+the same rows; variants are interleaved repeat by repeat, and a VACUUM between repeats removes
+the rolled-back entries. Nothing is kept: the database is dropped at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from pathlib import Path
+from typing import Any
+
+import psycopg
+from psycopg.rows import dict_row
+from psycopg.types.json import Jsonb
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import throughput
+from _machine import print_table
+
+from geo_pipeline.store.queries import Q
+
+STATEMENTS = [
+    "lock_samples",
+    "samples_for_record",
+    "insert_answers",
+    "insert_citations",
+    "insert_warc_records",
+    "insert_objects",
+]
+# Migration 0071's citation guard (replaced by 0089): its lock query is planned as a hash join
+# over a sequential scan of geo.samples; priced here against 0089's in the same sitting.
+GUARD_0071 = """CREATE OR REPLACE FUNCTION geo.guard_citation_insert() RETURNS trigger
+    LANGUAGE plpgsql AS $$
+DECLARE
+  bad record;
+BEGIN
+  PERFORM 1 FROM geo.samples s
+   WHERE s.sample_id IN (SELECT DISTINCT n.sample_id FROM new_citations n)
+   ORDER BY s.sample_id
+   FOR KEY SHARE OF s;
+  SELECT k.sample_id, k.revision INTO bad
+  FROM (SELECT DISTINCT n.sample_id, n.revision FROM new_citations n) k
+  WHERE NOT EXISTS (SELECT 1 FROM geo.answers a
+                     WHERE a.sample_id = k.sample_id AND a.revision = k.revision)
+  LIMIT 1;
+  IF FOUND THEN
+    RAISE EXCEPTION 'geo: citation of sample % revision %: no such answer revision',
+      bad.sample_id, bad.revision USING ERRCODE = 'foreign_key_violation';
+  END IF;
+  RETURN NULL;
+END $$"""
+# name -> (DDL run first in the rolled-back transaction, statements skipped)
+VARIANTS: dict[str, tuple[list[str], set[str]]] = {
+    "as is": ([], set()),
+    "no warc_records_run": (["DROP INDEX geo.warc_records_run"], set()),
+    "no warc_records_sample": (["DROP INDEX geo.warc_records_sample"], set()),
+    "no citations_domain": (["DROP INDEX geo.citations_domain"], set()),
+    "no citation guard": (["DROP TRIGGER citations_guard_insert ON geo.citations"], set()),
+    "no object guard": (
+        ["DROP TRIGGER evidence_objects_guard_insert ON geo.evidence_objects"],
+        set(),
+    ),
+    "no object rows": ([], {"insert_objects"}),
+    "0071 citation guard": ([GUARD_0071], set()),
+}
+
+ANSWER_COLS = (
+    "sample_id, tenant_id, revision, attempt_no, upstream_id, raw_text, sanitized_html, "
+    "raw_sha256, content_sha256, captured_at, provider_truncated, validity, validity_reason, "
+    "validity_rule_version, to_jsonb(warnings) AS warnings, to_jsonb(search_queries) AS "
+    "search_queries, web_search_used"
+)
+CITATION_COLS = (
+    "sample_id, tenant_id, revision, ordinal, citation_key, relation, raw_url, normalized_url, "
+    "registrable_domain, title, span_start, span_end, cited_text"
+)
+WARC_COLS = (
+    "object_key, record_offset, record_length, tenant_id, run_id, sample_id, record_type, "
+    "record_id, target_uri, kind, mime_type, block_sha256, payload_sha256, payload_size, "
+    "attempt_no, captured_at"
+)
+OBJECT_COLS = (
+    "sample_id, tenant_id, run_id, kind, storage_key, sha256, size_bytes, mime_type, "
+    "attempt_no, captured_at"
+)
+
+
+DIGESTS = ("raw_sha256", "content_sha256", "sha256", "block_sha256", "payload_sha256")
+
+
+def _cpu_ns(pid: int) -> int:
+    with open(f"/proc/{pid}/schedstat", encoding="ascii") as f:
+        return int(f.read().split()[0])
+
+
+def _rows(conn: psycopg.Connection[Any], table: str, cols: str, run_id: str) -> list[dict]:
+    where = (
+        f"sample_id IN (SELECT sample_id FROM geo.samples WHERE run_id = '{run_id}')"
+        if table in ("answers", "citations")
+        else f"run_id = '{run_id}'"
+    )
+    sql = f"SELECT {cols} FROM geo.{table} WHERE {where}"
+    return [dict(r) for r in conn.execute(sql).fetchall()]  # type: ignore[arg-type]
+
+
+def source_rows(url: str, src_run: str, dst_run: str) -> list[dict[str, list[dict]]]:
+    """The source run's evidence rows moved to the target run's samples, one dict per target
+    sample (answers, citations, warc, objects), in sample order."""
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        ids = {}
+        for run in (src_run, dst_run):
+            ids[run] = [r["sample_id"] for r in conn.execute(
+                "SELECT sample_id FROM geo.samples WHERE run_id = %s ORDER BY sample_id", [run]
+            ).fetchall()]  # fmt: skip
+        to = dict(zip(ids[src_run], ids[dst_run], strict=False))
+        per: dict[str, dict[str, list[dict]]] = {
+            s: {"answers": [], "citations": [], "warc": [], "objects": []} for s in to.values()
+        }
+        for key, table, cols in (
+            ("answers", "answers", ANSWER_COLS),
+            ("citations", "citations", CITATION_COLS),
+            ("warc", "warc_records", WARC_COLS),
+            ("objects", "evidence_objects", OBJECT_COLS),
+        ):
+            for r in _rows(conn, table, cols, src_run):
+                new = to.get(r["sample_id"])
+                if new is None:
+                    continue
+                r["sample_id"] = new
+                for k in ("run_id",):
+                    if k in r:
+                        r[k] = dst_run
+                for k in ("object_key", "storage_key"):
+                    if k in r:
+                        r[k] = r[k].replace(src_run, dst_run)
+                for k, v in list(r.items()):
+                    if hasattr(v, "isoformat"):
+                        r[k] = v.isoformat()
+                    elif isinstance(v, str) and k in DIGESTS:
+                        r[k] = v.strip()
+                per[new][key].append(r)
+    return [per[s] for s in ids[dst_run] if s in per and per[s]["answers"]]
+
+
+def one_pass(url: str, batches: list[list[dict[str, list[dict]]]], variant: str) -> dict[str, int]:
+    """Record every batch once under ``variant`` (each batch rolled back): CPU ns by statement."""
+    ddl, skip = VARIANTS[variant]
+    out = dict.fromkeys(STATEMENTS, 0)
+    with psycopg.connect(url, row_factory=dict_row) as conn:
+        pid = conn.info.backend_pid
+        for batch in batches:
+            ids = [b["answers"][0]["sample_id"] for b in batch]
+            params = {
+                "lock_samples": {"sample_ids": ids},
+                "samples_for_record": {"sample_ids": ids},
+                "insert_answers": {"rows": Jsonb([r for b in batch for r in b["answers"]])},
+                "insert_citations": {"rows": Jsonb([r for b in batch for r in b["citations"]])},
+                "insert_warc_records": {"rows": Jsonb([r for b in batch for r in b["warc"]])},
+                "insert_objects": {"rows": Jsonb([r for b in batch for r in b["objects"]])},
+            }
+            for stmt in ddl:
+                conn.execute(stmt)  # type: ignore[arg-type]
+            # As finish_batch: the batch's sample rows are locked FOR UPDATE by the fence check
+            # before recording (the guards' FOR KEY SHARE then finds them locked already).
+            conn.execute(
+                "SELECT 1 FROM geo.samples WHERE sample_id = ANY(%s) ORDER BY sample_id "
+                "FOR UPDATE", [ids]
+            ).fetchall()  # fmt: skip
+            for name in STATEMENTS:
+                if name in skip:
+                    continue
+                t0 = _cpu_ns(pid)
+                cur = conn.execute(Q(f"evidence.{name}"), params[name])
+                if cur.description is not None:
+                    cur.fetchall()
+                out[name] += _cpu_ns(pid) - t0
+            conn.rollback()
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("VACUUM geo.answers, geo.citations, geo.warc_records, geo.evidence_objects")
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
+    ap.add_argument("--samples", type=int, default=2000)
+    ap.add_argument(
+        "--batch",
+        type=int,
+        default=50,
+        help="samples per recorded batch (the S3 row's completion transactions: median 45)",
+    )
+    ap.add_argument(
+        "--table",
+        type=int,
+        default=20000,
+        help="samples of the second run (geo.samples holds both runs': a scan grows with it)",
+    )
+    ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--variants", default=",".join(VARIANTS))
+    args = ap.parse_args()
+    kept: list[str] = []
+    real_drop = throughput.drop_db
+    throughput.drop_db = kept.append  # keep the S3 row's database: its rows are the source
+    try:
+        row = throughput.run_mode("http", args.samples, "s3", False, 2, 500)
+    finally:
+        throughput.drop_db = real_drop
+    (name,) = kept
+    url = throughput.db_url_for(name)
+    try:
+        with psycopg.connect(url) as c:
+            # Each completion transaction stamps its answers with one now(): answers per
+            # transaction is the batch size the workers really recorded in the S3 row.
+            sizes = [r[0] for r in c.execute(
+                "SELECT count(*) FROM geo.answers GROUP BY stored_at ORDER BY 1"
+            ).fetchall()]  # fmt: skip
+        real_batch = (
+            f"batch sizes in the S3 row: {len(sizes)} transactions, median "
+            f"{statistics.median(sizes):g}, mean {sum(sizes) / len(sizes):.1f}, max {max(sizes)}"
+        )
+        throughput.make_run(url, max(args.samples, args.table), "cost-target")
+        per_sample = source_rows(url, "bench-http", "cost-target")
+        n = len(per_sample)
+        counts = {k: sum(len(p[k]) for p in per_sample) / n for k in per_sample[0]}
+        batches = [per_sample[i : i + args.batch] for i in range(0, n, args.batch)]
+        variants = args.variants.split(",")
+        got: dict[str, list[dict[str, int]]] = {v: [] for v in variants}
+        for rep in range(args.reps):
+            for v in variants if rep % 2 == 0 else variants[::-1]:
+                got[v].append(one_pass(url, batches, v))
+        table = []
+        base = None
+        for v in variants:
+            cells: dict[str, object] = {"variant": v}
+            totals = []
+            for name_ in STATEMENTS:
+                vals = [g[name_] / n / 1e6 for g in got[v]]
+                cells[name_.replace("insert_", "")] = f"{statistics.median(vals):.4f}"
+            totals = [sum(g.values()) / n / 1e6 for g in got[v]]
+            med = statistics.median(totals)
+            base = med if base is None else base
+            cells["total ms/sample (min-max)"] = f"{med:.4f} ({min(totals):.4f}-{max(totals):.4f})"
+            cells["vs as is"] = f"{med - base:+.4f}"
+            table.append(cells)
+        print_table(
+            table,
+            f"PostgreSQL backend CPU per sample recording {n} samples' evidence in batches of "
+            f"{args.batch}, median of {args.reps} (ms; rows per sample "
+            + ", ".join(f"{k} {v:.2f}" for k, v in counts.items())
+            + f"; source S3 row {row.get('samples_per_s')}/s, load {row.get('load_before')})",
+        )
+        print(real_batch)
+    finally:
+        throughput.drop_db(name)
+
+
+if __name__ == "__main__":
+    main()
