@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def measure(answers: int, rounds: int, exchange: bool) -> dict[str, float]:
-    sys.path.insert(1, str(ROOT))  # the tests' input maker; geo_pipeline from PYTHONPATH first
+    sys.path.append(str(ROOT))  # the tests' input maker; geo_pipeline from PYTHONPATH first
     from psycopg.types.json import Jsonb
 
     from geo_pipeline.evidence import recording, warc_store
@@ -79,6 +79,7 @@ def measure(answers: int, rounds: int, exchange: bool) -> dict[str, float]:
         for name, dt in (("prepare", t1 - t0), ("store", t2 - t1), ("rows", t3 - t2)):
             best[name] = min(best[name], dt / answers * 1e6)
     best["total"] = best["prepare"] + best["store"] + best["rows"]
+    best["code"] = recording.__file__  # type: ignore[assignment]
     return best
 
 
@@ -86,8 +87,12 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--answers", type=int, default=500)
     ap.add_argument("--rounds", type=int, default=7)
-    ap.add_argument("--exchange", action="store_true", help="keep the HTTP exchange (request "
-                    "and response records) as a connector without poll-with-result does")  # fmt: skip
+    ap.add_argument(
+        "--exchange",
+        action="store_true",
+        help="keep the HTTP exchange (request and response records), as a connector does "
+        "without poll-with-result",
+    )
     ap.add_argument("--compare", metavar="DIR", default="")
     ap.add_argument("--alternations", type=int, default=3)
     ap.add_argument("--json", action="store_true", help=argparse.SUPPRESS)
@@ -98,14 +103,15 @@ def main() -> None:
             print(json.dumps(res))
         else:
             print(f"load {os.getloadavg()[0]:.2f}; us per answer: "
-                  + ", ".join(f"{k} {v:.1f}" for k, v in res.items()))  # fmt: skip
+                  + ", ".join(f"{k} {v}" for k, v in res.items()))  # fmt: skip
         return
     trees = {"old": str(Path(args.compare).resolve()), "new": str(ROOT)}
     results: dict[str, list[dict[str, Any]]] = {"old": [], "new": []}
     for _ in range(args.alternations):
         for name, tree in trees.items():
             cmd = [sys.executable, __file__, "--answers", str(args.answers), "--rounds",
-                   str(args.rounds), "--json", *(["--exchange"] if args.exchange else [])]  # fmt: skip
+                   str(args.rounds), "--json"]  # fmt: skip
+            cmd += ["--exchange"] if args.exchange else []
             env = {**os.environ, "PYTHONPATH": tree}
             out = subprocess.run(cmd, env=env, check=True, capture_output=True, text=True).stdout
             results[name].append(json.loads(out.strip().splitlines()[-1]))
@@ -113,8 +119,9 @@ def main() -> None:
           f"best of {args.rounds} rounds of {args.answers} answers, best of "
           f"{args.alternations} alternated processes")  # fmt: skip
     for name, runs in results.items():
-        best = {k: min(r[k] for r in runs) for k in runs[0]}
-        print(f"  {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in best.items()))
+        best = {k: min(r[k] for r in runs) for k in runs[0] if k != "code"}
+        print(f"  {name}: " + ", ".join(f"{k} {v:.1f}" for k, v in best.items())
+              + f"  ({runs[0]['code']})")  # fmt: skip
 
 
 if __name__ == "__main__":

@@ -36,7 +36,9 @@ PLATFORMS = ("deepseek", "doubao", "qwen", "kimi")  # bench/throughput.py's
 QUESTIONS = ("国内性价比最高的连锁咖啡品牌有哪些？", "Which coffee chain has the best value?")
 AT = datetime(2026, 12, 7, 4, 0, tzinfo=UTC)
 N = 64
-STORED_DIGEST = "6563c3549b154bb3b97dee1204369049ac1fed390a4359a723cd88b7922c6b0d"  # before the CPU cuts
+STORED_DIGEST = (
+    "6563c3549b154bb3b97dee1204369049ac1fed390a4359a723cd88b7922c6b0d"  # before the CPU cuts
+)
 
 
 @lru_cache(maxsize=1)
