@@ -111,7 +111,7 @@ def prepare_warc_revision(
     ``conversion`` and the citations as ``metadata``, both ``WARC-Refers-To`` the response
     record they were read from (module docstring); a browser capture's page and capture
     metadata as for an answer. The response is not written again."""
-    common, text_bytes, cjson = _common(ref, attempt_no, evidence, screenshot_policy)
+    common, text_bytes, cjson, _ = _common(ref, attempt_no, evidence, screenshot_policy)
     if max_record_bytes is not None:
         for kind, data in (("answer_raw", text_bytes), ("citations", cjson)):
             if len(data) > max_record_bytes:

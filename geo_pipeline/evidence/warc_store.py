@@ -22,7 +22,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from dataclasses import replace
 from typing import TypeVar
 
 from geo_pipeline.evidence.archive import (
@@ -81,7 +80,17 @@ def _placed(item: Item, object_key_: str, offsets: dict[int, int]) -> Item:
         for p in placements
         if p.record.kind not in INDEX_ONLY_KINDS
     )  # fmt: skip
-    return replace(item, objects=objects, warc_pending=(), warc_placed=placements)
+    return _evolve(item, objects=objects, warc_pending=(), warc_placed=placements)
+
+
+def _evolve(item: Item, **changes: object) -> Item:
+    """``dataclasses.replace`` for these plain frozen dataclasses (no ``__post_init__``, no
+    slots, no init-only fields) at a sixth of its cost: it re-ran ``__init__`` over the ~25
+    fields of every answer of every batch, ~5 us an answer on the event loop."""
+    new = object.__new__(type(item))
+    new.__dict__.update(item.__dict__)
+    new.__dict__.update(changes)
+    return new
 
 
 def plan_batch(
