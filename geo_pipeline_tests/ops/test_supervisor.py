@@ -32,7 +32,10 @@ def test_stop_all_terminates_and_kills_stubborn_children(tmp_path):
         "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); "
         "print('up', flush=True); time.sleep(60)"
     )
-    with Supervisor(tmp_path, grace_s=1) as sup:
+    # The grace must outlast the polite child's own exit: SIGTERM's default action still needs
+    # the child scheduled to die, and with grace_s=1 a CI run at load ~10 saw it killed at the
+    # deadline ({'polite': -9}). 10 s costs the test 10 s (the rude child waits it out).
+    with Supervisor(tmp_path, grace_s=10) as sup:
         polite = sup.start(
             "polite", [PY, "-c", "print('up', flush=True); import time; time.sleep(60)"]
         )
