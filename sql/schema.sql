@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0089_citation_guard_by_index, 56 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0090_transitions_carry_tenant, 57 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -967,9 +967,10 @@ BEGIN
       USING ERRCODE = 'check_violation';
   END IF;
   INSERT INTO geo.state_transitions
-    (sample_id, run_id, layer, from_state, to_state, reason, fencing_token, attempt_no, actor)
-  SELECT n.sample_id, n.run_id, l.layer, l.from_state, l.to_state, l.reason, n.fencing_token,
-         n.attempt_no, actor
+    (sample_id, run_id, tenant_id, layer, from_state, to_state, reason, fencing_token,
+     attempt_no, actor)
+  SELECT n.sample_id, n.run_id, n.tenant_id, l.layer, l.from_state, l.to_state, l.reason,
+         n.fencing_token, n.attempt_no, actor
   FROM old_samples o JOIN new_samples n USING (sample_id)
   CROSS JOIN LATERAL (VALUES
       (1, 'submission', o.submission_state, n.submission_state, n.submission_reason),
@@ -4222,7 +4223,7 @@ CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.run_fee_rules FOR EACH ROW E
 -- Name: state_transitions a_tenant_of_run; Type: TRIGGER; Schema: geo; Owner: geo_owner
 --
 
-CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.state_transitions FOR EACH ROW EXECUTE FUNCTION geo.tenant_of_run();
+CREATE TRIGGER a_tenant_of_run BEFORE INSERT ON geo.state_transitions FOR EACH ROW WHEN ((new.tenant_id IS NULL)) EXECUTE FUNCTION geo.tenant_of_run();
 
 --
 -- Name: analysis_current a_tenant_of_sample; Type: TRIGGER; Schema: geo; Owner: geo_owner

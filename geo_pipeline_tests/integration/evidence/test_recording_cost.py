@@ -1,7 +1,7 @@
 """What recording a batch's answers, citations and object rows costs PostgreSQL, and what it still
-guarantees (issue 33, migrations 0071, 0072): no trigger runs once per citation or object row
-(the keys citations -> answers and evidence_objects -> samples are checked once per statement),
-and the keys' guarantees hold. Work is counted by PostgreSQL (the trigger calls EXPLAIN ANALYZE
+guarantees (issue 33, migrations 0071, 0072, 0090): no trigger runs once per citation or object
+row (the keys citations -> answers and evidence_objects -> samples are checked once per
+statement), no tenant lookup per transition row, and the keys' guarantees hold. Work is counted by PostgreSQL (the trigger calls EXPLAIN ANALYZE
 reports), never timed."""
 
 from __future__ import annotations
@@ -222,3 +222,53 @@ def test_the_citation_guard_reads_the_batch_s_samples_not_the_table(db: Any) -> 
     # One probe per distinct sample of the batch, nothing more.
     assert read["idx_tup_fetch"] <= len(refs), read
     assert locked == len(refs)
+
+
+def _function_calls(db: Any, name: str) -> int:
+    """Calls of a PL/pgSQL function so far in this transaction (track_functions = 'pl')."""
+    row = db.execute(
+        "SELECT coalesce(pg_stat_get_xact_function_calls(%s::regprocedure), 0) AS n", (name,)
+    ).fetchone()
+    return int(row["n"])
+
+
+def test_a_finish_s_transition_rows_run_no_tenant_lookup(db: Any) -> None:
+    # Each finish logs one transition row per layer that moved, two a sample with evidence on
+    # (collection, evidence): they carry the sample's tenant, so the per-row trigger that would
+    # look the run up is not called (migration 0090).
+    refs = [seed_sample(db, tenant_id=t) for t in ("tenant-a", "tenant-b", "tenant-a")]
+    ids = [r.sample_id for r in refs]
+    with db.transaction():
+        db.execute("SET LOCAL track_functions = 'pl'")
+        db.execute(
+            "UPDATE geo.samples SET collection_state = 'running', lease_owner = 'w',"
+            " lease_until = now() + interval '1 minute', fencing_token = fencing_token + 1"
+            " WHERE sample_id = ANY(%s)",
+            (ids,),
+        )
+        logged = _function_calls(db, "geo.log_sample_transitions()")
+        lookups = _function_calls(db, "geo.tenant_of_run()")
+    assert logged == 1  # the statement trigger ran: the count is live
+    assert lookups == 0, lookups
+    got = db.execute(
+        "SELECT sample_id, tenant_id FROM geo.state_transitions"
+        " WHERE sample_id = ANY(%s) AND layer = 'collection' AND to_state = 'running'",
+        (ids,),
+    ).fetchall()
+    assert sorted((g["sample_id"], g["tenant_id"]) for g in got) == sorted(
+        (r.sample_id, r.tenant_id) for r in refs
+    )
+
+
+def test_a_transition_row_without_its_tenant_still_gets_its_run_s(db: Any) -> None:
+    ref = seed_sample(db, tenant_id="tenant-b")
+    with db.transaction():
+        db.execute(
+            "INSERT INTO geo.state_transitions (sample_id, run_id, layer, from_state, to_state,"
+            " fencing_token, attempt_no) VALUES (%s, %s, 'collection', 'queued', 'running', 1, 1)",
+            (ref.sample_id, ref.run_id),
+        )
+    row = db.execute(
+        "SELECT tenant_id FROM geo.state_transitions WHERE sample_id = %s", (ref.sample_id,)
+    ).fetchone()
+    assert row["tenant_id"] == "tenant-b"
