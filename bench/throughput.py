@@ -179,6 +179,36 @@ def db_backend_cpu(dbname: str) -> dict[int, float]:
     return out
 
 
+def db_activity(url: str) -> dict[str, float]:
+    """What the run's database has done so far, by counter: transactions committed, and rows
+    written (inserted + updated + deleted) per table, from the statistics views (issue 33:
+    which table and how many round trips the S3 row's PostgreSQL share goes to). The views
+    lag a backend's activity by up to a second (PG 15 flushes its counters at most once a
+    second while it stays busy), a small share of a 20,000-sample row."""
+    with psycopg.connect(url, autocommit=True) as c:
+        out = {
+            "xacts": float(
+                c.execute(
+                    "SELECT xact_commit + xact_rollback FROM pg_stat_database"
+                    " WHERE datname = current_database()"
+                ).fetchone()[0]  # type: ignore[index]
+            )
+        }
+        for rel, n, autovac in c.execute(
+            "SELECT schemaname || '.' || relname, n_tup_ins + n_tup_upd + n_tup_del,"
+            " autovacuum_count + autoanalyze_count FROM pg_stat_user_tables"
+        ).fetchall():
+            out[rel] = float(n)
+            out["autovacuum+analyze"] = out.get("autovacuum+analyze", 0.0) + float(autovac)
+    return out
+
+
+def activity_per_sample(before: dict[str, float], after: dict[str, float], n: int) -> dict:
+    """``db_activity`` deltas per sample, the tables that wrote nothing left out."""
+    d = {k: v - before.get(k, 0.0) for k, v in after.items()}
+    return {k: round(v / max(1, n), 3) for k, v in sorted(d.items(), key=lambda kv: -kv[1]) if v}
+
+
 def make_run(url: str, samples: int, run_id: str) -> tuple[float, int]:
     """Plan + create_run (outbox rows included); returns (seconds taken, samples planned)."""
     from geo_pipeline.billing import ledger
@@ -497,12 +527,15 @@ def run_mode(
         startup_s += wait_started(groups["workers"] + groups["relay"])
         cpu_before = cpu_snapshot(groups)
         db_before = db_backend_cpu(name)
+        act_before = db_activity(url)
         t0 = time.perf_counter()
         create_s, total = make_run(url, samples, f"bench-{mode}")
         peak_running = wait_until_done(url, ns, total, mode, t0)
         elapsed = time.perf_counter() - t0
         cpu_after = cpu_snapshot(groups)
         db_after = db_backend_cpu(name)
+        time.sleep(1.1)  # the statistics views' last flush of the workers' counters
+        act_after = db_activity(url)
         reports = []
         for worker in workers:
             worker.send_signal(signal.SIGTERM)
@@ -569,6 +602,8 @@ def run_mode(
             # summed): an allocation-heavy path shows here (worker.runner.GC_GEN0_THRESHOLD).
             "gc_ms_per_sample": round(1000 * sum(r["gc_s"] for r in reports) / max(1, actual), 3),
             "gc_runs": [sum(r["gc_runs"][g] for r in reports) for g in range(3)],
+            # Transactions and rows written per sample, by table (issue 33's attribution).
+            "pg_per_sample": activity_per_sample(act_before, act_after, actual),
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
             # Where the whole machine's CPU went during the run, ms per sample: the workers are
