@@ -564,6 +564,13 @@ def run_mode(
                 "    FROM geo.evidence_objects),"
                 " (SELECT count(*) FROM geo.samples WHERE evidence_state = 'stored')"
             ).fetchone()
+            # Completion transactions and their size: a finish logs its samples' collection
+            # transitions with one now(), so the rows sharing (actor, at) are one finish batch.
+            fin = c.execute(
+                "SELECT count(*), percentile_disc(0.5) WITHIN GROUP (ORDER BY n) FROM"
+                " (SELECT count(*) AS n FROM geo.state_transitions WHERE layer = 'collection'"
+                "   AND to_state IN ('completed', 'failed') GROUP BY actor, at) b"
+            ).fetchone()
         assert recorded is not None
         rate = actual / elapsed
         return {
@@ -604,6 +611,8 @@ def run_mode(
             "gc_runs": [sum(r["gc_runs"][g] for r in reports) for g in range(3)],
             # Transactions and rows written per sample, by table (issue 33's attribution).
             "pg_per_sample": activity_per_sample(act_before, act_after, actual),
+            "finish_batches": fin[0] if fin else None,
+            "finish_batch_median": fin[1] if fin else None,
             "load_before": load_before,
             "load_after": os.getloadavg()[0],
             # Where the whole machine's CPU went during the run, ms per sample: the workers are
