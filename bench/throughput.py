@@ -180,11 +180,12 @@ def db_backend_cpu(dbname: str) -> dict[int, float]:
 
 
 def db_activity(url: str) -> dict[str, float]:
-    """What the run's database has done so far, by counter: transactions committed, and rows
-    written (inserted + updated + deleted) per table, from the statistics views (issue 33:
-    which table and how many round trips the S3 row's PostgreSQL share goes to). The views
-    lag a backend's activity by up to a second (PG 15 flushes its counters at most once a
-    second while it stays busy), a small share of a 20,000-sample row."""
+    """What the run's database has done so far, by counter: transactions ended, and rows
+    written (inserted + updated + deleted) and read by sequential scans per table, from the
+    statistics views (issue 33: which tables and how many round trips the S3 row's PostgreSQL
+    share goes to). The views lag a backend's activity by up to a second (PG 15 flushes its
+    counters at most once a second while it stays busy), a small share of a 10,000-sample
+    row."""
     with psycopg.connect(url, autocommit=True) as c:
         out = {
             "xacts": float(
@@ -194,11 +195,13 @@ def db_activity(url: str) -> dict[str, float]:
                 ).fetchone()[0]  # type: ignore[index]
             )
         }
-        for rel, n, autovac in c.execute(
+        for rel, n, autovac, seq_read in c.execute(
             "SELECT schemaname || '.' || relname, n_tup_ins + n_tup_upd + n_tup_del,"
-            " autovacuum_count + autoanalyze_count FROM pg_stat_user_tables"
+            " autovacuum_count + autoanalyze_count, seq_tup_read FROM pg_stat_user_tables"
         ).fetchall():
             out[rel] = float(n)
+            # Rows read by sequential scans: a plan that scans a growing table shows here.
+            out["seq read " + rel] = float(seq_read)
             out["autovacuum+analyze"] = out.get("autovacuum+analyze", 0.0) + float(autovac)
     return out
 
