@@ -373,8 +373,9 @@ class Plan:
 
 
 # A run id is also a Dagster dynamic partition key: no '|', ',', '[' or ']' (docs/design.md
-# section 5); the same rule is the CHECK on geo.runs.run_id.
-RUN_ID_RE = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
+# section 5); the same rule is the CHECK on geo.runs.run_id. Used with fullmatch: Python's '$'
+# also matches before a final newline, which the database's CHECK refuses.
+RUN_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,64}")
 
 
 def plan_for(config: NormalisedConfig, caps: Mapping[str, Capabilities], run_id: str) -> Plan:
@@ -383,7 +384,7 @@ def plan_for(config: NormalisedConfig, caps: Mapping[str, Capabilities], run_id:
 
 
 def build_plan(config: NormalisedConfig, quote: Quote, run_id: str) -> Plan:
-    if not RUN_ID_RE.match(run_id):
+    if not RUN_ID_RE.fullmatch(run_id):
         raise ConfigError(
             [
                 Problem(

@@ -240,12 +240,12 @@ def _lazy_copy_chunks(
     """:func:`copy_chunks` of a ``PlanSamples``, in the same bytes, without building a tuple
     per sample. A row is its id, then text fixed per run, per question of a target and per
     repeat of a target, with its batch number between; the id (25 characters, unique) leads
-    the row, so sorting a channel's rows sorts them by id. Only the plan's names (tenant,
-    question revisions, the targets' names) can hold a character COPY escapes, so they are
-    escaped once each, when one of them needs it (no value of a real plan does). Pieces end at
-    each channel's end: the first is sent after one channel is hashed, not the whole plan."""
+    the row, so sorting a channel's rows sorts them by id. Only the plan's names (run id,
+    tenant, question revisions, the targets' names) can hold a character COPY escapes, so they
+    are escaped once each, when one of them needs it (no value of a real plan does). Pieces end
+    at each channel's end: the first is sent after one channel is hashed, not the whole plan."""
     c = samples.config
-    names = [tenant, *(q.revision for q in c.questions)]
+    names = [samples.run_id, tenant, *(q.revision for q in c.questions)]
     names += [v for t in c.targets for v in (t.platform, t.device, t.region, t.mode, t.screenshot)]
     esc = _copy_escape if _COPY_SPECIAL.search("".join(names)) else str
     run = f"\t{esc(samples.run_id)}\t{esc(tenant)}\t"

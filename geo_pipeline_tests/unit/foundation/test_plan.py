@@ -168,3 +168,18 @@ def test_build_plan_batches_as_the_one_by_one_rule(channels, n_questions, repeat
     assert [(b.batch_no, b.size, b.platform_counts) for b in plan.batches] == batches
     assert [s._replace(batch_no=-1) for s in plan.samples] == expand(n, "r-1")
     assert all(s.sample_id == sample_id_for(*s.identity) for s in plan.samples)
+
+
+def test_a_run_id_with_a_trailing_newline_is_refused():
+    """RUN_ID_RE is the CHECK on geo.runs.run_id; Python's '$' also matches before a final
+    newline, so `.match` let 'run-1\\n' through to the database (whose CHECK refused it) and to
+    the streamed COPY, which does not escape a run id that passed the rule."""
+    import pytest
+
+    from geo_pipeline.domain.config_problems import ConfigError
+
+    n = seed_config()
+    for bad in ("run-1\n", "run-1\nx", "run 1", ""):
+        with pytest.raises(ConfigError, match="is not a run id"):
+            build_plan(n, quote(n, PRICES), bad)
+    assert len(build_plan(n, quote(n, PRICES), "run-1").samples) == 160
