@@ -99,15 +99,19 @@ SELECT count(pg_advisory_xact_lock(hashtextextended('geo.evidence:' || k.sample_
 
 -- name: samples_for_record
 -- What recording decides from, for a batch: the sample's owner and evidence layer, its latest
--- answer revision and whether a screenshot is archived already.
+-- answer revision and whether a screenshot is archived already. The screenshot is looked up
+-- per sample (a LATERAL probe of the (sample_id, kind, revision) key): as an EXISTS the planner
+-- could hash every screenshot row of the table once per batch (issue 33).
 SELECT s.sample_id, s.tenant_id, s.run_id, s.screenshot_policy, s.evidence_state,
        s.evidence_reason, a.revision, a.content_sha256, a.validity,
-       EXISTS (SELECT 1 FROM geo.evidence_objects o
-                WHERE o.sample_id = s.sample_id AND o.kind = 'screenshot') AS has_screenshot
+       shot.found IS NOT NULL AS has_screenshot
   FROM geo.samples s
   LEFT JOIN LATERAL (SELECT a1.revision, a1.content_sha256, a1.validity FROM geo.answers a1
                       WHERE a1.sample_id = s.sample_id
                       ORDER BY a1.revision DESC LIMIT 1) a ON true
+  LEFT JOIN LATERAL (SELECT true AS found FROM geo.evidence_objects o
+                      WHERE o.sample_id = s.sample_id AND o.kind = 'screenshot'
+                      LIMIT 1) shot ON true
  WHERE s.sample_id = ANY(%(sample_ids)s::text[]);
 
 -- name: insert_answers

@@ -272,3 +272,62 @@ def test_a_transition_row_without_its_tenant_still_gets_its_run_s(db: Any) -> No
         "SELECT tenant_id FROM geo.state_transitions WHERE sample_id = %s", (ref.sample_id,)
     ).fetchone()
     assert row["tenant_id"] == "tenant-b"
+
+
+def _scans_of_table(plan: dict[str, Any], table: str) -> list[dict[str, Any]]:
+    """Every node of an EXPLAIN (FORMAT JSON) plan that reads ``table``."""
+    found = [plan] if plan.get("Relation Name") == table else []
+    for child in plan.get("Plans", []):
+        found += _scans_of_table(child, table)
+    return found
+
+
+def test_the_batch_read_probes_the_batch_s_objects_not_the_table(db: Any) -> None:
+    """What recording reads before it decides (``evidence.samples_for_record``) asked "has this
+    sample a screenshot already?" with an EXISTS that the planner may run as a hashed subplan:
+    one pass over every screenshot row of geo.evidence_objects per completion batch, whatever
+    the batch (the throughput bench's S3 row: a sequential scan of the whole table a batch,
+    657 buffers on a 20,000-sample run, growing with every answer ever archived). A fresh
+    database without statistics, 200 samples in the batch and 6,000 object rows of others in
+    the table: every read of geo.evidence_objects must be a probe by the batch's sample."""
+    first = seed_sample(db)
+    with db.transaction():
+        db.execute(
+            "INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,"
+            " question_index, platform, device, region, mode, repeat_index, screenshot_policy)"
+            " SELECT geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,"
+            "        s.region, s.mode, g), s.run_id, s.tenant_id, 0, s.question_revision, 0,"
+            "        s.platform, s.device, s.region, s.mode, g, s.screenshot_policy"
+            "   FROM geo.samples s, generate_series(1, 2200) g WHERE s.sample_id = %s",
+            (first.sample_id,),
+        )
+    ids = [
+        r["sample_id"]
+        for r in db.execute(
+            "SELECT sample_id FROM geo.samples WHERE run_id = %s ORDER BY sample_id",
+            (first.run_id,),
+        ).fetchall()
+    ]
+    archived, batch = ids[:2000], ids[2000:2200]
+    with db.transaction():  # three object rows for each of 2,000 other samples
+        refs = [SampleRef(s, first.run_id, first.tenant_id) for s in archived]
+        rows = [o for r in refs for o in _objects(r)]
+        db.execute(Q("evidence.insert_objects"), {"rows": Jsonb(rows)})
+    # One of the batch has a screenshot: the answer must still say so.
+    shot = SampleRef(batch[7], first.run_id, first.tenant_id)
+    with db.transaction():
+        db.execute(
+            Q("evidence.insert_objects"),
+            {"rows": Jsonb([_objects(shot)[0] | {"kind": "screenshot", "mime_type": "image/png"}])},
+        )
+    query = Q("evidence.samples_for_record").strip().rstrip(";")
+    explained = db.execute("EXPLAIN (FORMAT JSON) " + query, {"sample_ids": batch}).fetchone()
+    plan = next(iter(explained.values()))[0]["Plan"]
+    reads = _scans_of_table(plan, "evidence_objects")
+    assert reads, plan
+    for node in reads:
+        cond = node.get("Index Cond", "") + node.get("Recheck Cond", "")
+        assert "sample_id = s.sample_id" in cond, node
+    got = db.execute(Q("evidence.samples_for_record"), {"sample_ids": batch}).fetchall()
+    assert sorted(r["sample_id"] for r in got) == sorted(batch)
+    assert {r["sample_id"] for r in got if r["has_screenshot"]} == {shot.sample_id}
