@@ -892,6 +892,11 @@ def samples_for_record(conn: Conn, ids: list[str]) -> dict[str, dict[str, Any]]:
     decides from, by sample id: ``evidence.samples_for_record``'s row, with ``has_screenshot``
     and the sample's object rows as ``objects`` {kind: (latest revision, {sha256, ...})}."""
     conn.execute(Q("evidence.lock_samples"), {"sample_ids": ids})
+    return read_for_record(conn, ids)
+
+
+def read_for_record(conn: Conn, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``samples_for_record`` without taking the lock (the caller holds it)."""
     rows = {}
     for r in conn.execute(Q("evidence.samples_for_record"), {"sample_ids": ids}).fetchall():
         kinds: dict[str, tuple[int, set[str]]] = {}
