@@ -9,7 +9,7 @@ evidence to SeaweedFS) runs on a scratch database that is kept; a second run of 
 samples is then planned there (queued, never executed; geo.samples then holds 22,000 rows by
 default, so a plan that scans it shows) and the first run's evidence rows -- answers,
 citations, WARC index rows, evidence object rows -- are recorded again for its samples with the
-recording's own code (evidence.lock_samples, recording.read_for_record and write_rows: COPY),
+recording's own code (evidence.lock_samples, evidence.rows read_for_record and write_rows: COPY),
 in batches of
 ``--batch`` samples (the S3 row's own batches: median 45), each batch in a transaction that is
 rolled back, after the fence check's FOR UPDATE of its samples, as in finish_batch. The figure
@@ -38,7 +38,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import throughput
 from _machine import print_table
 
-from geo_pipeline.evidence import recording
+from geo_pipeline.evidence import rows as evidence_rows
 from geo_pipeline.store.queries import Q
 
 STATEMENTS = [
@@ -239,7 +239,7 @@ def _step(
     rows: dict[str, list[dict]],
     samples: dict[str, dict],
 ) -> None:
-    """One statement of the recording: the recording's own code (evidence.recording
+    """One statement of the recording: the recording's own code (evidence.rows
     read_for_record, write_rows table by table: COPY), or the INSERTs it replaced."""
     if name == "lock_samples":
         conn.execute(Q("evidence.lock_samples"), {"sample_ids": ids})
@@ -252,9 +252,9 @@ def _step(
         if cur.description is not None:
             cur.fetchall()
     elif name == "samples_for_record":
-        samples.update(recording.read_for_record(conn, ids))
+        samples.update(evidence_rows.read_for_record(conn, ids))
     else:
-        recording.write_rows(conn, samples, *[rows[t] if t == name else [] for t in TABLES])
+        evidence_rows.write_rows(conn, samples, *[rows[t] if t == name else [] for t in TABLES])
 
 
 TABLES = ("answers", "citations", "warc_records", "objects")  # write_rows' order

@@ -37,9 +37,8 @@ from geo_pipeline.evidence.recording import (
     _screenshot_verdict,
     _warc_rows,
     refused_reason,
-    samples_for_record,
-    write_rows,
 )
+from geo_pipeline.evidence.rows import samples_for_record, write_rows
 from geo_pipeline.store.db import Conn
 
 

@@ -13,7 +13,7 @@ from typing import Any
 import psycopg
 import pytest
 
-from geo_pipeline.evidence import recording
+from geo_pipeline.evidence import rows as evidence_rows
 from geo_pipeline.evidence.recording import SampleRef
 from geo_pipeline.store.queries import Q
 from geo_pipeline_tests.integration.evidence.helpers import seed_sample
@@ -69,8 +69,8 @@ def _objects(ref: SampleRef) -> list[dict[str, Any]]:
 
 
 _COPIES = {
-    "evidence.copy_answers": recording._ANSWER_ROW,
-    "evidence.copy_citations": recording._CITATION_ROW,
+    "evidence.copy_answers": evidence_rows._ANSWER_ROW,
+    "evidence.copy_citations": evidence_rows._CITATION_ROW,
 }
 
 
@@ -78,13 +78,13 @@ def _write(db: Any, name: str, rows: list[dict[str, Any]]) -> None:
     """Write rows with the recording's own COPY statement (``evidence.copy_*``); object rows
     numbered by the recording's rules from what their samples have (``copy_objects``)."""
     if name == "evidence.copy_objects":
-        samples = recording.samples_for_record(db, sorted({r["sample_id"] for r in rows}))
+        samples = evidence_rows.samples_for_record(db, sorted({r["sample_id"] for r in rows}))
         # A row of no sample is numbered as a first revision: the guard is what refuses it.
         for r in rows:
             samples.setdefault(r["sample_id"], {"objects": {}})
-        recording._copy(db, name, recording._new_objects(samples, rows, {}))
+        evidence_rows._copy(db, name, evidence_rows._new_objects(samples, rows, {}))
     else:
-        recording._copy(db, name, map(_COPIES[name], rows))
+        evidence_rows._copy(db, name, map(_COPIES[name], rows))
 
 
 def _trigger_calls(db: Any, name: str, rows: list[dict[str, Any]]) -> dict[str, int]:
