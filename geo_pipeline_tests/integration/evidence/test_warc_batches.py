@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from geo_pipeline.connectors.base import Citation
 from geo_pipeline.evidence import DigestMismatch, fetch_by_key, fetch_evidence_for, list_objects
 from geo_pipeline.evidence.recording import (
     prepare_warc_evidence,
@@ -260,3 +261,34 @@ def test_records_recorded_again_add_nothing_and_the_missing_ones_are_added(db, a
     assert {r["sample_id"] for r in after[len(objects) :]} == {refs[1].sample_id}
     assert again[0].new_objects == () and not again[0].new_answer_revision
     assert set(again[1].new_objects) == {o.kind for o in stored[1].objects}
+
+
+def test_every_written_value_reads_back_as_recorded(db, archive) -> None:
+    """The rows are COPYed in text format (issue 33): a value COPY's text format escapes
+    (backslash, tab, newline, a literal \\N), an array element that reads as NULL, non-ASCII text
+    and empty or missing values read back exactly as the recording had them."""
+    ref = seed_sample(db, policy="off")
+    text = 'a \\N b\\\\c\td\r\ne "q" {x,y} 咖啡 NULL'
+    citations = (
+        Citation(url="https://example.com/a\\b?x=1\t", id="k\\1", title="t\n\"NULL\"",
+                 cited_text="\\N", span_start=0, span_end=3),
+        Citation(url="https://例子.cn/路径", relation="retrieved"),
+    )  # fmt: skip
+    ev = dataclasses.replace(
+        make_evidence(ref, text=text, citations=citations, warnings=("NULL", "w,1", 'w"2')),
+        search_queries=("NULL", "", "a\\b", "{}", "咖啡 性价比"),
+    )
+    (item,) = store_batch(archive, [prepare_warc_evidence(ref, 1, ev, "off")])
+    _record(db, [item])
+    answer = fetch_rows(db, f"SELECT * FROM geo.answers WHERE sample_id = '{ref.sample_id}'")[0]
+    assert (answer["raw_text"], answer["search_queries"]) == (text, list(ev.search_queries))
+    assert answer["warnings"] == ["NULL", "w,1", 'w"2']
+    assert answer["captured_at"] == ev.captured_at and answer["raw_sha256"] == item.text_sha256
+    got = fetch_rows(db, "SELECT ordinal, relation, raw_url, normalized_url, registrable_domain,"
+                         " citation_key, title, span_start, span_end, cited_text FROM"
+                         f" geo.citations WHERE sample_id = '{ref.sample_id}' ORDER BY ordinal")  # fmt: skip
+    assert got == [{k: v for k, v in c.__dict__.items() if k in got[0]} for c in item.citations]
+    warc = fetch_rows(db, "SELECT * FROM geo.warc_records ORDER BY record_offset")
+    assert [(w["record_id"], w["target_uri"], w["block_sha256"]) for w in warc] == [
+        (p.record.record_id, p.record.target_uri, p.record.block_sha256) for p in item.warc_placed
+    ]
