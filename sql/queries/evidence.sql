@@ -200,8 +200,9 @@ COPY geo.warc_records
 FROM STDIN;
 
 -- name: insert_warc_records
--- The index of a batch's WARC records (issue 33), one statement for the batch. A record is
--- its (object, offset): written once; a retried recording of the same placement adds nothing.
+-- The index rows of a batch's WARC records in objects that have index rows already
+-- (warc_objects_recorded; the others take copy_warc_records), one statement. A record is its
+-- (object, offset): written once; recording the same placement again adds nothing.
 INSERT INTO geo.warc_records
   (object_key, record_offset, record_length, tenant_id, run_id, sample_id, record_type,
    record_id, target_uri, kind, mime_type, block_sha256, payload_sha256, payload_size,
