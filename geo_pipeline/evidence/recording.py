@@ -49,8 +49,6 @@ from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
-from psycopg.types.json import Jsonb
-
 from geo_pipeline.connectors.base import Attachment, Citation, Evidence
 from geo_pipeline.domain.config_model import SCREENSHOT_POLICIES
 from geo_pipeline.domain.urls import normalise_url
@@ -66,6 +64,7 @@ from geo_pipeline.evidence.archive import (
 )
 from geo_pipeline.evidence.bundle import BUNDLE_KIND, BUNDLE_MIME, Part, PartInfo, pack
 from geo_pipeline.evidence.display import DERIVED
+from geo_pipeline.evidence.rows import samples_for_record, write_rows
 from geo_pipeline.evidence.sanitise import render_answer
 from geo_pipeline.evidence.thumbnails import (
     THUMBNAIL_MIME,
@@ -820,12 +819,7 @@ def record_evidence_batch(conn: Conn, items: Sequence[ArchivedEvidence]) -> list
 
 
 def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOutcome]:
-    ids = [a.ref.sample_id for a in items]
-    conn.execute(Q("evidence.lock_samples"), {"sample_ids": ids})
-    rows = {
-        r["sample_id"]: r
-        for r in conn.execute(Q("evidence.samples_for_record"), {"sample_ids": ids}).fetchall()
-    }
+    rows = samples_for_record(conn, [a.ref.sample_id for a in items])
     answers: list[dict[str, Any]] = []
     citations: list[dict[str, Any]] = []
     objects: list[dict[str, Any]] = []
@@ -856,16 +850,7 @@ def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOut
             )
             warc_rows += _warc_rows(archived, at)
         pending.append((sample, outcome))
-    if answers:
-        conn.execute(Q("evidence.insert_answers"), {"rows": Jsonb(answers)})
-    if citations:
-        conn.execute(Q("evidence.insert_citations"), {"rows": Jsonb(citations)})
-    if warc_rows:
-        conn.execute(Q("evidence.insert_warc_records"), {"rows": Jsonb(warc_rows)})
-    created: dict[str, list[str]] = {}
-    if objects:
-        for r in conn.execute(Q("evidence.insert_objects"), {"rows": Jsonb(objects)}).fetchall():
-            created.setdefault(r["sample_id"], []).append(r["kind"])
+    created = write_rows(conn, rows, answers, citations, warc_rows, objects)
     return [
         refused_reason(
             _never_backwards(

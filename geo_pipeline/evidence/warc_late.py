@@ -27,8 +27,6 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from psycopg.types.json import Jsonb
-
 from geo_pipeline.evidence.recording import (
     NO_ANSWER,
     ArchivedScreenshot,
@@ -40,8 +38,8 @@ from geo_pipeline.evidence.recording import (
     _warc_rows,
     refused_reason,
 )
+from geo_pipeline.evidence.rows import samples_for_record, write_rows
 from geo_pipeline.store.db import Conn
-from geo_pipeline.store.queries import Q
 
 
 def record_late_screenshots(
@@ -65,12 +63,7 @@ def record_late_screenshots(
 
 
 def _record_round(conn: Conn, items: list[ArchivedScreenshot]) -> list[EvidenceOutcome]:
-    ids = [a.ref.sample_id for a in items]
-    conn.execute(Q("evidence.lock_samples"), {"sample_ids": ids})
-    rows = {
-        r["sample_id"]: r
-        for r in conn.execute(Q("evidence.samples_for_record"), {"sample_ids": ids}).fetchall()
-    }
+    rows = samples_for_record(conn, [a.ref.sample_id for a in items])
     objects: list[dict[str, Any]] = []
     warc_rows: list[dict[str, Any]] = []
     decided: list[tuple[dict[str, Any], EvidenceOutcome]] = []
@@ -88,12 +81,7 @@ def _record_round(conn: Conn, items: list[ArchivedScreenshot]) -> list[EvidenceO
         objects += _object_rows(ref, item.objects, item.attempt_no, item.captured_at)
         warc_rows += _warc_rows(item)
         decided.append((sample, _decide(sample, item)))
-    if warc_rows:
-        conn.execute(Q("evidence.insert_warc_records"), {"rows": Jsonb(warc_rows)})
-    created: dict[str, list[str]] = {}
-    if objects:
-        for r in conn.execute(Q("evidence.insert_objects"), {"rows": Jsonb(objects)}).fetchall():
-            created.setdefault(r["sample_id"], []).append(r["kind"])
+    created = write_rows(conn, rows, [], [], warc_rows, objects)
     return [
         replace(outcome, new_objects=tuple(created.get(sample["sample_id"], ())))
         for sample, outcome in decided

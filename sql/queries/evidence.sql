@@ -98,71 +98,50 @@ SELECT count(pg_advisory_xact_lock(hashtextextended('geo.evidence:' || k.sample_
          ORDER BY sample_id) k;
 
 -- name: samples_for_record
--- What recording decides from, for a batch: the sample's owner and evidence layer, its latest
--- answer revision and whether a screenshot is archived already. The screenshot is looked up
--- per sample (a LATERAL probe of the (sample_id, kind, revision) key): as an EXISTS the planner
--- could hash every screenshot row of the table once per batch (issue 33).
+-- What recording decides from, for a batch, read under the batch's lock (lock_samples): the
+-- sample's owner and evidence layer, its latest answer revision, and its evidence object rows
+-- as 'kind revision sha256' (recording numbers the next revisions, skips digests recorded
+-- already and sees whether a screenshot is archived from them, then COPYs the new rows).
+-- Read per sample (an ARRAY sublink probes the (sample_id, kind, revision) key): as an EXISTS
+-- the planner could hash every screenshot row of the table once per batch (issue 33).
 SELECT s.sample_id, s.tenant_id, s.run_id, s.screenshot_policy, s.evidence_state,
        s.evidence_reason, a.revision, a.content_sha256, a.validity,
-       shot.found IS NOT NULL AS has_screenshot
+       ARRAY(SELECT o.kind || ' ' || o.revision || ' ' || o.sha256 FROM geo.evidence_objects o
+              WHERE o.sample_id = s.sample_id) AS objects
   FROM geo.samples s
   LEFT JOIN LATERAL (SELECT a1.revision, a1.content_sha256, a1.validity FROM geo.answers a1
                       WHERE a1.sample_id = s.sample_id
                       ORDER BY a1.revision DESC LIMIT 1) a ON true
-  LEFT JOIN LATERAL (SELECT true AS found FROM geo.evidence_objects o
-                      WHERE o.sample_id = s.sample_id AND o.kind = 'screenshot'
-                      LIMIT 1) shot ON true
  WHERE s.sample_id = ANY(%(sample_ids)s::text[]);
 
--- name: insert_answers
+-- name: copy_answers
 -- New answer revisions of a batch, in one statement; never updated later (R21). The caller
 -- gives each row its sample's tenant (read under the batch's lock), so the per-row trigger
--- a_tenant_of_sample has nothing to look up (issue 33: the evidence rows' cost).
-INSERT INTO geo.answers
+-- a_tenant_of_sample has nothing to look up (issue 33: the evidence rows' cost). COPY, not
+-- INSERT ... FROM jsonb_to_recordset: about half the server's CPU a row (issue 33); the
+-- statement-level guards with transition tables run for COPY as for INSERT.
+COPY geo.answers
   (sample_id, tenant_id, revision, attempt_no, upstream_id, raw_text, sanitized_html,
    raw_sha256, content_sha256, captured_at, provider_truncated, validity, validity_reason,
    validity_rule_version, warnings, search_queries, web_search_used)
-SELECT k.sample_id, k.tenant_id, k.revision, k.attempt_no, k.upstream_id, k.raw_text,
-       k.sanitized_html, k.raw_sha256, k.content_sha256, k.captured_at, k.provider_truncated,
-       k.validity, k.validity_reason, k.validity_rule_version,
-       ARRAY(SELECT jsonb_array_elements_text(k.warnings)),
-       ARRAY(SELECT jsonb_array_elements_text(coalesce(k.search_queries, '[]'::jsonb))),
-       k.web_search_used
-  FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
-       sample_id text, tenant_id text, revision integer, attempt_no integer, upstream_id text,
-       raw_text text,
-       sanitized_html text, raw_sha256 text, content_sha256 text, captured_at timestamptz,
-       provider_truncated boolean, validity text, validity_reason text,
-       validity_rule_version text, warnings jsonb, search_queries jsonb,
-       web_search_used boolean);
+FROM STDIN;
 
--- name: insert_citations
--- With each row's tenant, as insert_answers.
-INSERT INTO geo.citations
+-- name: copy_citations
+-- With each row's tenant, as copy_answers; guard_citation_insert checks their answers.
+COPY geo.citations
   (sample_id, tenant_id, revision, ordinal, citation_key, relation, raw_url, normalized_url,
    registrable_domain, title, span_start, span_end, cited_text)
-SELECT k.sample_id, k.tenant_id, k.revision, k.ordinal, k.citation_key, k.relation, k.raw_url,
-       k.normalized_url, k.registrable_domain, k.title, k.span_start, k.span_end, k.cited_text
-  FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
-       sample_id text, tenant_id text, revision integer, ordinal integer, citation_key text, relation text,
-       raw_url text, normalized_url text, registrable_domain text, title text,
-       span_start integer, span_end integer, cited_text text);
+FROM STDIN;
 
--- name: insert_objects
--- insert_object for a batch: each (sample, kind) appears at most once per statement (the
--- caller splits repeats into rounds), so "the kind's next revision" is well defined.
-INSERT INTO geo.evidence_objects
+-- name: copy_objects
+-- A batch's new evidence object rows: the caller numbered each kind's next revision and left
+-- out digests its sample has already, from samples_for_record read under the batch's lock
+-- (what insert_object's max(revision) + 1 and ON CONFLICT (sample_id, kind, sha256) DO
+-- NOTHING decide, for a batch).
+COPY geo.evidence_objects
   (sample_id, tenant_id, run_id, revision, kind, storage_key, sha256, size_bytes, mime_type,
    attempt_no, captured_at)
-SELECT k.sample_id, k.tenant_id, k.run_id,
-       coalesce((SELECT max(o.revision) FROM geo.evidence_objects o
-                  WHERE o.sample_id = k.sample_id AND o.kind = k.kind), 0) + 1,
-       k.kind, k.storage_key, k.sha256, k.size_bytes, k.mime_type, k.attempt_no, k.captured_at
-  FROM jsonb_to_recordset(%(rows)s::jsonb) AS k(
-       sample_id text, tenant_id text, run_id text, kind text, storage_key text, sha256 text,
-       size_bytes bigint, mime_type text, attempt_no integer, captured_at timestamptz)
-ON CONFLICT (sample_id, kind, sha256) DO NOTHING
-RETURNING sample_id, kind;
+FROM STDIN;
 
 -- name: reparse_candidates
 -- Completed samples whose latest archived raw response can be parsed again: the given ids, or
@@ -205,9 +184,27 @@ UPDATE geo.answers a SET sanitized_html = r.html
   FROM jsonb_to_recordset(%(rows)s) AS r(sample_id text, revision int, html text)
  WHERE a.sample_id = r.sample_id AND a.revision = r.revision AND a.sanitized_html = '';
 
+-- name: warc_objects_recorded
+-- Which of a batch's WARC objects have index rows already (one index probe an object; a batch
+-- has one object per tenant and run). A record is its (object, offset) and the object's key is
+-- its bytes' digest, so a placement recorded again (a re-parse of the same answer, a re-claimed
+-- screenshot with the same bytes) is in an object named here: its rows take insert_warc_records,
+-- the rest copy_warc_records. Read under the batch's lock: a record belongs to one sample.
+SELECT k.object_key FROM unnest(%(object_keys)s::text[]) AS k(object_key)
+ WHERE EXISTS (SELECT 1 FROM geo.warc_records w WHERE w.object_key = k.object_key);
+
+-- name: copy_warc_records
+-- The index of a batch's WARC records (issue 33) in objects not indexed yet, one statement.
+COPY geo.warc_records
+  (object_key, record_offset, record_length, tenant_id, run_id, sample_id, record_type,
+   record_id, target_uri, kind, mime_type, block_sha256, payload_sha256, payload_size,
+   attempt_no, captured_at)
+FROM STDIN;
+
 -- name: insert_warc_records
--- The index of a batch's WARC records (issue 33), one statement for the batch. A record is
--- its (object, offset): written once; a retried recording of the same placement adds nothing.
+-- The index rows of a batch's WARC records in objects that have index rows already
+-- (warc_objects_recorded; the others take copy_warc_records), one statement. A record is its
+-- (object, offset): written once; recording the same placement again adds nothing.
 INSERT INTO geo.warc_records
   (object_key, record_offset, record_length, tenant_id, run_id, sample_id, record_type,
    record_id, target_uri, kind, mime_type, block_sha256, payload_sha256, payload_size,

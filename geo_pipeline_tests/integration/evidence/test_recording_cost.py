@@ -1,18 +1,19 @@
 """What recording a batch's answers, citations and object rows costs PostgreSQL, and what it still
 guarantees (issue 33, migrations 0071, 0072, 0090): no trigger runs once per citation or object
 row (the keys citations -> answers and evidence_objects -> samples are checked once per
-statement), no tenant lookup per transition row, and the keys' guarantees hold. Work is counted by PostgreSQL (the trigger calls EXPLAIN ANALYZE
-reports), never timed."""
+statement, for COPY as for INSERT), no tenant lookup per transition row, and the keys'
+guarantees hold. Work is counted by PostgreSQL (the trigger functions' calls), never timed."""
 
 from __future__ import annotations
 
+import re
 from datetime import UTC, datetime
 from typing import Any
 
 import psycopg
 import pytest
-from psycopg.types.json import Jsonb
 
+from geo_pipeline.evidence import rows as evidence_rows
 from geo_pipeline.evidence.recording import SampleRef
 from geo_pipeline.store.queries import Q
 from geo_pipeline_tests.integration.evidence.helpers import seed_sample
@@ -67,25 +68,51 @@ def _objects(ref: SampleRef) -> list[dict[str, Any]]:
     ]
 
 
+_COPIES = {
+    "evidence.copy_answers": evidence_rows._ANSWER_ROW,
+    "evidence.copy_citations": evidence_rows._CITATION_ROW,
+}
+
+
+def _write(db: Any, name: str, rows: list[dict[str, Any]]) -> None:
+    """Write rows with the recording's own COPY statement (``evidence.copy_*``); object rows
+    numbered by the recording's rules from what their samples have (``copy_objects``)."""
+    if name == "evidence.copy_objects":
+        samples = evidence_rows.samples_for_record(db, sorted({r["sample_id"] for r in rows}))
+        # A row of no sample is numbered as a first revision: the guard is what refuses it.
+        for r in rows:
+            samples.setdefault(r["sample_id"], {"objects": {}})
+        evidence_rows._copy(db, name, evidence_rows._new_objects(samples, rows, {}))
+    else:
+        evidence_rows._copy(db, name, map(_COPIES[name], rows))
+
+
 def _trigger_calls(db: Any, name: str, rows: list[dict[str, Any]]) -> dict[str, int]:
-    """Run a batch statement under EXPLAIN ANALYZE: each trigger's number of calls."""
-    row = db.execute(
-        "EXPLAIN (ANALYZE, FORMAT JSON) " + Q(name).strip().rstrip(";"), {"rows": Jsonb(rows)}
-    ).fetchone()
-    plan = next(iter(row.values()))[0]
-    return {t["Trigger Name"]: int(t["Calls"]) for t in plan.get("Triggers", [])}
+    """Write a batch with one statement: each of its table's triggers' number of calls (their
+    functions' calls in this transaction, track_functions = 'pl')."""
+    table = re.search(r"^COPY (\S+)", Q(name), re.M).group(1)  # type: ignore[union-attr]
+    db.execute("SET LOCAL track_functions = 'pl'")
+    triggers = db.execute(
+        "SELECT tgname, tgfoid::regprocedure::text AS fn FROM pg_trigger"
+        " WHERE tgrelid = %s::regclass AND NOT tgisinternal AND tgtype & 4 = 4",  # on INSERT
+        (table,),
+    ).fetchall()
+    before = {t["tgname"]: _function_calls(db, t["fn"]) for t in triggers}
+    _write(db, name, rows)
+    return {t["tgname"]: _function_calls(db, t["fn"]) - before[t["tgname"]] for t in triggers}
 
 
 def test_a_batch_of_citations_runs_no_trigger_per_row(db: Any) -> None:
     refs = [seed_sample(db) for _ in range(3)]
     with db.transaction():
-        answers = _trigger_calls(db, "evidence.insert_answers", [_answer(r) for r in refs])
+        answers = _trigger_calls(db, "evidence.copy_answers", [_answer(r) for r in refs])
         rows = [c for r in refs for c in _citations(r)]
-        citations = _trigger_calls(db, "evidence.insert_citations", rows)
+        citations = _trigger_calls(db, "evidence.copy_citations", rows)
     # Every row has its tenant: the tenant trigger has nothing to do and is not called.
     assert answers.get("a_tenant_of_sample", 0) == 0, answers
     # The key to the answer is checked once for the statement, not once per citation.
     assert citations and max(citations.values()) <= 1, citations
+    assert citations["citations_guard_insert"] == 1, citations  # the guard runs for COPY too
     n = db.execute(
         "SELECT count(*) AS n FROM geo.citations WHERE sample_id = ANY(%s)",
         ([r.sample_id for r in refs],),
@@ -96,11 +123,10 @@ def test_a_batch_of_citations_runs_no_trigger_per_row(db: Any) -> None:
 def test_a_batch_of_object_rows_runs_no_trigger_per_row(db: Any) -> None:
     refs = [seed_sample(db) for _ in range(3)]
     with db.transaction():
-        calls = _trigger_calls(
-            db, "evidence.insert_objects", [o for r in refs for o in _objects(r)]
-        )
+        calls = _trigger_calls(db, "evidence.copy_objects", [o for r in refs for o in _objects(r)])
     # The key to the sample is checked once for the statement (migration 0072).
     assert calls and max(calls.values()) <= 1, calls
+    assert calls["evidence_objects_guard_insert"] == 1, calls
     n = db.execute(
         "SELECT count(*) AS n FROM geo.evidence_objects WHERE sample_id = ANY(%s)",
         ([r.sample_id for r in refs],),
@@ -113,17 +139,15 @@ def test_an_object_row_of_no_sample_is_refused(db: Any) -> None:
     ghost = SampleRef("s" + "0" * 24, ref.run_id, ref.tenant_id)
     with pytest.raises(psycopg.errors.ForeignKeyViolation, match="no such sample"):
         with db.transaction():
-            db.execute(Q("evidence.insert_objects"), {"rows": Jsonb(_objects(ghost))})
+            _write(db, "evidence.copy_objects", _objects(ghost))
 
 
 def test_a_row_without_its_tenant_still_gets_its_samples(db: Any) -> None:
     ref = seed_sample(db)
     with db.transaction():
-        db.execute(
-            Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref) | {"tenant_id": None}])}
-        )
+        _write(db, "evidence.copy_answers", [_answer(ref) | {"tenant_id": None}])
         rows = [c | {"tenant_id": None} for c in _citations(ref)]
-        db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(rows)})
+        _write(db, "evidence.copy_citations", rows)
     tenants = db.execute(
         "SELECT DISTINCT tenant_id FROM geo.citations WHERE sample_id = %s", (ref.sample_id,)
     ).fetchall()
@@ -133,19 +157,19 @@ def test_a_row_without_its_tenant_still_gets_its_samples(db: Any) -> None:
 def test_a_citation_of_no_answer_revision_is_refused(db: Any) -> None:
     ref = seed_sample(db)
     with db.transaction():
-        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref)])})
+        _write(db, "evidence.copy_answers", [_answer(ref)])
     with pytest.raises(psycopg.errors.ForeignKeyViolation, match="no such answer revision"):
         with db.transaction():
-            db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(_citations(ref, 2))})
+            _write(db, "evidence.copy_citations", _citations(ref, 2))
 
 
 def test_deleting_a_sample_deletes_its_citations_and_object_rows(db: Any) -> None:
     ref, other = seed_sample(db), seed_sample(db)
     with db.transaction():
-        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref), _answer(other)])})
+        _write(db, "evidence.copy_answers", [_answer(ref), _answer(other)])
         rows = _citations(ref) + _citations(other)
-        db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(rows)})
-        db.execute(Q("evidence.insert_objects"), {"rows": Jsonb(_objects(ref) + _objects(other))})
+        _write(db, "evidence.copy_citations", rows)
+        _write(db, "evidence.copy_objects", _objects(ref) + _objects(other))
     with db.transaction():
         db.execute("DELETE FROM geo.samples WHERE sample_id = %s", (ref.sample_id,))
     left = db.execute(
@@ -164,8 +188,8 @@ def test_deleting_a_sample_deletes_its_citations_and_object_rows(db: Any) -> Non
 def test_an_answer_revision_key_never_changes(db: Any) -> None:
     ref = seed_sample(db)
     with db.transaction():
-        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(ref)])})
-        db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(_citations(ref))})
+        _write(db, "evidence.copy_answers", [_answer(ref)])
+        _write(db, "evidence.copy_citations", _citations(ref))
     with pytest.raises(psycopg.errors.RestrictViolation):
         with db.transaction():
             db.execute("UPDATE geo.answers SET revision = 2 WHERE sample_id = %s", (ref.sample_id,))
@@ -207,10 +231,10 @@ def test_the_citation_guard_reads_the_batch_s_samples_not_the_table(db: Any) -> 
         ).fetchall()
     ]
     with db.transaction():
-        db.execute(Q("evidence.insert_answers"), {"rows": Jsonb([_answer(r) for r in refs])})
+        _write(db, "evidence.copy_answers", [_answer(r) for r in refs])
         before = _scans_of_samples(db)
         rows = [c for r in refs for c in _citations(r)]
-        db.execute(Q("evidence.insert_citations"), {"rows": Jsonb(rows)})
+        _write(db, "evidence.copy_citations", rows)
         after = _scans_of_samples(db)
         locked = db.execute(
             "SELECT count(*) AS n FROM (SELECT 1 FROM geo.samples WHERE sample_id = ANY(%s)"
@@ -311,15 +335,12 @@ def test_the_batch_read_probes_the_batch_s_objects_not_the_table(db: Any) -> Non
     archived, batch = ids[:2000], ids[2000:2200]
     with db.transaction():  # three object rows for each of 2,000 other samples
         refs = [SampleRef(s, first.run_id, first.tenant_id) for s in archived]
-        rows = [o for r in refs for o in _objects(r)]
-        db.execute(Q("evidence.insert_objects"), {"rows": Jsonb(rows)})
+        _write(db, "evidence.copy_objects", [o for r in refs for o in _objects(r)])
     # One of the batch has a screenshot: the answer must still say so.
     shot = SampleRef(batch[7], first.run_id, first.tenant_id)
     with db.transaction():
-        db.execute(
-            Q("evidence.insert_objects"),
-            {"rows": Jsonb([_objects(shot)[0] | {"kind": "screenshot", "mime_type": "image/png"}])},
-        )
+        shot_row = _objects(shot)[0] | {"kind": "screenshot", "mime_type": "image/png"}
+        _write(db, "evidence.copy_objects", [shot_row])
     query = Q("evidence.samples_for_record").strip().rstrip(";")
     explained = db.execute("EXPLAIN (FORMAT JSON) " + query, {"sample_ids": batch}).fetchone()
     plan = next(iter(explained.values()))[0]["Plan"]
@@ -330,4 +351,7 @@ def test_the_batch_read_probes_the_batch_s_objects_not_the_table(db: Any) -> Non
         assert "sample_id = s.sample_id" in cond, node
     got = db.execute(Q("evidence.samples_for_record"), {"sample_ids": batch}).fetchall()
     assert sorted(r["sample_id"] for r in got) == sorted(batch)
-    assert {r["sample_id"] for r in got if r["has_screenshot"]} == {shot.sample_id}
+    with_shot = {
+        r["sample_id"] for r in got if any(o.startswith("screenshot ") for o in r["objects"])
+    }
+    assert with_shot == {shot.sample_id}

@@ -21,6 +21,7 @@ import psycopg
 import pytest
 from psycopg.rows import dict_row
 
+from geo_pipeline.connectors.base import Citation
 from geo_pipeline.evidence import DigestMismatch, fetch_by_key, fetch_evidence_for, list_objects
 from geo_pipeline.evidence.recording import (
     prepare_warc_evidence,
@@ -222,3 +223,72 @@ def test_a_browser_capture_is_warc_records_read_back_verified(db, archive) -> No
     types = {r["kind"]: r["record_type"] for r in fetch_rows(
         db, "SELECT kind, record_type FROM geo.warc_records")}  # fmt: skip
     assert types["page_html"] == "resource" and types["capture"] == "metadata"
+
+
+def test_records_recorded_again_add_nothing_and_the_missing_ones_are_added(db, archive) -> None:
+    """A record is its (object, offset) and the object's key is its bytes' digest, so the same
+    placement can be recorded twice (a re-parse of the same answer, a re-claimed screenshot):
+    the index and the object rows stay as they were. Here two samples' records share one object;
+    the first sample is recorded, then both (the written rows are COPYed, issue 33): the first
+    one's rows are not added again, the second's are all added."""
+    first = seed_sample(db, policy="optional")
+    with db.transaction():  # a second sample of the same run (repeat 1): one object for both
+        second = db.execute(
+            "INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,"
+            " question_index, platform, device, region, mode, repeat_index, screenshot_policy)"
+            " SELECT geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,"
+            "        s.region, s.mode, 1), s.run_id, s.tenant_id, 0, s.question_revision, 0,"
+            "        s.platform, s.device, s.region, s.mode, 1, s.screenshot_policy"
+            "   FROM geo.samples s WHERE s.sample_id = %s RETURNING sample_id",
+            (first.sample_id,),
+        ).fetchone()
+    refs = [first, dataclasses.replace(first, sample_id=second["sample_id"])]
+    items = [prepare_warc_evidence(r, 1, make_evidence(r), "optional") for r in refs]
+    stored = store_batch(archive, items)
+    (key,) = {p.object_key for item in stored for p in item.warc_placed}
+    _record(db, stored[:1])
+    first = fetch_rows(db, "SELECT * FROM geo.warc_records ORDER BY record_offset")
+    objects = fetch_rows(db, "SELECT * FROM geo.evidence_objects ORDER BY object_id")
+    again = _record(db, stored)
+    rows = fetch_rows(db, "SELECT * FROM geo.warc_records ORDER BY record_offset")
+    assert [r for r in rows if r["sample_id"] == refs[0].sample_id] == first
+    assert {(r["object_key"], r["record_offset"]) for r in rows} == {
+        (key, p.offset) for item in stored for p in item.warc_placed
+    }
+    assert len(rows) == sum(len(item.warc_placed) for item in stored)
+    after = fetch_rows(db, "SELECT * FROM geo.evidence_objects ORDER BY object_id")
+    assert after[: len(objects)] == objects
+    assert {r["sample_id"] for r in after[len(objects) :]} == {refs[1].sample_id}
+    assert again[0].new_objects == () and not again[0].new_answer_revision
+    assert set(again[1].new_objects) == {o.kind for o in stored[1].objects}
+
+
+def test_every_written_value_reads_back_as_recorded(db, archive) -> None:
+    """The rows are COPYed in text format (issue 33): a value COPY's text format escapes
+    (backslash, tab, newline, a literal \\N), an array element that reads as NULL, non-ASCII text
+    and empty or missing values read back exactly as the recording had them."""
+    ref = seed_sample(db, policy="off")
+    text = 'a \\N b\\\\c\td\r\ne "q" {x,y} 咖啡 NULL'
+    citations = (
+        Citation(url="https://example.com/a\\b?x=1\t", id="k\\1", title="t\n\"NULL\"",
+                 cited_text="\\N", span_start=0, span_end=3),
+        Citation(url="https://例子.cn/路径", relation="retrieved"),
+    )  # fmt: skip
+    ev = dataclasses.replace(
+        make_evidence(ref, text=text, citations=citations, warnings=("NULL", "w,1", 'w"2')),
+        search_queries=("NULL", "", "a\\b", "{}", "咖啡 性价比"),
+    )
+    (item,) = store_batch(archive, [prepare_warc_evidence(ref, 1, ev, "off")])
+    _record(db, [item])
+    answer = fetch_rows(db, f"SELECT * FROM geo.answers WHERE sample_id = '{ref.sample_id}'")[0]
+    assert (answer["raw_text"], answer["search_queries"]) == (text, list(ev.search_queries))
+    assert answer["warnings"] == ["NULL", "w,1", 'w"2']
+    assert answer["captured_at"] == ev.captured_at and answer["raw_sha256"] == item.text_sha256
+    got = fetch_rows(db, "SELECT ordinal, relation, raw_url, normalized_url, registrable_domain,"
+                         " citation_key, title, span_start, span_end, cited_text FROM"
+                         f" geo.citations WHERE sample_id = '{ref.sample_id}' ORDER BY ordinal")  # fmt: skip
+    assert got == [{k: v for k, v in c.__dict__.items() if k in got[0]} for c in item.citations]
+    warc = fetch_rows(db, "SELECT * FROM geo.warc_records ORDER BY record_offset")
+    assert [(w["record_id"], w["target_uri"], w["block_sha256"]) for w in warc] == [
+        (p.record.record_id, p.record.target_uri, p.record.block_sha256) for p in item.warc_placed
+    ]

@@ -1,0 +1,143 @@
+"""Writing a completion batch's evidence rows (issue 33): what recording decides from, read
+under the batch's lock, and the rows written with one COPY per table.
+
+COPY costs the server about half the CPU a row of ``INSERT ... SELECT FROM jsonb_to_recordset``
+(bench/evidence_rows_cost.py); the statement-level guards with transition tables
+(guard_citation_insert, guard_evidence_object_insert) and the per-row tenant trigger run for
+COPY as for INSERT. What the INSERTs decided in SQL is decided here from the rows read under
+the batch's advisory lock (every writer of these rows takes it, evidence.lock_sample(s)):
+
+* an evidence object row is one per (sample, kind, sha256); a new digest takes its kind's next
+  revision (``evidence.insert_object``'s max(revision) + 1 and ON CONFLICT DO NOTHING);
+* a WARC record is its (object, offset) and the object's key is its bytes' digest, so the same
+  placement can be recorded twice (a re-parse of the same answer, a re-claimed screenshot): the
+  rows of an object that has index rows already keep INSERT ... ON CONFLICT DO NOTHING.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from operator import itemgetter
+from typing import Any
+
+from psycopg.types.json import Jsonb
+
+from geo_pipeline.store.db import Conn
+from geo_pipeline.store.queries import Q
+
+# The COPY statements' columns (sql/queries/evidence.sql copy_*), picked from the row dicts by
+# name: a row's dict order is not its table's.
+_ANSWER_ROW = itemgetter(
+    "sample_id", "tenant_id", "revision", "attempt_no", "upstream_id", "raw_text",
+    "sanitized_html", "raw_sha256", "content_sha256", "captured_at", "provider_truncated",
+    "validity", "validity_reason", "validity_rule_version", "warnings", "search_queries",
+    "web_search_used",
+)  # fmt: skip
+_CITATION_ROW = itemgetter(
+    "sample_id", "tenant_id", "revision", "ordinal", "citation_key", "relation", "raw_url",
+    "normalized_url", "registrable_domain", "title", "span_start", "span_end", "cited_text",
+)  # fmt: skip
+_WARC_ROW = itemgetter(
+    "object_key", "record_offset", "record_length", "tenant_id", "run_id", "sample_id",
+    "record_type", "record_id", "target_uri", "kind", "mime_type", "block_sha256",
+    "payload_sha256", "payload_size", "attempt_no", "captured_at",
+)  # fmt: skip
+_OBJECT_ROW = itemgetter(
+    "sample_id", "tenant_id", "run_id", "kind", "storage_key", "sha256", "size_bytes",
+    "mime_type", "attempt_no", "captured_at",
+)  # fmt: skip
+
+
+def samples_for_record(conn: Conn, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """Lock a round's samples' evidence (one order for every batch) and read what recording
+    decides from, by sample id: ``evidence.samples_for_record``'s row, with ``has_screenshot``
+    and the sample's object rows as ``objects`` {kind: (latest revision, {sha256, ...})}."""
+    conn.execute(Q("evidence.lock_samples"), {"sample_ids": ids})
+    return read_for_record(conn, ids)
+
+
+def read_for_record(conn: Conn, ids: list[str]) -> dict[str, dict[str, Any]]:
+    """``samples_for_record`` without taking the lock (the caller holds it)."""
+    rows = {}
+    for r in conn.execute(Q("evidence.samples_for_record"), {"sample_ids": ids}).fetchall():
+        kinds: dict[str, tuple[int, set[str]]] = {}
+        for o in r["objects"]:
+            kind, revision, sha256 = o.split(" ", 2)
+            latest, digests = kinds.get(kind, (0, set()))
+            digests.add(sha256.rstrip())  # character(64): equal up to trailing blanks
+            kinds[kind] = (max(latest, int(revision)), digests)
+        r["objects"] = kinds
+        r["has_screenshot"] = "screenshot" in kinds
+        rows[r["sample_id"]] = r
+    return rows
+
+
+def write_rows(
+    conn: Conn,
+    samples: dict[str, dict[str, Any]],
+    answers: list[dict[str, Any]],
+    citations: list[dict[str, Any]],
+    warc_rows: list[dict[str, Any]],
+    objects: list[dict[str, Any]],
+) -> dict[str, list[str]]:
+    """Write a round's evidence rows, one statement per table, and return the kinds that got a
+    new object row by sample id. ``samples``: ``samples_for_record`` of the round (read under
+    its lock), from which the object rows are numbered and deduplicated."""
+    if answers:
+        _copy(conn, "evidence.copy_answers", map(_ANSWER_ROW, answers))
+    if citations:
+        _copy(conn, "evidence.copy_citations", map(_CITATION_ROW, citations))
+    if warc_rows:
+        _write_warc_rows(conn, warc_rows)
+    created: dict[str, list[str]] = {}
+    new = _new_objects(samples, objects, created)
+    if new:
+        _copy(conn, "evidence.copy_objects", new)
+    return created
+
+
+def _copy(conn: Conn, name: str, rows: Iterable[Sequence[Any]]) -> None:
+    with conn.cursor() as cur, cur.copy(Q(name)) as copy:  # type: ignore[arg-type]
+        write = copy.write_row
+        for row in rows:
+            write(row)
+
+
+def _write_warc_rows(conn: Conn, rows: list[dict[str, Any]]) -> None:
+    """The WARC index rows: COPY, unless their object has rows already -- then a record may be
+    recorded again (``evidence.warc_objects_recorded``) and INSERT ... ON CONFLICT (object_key,
+    record_offset) DO NOTHING adds only what is missing, as it always did."""
+    keys = list(dict.fromkeys(r["object_key"] for r in rows))
+    indexed = {
+        r["object_key"]
+        for r in conn.execute(Q("evidence.warc_objects_recorded"), {"object_keys": keys})
+    }
+    if indexed:
+        again = [r for r in rows if r["object_key"] in indexed]
+        conn.execute(Q("evidence.insert_warc_records"), {"rows": Jsonb(again)})
+        rows = [r for r in rows if r["object_key"] not in indexed]
+    if rows:
+        _copy(conn, "evidence.copy_warc_records", map(_WARC_ROW, rows))
+
+
+def _new_objects(
+    samples: dict[str, dict[str, Any]],
+    objects: list[dict[str, Any]],
+    created: dict[str, list[str]],
+) -> list[tuple[Any, ...]]:
+    """``evidence.insert_object``'s rules for a round's object rows, decided from the rows read
+    under the round's lock: a (sample, kind, sha256) recorded already, or earlier in the round,
+    adds nothing; a new one takes its kind's latest revision before the round + 1 (a sample
+    is in a round once). The COPY rows, and the created kinds added to ``created``."""
+    out = []
+    seen: set[tuple[str, str, str]] = set()
+    for obj in objects:
+        sid, kind, sha = obj["sample_id"], obj["kind"], obj["sha256"].rstrip()
+        latest, digests = samples[sid]["objects"].get(kind, (0, ()))
+        if sha in digests or (sid, kind, sha) in seen:
+            continue
+        seen.add((sid, kind, sha))
+        row = _OBJECT_ROW(obj)
+        out.append((*row[:3], latest + 1, *row[3:]))
+        created.setdefault(sid, []).append(kind)
+    return out
