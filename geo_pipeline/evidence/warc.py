@@ -51,12 +51,13 @@ from geo_pipeline.connectors.base import HttpExchange
 WARC_MIME = "application/warc"
 REDACTED = "[REDACTED]"
 REDACTED_PARAM = "REDACTED"  # in a URL: no characters that need escaping
-# Each record's gzip member is deflated by ISA-L (python-isal) at level 1: on the simulator's
-# answers (~1.7 KB a record) it costs 0.05 ms per answer against 0.13-0.17 ms for zlib at level 6
-# (and zlib at level 1 is hardly cheaper: a record this small is mostly the deflate set-up), for
-# members ~3% larger (2,661 against 2,588 bytes per answer). Any gzip reader reads them (warcio
-# and the WACZ tools use zlib).
-GZIP_LEVEL = 1
+# Each record's gzip member is deflated by ISA-L (python-isal) at level 0, for the worker's CPU
+# (issue 33): on the simulator's answers (3.7 records of ~1.5 KB an answer) level 0 costs ~10 us
+# an answer against ~38 us at level 1 (whose Huffman tables are built per member: most of the
+# cost of a record this small) and ~100 us for zlib at level 6, for members ~28% larger (3,551
+# against 2,776 bytes an answer; zlib level 6: 2,716). Any gzip reader reads them (warcio and
+# the WACZ tools use zlib).
+GZIP_LEVEL = 0
 GZIP_WBITS = 16 + 15  # a gzip member (header and CRC), 32 KB window
 RECORD_TYPES = ("request", "response", "resource", "metadata", "conversion")
 _NAMESPACE = uuid.UUID("6f1c2a53-0a5e-4c55-9a57-2f4f7f0f3c11")  # geo_pipeline evidence records
@@ -234,7 +235,7 @@ def _write(
         text += f"WARC-Target-URI: {uri}\r\n"
     text += f"Content-Type: {warc_type}\r\nContent-Length: {len(head) + len(payload)}\r\n\r\n"
     raw = b"".join((text.encode("utf-8"), head, payload, b"\r\n\r\n"))
-    # One gzip member per record (GZIP_LEVEL: why ISA-L at level 1; warcio's own wrapper uses
+    # One gzip member per record (GZIP_LEVEL: why ISA-L at level 0; warcio's own wrapper uses
     # zlib at level 9).
     member = isal_zlib.compress(raw, GZIP_LEVEL, GZIP_WBITS)
     # WarcRecord(...) without the frozen dataclass's __init__ (nine object.__setattr__ calls,
