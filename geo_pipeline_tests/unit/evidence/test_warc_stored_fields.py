@@ -174,6 +174,11 @@ def test_every_stored_field_of_simulator_answers_is_unchanged() -> None:
     assert stored_digest(simulator_evidence()) == STORED_DIGEST
 
 
+def test_only_the_gzip_level_changed_the_stored_bytes(monkeypatch) -> None:
+    monkeypatch.setattr(warc, "GZIP_LEVEL", 1)
+    assert stored_digest(simulator_evidence()) == STORED_DIGEST_LEVEL_1
+
+
 def test_the_digest_sees_a_changed_byte() -> None:
     """The digest is not blind: one changed header value in one exchange changes it."""
     inputs = simulator_evidence(8)
@@ -193,3 +198,15 @@ def test_records_redact_the_exchange_credentials(i: int) -> None:
     item = prepare_warc_evidence(ref, n, ev, policy)
     data = gzip.decompress(b"".join(r.data for r in item.warc_pending))
     assert b"sk-SECRET" not in data and b"QUERYSECRET" not in data
+
+
+def test_placed_records_are_the_dataclasses_with_every_field() -> None:
+    """warc_store builds ``Placement`` and ``ArchivedObject`` without their ``__init__`` (CPU,
+    issue 33): a field added to either must be set there too."""
+    items = [
+        prepare_warc_evidence(*args, max_record_bytes=1 << 20) for args in simulator_evidence(8)
+    ]
+    for item in store_batch(_Puts(), items):  # type: ignore[arg-type]
+        for made in (*item.warc_placed, *item.objects):
+            assert set(vars(made)) == {f.name for f in fields(type(made))}
+            assert made == type(made)(**vars(made))
