@@ -200,13 +200,14 @@ def test_records_redact_the_exchange_credentials(i: int) -> None:
     assert b"sk-SECRET" not in data and b"QUERYSECRET" not in data
 
 
-def test_placed_records_are_the_dataclasses_with_every_field() -> None:
-    """warc_store builds ``Placement`` and ``ArchivedObject`` without their ``__init__`` (CPU,
-    issue 33): a field added to either must be set there too."""
+def test_prepared_and_placed_evidence_is_the_dataclasses_with_every_field() -> None:
+    """``prepare_warc_evidence`` builds ``ArchivedEvidence``, and warc_store ``Placement`` and
+    ``ArchivedObject``, without their ``__init__`` (CPU, issue 33): a field added to one of
+    them must be set there too."""
     items = [
         prepare_warc_evidence(*args, max_record_bytes=1 << 20) for args in simulator_evidence(8)
     ]
     for item in store_batch(_Puts(), items):  # type: ignore[arg-type]
-        for made in (*item.warc_placed, *item.objects):
+        for made in (item, *item.warc_placed, *item.objects):
             assert set(vars(made)) == {f.name for f in fields(type(made))}
             assert made == type(made)(**vars(made))
