@@ -44,7 +44,7 @@ from __future__ import annotations
 import json
 import logging
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -491,7 +491,7 @@ def prepare_warc_evidence(
     common, text_bytes, cjson, cjson_hex = _common(ref, attempt_no, evidence, screenshot_policy)
     status, shot_warnings, detail, todo = _screenshot_plan(evidence.screenshot)
     cap = max_record_bytes
-    if cap is not None:
+    if cap is not None and max(len(evidence.raw_body), len(text_bytes), len(cjson)) > cap:
         for kind, data in (("response_raw", evidence.raw_body), ("answer_raw", text_bytes),
                            ("citations", cjson)):  # fmt: skip
             if len(data) > cap:
@@ -500,11 +500,11 @@ def prepare_warc_evidence(
                     warnings=_dedupe(evidence.warnings),
                     failure=f"{ARCHIVE_FAILED}: {_too_large(kind, len(data), cap)}",
                 )  # fmt: skip
-        if todo is not None and max(len(todo[0]), len(todo[2])) > cap:
-            kind, size = ("screenshot", len(todo[0])) if len(todo[0]) > cap else (
-                "thumbnail", len(todo[2]))  # fmt: skip
-            status, shot_warnings, todo = "unavailable", [SCREENSHOT_UNAVAILABLE], None
-            detail = _too_large(kind, size, cap)
+    if cap is not None and todo is not None and max(len(todo[0]), len(todo[2])) > cap:
+        kind, size = ("screenshot", len(todo[0])) if len(todo[0]) > cap else (
+            "thumbnail", len(todo[2]))  # fmt: skip
+        status, shot_warnings, todo = "unavailable", [SCREENSHOT_UNAVAILABLE], None
+        detail = _too_large(kind, size, cap)
     parts = [
         WarcPart("answer_raw", "resource", TEXT_MIME, text_bytes, sha256=common["text_sha256"]),
         WarcPart("citations", "metadata", JSON_MIME, cjson, sha256=cjson_hex),
@@ -525,14 +525,24 @@ def prepare_warc_evidence(
     warnings = list(evidence.warnings) + shot_warnings
     if status == "not_provided" and screenshot_policy != "off":
         warnings.append(SCREENSHOT_UNAVAILABLE)
-    return ArchivedEvidence(
-        **common,
-        objects=(),
-        screenshot_status=status,
-        warnings=_dedupe(warnings),
-        screenshot_detail=detail,
-        warc_pending=tuple(records),
-    )
+    # ArchivedEvidence(**common, ...) without the frozen dataclass's __init__ (an
+    # object.__setattr__ for each of its ~25 fields, ~1.5 us an answer on the event loop);
+    # test_warc_stored_fields checks it equals the dataclass's own.
+    archived = object.__new__(ArchivedEvidence)
+    fields_ = archived.__dict__
+    fields_.update(_EVIDENCE_DEFAULTS)
+    fields_.update(common)
+    fields_.update(
+        objects=(), screenshot_status=status, warnings=_dedupe(warnings),
+        screenshot_detail=detail, warc_pending=tuple(records),
+    )  # fmt: skip
+    return archived
+
+
+# The defaults of ArchivedEvidence's fields (all plain values, no factories).
+_EVIDENCE_DEFAULTS = {
+    f.name: f.default for f in fields(ArchivedEvidence) if f.default is not MISSING
+}
 
 
 def prepare_warc_unparseable(

@@ -51,12 +51,13 @@ from geo_pipeline.connectors.base import HttpExchange
 WARC_MIME = "application/warc"
 REDACTED = "[REDACTED]"
 REDACTED_PARAM = "REDACTED"  # in a URL: no characters that need escaping
-# Each record's gzip member is deflated by ISA-L (python-isal) at level 1: on the simulator's
-# answers (~1.7 KB a record) it costs 0.05 ms per answer against 0.13-0.17 ms for zlib at level 6
-# (and zlib at level 1 is hardly cheaper: a record this small is mostly the deflate set-up), for
-# members ~3% larger (2,661 against 2,588 bytes per answer). Any gzip reader reads them (warcio
-# and the WACZ tools use zlib).
-GZIP_LEVEL = 1
+# Each record's gzip member is deflated by ISA-L (python-isal) at level 0, for the worker's CPU
+# (issue 33): on the simulator's answers (3.7 records of ~1.5 KB an answer) level 0 costs ~10 us
+# an answer against ~38 us at level 1 (whose Huffman tables are built per member: most of the
+# cost of a record this small) and ~100 us for zlib at level 6, for members ~28% larger (3,551
+# against 2,776 bytes an answer; zlib level 6: 2,716). Any gzip reader reads them (warcio and
+# the WACZ tools use zlib).
+GZIP_LEVEL = 0
 GZIP_WBITS = 16 + 15  # a gzip member (header and CRC), 32 KB window
 RECORD_TYPES = ("request", "response", "resource", "metadata", "conversion")
 _NAMESPACE = uuid.UUID("6f1c2a53-0a5e-4c55-9a57-2f4f7f0f3c11")  # geo_pipeline evidence records
@@ -157,21 +158,29 @@ _NAMESPACE_BYTES = _NAMESPACE.bytes
 
 def _record_id(sample_id: str, attempt_no: int, kind: str, payload_sha256: str) -> str:
     # uuid.uuid5(_NAMESPACE, name) put together directly (the UUID object's checks and str()
-    # cost more than the SHA-1): test_warc checks it against uuid5.
+    # cost more than the SHA-1): the hex digest's version nibble set to 5 and its variant
+    # nibble to RFC 4122's (10xx); test_warc checks it against uuid5.
     name = f"{sample_id}/{attempt_no}/{kind}/{payload_sha256}"
-    b = bytearray(hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8")).digest()[:16])
-    b[6] = (b[6] & 0x0F) | 0x50  # version 5
-    b[8] = (b[8] & 0x3F) | 0x80  # RFC 4122 variant
-    h = b.hex()
-    return f"<urn:uuid:{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}>"
+    h = hashlib.sha1(_NAMESPACE_BYTES + name.encode("utf-8")).hexdigest()
+    return f"<urn:uuid:{h[:8]}-{h[8:12]}-5{h[13:16]}-{_VARIANT[h[16]]}{h[17:20]}-{h[20:32]}>"
 
 
-@lru_cache(maxsize=256)  # an answer's records share one date: formatted once per answer
+# The variant nibble of a uuid5 (its two high bits 10) for each hex digit of the SHA-1.
+_VARIANT = {f"{n:x}": f"{(n & 0x3) | 0x8:x}" for n in range(16)}
+
+
 def _warc_date(at: datetime) -> str:
-    at = at.astimezone(UTC) if at.tzinfo else at.replace(tzinfo=UTC)
-    return str(datetime_to_iso_date(at.replace(tzinfo=None)))
+    """``WARC-Date``: the capture time in UTC to the second (a naive time is UTC), as warcio's
+    ``datetime_to_iso_date`` writes it; ``isoformat`` is a fifth of ``strftime``'s cost, and an
+    answer's capture time is its own (a cache never hit)."""
+    if at.tzinfo is not None and at.utcoffset():
+        at = at.astimezone(UTC)
+    if at.year < 1000:  # strftime('%Y') does not pad: keep warcio's text
+        return str(datetime_to_iso_date(at.replace(tzinfo=None)))
+    return at.isoformat(timespec="seconds")[:19] + "Z"
 
 
+_new = object.__new__
 _DEFAULT_TYPES = {"metadata": "application/warc-fields", "warcinfo": "application/warc-fields"}
 
 
@@ -226,13 +235,18 @@ def _write(
         text += f"WARC-Target-URI: {uri}\r\n"
     text += f"Content-Type: {warc_type}\r\nContent-Length: {len(head) + len(payload)}\r\n\r\n"
     raw = b"".join((text.encode("utf-8"), head, payload, b"\r\n\r\n"))
-    # One gzip member per record (GZIP_LEVEL: why ISA-L at level 1; warcio's own wrapper uses
+    # One gzip member per record (GZIP_LEVEL: why ISA-L at level 0; warcio's own wrapper uses
     # zlib at level 9).
     member = isal_zlib.compress(raw, GZIP_LEVEL, GZIP_WBITS)
-    return WarcRecord(
-        kind, record_type, record_id, uri, mime_type, member, block_hex, payload_hex,
-        len(payload),
+    # WarcRecord(...) without the frozen dataclass's __init__ (nine object.__setattr__ calls,
+    # ~1 us a record): the same fields, the same object.
+    record = _new(WarcRecord)
+    record.__dict__.update(
+        kind=kind, record_type=record_type, record_id=record_id, target_uri=uri,
+        mime_type=mime_type, data=member, block_sha256=block_hex, payload_sha256=payload_hex,
+        payload_size=len(payload),
     )  # fmt: skip
+    return record
 
 
 def _response_headers(exchange: HttpExchange, body: bytes) -> StatusAndHeaders:
@@ -304,10 +318,7 @@ def answer_records(
                 payload=raw_body, payload_hex=raw_hex,
             )
         )  # fmt: skip
-    records += part_records(
-        sample_id=sample_id, attempt_no=attempt_no, captured_at=captured_at, parts=parts,
-        concurrent_to=primary_id,
-    )  # fmt: skip
+    records += _part_records(sample_id, attempt_no, date, parts, primary_id, None)
     return records
 
 
@@ -324,7 +335,19 @@ def part_records(
     part is the one the others are linked to. ``refers_to`` (a record id) goes on the
     ``metadata`` and ``conversion`` parts only: WARC 1.1 (section 5.11) does not allow
     ``WARC-Refers-To`` on a ``resource`` record."""
-    date = _warc_date(captured_at)
+    return _part_records(
+        sample_id, attempt_no, _warc_date(captured_at), parts, concurrent_to, refers_to
+    )
+
+
+def _part_records(
+    sample_id: str,
+    attempt_no: int,
+    date: str,
+    parts: Sequence[Part],
+    concurrent_to: str | None,
+    refers_to: str | None,
+) -> list[WarcRecord]:
     records: list[WarcRecord] = []
     for part in parts:
         if part.record_type not in ("resource", "metadata", "conversion"):

@@ -39,8 +39,8 @@ from geo_pipeline.evidence.warc import (
     Placement,
     WarcCorrupt,
     digest_hex,
-    pack,
     parse_record,
+    record_key,
     split_record_key,
 )
 
@@ -49,6 +49,7 @@ OBJECT_NAME = "batch.warc.gz"
 INDEX_ONLY_KINDS = ("request",)
 # What a batch stores: an answer's evidence, or a late screenshot (evidence.warc_revisions).
 Item = TypeVar("Item", ArchivedEvidence, ArchivedScreenshot)
+T = TypeVar("T")
 
 
 class RecordTooLarge(ArchiveError):
@@ -71,16 +72,30 @@ def digest_of_object_key(key: str) -> str | None:
 
 
 def _placed(item: Item, object_key_: str, offsets: dict[int, int]) -> Item:
-    placements = tuple(Placement(r, object_key_, offsets[id(r)]) for r in item.warc_pending)
     # Every record is indexed (geo.warc_records); the evidence kinds readers ask for get their
     # geo.evidence_objects row as well. The request (the exchange as sent) is indexed only.
-    objects = tuple(
-        ArchivedObject(p.record.kind, p.storage_key, p.record.payload_sha256,
-                       p.record.payload_size, p.record.mime_type)
-        for p in placements
-        if p.record.kind not in INDEX_ONLY_KINDS
-    )  # fmt: skip
-    return _evolve(item, objects=objects, warc_pending=(), warc_placed=placements)
+    placements = []
+    objects = []
+    for r in item.warc_pending:
+        offset = offsets[id(r)]
+        placements.append(_make(Placement, record=r, object_key=object_key_, offset=offset))
+        if r.kind not in INDEX_ONLY_KINDS:
+            objects.append(
+                _make(ArchivedObject, kind=r.kind, key=record_key(object_key_, offset, len(r.data)),
+                      sha256=r.payload_sha256, size_bytes=r.payload_size,
+                      mime_type=r.mime_type)
+            )  # fmt: skip
+    return _evolve(item, objects=tuple(objects), warc_pending=(), warc_placed=tuple(placements))
+
+
+def _make(cls: type[T], **fields: object) -> T:
+    """``cls(**fields)`` for these plain frozen dataclasses (no defaults left out, no
+    ``__post_init__``, no slots) without ``__init__``'s ``object.__setattr__`` per field: a
+    batch makes ~6 an answer on the event loop. test_warc_stored_fields checks they equal
+    the dataclasses' own."""
+    new = object.__new__(cls)
+    new.__dict__.update(fields)
+    return new
 
 
 def _evolve(item: Item, **changes: object) -> Item:
@@ -104,9 +119,16 @@ def plan_batch(
             groups.setdefault((item.ref.tenant_id, item.ref.run_id), []).append(i)
     out = []
     for (tenant_id, run_id), idx in groups.items():
-        records = [r for i in idx for r in items[i].warc_pending]
-        data, spans = pack(records)
-        offsets = {id(r): off for r, (off, _) in zip(records, spans, strict=True)}
+        # warc.pack's object and spans, the offsets by record in the same pass.
+        members: list[bytes] = []
+        offsets: dict[int, int] = {}
+        offset = 0
+        for i in idx:
+            for r in items[i].warc_pending:
+                offsets[id(r)] = offset
+                offset += len(r.data)
+                members.append(r.data)
+        data = b"".join(members)
         out.append((batch_object_key(tenant_id, run_id, data), data, idx, offsets))
     return out
 

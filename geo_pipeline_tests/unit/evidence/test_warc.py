@@ -6,12 +6,14 @@ from __future__ import annotations
 import gzip
 import hashlib
 import uuid
-from datetime import UTC, datetime
+from dataclasses import fields
+from datetime import UTC, datetime, timedelta, timezone
 from io import BytesIO
 from typing import Any
 
 import pytest
 from warcio.archiveiterator import ArchiveIterator
+from warcio.timeutils import datetime_to_iso_date
 
 from geo_pipeline.connectors.base import HttpExchange
 from geo_pipeline.evidence import warc
@@ -209,3 +211,22 @@ def test_record_ids_are_uuid5_of_the_record_name(
     name = f"{sample_id}/{attempt_no}/{kind}/{digest}"
     expected = f"<urn:uuid:{uuid.uuid5(warc._NAMESPACE, name)}>"
     assert warc._record_id(sample_id, attempt_no, kind, digest) == expected
+
+
+def test_a_written_record_is_the_dataclass_with_every_field() -> None:
+    """``_write`` builds ``WarcRecord`` without its ``__init__`` (CPU, issue 33): a field added
+    to the class must be set there too."""
+    for record in records():
+        assert set(vars(record)) == {f.name for f in fields(warc.WarcRecord)}
+        assert record == warc.WarcRecord(**vars(record))
+
+
+@pytest.mark.parametrize(
+    "at",
+    [datetime(2026, 12, 7, 4, 0, 1, 999999, tzinfo=UTC), datetime(2026, 12, 7, 23, 59, 59),
+     datetime(2026, 12, 8, 7, 30, tzinfo=timezone(timedelta(hours=8))),
+     datetime(999, 1, 2, 3, 4, 5, tzinfo=UTC)],
+)  # fmt: skip
+def test_warc_dates_are_warcios(at: datetime) -> None:
+    utc = at.astimezone(UTC) if at.tzinfo else at
+    assert warc._warc_date(at) == datetime_to_iso_date(utc.replace(tzinfo=None))

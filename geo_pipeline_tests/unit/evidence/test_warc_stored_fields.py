@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
+from dataclasses import fields, replace
 from datetime import UTC, datetime, timedelta
 from functools import lru_cache
 from typing import Any
@@ -25,7 +25,7 @@ from geo_pipeline.connectors.base import Attachment, Evidence, SubmitRequest
 from geo_pipeline.connectors.http import exchange_of
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.connectors.simulator import SimulatorConnector
-from geo_pipeline.evidence import recording
+from geo_pipeline.evidence import recording, warc
 from geo_pipeline.evidence.recording import SampleRef, prepare_warc_evidence
 from geo_pipeline.evidence.thumbnails import ImageInfo
 from geo_pipeline.evidence.warc_store import store_batch
@@ -36,9 +36,11 @@ PLATFORMS = ("deepseek", "doubao", "qwen", "kimi")  # bench/throughput.py's
 QUESTIONS = ("国内性价比最高的连锁咖啡品牌有哪些？", "Which coffee chain has the best value?")
 AT = datetime(2026, 12, 7, 4, 0, tzinfo=UTC)
 N = 64
-STORED_DIGEST = (
-    "6563c3549b154bb3b97dee1204369049ac1fed390a4359a723cd88b7922c6b0d"  # before the CPU cuts
-)
+STORED_DIGEST = "2e399ae3ea5c309a91efd15ddcdeb0d2250f367c3dca4b26c5e0db4237207438"  # gzip level 0
+# The same answers with every record deflated at ISA-L level 1, as before the gzip level went
+# to 0 (issue 33, the worker's CPU): the digest the code wrote before its CPU was cut. It still
+# holds with the level set back to 1, so the level is the only change to the stored bytes.
+STORED_DIGEST_LEVEL_1 = "6563c3549b154bb3b97dee1204369049ac1fed390a4359a723cd88b7922c6b0d"
 
 
 @lru_cache(maxsize=1)
@@ -172,6 +174,11 @@ def test_every_stored_field_of_simulator_answers_is_unchanged() -> None:
     assert stored_digest(simulator_evidence()) == STORED_DIGEST
 
 
+def test_only_the_gzip_level_changed_the_stored_bytes(monkeypatch) -> None:
+    monkeypatch.setattr(warc, "GZIP_LEVEL", 1)
+    assert stored_digest(simulator_evidence()) == STORED_DIGEST_LEVEL_1
+
+
 def test_the_digest_sees_a_changed_byte() -> None:
     """The digest is not blind: one changed header value in one exchange changes it."""
     inputs = simulator_evidence(8)
@@ -191,3 +198,16 @@ def test_records_redact_the_exchange_credentials(i: int) -> None:
     item = prepare_warc_evidence(ref, n, ev, policy)
     data = gzip.decompress(b"".join(r.data for r in item.warc_pending))
     assert b"sk-SECRET" not in data and b"QUERYSECRET" not in data
+
+
+def test_prepared_and_placed_evidence_is_the_dataclasses_with_every_field() -> None:
+    """``prepare_warc_evidence`` builds ``ArchivedEvidence``, and warc_store ``Placement`` and
+    ``ArchivedObject``, without their ``__init__`` (CPU, issue 33): a field added to one of
+    them must be set there too."""
+    items = [
+        prepare_warc_evidence(*args, max_record_bytes=1 << 20) for args in simulator_evidence(8)
+    ]
+    for item in store_batch(_Puts(), items):  # type: ignore[arg-type]
+        for made in (item, *item.warc_placed, *item.objects):
+            assert set(vars(made)) == {f.name for f in fields(type(made))}
+            assert made == type(made)(**vars(made))
