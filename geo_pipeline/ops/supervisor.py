@@ -4,7 +4,11 @@ It starts each part of the pipeline (simulator, relay, workers, sweeper, Dagster
 subprocess — the same way they run in production, one process per role, so each can be killed on
 its own (D1) — writes each one's output to ``<log_dir>/<name>.log``, and stops every process it
 started when the block ends, on an exception or on Ctrl-C: SIGTERM first (workers hand back what
-they hold), SIGKILL after a grace period. It only ever signals the processes it started, by pid.
+they hold), SIGKILL after a grace period. It only ever signals the processes it started, by pid:
+a child's process group is signalled as a group only while the child is unreaped (its number
+cannot be anyone else's then); once it is gone, only the members of its group that started
+before it was seen gone (and their children) are signalled, never a process that was given the
+same number later (pids are reused: 32,768 of them on a busy box go round in minutes).
 
 A child started with a :class:`Restart` policy (what ``geo-pipeline dev`` gives every process)
 is started again when it exits, after an exponential back-off bounded by the policy; the event is
@@ -61,13 +65,22 @@ class Managed:
     restarts: int = 0  # how many times this name was started again
     crashes_in_a_row: int = 0
     restart_due: float | None = None  # monotonic time of the next start, once it exited
+    gone_at: int | None = None  # when it was first seen exited, in clock ticks since boot
 
     @property
     def pid(self) -> int:
         return self.proc.pid
 
     def alive(self) -> bool:
-        return self.proc.poll() is None
+        if self.proc.poll() is None:
+            return True
+        self.seen_gone()
+        return False
+
+    def seen_gone(self) -> None:
+        """Note when the child was first seen exited: its helpers started before that."""
+        if self.gone_at is None:
+            self.gone_at = _ticks_now()
 
     def log_tail(self, lines: int = 20) -> str:
         try:
@@ -147,6 +160,8 @@ class Supervisor:
         """Raise ProcessFailed if a child without a restart policy has exited."""
         for c in self.children:
             code = c.proc.poll()
+            if code is not None:
+                c.seen_gone()
             if code is not None and c.restart is None:
                 raise ProcessFailed(
                     f"{c.name} (pid {c.pid}) exited with code {code}; its log {c.log_path} "
@@ -165,6 +180,7 @@ class Supervisor:
             code = c.proc.poll()
             if code is None or c.restart is None:
                 continue
+            c.seen_gone()
             if c.restart_due is None:
                 ran = now - c.started_at
                 c.crashes_in_a_row = 1 if ran >= c.restart.stable_s else c.crashes_in_a_row + 1
@@ -226,6 +242,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 _signal_group(child, signal.SIGKILL)
                 child.proc.wait(timeout=10)
+        child.seen_gone()
         child.log_file.close()
         return child.proc.returncode
 
@@ -244,6 +261,7 @@ class Supervisor:
             except subprocess.TimeoutExpired:
                 _signal_group(c, signal.SIGKILL)
                 c.proc.wait(timeout=10)
+            c.seen_gone()
             # Helpers a child started in its own process group (Dagster's code servers) go too.
             _signal_group(c, signal.SIGKILL, leader_too=False)
             c.log_file.close()
@@ -257,15 +275,57 @@ class Supervisor:
 
 def _signal_group(child: Managed, sig: int, leader_too: bool = True) -> None:
     """Signal the process group we created for ``child`` (start_new_session: its pid is the
-    group id), so helpers it spawned stop with it. Never any other process."""
-    if not leader_too and child.proc.poll() is None:
-        return
-    try:
-        os.killpg(child.pid, sig)
-    except (ProcessLookupError, PermissionError):
-        if leader_too and child.proc.poll() is None:
+    group id), so helpers it spawned stop with it. Never any other process: while the child is
+    unreaped its pid, and so its group id, is ours; once it is gone the number may have been
+    given to another process (a session leader's group id is its pid), so only the group's
+    members that started before the child was seen gone, and their children, are signalled."""
+    if child.proc.poll() is None:
+        if not leader_too:
+            return
+        try:
+            os.killpg(child.pid, sig)
+        except (ProcessLookupError, PermissionError):
             with contextlib.suppress(ProcessLookupError):
                 child.proc.send_signal(sig)
+        return
+    child.seen_gone()
+    assert child.gone_at is not None
+    for pid in _helpers(child.pid, child.gone_at):
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(pid, sig)
+
+
+def _ticks_now() -> int:
+    """Now, in the clock ticks since boot that /proc/<pid>/stat gives start times in."""
+    with open("/proc/uptime", encoding="ascii") as fh:
+        uptime_s = float(fh.read().split()[0])
+    return int(uptime_s * os.sysconf("SC_CLK_TCK"))
+
+
+def _helpers(pgid: int, gone_at: int) -> list[int]:
+    """The processes of group ``pgid`` that started before ``gone_at`` (clock ticks since boot),
+    and those any of them started since: a gone leader's helpers, not a later process that was
+    given the leader's number."""
+    members: dict[int, tuple[int, int]] = {}  # pid -> (parent pid, start time)
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="ascii", errors="replace") as fh:
+                stat = fh.read()
+        except OSError:
+            continue
+        # After the command's closing parenthesis: state, ppid, pgrp, ..., starttime (field 22).
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 19 and int(fields[2]) == pgid:
+            members[int(entry)] = (int(fields[1]), int(fields[19]))
+    ours = {pid for pid, (_, started) in members.items() if started < gone_at}
+    grew = True
+    while grew:
+        more = {pid for pid, (ppid, _) in members.items() if ppid in ours} - ours
+        ours |= more
+        grew = bool(more)
+    return sorted(ours)
 
 
 @contextlib.contextmanager

@@ -155,3 +155,39 @@ def test_a_child_without_a_restart_policy_still_fails_the_supervisor(tmp_path):
         c.proc.wait(READY_S)  # its whole start-up and exit: a hang guard
         with pytest.raises(ProcessFailed, match=r"crash .* exited with code 3"):
             sup.poll()
+
+
+def test_a_gone_child_s_number_given_to_another_process_is_not_signalled(tmp_path):
+    """Pids are reused (32,768 of them go round in minutes on a busy CI box), and every child
+    is a session leader, so its group id is its pid. A child that exited long ago must not have
+    its number signalled as a group at the end: a CI run saw another test's child killed
+    ({'polite': -9}). The reuse is made here by giving the gone child's record the number of a
+    process started after it was seen gone, as the kernel would."""
+    import signal
+    import subprocess
+
+    def uptime() -> str:
+        with open("/proc/uptime", encoding="ascii") as fh:
+            return fh.read().split()[0]
+
+    innocent = None
+    try:
+        with Supervisor(tmp_path, grace_s=5) as sup:
+            gone = sup.start("gone", [PY, "-c", "print('up', flush=True)"])
+            gone.proc.wait(READY_S)
+            assert not gone.alive()  # seen gone now
+            seen = uptime()
+            while uptime() == seen:  # the next clock tick: the other process starts after
+                pass
+            innocent = subprocess.Popen(
+                [PY, "-c", "import time; time.sleep(60)"], start_new_session=True
+            )
+            gone.proc.pid = innocent.pid  # the kernel gave its number to a new session leader
+        # Whatever the supervisor sent it has been sent: now ours. A SIGKILL from the supervisor
+        # would show as -9; a process it left alone dies of this SIGTERM.
+        innocent.terminate()
+        assert innocent.wait(READY_S) == -signal.SIGTERM
+    finally:
+        if innocent is not None and innocent.poll() is None:
+            innocent.kill()
+            innocent.wait(READY_S)
