@@ -392,6 +392,31 @@ def _filter_query(
     return "&".join(kept)
 
 
+# Filtered queries that no platform rule could change (each parameter a tracking or a content
+# one): the same few (``utm_source=chatgpt.com``, …) end most cited URLs, whatever the page.
+_TRACKING_ONLY: dict[tuple[str, TrackingRules], str] = {}
+_TRACKING_ONLY_SIZE = 1024
+
+
+def _tracking_or_content(query: str, rules: TrackingRules) -> bool:
+    """Whether ``_filter_query`` never asks the platform rules about ``query``: every
+    parameter's name is a tracking or a content one, so the result depends on the query and
+    the name list alone."""
+    for piece in query.split("&"):
+        if not piece:
+            continue
+        low = unquote(piece.split("=", 1)[0].replace("+", " ")).lower()
+        if not (low in rules.exact or low.startswith(rules.prefixes) or low in CONTENT_PARAMS):
+            return False
+    return True
+
+
+def _remember_query(query: str, rules: TrackingRules, filtered: str) -> None:
+    if len(_TRACKING_ONLY) >= _TRACKING_ONLY_SIZE:
+        _TRACKING_ONLY.clear()  # a bounded memory; the common few come back at once
+    _TRACKING_ONLY[query, rules] = filtered
+
+
 @lru_cache(maxsize=URL_CACHE_SIZE)
 def _stripped(platform: tuple[re.Pattern[str], ...], name: str) -> bool:
     """Whether a platform rule removes the parameter ``name`` (remembered per rule set and name:
@@ -532,7 +557,17 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
         seen = _unsplit(scheme, netloc, path, raw_query, "")
         return load_provider_rules().stripper(seen)
 
-    query = _filter_query(raw_query, tracking_rules(tracking_params), platform) if raw_query else ""
+    if not raw_query:
+        query = ""
+    else:
+        rules = tracking_rules(tracking_params)
+        known = _TRACKING_ONLY.get((raw_query, rules))
+        if known is not None:
+            query = known
+        else:
+            query = _filter_query(raw_query, rules, platform)
+            if _tracking_or_content(raw_query, rules):
+                _remember_query(raw_query, rules, query)
     fragment = raw_fragment if raw_fragment.startswith(("!", "/")) else ""
     normalized = _unsplit(scheme, netloc, path, query, fragment)
     # NormalisedUrl(raw, normalized, domain) without the frozen dataclass's __init__ (a field

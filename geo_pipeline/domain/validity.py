@@ -256,7 +256,8 @@ def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
     compact = _compact(answer_text)
     if not compact:
         return Validity(False, "empty")
-    lowered = compact.lower()
+    # Only a short text is searched for phrases: a long one is not lower-cased.
+    lowered = compact.lower() if len(compact) <= _PHRASES_MAX_CHARS else ""
     if len(compact) <= PAGE_MAX_CHARS and _PAGE_HINT.search(lowered):
         for reason, pattern in (
             ("captcha", _CAPTCHA),
@@ -283,4 +284,10 @@ def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
         return Validity(False, "truncated", detail=cut)
     if _too_short(answer_text):
         return Validity(False, "too_short")
-    return Validity(True, None)
+    return _VALID
+
+
+_VALID = Validity(True, None)
+_PHRASES_MAX_CHARS = max(
+    PAGE_MAX_CHARS, REFUSAL_MAX_CHARS
+)  # immutable: one verdict object for every valid answer

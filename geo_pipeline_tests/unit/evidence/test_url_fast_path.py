@@ -180,3 +180,26 @@ def test_fast_path_agrees_with_urlsplit_on_edge_cases(url):
 def test_fast_path_agrees_with_urlsplit_on_any_text(text):
     _same(text)
     _same("https://" + text)
+
+
+def test_remembered_queries_agree_with_urlsplit_when_met_again():
+    """A query of tracking and content parameters only is remembered (issue 33): met again on
+    another host, path or platform, or under another name list, it gives what the reference
+    gives."""
+    urls._TRACKING_ONLY.clear()
+    corpus = _corpus(5_000, seed=7)
+    for url in corpus + corpus[::-1]:
+        _same(url)
+    assert urls._TRACKING_ONLY  # some were remembered
+    for query in ("?utm_source=x&p=2", "?spm=1&id=3", "?p=2"):
+        for host in ("www.bilibili.com", "b.bilibili.com", "example.com", "amazon.de"):
+            _same(f"https://{host}/video/BV1{query}")
+            _same(f"https://{host}/video/BV1{query}")
+
+
+def test_the_remembered_queries_stay_bounded(monkeypatch):
+    monkeypatch.setattr(urls, "_TRACKING_ONLY_SIZE", 10)
+    urls._TRACKING_ONLY.clear()
+    for i in range(50):
+        _same(f"https://example.com/a?utm_source=s{i}&p={i}")
+    assert 0 < len(urls._TRACKING_ONLY) <= 10
