@@ -375,15 +375,46 @@ def _filter_query(
     for piece in query.split("&"):
         if not piece:
             continue
-        name = unquote(piece.split("=", 1)[0].replace("+", " "))
-        if rules.is_tracking(name):
+        name = piece.split("=", 1)[0].replace("+", " ")
+        if "%" in name:
+            name = unquote(name)  # (which returns a name without '%' as it is)
+        low = name.lower()
+        if low in rules.exact or low.startswith(rules.prefixes):  # rules.is_tracking(name)
             continue
-        if callable(platform) and name.lower() not in CONTENT_PARAMS:
+        if low in CONTENT_PARAMS:
+            kept.append(_normalise_escapes(piece, _QUERY_SAFE))
+            continue
+        if callable(platform):
             platform = platform()
-        if platform and name.lower() not in CONTENT_PARAMS and _stripped(platform, name):
+        if platform and _stripped(platform, name):
             continue
         kept.append(_normalise_escapes(piece, _QUERY_SAFE))
     return "&".join(kept)
+
+
+# Filtered queries that no platform rule could change (each parameter a tracking or a content
+# one): the same few (``utm_source=chatgpt.com``, …) end most cited URLs, whatever the page.
+_TRACKING_ONLY: dict[tuple[str, TrackingRules], str] = {}
+_TRACKING_ONLY_SIZE = 1024
+
+
+def _tracking_or_content(query: str, rules: TrackingRules) -> bool:
+    """Whether ``_filter_query`` never asks the platform rules about ``query``: every
+    parameter's name is a tracking or a content one, so the result depends on the query and
+    the name list alone."""
+    for piece in query.split("&"):
+        if not piece:
+            continue
+        low = unquote(piece.split("=", 1)[0].replace("+", " ")).lower()
+        if not (low in rules.exact or low.startswith(rules.prefixes) or low in CONTENT_PARAMS):
+            return False
+    return True
+
+
+def _remember_query(query: str, rules: TrackingRules, filtered: str) -> None:
+    if len(_TRACKING_ONLY) >= _TRACKING_ONLY_SIZE:
+        _TRACKING_ONLY.clear()  # a bounded memory; the common few come back at once
+    _TRACKING_ONLY[query, rules] = filtered
 
 
 @lru_cache(maxsize=URL_CACHE_SIZE)
@@ -488,7 +519,7 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
     if simple is not None:  # the common shape: no urlsplit, no netloc re-parsing
         scheme_raw, hostname, raw_path, raw_query, raw_fragment = simple.groups()
         scheme = scheme_raw.lower()
-        host = netloc = _encode_host(hostname.lower())
+        host = netloc = hostname.lower().rstrip(".")  # _encode_host of an ASCII name
         raw_path = raw_path or ""
         raw_query = raw_query or ""
         raw_fragment = raw_fragment or ""
@@ -514,7 +545,11 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
             netloc = f"{userinfo}@{netloc}"
         raw_path, raw_query, raw_fragment = parts.path, parts.query, parts.fragment
 
-    path = _remove_dot_segments(_normalise_escapes(raw_path or "/", _PATH_SAFE))
+    path = raw_path or "/"
+    if "%" in path or not _PATH_SAFE.issuperset(path):  # (_normalise_escapes' own test)
+        path = _normalise_escapes(path, _PATH_SAFE)
+    if "." in path:  # (_remove_dot_segments' own test)
+        path = _remove_dot_segments(path)
 
     # The platform rules match the URL as a browser would show it: scheme and host lower-cased,
     # the query as received (ClearURLs patterns and exceptions look at both).
@@ -522,7 +557,26 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
         seen = _unsplit(scheme, netloc, path, raw_query, "")
         return load_provider_rules().stripper(seen)
 
-    query = _filter_query(raw_query, tracking_rules(tracking_params), platform)
+    if not raw_query:
+        query = ""
+    else:
+        rules = tracking_rules(tracking_params)
+        known = _TRACKING_ONLY.get((raw_query, rules))
+        if known is not None:
+            query = known
+        else:
+            query = _filter_query(raw_query, rules, platform)
+            if _tracking_or_content(raw_query, rules):
+                _remember_query(raw_query, rules, query)
     fragment = raw_fragment if raw_fragment.startswith(("!", "/")) else ""
     normalized = _unsplit(scheme, netloc, path, query, fragment)
-    return NormalisedUrl(raw, normalized, registrable_domain(host.strip("[]")))
+    # NormalisedUrl(raw, normalized, domain) without the frozen dataclass's __init__ (a field
+    # at a time through object.__setattr__): the same object, for a third of the time.
+    made = _new(NormalisedUrl)
+    made.__dict__.update(
+        raw=raw, normalized=normalized, registrable_domain=registrable_domain(host.strip("[]"))
+    )
+    return made
+
+
+_new = object.__new__

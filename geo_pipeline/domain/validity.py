@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from itertools import islice
 from typing import Literal
 
 RULE_VERSION = "validity-2026.11.1"
@@ -122,6 +121,28 @@ _ERROR_CODE = re.compile(
     r"\b(50[0234]\b.{0,20}(error|bad gateway|unavailable|timeout)"
     r"|40[34]\b.{0,12}(forbidden|not found))"
 )
+# Every phrase of _CAPTCHA, _LOGIN and _ERROR holds one of these strings outside any optional
+# or alternative part (so each of its matches does), and every _ERROR_CODE match holds one of its
+# codes: a short text with none of them is no page (test_validity checks each phrase against the
+# list). One search of _PAGE_HINT, whose alternatives start with the hint's first character
+# (mostly rare letters), tells that instead of four regex searches of every position (issue 33).
+_PAGE_HINTS = (
+    "captcha", "verify", "bot", "cking ", "ffic", "y check", "验证", "拖动", "访问异常",
+    "please ", "log", "sign", "must be", "session ", "ccount to", "登录",
+    "ver error", "gateway", "vice ", "wrong", "ccurred", "y requests", "mit ", "work error",
+    "failed", "服务器", "系统", "网络", "出错了", "请稍后", "请求", "页面",
+)  # fmt: skip
+
+
+def _any_of(words: tuple[str, ...]) -> str:
+    """An alternation of literal ``words``, grouped by first character."""
+    by_first: dict[str, list[str]] = {}
+    for w in words:
+        by_first.setdefault(w[0], []).append(re.escape(w[1:]))
+    return "|".join(f"{re.escape(c)}(?:{'|'.join(rest)})" for c, rest in by_first.items())
+
+
+_PAGE_HINT = re.compile(_any_of(_PAGE_HINTS) + r"|50[0234]\b|40[34]\b")
 _REFUSAL = _phrases(
     r"i('m| am) (sorry,? )?(but )?(unable|not able) to (help|assist|answer|provide|comply)",
     r"i can('|no)t (help|assist|answer|provide|comply|discuss)",
@@ -150,12 +171,15 @@ _SPACE = re.compile(r"[\s\u3000\u200b\u200c\u200d\ufeff]+")
 _ZERO_WIDTH_AS_SPACE = {ord(c): " " for c in "\u200b\u200c\u200d\ufeff"}  # _SPACE beyond \s
 _CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af]")
 _MARKUP = re.compile(r"[#*_`>|\-=~\[\]()!]")
-# One character of the body _too_short weighs: neither _SPACE nor _MARKUP.
-_BODY_CHAR = re.compile(r"[^\s\u3000\u200b\u200c\u200d\ufeff#*_`>|\-=~\[\]()!]")
+# What the body _too_short weighs leaves out: _SPACE and _MARKUP, as one character class.
+_NOT_BODY = r"\s\u3000\u200b\u200c\u200d\ufeff#*_`>|\-=~\[\]()!"
 _NON_PROSE = re.compile(r"^\s*([-*+]\s|\d+[.)]\s|#|\||>|```|~~~|<)")
 _FENCE = re.compile(r"^\s{0,3}(```|~~~)", re.MULTILINE)
 _URL_END = re.compile(r"https?://\S+$")
 _LAST_WORD = re.compile(r"([A-Za-z]+)\W*$")
+_TAIL_CHARS = 400
+# At least MIN_WEIGHT body characters, anywhere: one match, no match object per character.
+_ENOUGH_BODY = re.compile(rf"(?:[{_NOT_BODY}]*+[^{_NOT_BODY}]){{{MIN_WEIGHT}}}")
 
 
 def _compact(text: str) -> str:
@@ -168,14 +192,28 @@ def _compact(text: str) -> str:
 
 
 def _unclosed_fence(text: str) -> bool:
+    if "```" not in text and "~~~" not in text:
+        return False  # no fence at all (most answers): no scan of every line start
     return len(_FENCE.findall(text)) % 2 == 1
 
 
-def _cut_mid_sentence(text: str) -> str | None:
-    lines = [ln for ln in text.splitlines() if ln.strip()]
-    if not lines:
+def _last_line(text: str) -> str | None:
+    """The last line of ``text`` with anything but whitespace, right-stripped (None: none).
+    Every line boundary is whitespace (``str.splitlines``'s are), so it is the last line of the
+    right-stripped text; it is looked for in the text's tail first rather than in all its lines."""
+    text = text.rstrip()
+    if not text:
         return None
-    last = lines[-1].rstrip()
+    lines = text[-_TAIL_CHARS:].splitlines()
+    if len(lines) < 2:  # the tail holds no line boundary: the last line may start before it
+        lines = text.splitlines()
+    return lines[-1].rstrip()
+
+
+def _cut_mid_sentence(text: str) -> str | None:
+    last = _last_line(text)
+    if last is None:
+        return None
     if _NON_PROSE.match(last):
         return None
     if _URL_END.search(last):
@@ -205,7 +243,7 @@ def _too_short(text: str) -> bool:
     # The weight is at least the body's length (a CJK character weighs 2, any other 1): a body
     # of MIN_WEIGHT characters is heavy enough without counting its CJK ones, and it is enough to
     # find that many body characters (most answers: in their first line) to know it.
-    if next(islice(_BODY_CHAR.finditer(text), MIN_WEIGHT - 1, None), None) is not None:
+    if _ENOUGH_BODY.match(text) is not None:
         return False
     body = _MARKUP.sub("", _SPACE.sub("", text))
     if len(body) >= MIN_WEIGHT:
@@ -218,8 +256,9 @@ def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
     compact = _compact(answer_text)
     if not compact:
         return Validity(False, "empty")
-    lowered = compact.lower()
-    if len(compact) <= PAGE_MAX_CHARS:
+    # Only a short text is searched for phrases: a long one is not lower-cased.
+    lowered = compact.lower() if len(compact) <= _PHRASES_MAX_CHARS else ""
+    if len(compact) <= PAGE_MAX_CHARS and _PAGE_HINT.search(lowered):
         for reason, pattern in (
             ("captcha", _CAPTCHA),
             ("login_page", _LOGIN),
@@ -245,4 +284,10 @@ def classify(answer_text: str, provider_truncated: bool = False) -> Validity:
         return Validity(False, "truncated", detail=cut)
     if _too_short(answer_text):
         return Validity(False, "too_short")
-    return Validity(True, None)
+    return _VALID
+
+
+_VALID = Validity(True, None)
+_PHRASES_MAX_CHARS = max(
+    PAGE_MAX_CHARS, REFUSAL_MAX_CHARS
+)  # immutable: one verdict object for every valid answer

@@ -9,7 +9,7 @@ from __future__ import annotations
 import random
 import re
 from collections.abc import Collection
-from urllib.parse import SplitResult, urlsplit, urlunsplit
+from urllib.parse import SplitResult, unquote, urlsplit, urlunsplit
 
 import pytest
 from hypothesis import given, settings
@@ -19,15 +19,34 @@ from geo_pipeline.domain import urls
 from geo_pipeline.domain.urls import (
     _DEFAULT_PORTS,
     _PATH_SAFE,
+    _QUERY_SAFE,
+    CONTENT_PARAMS,
     NormalisedUrl,
     _encode_host,
-    _filter_query,
     _normalise_escapes,
     _remove_dot_segments,
     load_provider_rules,
     registrable_domain,
     tracking_rules,
 )
+
+
+def _filter_query_reference(query: str, rules, platform) -> str:  # type: ignore[no-untyped-def]
+    """urls._filter_query before issue 33's inlining (the name lower-cased once, no unquote call
+    for a name without '%', a content parameter kept without asking the platform rules)."""
+    kept: list[str] = []
+    for piece in query.split("&"):
+        if not piece:
+            continue
+        name = unquote(piece.split("=", 1)[0].replace("+", " "))
+        if rules.is_tracking(name):
+            continue
+        if callable(platform) and name.lower() not in CONTENT_PARAMS:
+            platform = platform()
+        if platform and name.lower() not in CONTENT_PARAMS and urls._stripped(platform, name):
+            continue
+        kept.append(_normalise_escapes(piece, _QUERY_SAFE))
+    return "&".join(kept)
 
 
 def reference(raw: str, tracking_params: Collection[str] | None = None) -> NormalisedUrl:
@@ -57,7 +76,7 @@ def reference(raw: str, tracking_params: Collection[str] | None = None) -> Norma
         seen = urlunsplit(SplitResult(scheme, netloc, path, parts.query, ""))
         return load_provider_rules().stripper(seen)
 
-    query = _filter_query(parts.query, tracking_rules(tracking_params), platform)
+    query = _filter_query_reference(parts.query, tracking_rules(tracking_params), platform)
     fragment = parts.fragment if parts.fragment.startswith(("!", "/")) else ""
     normalized = urlunsplit(SplitResult(scheme, netloc, path, query, fragment))
     return NormalisedUrl(raw, normalized, registrable_domain(host.strip("[]")))
@@ -83,7 +102,8 @@ _QUERIES = [
     "", "?", "?utm_source=openai", "?b=2&utm_medium=x&a=1", "?q=a+b&ref=home", "?id=1&id=2",
     "?q=%e4%b8%ad", "?&&a=1&", "?UTM_Source=Foo&Page=2", "?spm_id_from=333&vd_source=x&p=2",
     "?gclid=1&fbclid=2", "?a=1?b=2", "?a=中", "?a=%", "?utm%5Fsource=x", "?a+b=c", "?x=1 2",
-    "?a=\t1", "?tag=abc-21&ref_=x&keywords=y", "?si=abc&v=xyz", "?=&=x",
+    "?a=\t1", "?tag=abc-21&ref_=x&keywords=y", "?si=abc&v=xyz", "?=&=x", "?ID=1&spm_id_from=2",
+    "?P=2&vd_source=x&Utm_X=1", "?%69d=1&vd%5Fsource=2", "?Q+=1&wd=%E4",
 ]  # fmt: skip
 _FRAGMENTS = ["", "#", "#section-2", "#/app/route", "#!/page", "#a#b", "#a?b", "#中", "#a b"]
 
@@ -160,3 +180,26 @@ def test_fast_path_agrees_with_urlsplit_on_edge_cases(url):
 def test_fast_path_agrees_with_urlsplit_on_any_text(text):
     _same(text)
     _same("https://" + text)
+
+
+def test_remembered_queries_agree_with_urlsplit_when_met_again():
+    """A query of tracking and content parameters only is remembered (issue 33): met again on
+    another host, path or platform, or under another name list, it gives what the reference
+    gives."""
+    urls._TRACKING_ONLY.clear()
+    corpus = _corpus(5_000, seed=7)
+    for url in corpus + corpus[::-1]:
+        _same(url)
+    assert urls._TRACKING_ONLY  # some were remembered
+    for query in ("?utm_source=x&p=2", "?spm=1&id=3", "?p=2"):
+        for host in ("www.bilibili.com", "b.bilibili.com", "example.com", "amazon.de"):
+            _same(f"https://{host}/video/BV1{query}")
+            _same(f"https://{host}/video/BV1{query}")
+
+
+def test_the_remembered_queries_stay_bounded(monkeypatch):
+    monkeypatch.setattr(urls, "_TRACKING_ONLY_SIZE", 10)
+    urls._TRACKING_ONLY.clear()
+    for i in range(50):
+        _same(f"https://example.com/a?utm_source=s{i}&p={i}")
+    assert 0 < len(urls._TRACKING_ONLY) <= 10
