@@ -153,6 +153,7 @@ class Supervisor:
             stderr=subprocess.STDOUT,
             env=env,
             start_new_session=True,
+            preexec_fn=default_stop_signals,
         )
         return Managed(name, argv, proc, log_path, log_file, offset, env=env, restart=restart)
 
@@ -271,6 +272,21 @@ class Supervisor:
         self.retired.clear()
         self.children.clear()
         return codes
+
+
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+
+
+def default_stop_signals() -> None:
+    """In a child between fork and exec: SIGTERM and SIGINT at their default action and not
+    blocked, whatever the supervisor's own process had (an ignored or blocked signal survives
+    exec): stopping a child starts with SIGTERM, and a child that inherited it ignored could
+    only be killed, without handing back what it holds. A CI run's pytest worker had SIGTERM
+    ignored or blocked by then: its children outlived SIGTERM (the stop test's polite child
+    was SIGKILLed at the end of its 10 s grace). Only async-signal-safe calls: no locks."""
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, signal.SIG_DFL)
 
 
 def _signal_group(child: Managed, sig: int, leader_too: bool = True) -> None:

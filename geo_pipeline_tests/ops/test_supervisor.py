@@ -166,6 +166,8 @@ def test_a_gone_child_s_number_given_to_another_process_is_not_signalled(tmp_pat
     import signal
     import subprocess
 
+    from geo_pipeline.ops import supervisor as sv
+
     def uptime() -> str:
         with open("/proc/uptime", encoding="ascii") as fh:
             return fh.read().split()[0]
@@ -180,7 +182,9 @@ def test_a_gone_child_s_number_given_to_another_process_is_not_signalled(tmp_pat
             while uptime() == seen:  # the next clock tick: the other process starts after
                 pass
             innocent = subprocess.Popen(
-                [PY, "-c", "import time; time.sleep(60)"], start_new_session=True
+                [PY, "-c", "import time; time.sleep(60)"],
+                start_new_session=True,
+                preexec_fn=sv.default_stop_signals,  # SIGTERM kills it whatever pytest has
             )
             gone.proc.pid = innocent.pid  # the kernel gave its number to a new session leader
         # Whatever the supervisor sent it has been sent: now ours. A SIGKILL from the supervisor
@@ -191,3 +195,25 @@ def test_a_gone_child_s_number_given_to_another_process_is_not_signalled(tmp_pat
         if innocent is not None and innocent.poll() is None:
             innocent.kill()
             innocent.wait(READY_S)
+
+
+def test_children_stop_on_sigterm_even_when_the_supervisor_ignores_or_blocks_it(tmp_path):
+    """An ignored signal and the blocked mask survive fork and exec: a supervisor whose own
+    process ignores or blocks SIGTERM (a CI run's pytest worker did, by the time the stop test
+    ran: its polite child was SIGKILLed at the end of the grace, twice) must still start
+    children that SIGTERM stops, so they can hand back what they hold."""
+    import signal
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+    try:
+        with Supervisor(tmp_path, grace_s=30) as sup:
+            polite = sup.start(
+                "polite", [PY, "-c", "print('up', flush=True); import time; time.sleep(60)"]
+            )
+            sup.wait_for_line(polite, lambda s: s == "up", READY_S)
+            codes = sup.stop_all()
+    finally:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGTERM})
+        signal.signal(signal.SIGTERM, previous)
+    assert codes == {"polite": -signal.SIGTERM}
