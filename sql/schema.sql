@@ -1,5 +1,5 @@
 -- GENERATED FILE, do not edit: the current schema of geo_pipeline, i.e. what the migrations in
--- sql/migrations/ leave in an empty database (0001_initial .. 0090_transitions_carry_tenant, 57 files).
+-- sql/migrations/ leave in an empty database (0001_initial .. 0091_transition_log_without_nested_loop, 58 files).
 -- Regenerate with:  .venv/bin/python sql/regenerate_schema.py
 -- A new migration must be followed by regenerating this file, committed with it; the test
 -- geo_pipeline_tests/integration/foundation/test_schema.py builds one database from this file
@@ -935,6 +935,8 @@ ALTER FUNCTION geo.guard_sample_insert() OWNER TO geo_owner;
 
 CREATE FUNCTION geo.log_sample_transitions() RETURNS trigger
     LANGUAGE plpgsql
+    SET enable_nestloop TO 'off'
+    SET jit TO 'off'
     AS $$
 DECLARE
   bad record;
@@ -1054,6 +1056,7 @@ ALTER FUNCTION geo.maintain_run_accounts() OWNER TO geo_owner;
 
 CREATE FUNCTION geo.reopen_run_retention() RETURNS trigger
     LANGUAGE plpgsql
+    SET enable_nestloop TO 'on'
     AS $$
 BEGIN
   UPDATE geo.runs r SET raw_expired_at = NULL, log_expired_at = NULL

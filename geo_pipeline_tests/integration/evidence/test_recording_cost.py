@@ -355,3 +355,69 @@ def test_the_batch_read_probes_the_batch_s_objects_not_the_table(db: Any) -> Non
         r["sample_id"] for r in got if any(o.startswith("screenshot ") for o in r["objects"])
     }
     assert with_shot == {shot.sample_id}
+
+
+def _nested_plans(db: Any, statements: list[tuple[str, Any]]) -> list[str]:
+    """The plans PostgreSQL executed for ``statements`` and every statement they ran inside
+    (auto_explain, the server's own record), in one session, each statement rolled back."""
+    plans: list[str] = []
+    db.add_notice_handler(lambda d: plans.append(d.message_primary or ""))
+    for stmt in (
+        "LOAD 'auto_explain'",
+        "SET auto_explain.log_min_duration = 0",
+        "SET auto_explain.log_nested_statements = on",
+        "SET auto_explain.log_analyze = on",
+        "SET auto_explain.log_timing = off",
+        "SET client_min_messages = log",
+    ):
+        db.execute(stmt)
+    db.commit()
+    for sql, params in statements:
+        plans.clear()
+        with db.transaction(force_rollback=True):
+            db.execute(sql, params)
+    return plans
+
+
+def test_the_transition_log_pairs_a_statement_s_rows_without_a_nested_loop(db: Any) -> None:
+    """Migration 0091: log_sample_transitions joins the statement's old and new sample rows
+    (for its check and its INSERT). Its statements are planned once per session, a transition
+    table estimated at the row count of the call that planned them: a session whose first UPDATE
+    of samples moved one sample kept a nested loop, n x n row comparisons for every later batch
+    (an 80-sample finish: 6,320 rows removed by the join filter). Counted by PostgreSQL: the
+    rows its joins compared and threw away for a 40-sample UPDATE after a 1-sample one, and no
+    JIT compilation or scan of geo.runs on the way (reopen_run_retention, planned inside)."""
+    first = seed_sample(db)
+    with db.transaction():
+        db.execute(
+            "INSERT INTO geo.samples (sample_id, run_id, tenant_id, batch_no, question_revision,"
+            " question_index, platform, device, region, mode, repeat_index, screenshot_policy)"
+            " SELECT geo.sample_id_for(s.run_id, s.question_revision, s.platform, s.device,"
+            "        s.region, s.mode, g), s.run_id, s.tenant_id, 0, s.question_revision, 0,"
+            "        s.platform, s.device, s.region, s.mode, g, s.screenshot_policy"
+            "   FROM geo.samples s, generate_series(1, 39) g WHERE s.sample_id = %s",
+            (first.sample_id,),
+        )
+    ids = [
+        r["sample_id"]
+        for r in db.execute(
+            "SELECT sample_id FROM geo.samples WHERE run_id = %s", (first.run_id,)
+        ).fetchall()
+    ]
+    assert len(ids) == 40
+    move = (
+        "UPDATE geo.samples SET collection_state = 'running', lease_owner = 'w',"
+        " lease_until = now() + interval '1 minute', fencing_token = fencing_token + 1"
+        " WHERE sample_id = ANY(%s)"
+    )
+    plans = _nested_plans(db, [(move, ([first.sample_id],)), (move, (ids,))])
+    joins = [p for p in plans if "FROM old_samples o JOIN new_samples n" in p]
+    assert len(joins) == 2, plans  # the check and the INSERT of the 40-sample statement
+    thrown = [int(n) for p in joins for n in re.findall(r"Rows Removed by Join Filter: (\d+)", p)]
+    assert sum(thrown) == 0, joins
+    inserted = [p for p in joins if "Insert on state_transitions" in p]
+    assert len(inserted) == 1 and "rows=40 loops=1" in inserted[0], inserted
+    reopen = [p for p in plans if "UPDATE geo.runs r SET raw_expired_at" in p]
+    assert len(reopen) == 1, plans
+    assert "Seq Scan on runs" not in reopen[0], reopen
+    assert not [p for p in joins + reopen if "JIT:" in p]
