@@ -49,7 +49,6 @@ OBJECT_NAME = "batch.warc.gz"
 INDEX_ONLY_KINDS = ("request",)
 # What a batch stores: an answer's evidence, or a late screenshot (evidence.warc_revisions).
 Item = TypeVar("Item", ArchivedEvidence, ArchivedScreenshot)
-T = TypeVar("T")
 
 
 class RecordTooLarge(ArchiveError):
@@ -71,65 +70,74 @@ def digest_of_object_key(key: str) -> str | None:
     return None
 
 
-def _placed(item: Item, object_key_: str, offsets: dict[int, int]) -> Item:
+def _placed(item: Item, object_key_: str, offset: int) -> Item:
+    """``item`` with its pending records placed in the object ``object_key_`` from ``offset``
+    on (its records lie there back to back, in order, as ``plan_batch`` packed them)."""
     # Every record is indexed (geo.warc_records); the evidence kinds readers ask for get their
     # geo.evidence_objects row as well. The request (the exchange as sent) is indexed only.
+    # The frozen dataclasses are made without their __init__ (an object.__setattr__ a field)
+    # or a keyword dict: a batch makes ~7 an answer on the event loop (test_warc_store_fast
+    # checks they equal the dataclasses' own).
     placements = []
     objects = []
     for r in item.warc_pending:
-        offset = offsets[id(r)]
-        placements.append(_make(Placement, record=r, object_key=object_key_, offset=offset))
-        if r.kind not in INDEX_ONLY_KINDS:
-            objects.append(
-                _make(ArchivedObject, kind=r.kind, key=record_key(object_key_, offset, len(r.data)),
-                      sha256=r.payload_sha256, size_bytes=r.payload_size,
-                      mime_type=r.mime_type)
-            )  # fmt: skip
-    return _evolve(item, objects=tuple(objects), warc_pending=(), warc_placed=tuple(placements))
-
-
-def _make(cls: type[T], **fields: object) -> T:
-    """``cls(**fields)`` for these plain frozen dataclasses (no defaults left out, no
-    ``__post_init__``, no slots) without ``__init__``'s ``object.__setattr__`` per field: a
-    batch makes ~6 an answer on the event loop. test_warc_stored_fields checks they equal
-    the dataclasses' own."""
-    new = object.__new__(cls)
-    new.__dict__.update(fields)
+        size = len(r.data)
+        p = _new(Placement)
+        _set(p, "__dict__", {"record": r, "object_key": object_key_, "offset": offset})
+        placements.append(p)
+        kind = r.kind
+        if kind not in INDEX_ONLY_KINDS:
+            o = _new(ArchivedObject)
+            _set(o, "__dict__", {
+                "kind": kind, "key": record_key(object_key_, offset, size),
+                "sha256": r.payload_sha256, "size_bytes": r.payload_size,
+                "mime_type": r.mime_type,
+            })  # fmt: skip
+            objects.append(o)
+        offset += size
+    new = _new(type(item))
+    fields_ = item.__dict__.copy()
+    fields_["objects"] = tuple(objects)
+    fields_["warc_pending"] = ()
+    fields_["warc_placed"] = tuple(placements)
+    _set(new, "__dict__", fields_)
     return new
 
 
-def _evolve(item: Item, **changes: object) -> Item:
-    """``dataclasses.replace`` for these plain frozen dataclasses (no ``__post_init__``, no
-    slots, no init-only fields) at a sixth of its cost: it re-ran ``__init__`` over the ~25
-    fields of every answer of every batch, ~5 us an answer on the event loop."""
-    new = object.__new__(type(item))
-    new.__dict__.update(item.__dict__)
-    new.__dict__.update(changes)
-    return new
+_new = object.__new__
+_set = object.__setattr__  # the frozen dataclasses' own __setattr__ refuses every name
 
 
 def plan_batch(
     items: Sequence[ArchivedEvidence | ArchivedScreenshot],
-) -> list[tuple[str, bytes, list[int], dict[int, int]]]:
-    """Per tenant and run: (object key, object bytes, the indexes of its items, offset of each
-    record by id). Pure; ``astore_batch`` PUTs the objects."""
+) -> list[tuple[str, bytes, list[tuple[int, int]]]]:
+    """Per tenant and run: (object key, object bytes, (index, offset of its first record) of
+    each of its items). An item's records lie in its object back to back, in order. Pure;
+    ``astore_batch`` PUTs the objects."""
     groups: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(items):
         if item.warc_pending:
-            groups.setdefault((item.ref.tenant_id, item.ref.run_id), []).append(i)
+            ref = item.ref
+            key = (ref.tenant_id, ref.run_id)
+            group = groups.get(key)
+            if group is None:
+                groups[key] = [i]
+            else:
+                group.append(i)
     out = []
     for (tenant_id, run_id), idx in groups.items():
-        # warc.pack's object and spans, the offsets by record in the same pass.
+        # warc.pack's object and spans: each item's first offset, its records' after it.
         members: list[bytes] = []
-        offsets: dict[int, int] = {}
+        starts: list[tuple[int, int]] = []
         offset = 0
         for i in idx:
+            starts.append((i, offset))
             for r in items[i].warc_pending:
-                offsets[id(r)] = offset
-                offset += len(r.data)
-                members.append(r.data)
+                data = r.data
+                offset += len(data)
+                members.append(data)
         data = b"".join(members)
-        out.append((batch_object_key(tenant_id, run_id, data), data, idx, offsets))
+        out.append((batch_object_key(tenant_id, run_id, data), data, starts))
     return out
 
 
@@ -144,27 +152,27 @@ async def astore_batch(
     failed: dict[int, ArchiveError] = {}
     plans = plan_batch(items)
     results = await asyncio.gather(
-        *(aput(archive, key, data, mime_type=WARC_MIME) for key, data, _, _ in plans),
+        *(aput(archive, key, data, mime_type=WARC_MIME) for key, data, _ in plans),
         return_exceptions=True,
     )
-    for (key, _, idx, offsets), result in zip(plans, results, strict=True):
+    for (key, _, starts), result in zip(plans, results, strict=True):
         if isinstance(result, ArchiveError):
-            failed.update(dict.fromkeys(idx, result))
+            failed.update((i, result) for i, _ in starts)
         elif isinstance(result, BaseException):
             raise result
         else:
-            for i in idx:
-                out[i] = _placed(items[i], key, offsets)
+            for i, offset in starts:
+                out[i] = _placed(items[i], key, offset)
     return out, failed
 
 
 def store_batch(archive: Archive, items: Sequence[Item]) -> list[Item]:
     """Blocking form of ``astore_batch`` (the CLI, re-parses, tests)."""
     out = list(items)
-    for key, data, idx, offsets in plan_batch(items):
+    for key, data, starts in plan_batch(items):
         archive.put(key, data, mime_type=WARC_MIME)
-        for i in idx:
-            out[i] = _placed(items[i], key, offsets)
+        for i, offset in starts:
+            out[i] = _placed(items[i], key, offset)
     return out
 
 

@@ -46,9 +46,20 @@ log = logging.getLogger("geo_pipeline.worker")
 # in-flight samples hold: the collecting thread's CPU was 0.24 ms per sample with evidence off
 # and 0.29 with every answer archived as WARC, 8-10 % of the workers' CPU; at 20,000, 0.05-0.06
 # (bench/throughput.py --mode http --samples 2000, gc_ms_per_sample, issue 33).
-# The collector still runs, 30x less often: memory held by cycles waits longer (a young
-# generation of at most 20,000 objects).
-GC_GEN0_THRESHOLD = 20_000
+# At 20,000 a young collection still came every second or two of a worker, sooner than its
+# samples and their evidence live (a sample's coroutines, its answer's records and placed index
+# until the completion batch commits): nearly all of them were scanned, promoted and scanned
+# again by the next generation, and the frees of older objects (the URL normaliser's bounded
+# caches, evicting) let the young list grow to twice the threshold. At 100,000 most of them are
+# freed before a collection sees them: 0.045-0.069 -> 0.011 ms per sample with S3 evidence,
+# 0.016-0.019 -> 0.005 with it off (bench/throughput.py --mode http --repeat 1, 20,000 samples,
+# gc_ms_per_sample_by_gen: the young generation's 0.037-0.055 -> 0.006, the next one's 0.0085
+# -> 0.0003; the rest is the start-up's full collection; 0.021 at 50,000), the workers' peak
+# RSS the same (148-152 MB); 5,000 samples in flight with S3 evidence: 0.12 core, 142 MB (137
+# at 20,000). Memory held by cycles waits longer: a young generation of at most ~100,000
+# objects, and the workers make ~0.1 cyclic object a sample (test_worker_collector counts the
+# bound).
+GC_GEN0_THRESHOLD = 100_000
 
 
 def quiet_collector(gen0: int = GC_GEN0_THRESHOLD) -> None:

@@ -39,3 +39,23 @@ def test_a_collection_still_runs_at_the_raised_threshold() -> None:
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert done.returncode == 0, f"stdout: {done.stdout}\nstderr: {done.stderr}"
     assert int(done.stdout.strip()) >= 2, f"stdout: {done.stdout}\nstderr: {done.stderr}"
+
+
+def test_dropped_cycles_stay_bounded_at_the_raised_threshold() -> None:
+    # In a fresh interpreter: cycles dropped as fast as they are made (ten thresholds' worth)
+    # never hold more than about one young generation's worth of objects: memory stays bounded.
+    code = (
+        "import gc\n"
+        "from geo_pipeline.worker.runner import GC_GEN0_THRESHOLD, quiet_collector\n"
+        "quiet_collector()\n"
+        "base = len(gc.get_objects())\n"
+        "peak = 0\n"
+        "for i in range(10 * GC_GEN0_THRESHOLD):\n"
+        "    a = []; a.append(a); del a\n"
+        "    if i % 10000 == 0:\n"
+        "        peak = max(peak, len(gc.get_objects()) - base)\n"
+        "print(peak)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, f"stdout: {done.stdout}\nstderr: {done.stderr}"
+    assert int(done.stdout.strip()) <= 2 * GC_GEN0_THRESHOLD, done.stdout
