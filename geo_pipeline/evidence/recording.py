@@ -1067,7 +1067,8 @@ def _decide(
                 archived.web_search_used,
             )
         )
-        citations.extend((sid, tenant, revision, *_CITATION_VALUES(c)) for c in archived.citations)
+        # (sid, tenant, revision) + each citation's values, with no Python frame a citation.
+        citations += map((sid, tenant, revision).__add__, map(_CITATION_VALUES, archived.citations))
     validity = archived.validity.label if new_revision else str(latest_validity)
     return EvidenceOutcome(state, reason, warnings, revision, validity, new_revision)
 
