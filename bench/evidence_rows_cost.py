@@ -260,6 +260,17 @@ def _step(
 TABLES = ("answers", "citations", "warc_records", "objects")  # write_rows' order
 
 
+def _values(table: str, rows: list[dict]) -> list[Any]:
+    """The rows as recording hands them to write_rows: tuples in the COPY's column order
+    (evidence.rows ``*_COLUMNS``; dicts for a checkout from before them)."""
+    name = {"answers": "ANSWER", "citations": "CITATION", "warc_records": "WARC",
+            "objects": "OBJECT"}[table]  # fmt: skip
+    columns = getattr(evidence_rows, f"{name}_COLUMNS", None)
+    if columns is None:
+        return rows
+    return [tuple(r[c] for c in columns) for r in rows]
+
+
 def one_pass(url: str, batches: list[list[dict[str, list[dict]]]], variant: str) -> dict[str, int]:
     """Record every batch once under ``variant`` (each batch rolled back): CPU ns by statement."""
     ddl, skip = VARIANTS[variant]
@@ -282,6 +293,8 @@ def one_pass(url: str, batches: list[list[dict[str, list[dict]]]], variant: str)
             ).fetchall()  # fmt: skip
             rows = {"answers": answers, "citations": citations, "warc_records": warc,
                     "objects": objects}  # fmt: skip
+            if variant != "jsonb INSERT (before)":  # recording's rows (not timed: recording
+                rows = {t: _values(t, r) for t, r in rows.items()}  # builds them, not COPY)
             samples: dict[str, dict] = {}
             for name in STATEMENTS:
                 if name in skip:

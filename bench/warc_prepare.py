@@ -8,7 +8,10 @@ hit):
 * store   -- ``plan_batch`` and placing the records (one object per 25 answers; no I/O);
 * rows    -- the Python side of ``record_evidence_batch`` in a database thread: the rows of
   ``geo.answers``, ``geo.citations``, ``geo.warc_records`` and ``geo.evidence_objects`` and
-  their JSON for the statements.
+  their COPY data (evidence.rows write_rows: the object rows numbered, each table's rows
+  formatted as its COPY sends them; no server, so not the sending). A checkout from before
+  ``rows.copy_data`` is measured as it wrote them: dict rows picked into tuples, psycopg's
+  ``Copy.write_row`` a row.
 
 Process CPU, best of ``--rounds``, in microseconds per answer. ``--compare DIR`` runs the same
 measurement on another checkout's ``geo_pipeline`` (e.g. ``git archive main geo_pipeline``
@@ -34,8 +37,6 @@ ROOT = Path(__file__).resolve().parent.parent
 
 def measure(answers: int, rounds: int, exchange: bool) -> dict[str, float]:
     sys.path.append(str(ROOT))  # the tests' input maker; geo_pipeline from PYTHONPATH first
-    from psycopg.types.json import Jsonb
-
     from geo_pipeline.evidence import recording, warc_store
     from geo_pipeline_tests.unit.evidence.test_warc_stored_fields import (
         fixed_thumbnails,
@@ -59,6 +60,7 @@ def measure(answers: int, rounds: int, exchange: bool) -> dict[str, float]:
     best = {"prepare": 1e9, "store": 1e9, "rows": 1e9}
     for k in range(rounds):
         inputs = everything[k * answers : (k + 1) * answers]
+        samples = {ref.sample_id: {"objects": {}} for ref, *_ in inputs}  # read_for_record's
         t0 = time.process_time()
         items = [recording.prepare_warc_evidence(*a, max_record_bytes=1 << 24) for a in inputs]
         t1 = time.process_time()
@@ -67,20 +69,63 @@ def measure(answers: int, rounds: int, exchange: bool) -> dict[str, float]:
             placed += warc_store.store_batch(NoStore(), items[i : i + 25])  # type: ignore[arg-type]
         t2 = time.process_time()
         answers_, citations, objects, warc_rows = [], [], [], []  # type: ignore[var-annotated]
-        for item in placed:
-            recording._decide(fresh, item, answers_, citations)
+        for item in placed:  # as recording._record_round
+            at = item.captured_at.isoformat()
+            recording._decide(fresh, item, answers_, citations, at)
             objects += recording._object_rows(
-                item.ref, item.objects, item.attempt_no, item.captured_at
+                item.ref, item.objects, item.attempt_no, item.captured_at, at
             )
-            warc_rows += recording._warc_rows(item)
-        for rows in (answers_, citations, objects, warc_rows):
-            Jsonb(rows).obj and json.dumps(rows)  # what psycopg's Jsonb dumper does
+            warc_rows += recording._warc_rows(item, at)
+        copy_data(samples, answers_, citations, warc_rows, objects)
         t3 = time.process_time()
         for name, dt in (("prepare", t1 - t0), ("store", t2 - t1), ("rows", t3 - t2)):
             best[name] = min(best[name], dt / answers * 1e6)
     best["total"] = best["prepare"] + best["store"] + best["rows"]
     best["code"] = recording.__file__  # type: ignore[assignment]
     return best
+
+
+def copy_data(samples: dict[str, Any], *tables: list[Any]) -> int:
+    """What evidence.rows write_rows makes of a round's rows before the server sees them: the
+    object rows numbered, every table's COPY data. Bytes made."""
+    from psycopg._copy_base import TextFormatter
+    from psycopg.adapt import Transformer
+
+    from geo_pipeline.evidence import rows as evidence_rows
+
+    answers, citations, warc_rows, objects = tables
+    if hasattr(evidence_rows, "copy_data"):  # one C call a row, one write a table
+        out = [
+            evidence_rows.copy_data(Transformer(), rows)
+            for rows in (
+                map(evidence_rows.answer_copy_row, answers),
+                citations,
+                warc_rows,
+                evidence_rows._new_objects(samples, objects, {}),
+            )
+        ]
+        return sum(map(len, out))
+    # Before: dict rows picked into tuples, Copy.write_row a row (its formatter's 32 kB
+    # buffers; the LibpqWriter's sends not counted).
+    old: Any = evidence_rows
+    n = 0
+    for rows in (
+        map(old._ANSWER_ROW, answers),
+        map(old._CITATION_ROW, citations),
+        map(old._WARC_ROW, warc_rows),
+        old._new_objects(samples, objects, {}),
+    ):
+        fmt = TextFormatter(Transformer())
+
+        def write_row(row: Any, fmt: Any = fmt) -> None:  # Copy.write_row
+            nonlocal n
+            if data := fmt.write_row(row):
+                n += len(data)
+
+        for row in rows:
+            write_row(row)
+        n += len(fmt.end())
+    return n
 
 
 def main() -> None:

@@ -48,6 +48,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import MISSING, dataclass, field, fields, replace
 from datetime import datetime
 from json.encoder import encode_basestring as _encode_json_str
+from operator import attrgetter
 from typing import Any, Literal
 from urllib.parse import urlsplit
 
@@ -903,10 +904,10 @@ def record_evidence_batch(conn: Conn, items: Sequence[ArchivedEvidence]) -> list
 
 def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOutcome]:
     rows = samples_for_record(conn, [a.ref.sample_id for a in items])
-    answers: list[dict[str, Any]] = []
-    citations: list[dict[str, Any]] = []
-    objects: list[dict[str, Any]] = []
-    warc_rows: list[dict[str, Any]] = []
+    answers: list[tuple[Any, ...]] = []
+    citations: list[tuple[Any, ...]] = []
+    objects: list[tuple[Any, ...]] = []
+    warc_rows: list[tuple[Any, ...]] = []
     pending: list[tuple[dict[str, Any], EvidenceOutcome]] = []
     for archived in items:
         ref = archived.ref
@@ -948,71 +949,79 @@ def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOut
 def _object_rows(
     ref: SampleRef, objects: Iterable[ArchivedObject], attempt_no: int, captured_at: datetime,
     at: str | None = None,
-) -> list[dict[str, Any]]:  # fmt: skip
-    # ``at``: captured_at.isoformat() when the caller has it (an answer's rows share one).
+) -> list[tuple[Any, ...]]:  # fmt: skip
+    """The ``geo.evidence_objects`` rows of one item's objects, in ``rows.OBJECT_COLUMNS``
+    order (no revision yet: rows._new_objects numbers them). ``at``: captured_at.isoformat()
+    when the caller has it (an answer's rows share one)."""
     at = captured_at.isoformat() if at is None else at
     sid, tenant, run = ref.sample_id, ref.tenant_id, ref.run_id
     return [
-        {
-            "sample_id": sid,
-            "tenant_id": tenant,
-            "run_id": run,
-            "kind": obj.kind,
-            "storage_key": obj.key,
-            "sha256": obj.sha256,
-            "size_bytes": obj.size_bytes,
-            "mime_type": obj.mime_type,
-            "attempt_no": attempt_no,
-            "captured_at": at,
-        }
+        (
+            sid,
+            tenant,
+            run,
+            obj.kind,
+            obj.key,
+            obj.sha256,
+            obj.size_bytes,
+            obj.mime_type,
+            attempt_no,
+            at,
+        )
         for obj in objects
     ]
 
 
 def _warc_rows(
     item: ArchivedEvidence | ArchivedScreenshot, at: str | None = None
-) -> list[dict[str, Any]]:
-    """The ``geo.warc_records`` index rows of one item's stored records (``at``: the item's
-    captured_at.isoformat() when the caller has it)."""
+) -> list[tuple[Any, ...]]:
+    """The ``geo.warc_records`` index rows of one item's stored records, in
+    ``rows.WARC_COLUMNS`` order (``at``: the item's captured_at.isoformat() when the caller has
+    it)."""
     # The item's values are read once, not once per record: ~9 rows an answer (these rows, its
     # objects', its answer's) each formatted the same capture time, ~0.7 us a time.
     at = item.captured_at.isoformat() if at is None else at
     ref, attempt_no = item.ref, item.attempt_no
     tenant, run, sid = ref.tenant_id, ref.run_id, ref.sample_id
-    rows = []
-    for p in item.warc_placed:
-        r = p.record
-        rows.append(
-            {
-                "object_key": p.object_key,
-                "record_offset": p.offset,
-                "record_length": len(r.data),
-                "tenant_id": tenant,
-                "run_id": run,
-                "sample_id": sid,
-                "record_type": r.record_type,
-                "record_id": r.record_id,
-                "target_uri": r.target_uri,
-                "kind": r.kind,
-                "mime_type": r.mime_type,
-                "block_sha256": r.block_sha256,
-                "payload_sha256": r.payload_sha256,
-                "payload_size": r.payload_size,
-                "attempt_no": attempt_no,
-                "captured_at": at,
-            }
+    return [
+        (
+            p.object_key,
+            p.offset,
+            len((r := p.record).data),
+            tenant,
+            run,
+            sid,
+            r.record_type,
+            r.record_id,
+            r.target_uri,
+            r.kind,
+            r.mime_type,
+            r.block_sha256,
+            r.payload_sha256,
+            r.payload_size,
+            attempt_no,
+            at,
         )
-    return rows
+        for p in item.warc_placed
+    ]
+
+
+# A citation's values in rows.CITATION_COLUMNS order after (sample_id, tenant_id, revision).
+_CITATION_VALUES = attrgetter(
+    "ordinal", "citation_key", "relation", "raw_url", "normalized_url", "registrable_domain",
+    "title", "span_start", "span_end", "cited_text",
+)  # fmt: skip
 
 
 def _decide(
     sample: dict[str, Any],
     archived: ArchivedEvidence,
-    answers: list[dict[str, Any]],
-    citations: list[dict[str, Any]],
+    answers: list[tuple[Any, ...]],
+    citations: list[tuple[Any, ...]],
     at: str | None = None,
 ) -> EvidenceOutcome:
-    """The outcome for one item, adding its answer and citation rows when it makes a new
+    """The outcome for one item, adding its answer and citation rows (tuples in
+    ``rows.ANSWER_COLUMNS`` and ``rows.CITATION_COLUMNS`` order) when it makes a new
     revision (module docstring). ``at``: the item's captured_at.isoformat(), when known."""
     latest_rev = int(sample["revision"] or 0)
     latest_validity = sample["validity"]
@@ -1038,31 +1047,28 @@ def _decide(
     if new_revision:
         sid, tenant = archived.ref.sample_id, sample["tenant_id"]
         answers.append(
-            {
-                "sample_id": sid,
-                "tenant_id": tenant,  # the trigger then has no tenant to look up
-                "revision": revision,
-                "attempt_no": archived.attempt_no,
-                "upstream_id": archived.upstream_id,
-                "raw_text": archived.answer_text,
-                "sanitized_html": archived.sanitized_html,
-                "raw_sha256": archived.text_sha256
-                or sha256_hex(archived.answer_text.encode("utf-8")),
-                "content_sha256": archived.content_sha256,
-                "captured_at": archived.captured_at.isoformat() if at is None else at,
-                "provider_truncated": archived.provider_truncated,
-                "validity": archived.validity.label,
-                "validity_reason": archived.validity.reason,
-                "validity_rule_version": archived.validity.rule_version,
-                "warnings": list(warnings),
-                "search_queries": list(archived.search_queries),
-                "web_search_used": archived.web_search_used,
-            }
+            (
+                sid,
+                tenant,  # the trigger then has no tenant to look up
+                revision,
+                archived.attempt_no,
+                archived.upstream_id,
+                archived.answer_text,
+                archived.sanitized_html,
+                archived.text_sha256 or sha256_hex(archived.answer_text.encode("utf-8")),
+                archived.content_sha256,
+                archived.captured_at.isoformat() if at is None else at,
+                archived.provider_truncated,
+                archived.validity.label,
+                archived.validity.reason,
+                archived.validity.rule_version,
+                list(warnings),
+                list(archived.search_queries),
+                archived.web_search_used,
+            )
         )
-        citations.extend(
-            {"sample_id": sid, "tenant_id": tenant, "revision": revision, **c.__dict__}
-            for c in archived.citations
-        )
+        # (sid, tenant, revision) + each citation's values, with no Python frame a citation.
+        citations += map((sid, tenant, revision).__add__, map(_CITATION_VALUES, archived.citations))
     validity = archived.validity.label if new_revision else str(latest_validity)
     return EvidenceOutcome(state, reason, warnings, revision, validity, new_revision)
 

@@ -64,8 +64,8 @@ def record_late_screenshots(
 
 def _record_round(conn: Conn, items: list[ArchivedScreenshot]) -> list[EvidenceOutcome]:
     rows = samples_for_record(conn, [a.ref.sample_id for a in items])
-    objects: list[dict[str, Any]] = []
-    warc_rows: list[dict[str, Any]] = []
+    objects: list[tuple[Any, ...]] = []
+    warc_rows: list[tuple[Any, ...]] = []
     decided: list[tuple[dict[str, Any], EvidenceOutcome]] = []
     for item in items:
         ref = item.ref

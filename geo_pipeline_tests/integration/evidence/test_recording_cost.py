@@ -68,23 +68,27 @@ def _objects(ref: SampleRef) -> list[dict[str, Any]]:
     ]
 
 
-_COPIES = {
-    "evidence.copy_answers": evidence_rows._ANSWER_ROW,
-    "evidence.copy_citations": evidence_rows._CITATION_ROW,
+_COLUMNS = {
+    "evidence.copy_answers": evidence_rows.ANSWER_COLUMNS,
+    "evidence.copy_citations": evidence_rows.CITATION_COLUMNS,
+    "evidence.copy_objects": evidence_rows.OBJECT_COLUMNS,
 }
 
 
 def _write(db: Any, name: str, rows: list[dict[str, Any]]) -> None:
     """Write rows with the recording's own COPY statement (``evidence.copy_*``); object rows
     numbered by the recording's rules from what their samples have (``copy_objects``)."""
+    values = [tuple(r[c] for c in _COLUMNS[name]) for r in rows]
     if name == "evidence.copy_objects":
         samples = evidence_rows.samples_for_record(db, sorted({r["sample_id"] for r in rows}))
         # A row of no sample is numbered as a first revision: the guard is what refuses it.
         for r in rows:
             samples.setdefault(r["sample_id"], {"objects": {}})
-        evidence_rows._copy(db, name, evidence_rows._new_objects(samples, rows, {}))
+        evidence_rows._copy(db, name, evidence_rows._new_objects(samples, values, {}))
+    elif name == "evidence.copy_answers":
+        evidence_rows._copy(db, name, map(evidence_rows.answer_copy_row, values))
     else:
-        evidence_rows._copy(db, name, map(_COPIES[name], rows))
+        evidence_rows._copy(db, name, values)
 
 
 def _trigger_calls(db: Any, name: str, rows: list[dict[str, Any]]) -> dict[str, int]:

@@ -26,6 +26,7 @@ from geo_pipeline.connectors.http import exchange_of
 from geo_pipeline.connectors.registry import load_registry
 from geo_pipeline.connectors.simulator import SimulatorConnector
 from geo_pipeline.evidence import recording, warc
+from geo_pipeline.evidence import rows as evidence_rows
 from geo_pipeline.evidence.recording import SampleRef, prepare_warc_evidence
 from geo_pipeline.evidence.thumbnails import ImageInfo
 from geo_pipeline.evidence.warc_store import store_batch
@@ -152,13 +153,20 @@ def stored_digest(inputs: list[tuple[SampleRef, int, Evidence, str]]) -> str:
         h.update(archive.objects[key])
     fresh = {"revision": 0, "validity": None, "content_sha256": None, "has_screenshot": False,
              "tenant_id": "acme"}  # fmt: skip
+
+    def named(columns: tuple[str, ...], rows: list[tuple[Any, ...]]) -> list[dict[str, Any]]:
+        # The rows by column name, as the digest was taken of them when they were dicts.
+        return [dict(zip(columns, r, strict=True)) for r in rows]
+
     for item in placed:
-        feed(recording._warc_rows(item))
-        feed(recording._object_rows(item.ref, item.objects, item.attempt_no, item.captured_at))
-        answers: list[dict[str, Any]] = []
-        citations: list[dict[str, Any]] = []
+        feed(named(evidence_rows.WARC_COLUMNS, recording._warc_rows(item)))
+        feed(named(evidence_rows.OBJECT_COLUMNS, recording._object_rows(
+            item.ref, item.objects, item.attempt_no, item.captured_at)))  # fmt: skip
+        answers: list[tuple[Any, ...]] = []
+        citations: list[tuple[Any, ...]] = []
         outcome = recording._decide(fresh, item, answers, citations)
-        feed([answers, citations, outcome.__dict__, item.content_sha256, item.warnings,
+        feed([named(evidence_rows.ANSWER_COLUMNS, answers),
+              named(evidence_rows.CITATION_COLUMNS, citations), outcome.__dict__, item.content_sha256, item.warnings,
               item.screenshot_status, item.screenshot_detail, item.failure, item.unparseable])  # fmt: skip
     return h.hexdigest()
 
