@@ -371,7 +371,20 @@ def _filter_query(
     """The query without tracking parameters and the ones a platform rule strips. ``platform``
     may be a function giving those rules: called only when a parameter is neither a tracking
     parameter nor a content parameter (most cited queries hold ``utm_*`` alone)."""
+    return _filter_query_asking(query, rules, platform)[0]
+
+
+def _filter_query_asking(
+    query: str,
+    rules: TrackingRules,
+    platform: tuple[re.Pattern[str], ...] | Callable[[], tuple[re.Pattern[str], ...]] = (),
+) -> tuple[str, bool]:
+    """``_filter_query`` and whether it came to the platform rules (a parameter neither a
+    tracking nor a content one): when it did not, the result depends on the query and the
+    name list alone, and the query may be remembered (``_TRACKING_ONLY``) -- told by this one
+    pass rather than a second pass over the parameters (issue 33)."""
     kept: list[str] = []
+    asked = False
     for piece in query.split("&"):
         if not piece:
             continue
@@ -384,37 +397,68 @@ def _filter_query(
         if low in CONTENT_PARAMS:
             kept.append(_normalise_escapes(piece, _QUERY_SAFE))
             continue
+        asked = True
         if callable(platform):
             platform = platform()
         if platform and _stripped(platform, name):
             continue
         kept.append(_normalise_escapes(piece, _QUERY_SAFE))
-    return "&".join(kept)
+    return "&".join(kept), asked
 
 
 # Filtered queries that no platform rule could change (each parameter a tracking or a content
 # one): the same few (``utm_source=chatgpt.com``, …) end most cited URLs, whatever the page.
-_TRACKING_ONLY: dict[tuple[str, TrackingRules], str] = {}
+# Keyed by the query and the identity of the name list's rules (a TrackingRules' dataclass hash
+# is a Python call hashing its fields, on every lookup); the rules are kept with the result and
+# checked to be the very same object, so a reused id never gives another list's result.
+_TRACKING_ONLY: dict[tuple[str, int], tuple[TrackingRules, str]] = {}
 _TRACKING_ONLY_SIZE = 1024
-
-
-def _tracking_or_content(query: str, rules: TrackingRules) -> bool:
-    """Whether ``_filter_query`` never asks the platform rules about ``query``: every
-    parameter's name is a tracking or a content one, so the result depends on the query and
-    the name list alone."""
-    for piece in query.split("&"):
-        if not piece:
-            continue
-        low = unquote(piece.split("=", 1)[0].replace("+", " ")).lower()
-        if not (low in rules.exact or low.startswith(rules.prefixes) or low in CONTENT_PARAMS):
-            return False
-    return True
 
 
 def _remember_query(query: str, rules: TrackingRules, filtered: str) -> None:
     if len(_TRACKING_ONLY) >= _TRACKING_ONLY_SIZE:
         _TRACKING_ONLY.clear()  # a bounded memory; the common few come back at once
-    _TRACKING_ONLY[query, rules] = filtered
+    _TRACKING_ONLY[query, id(rules)] = (rules, filtered)
+
+
+def _remembered_query(query: str, rules: TrackingRules) -> str | None:
+    known = _TRACKING_ONLY.get((query, id(rules)))
+    return known[1] if known is not None and known[0] is rules else None
+
+
+# The name list's rules for the settings in force, remembered with the settings object they
+# came from (configure() replaces it): ``tracking_rules()`` without its tuple and cache key.
+_IN_FORCE_RULES: tuple[object, TrackingRules | None] = (None, None)
+
+
+def _rules_in_force() -> TrackingRules:
+    global _IN_FORCE_RULES
+    made_for, rules = _IN_FORCE_RULES
+    if made_for is not _settings or rules is None:
+        rules = tracking_rules()
+        _IN_FORCE_RULES = (_settings, rules)
+    return rules
+
+
+# Host names as met in a URL of the common shape (``_SIMPLE``) -> (the host lower-cased without
+# its trailing dot, its registrable domain): the path and query are each URL's own, the host is
+# not (a few hundred sites are most citations). At most _HOSTS_SIZE names of at most 253
+# characters each (a DNS name's limit; longer ones are not remembered): a few MB at worst.
+_HOSTS: dict[str, tuple[str, str | None]] = {}
+_HOSTS_SIZE = 4096
+
+
+def _simple_host(hostname: str) -> tuple[str, str | None]:
+    known = _HOSTS.get(hostname)
+    if known is not None:
+        return known
+    host = hostname.lower().rstrip(".")  # _encode_host of an ASCII name
+    made = (host, registrable_domain(host))
+    if len(hostname) <= 253:
+        if len(_HOSTS) >= _HOSTS_SIZE:
+            _HOSTS.clear()  # a bounded memory; the common sites come back at once
+        _HOSTS[hostname] = made
+    return made
 
 
 @lru_cache(maxsize=URL_CACHE_SIZE)
@@ -519,7 +563,8 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
     if simple is not None:  # the common shape: no urlsplit, no netloc re-parsing
         scheme_raw, hostname, raw_path, raw_query, raw_fragment = simple.groups()
         scheme = scheme_raw.lower()
-        host = netloc = hostname.lower().rstrip(".")  # _encode_host of an ASCII name
+        host, domain = _simple_host(hostname)  # remembered per host name
+        netloc = host
         raw_path = raw_path or ""
         raw_query = raw_query or ""
         raw_fragment = raw_fragment or ""
@@ -544,6 +589,7 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
             userinfo = parts.username + (f":{parts.password}" if parts.password is not None else "")
             netloc = f"{userinfo}@{netloc}"
         raw_path, raw_query, raw_fragment = parts.path, parts.query, parts.fragment
+        domain = registrable_domain(host.strip("[]"))
 
     path = raw_path or "/"
     if "%" in path or not _PATH_SAFE.issuperset(path):  # (_normalise_escapes' own test)
@@ -551,31 +597,30 @@ def _normalise(raw: str, tracking_params: Collection[str] | None) -> NormalisedU
     if "." in path:  # (_remove_dot_segments' own test)
         path = _remove_dot_segments(path)
 
-    # The platform rules match the URL as a browser would show it: scheme and host lower-cased,
-    # the query as received (ClearURLs patterns and exceptions look at both).
-    def platform() -> tuple[re.Pattern[str], ...]:  # asked for by _filter_query when needed
-        seen = _unsplit(scheme, netloc, path, raw_query, "")
-        return load_provider_rules().stripper(seen)
-
     if not raw_query:
         query = ""
     else:
-        rules = tracking_rules(tracking_params)
-        known = _TRACKING_ONLY.get((raw_query, rules))
+        rules = _rules_in_force() if tracking_params is None else tracking_rules(tracking_params)
+        known = _remembered_query(raw_query, rules)
         if known is not None:
             query = known
         else:
-            query = _filter_query(raw_query, rules, platform)
-            if _tracking_or_content(raw_query, rules):
+            # The platform rules match the URL as a browser would show it: scheme and host
+            # lower-cased, the query as received (ClearURLs patterns and exceptions look at
+            # both).
+            def platform() -> tuple[re.Pattern[str], ...]:  # asked for by _filter_query
+                seen = _unsplit(scheme, netloc, path, raw_query, "")
+                return load_provider_rules().stripper(seen)
+
+            query, asked = _filter_query_asking(raw_query, rules, platform)
+            if not asked:  # every parameter a tracking or a content one
                 _remember_query(raw_query, rules, query)
     fragment = raw_fragment if raw_fragment.startswith(("!", "/")) else ""
     normalized = _unsplit(scheme, netloc, path, query, fragment)
     # NormalisedUrl(raw, normalized, domain) without the frozen dataclass's __init__ (a field
     # at a time through object.__setattr__): the same object, for a third of the time.
     made = _new(NormalisedUrl)
-    made.__dict__.update(
-        raw=raw, normalized=normalized, registrable_domain=registrable_domain(host.strip("[]"))
-    )
+    made.__dict__.update(raw=raw, normalized=normalized, registrable_domain=domain)
     return made
 
 

@@ -203,3 +203,67 @@ def test_the_remembered_queries_stay_bounded(monkeypatch):
     for i in range(50):
         _same(f"https://example.com/a?utm_source=s{i}&p={i}")
     assert 0 < len(urls._TRACKING_ONLY) <= 10
+
+
+def _tracking_or_content_reference(query: str, rules) -> bool:  # type: ignore[no-untyped-def]
+    """The second pass over the query that _filter_query_asking's flag replaced (issue 33):
+    every parameter's name a tracking or a content one."""
+    for piece in query.split("&"):
+        if not piece:
+            continue
+        low = unquote(piece.split("=", 1)[0].replace("+", " ")).lower()
+        if not (low in rules.exact or low.startswith(rules.prefixes) or low in CONTENT_PARAMS):
+            return False
+    return True
+
+
+def test_the_platform_rules_are_asked_exactly_when_a_parameter_is_neither_kind():
+    """The flag that decides whether a query is remembered says what the replaced second pass
+    said, and the filtered query is _filter_query's, on every generated query."""
+    platform = load_provider_rules().stripper("https://www.bilibili.com/video/BV1")
+    queries = [q.lstrip("?") for q in _QUERIES] + [
+        u.split("?", 1)[1].split("#", 1)[0] for u in _corpus(3_000, seed=5) if "?" in u
+    ]
+    for names in (None, ("ref", "utm_*"), ()):
+        rules = tracking_rules(names)
+        for query in queries:
+            filtered, asked = urls._filter_query_asking(query, rules, platform)
+            assert filtered == _filter_query_reference(query, rules, platform), query
+            assert asked is not _tracking_or_content_reference(query, rules), query
+
+
+def test_remembered_hosts_agree_with_urlsplit_and_stay_bounded(monkeypatch):
+    """A host name of the common shape is remembered with its registrable domain (issue 33):
+    met again in another case, with a trailing dot or another path it gives what the reference
+    gives, a name longer than DNS allows is not remembered, and the memory stays bounded."""
+    monkeypatch.setattr(urls, "_HOSTS_SIZE", 10)
+    urls._HOSTS.clear()
+    hosts = ["Example.COM", "example.com.", "news.bbc.co.uk", "x.github.io", "localhost",
+             "127.0.0.1", "com", "a..b", "0.com", "www.zhihu.com"]  # fmt: skip
+    for _ in range(2):
+        for i, host in enumerate(hosts * 3):
+            _same(f"https://{host}/p/{i}?utm_source=x")
+            _same(f"http://{host}")
+    assert 0 < len(urls._HOSTS) <= 10
+    long_host = "a" * 250 + ".example.com"
+    _same(f"https://{long_host}/x")
+    assert long_host not in urls._HOSTS
+    for i in range(50):
+        _same(f"https://h{i}.example.org/")
+    assert 0 < len(urls._HOSTS) <= 10
+
+
+def test_remembered_queries_follow_the_rules_in_force(monkeypatch):
+    """The remembered queries and the name list in force are keyed by the rules object: after
+    configure() a query remembered before is filtered by the new list."""
+    monkeypatch.setattr(urls, "_settings", urls.UrlSettings())
+    url = "https://example.com/a?ref=x&p=2"
+    urls.configure("ref")
+    first = urls._normalise(url, None)
+    assert first == reference(url, ("ref",))
+    assert first.normalized == "https://example.com/a?p=2"  # ref: a tracking name, remembered
+    urls.configure("utm_*")
+    assert urls._normalise(url, None) == reference(url, ("utm_*",))
+    assert urls._normalise(url, None).normalized == "https://example.com/a?ref=x&p=2"
+    urls.configure("ref")
+    assert urls._normalise(url, None) == first
