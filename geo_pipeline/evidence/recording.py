@@ -948,15 +948,34 @@ def _record_round(conn: Conn, items: list[ArchivedEvidence]) -> list[EvidenceOut
             warc_rows += _warc_rows(archived, at)
         pending.append((sample, outcome))
     created = write_rows(conn, rows, answers, citations, warc_rows, objects)
-    return [
-        refused_reason(
-            _never_backwards(
-                sample, replace(o, new_objects=tuple(created.get(sample["sample_id"], ())))
-            ),
-            archived.screenshot_detail,
-        )
-        for (sample, o), archived in zip(pending, items, strict=True)
-    ]
+    out = []
+    for (sample, o), archived in zip(pending, items, strict=True):
+        kinds = created.get(sample["sample_id"])
+        if kinds:  # replace(o, new_objects=...) without dataclasses.replace (issue 33)
+            with_objects = _new(EvidenceOutcome)
+            _set(with_objects, "__dict__", {**o.__dict__, "new_objects": tuple(kinds)})
+            o = with_objects
+        out.append(refused_reason(_never_backwards(sample, o), archived.screenshot_detail))
+    return out
+
+
+def _outcome(
+    state: EvidenceState, reason: str | None, warnings: tuple[str, ...], answer_revision: int,
+    validity: str, new_answer_revision: bool = False, new_objects: tuple[str, ...] = (),
+) -> EvidenceOutcome:  # fmt: skip
+    """``EvidenceOutcome(...)`` without the frozen dataclass's __init__ (an object.__setattr__
+    a field; one an item of a batch and another for its new objects, issue 33);
+    test_recording_fast_paths checks it equals the dataclass's own."""
+    made = _new(EvidenceOutcome)
+    _set(made, "__dict__", {
+        "state": state, "reason": reason, "warnings": warnings,
+        "answer_revision": answer_revision, "validity": validity,
+        "new_answer_revision": new_answer_revision, "new_objects": new_objects,
+    })  # fmt: skip
+    return made
+
+
+_set = object.__setattr__  # a frozen dataclass's own __setattr__ refuses every name
 
 
 def _object_rows(
@@ -1039,13 +1058,13 @@ def _decide(
     latest_rev = int(sample["revision"] or 0)
     latest_validity = sample["validity"]
     if archived.failure is not None:
-        return EvidenceOutcome(
+        return _outcome(
             "failed", archived.failure, _dedupe((*archived.warnings, ARCHIVE_FAILED)), latest_rev,
             archived.validity.label if latest_rev == 0 else str(latest_validity),
         )  # fmt: skip
     if archived.unparseable is not None:
         # Raw bytes kept, no answer: partial until a re-parse adds a revision (R13).
-        return EvidenceOutcome(
+        return _outcome(
             "partial", archived.unparseable, _dedupe((*archived.warnings, UNPARSEABLE)),
             latest_rev, "invalid" if latest_rev == 0 else str(latest_validity),
         )  # fmt: skip
@@ -1083,7 +1102,7 @@ def _decide(
         # (sid, tenant, revision) + each citation's values, with no Python frame a citation.
         citations += map((sid, tenant, revision).__add__, map(_CITATION_VALUES, archived.citations))
     validity = archived.validity.label if new_revision else str(latest_validity)
-    return EvidenceOutcome(state, reason, warnings, revision, validity, new_revision)
+    return _outcome(state, reason, warnings, revision, validity, new_revision)
 
 
 def record_screenshot(conn: Conn, archived: ArchivedScreenshot) -> EvidenceOutcome:

@@ -20,8 +20,10 @@ import re
 from collections.abc import Iterable, Sequence
 from typing import Any
 
+from psycopg import DataError
 from psycopg._copy_base import format_row_text
 from psycopg.abc import Transformer
+from psycopg.adapt import Transformer as AdaptTransformer
 from psycopg.types.json import Jsonb
 
 from geo_pipeline.store.db import Conn
@@ -51,19 +53,38 @@ OBJECT_COLUMNS = (
 )  # fmt: skip
 _WARNINGS = ANSWER_COLUMNS.index("warnings")
 
+# Each COPY's column types for psycopg's dumpers (``Copy.set_types``): one dumper a column, not
+# one looked up for each value's type, ~half the C row formatter's time a row (issue 33: the
+# worker's database thread). The bytes are those of the per-value dumpers for the values
+# recording makes: a str as its text (char(64) digests, the capture time as its isoformat, the
+# answers' text[] values as ``text_array``'s literal), an int as its digits, a bool as t/f.
+# A value of another type -- a text dumper refuses it -- sends the table's rows with the
+# per-value dumpers, as before; so does a bool where an integer goes, or anything but a bool
+# where a boolean goes (_ODD_TYPED: the typed dumper would write 1, or the value's truth).
+_T, _I, _B = "text", "int8", "bool"
+COPY_TYPES = {
+    "evidence.copy_answers": (_T, _T, _I, _I, _T, _T, _T, _T, _T, _T, _B, _T, _T, _T, _T, _T, _B),
+    "evidence.copy_citations": (_T, _T, _I, _I, _T, _T, _T, _T, _T, _T, _I, _I, _T),
+    "evidence.copy_warc_records": (_T, _I, _I, _T, _T, _T, _T, _T, _T, _T, _T, _T, _T, _I, _I, _T),
+    "evidence.copy_objects": (_T, _T, _T, _I, _T, _T, _T, _I, _T, _I, _T),
+}  # fmt: skip
+
 
 def samples_for_record(conn: Conn, ids: list[str]) -> dict[str, dict[str, Any]]:
     """Lock a round's samples' evidence (one order for every batch) and read what recording
     decides from, by sample id: ``evidence.samples_for_record``'s row, with ``has_screenshot``
     and the sample's object rows as ``objects`` {kind: (latest revision, {sha256, ...})}."""
-    conn.execute(Q("evidence.lock_samples"), {"sample_ids": ids})
+    conn.execute(Q("evidence.lock_samples"), {"sample_ids": text_array(ids)})
     return read_for_record(conn, ids)
 
 
 def read_for_record(conn: Conn, ids: list[str]) -> dict[str, dict[str, Any]]:
     """``samples_for_record`` without taking the lock (the caller holds it)."""
     rows = {}
-    for r in conn.execute(Q("evidence.samples_for_record"), {"sample_ids": ids}).fetchall():
+    # The ids as their text[] literal (text_array): psycopg's list dumper took ~2 us an id
+    # (issue 33), the statement casts the text as it did the list.
+    literal = text_array(ids)
+    for r in conn.execute(Q("evidence.samples_for_record"), {"sample_ids": literal}).fetchall():
         kinds: dict[str, tuple[int, set[str]]] = {}
         for o in r["objects"]:
             kind, revision, sha256 = o.split(" ", 2)
@@ -102,10 +123,44 @@ def write_rows(
 
 
 def _copy(conn: Conn, name: str, rows: Iterable[Sequence[Any]]) -> None:
+    rows = rows if isinstance(rows, list) else list(rows)
     with conn.cursor() as cur, cur.copy(Q(name)) as copy:  # type: ignore[arg-type]
         # Formatted inside the COPY as ``copy.write_row`` would (a value psycopg refuses aborts
-        # the statement as it did), sent with one write.
-        copy.write(copy_data(copy.formatter.transformer, rows))
+        # the statement as it did), sent with one write: with one dumper a column when every
+        # value is of the column's type (COPY_TYPES), else with psycopg's dumper of each value.
+        data = None
+        if not _odd_typed(name, rows):
+            copy.set_types(COPY_TYPES[name])  # type: ignore[arg-type]
+            try:
+                data = copy_data(copy.formatter.transformer, rows)
+            except (TypeError, DataError):  # a value of another type: as before
+                data = None
+        if data is None:
+            data = copy_data(AdaptTransformer.from_context(conn), rows)
+        copy.write(data)
+
+
+def _odd_typed(name: str, rows: list[Sequence[Any]]) -> bool:
+    """Whether a row has a bool in an integer column or a non-bool in a boolean one, among the
+    columns whose values come from a connector (_CHECKED): a typed dumper accepts these and
+    writes other bytes than the per-value dumpers (1 for True; a value's truth). A typed text
+    or integer dumper refuses a value of any other type (then ``_copy`` formats as before)."""
+    for i, kind in _CHECKED.get(name, ()):
+        if kind == _B:
+            if any(type(r[i]) is not bool and r[i] is not None for r in rows):
+                return True
+        elif any(type(r[i]) is bool for r in rows):
+            return True
+    return False
+
+
+# The columns of a connector's values that a typed dumper would take in another type: the
+# answers' flags (provider_truncated, web_search_used), a citation's span. The other integers
+# are recording's own (revisions, ordinals, offsets, sizes, attempt numbers).
+_CHECKED = {
+    "evidence.copy_answers": ((10, _B), (16, _B)),
+    "evidence.copy_citations": ((10, _I), (11, _I)),
+}
 
 
 def copy_data(tx: Transformer, rows: Iterable[Sequence[Any]]) -> bytearray:
@@ -157,10 +212,8 @@ def _write_warc_rows(conn: Conn, rows: list[tuple[Any, ...]]) -> None:
     recorded again (``evidence.warc_objects_recorded``) and INSERT ... ON CONFLICT (object_key,
     record_offset) DO NOTHING adds only what is missing, as it always did."""
     keys = list(dict.fromkeys(r[0] for r in rows))  # object_key
-    indexed = {
-        r["object_key"]
-        for r in conn.execute(Q("evidence.warc_objects_recorded"), {"object_keys": keys})
-    }
+    found = conn.execute(Q("evidence.warc_objects_recorded"), {"object_keys": text_array(keys)})
+    indexed = {r["object_key"] for r in found}
     if indexed:
         again = [dict(zip(WARC_COLUMNS, r, strict=True)) for r in rows if r[0] in indexed]
         conn.execute(Q("evidence.insert_warc_records"), {"rows": Jsonb(again)})

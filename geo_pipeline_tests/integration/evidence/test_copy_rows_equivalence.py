@@ -20,6 +20,7 @@ import psycopg
 import pytest
 from psycopg._copy_base import TextFormatter
 from psycopg.adapt import PyFormat, Transformer
+from psycopg.pq import Format
 from psycopg.rows import dict_row
 
 from geo_pipeline.connectors.base import Attachment, Citation
@@ -202,3 +203,74 @@ def test_an_array_literal_is_the_list_dumpers(items: Sequence[Any]) -> None:
     # What the COPY sends of it, escapes and all.
     data = evidence_rows.copy_data(Transformer(), [(got, "x")])
     assert bytes(data) == _write_row_bytes([(as_list, "x")])
+
+
+# --------------------------------------------------------------------------- typed dumpers
+def _typed_bytes(name: str, rows: list[tuple[Any, ...]]) -> bytes | None:
+    """What ``rows._copy`` formats with the COPY's column types (COPY_TYPES), or None when it
+    would fall back to the per-value dumpers (a value of another type)."""
+    if evidence_rows._odd_typed(name, rows):
+        return None
+    tx = Transformer()
+    tx.set_dumper_types(
+        [tx.adapters.types[t].oid for t in evidence_rows.COPY_TYPES[name]], Format.TEXT
+    )  # what Copy.set_types does
+    try:
+        return bytes(evidence_rows.copy_data(tx, rows))
+    except (TypeError, psycopg.DataError):
+        return None
+
+
+def _odd_rows(width: int, texts: list[int], ints: list[int], bools: list[int]) -> list[Any]:
+    at = datetime(2026, 12, 7, 4, 0, tzinfo=UTC).isoformat()
+    rows = []
+    for i, s in enumerate([*ODD_STRINGS, None]):
+        row: list[Any] = [None] * width
+        for c in texts:
+            row[c] = s if c % 3 else ODD_TEXT
+        for c in ints:
+            row[c] = None if s is None else (i * 7919) ** (c % 4 + 1)
+        for c in bools:
+            row[c] = None if s is None else i % 2 == 0
+        row[texts[-1]] = at
+        rows.append(tuple(row))
+    return rows
+
+
+_SHAPES = {  # each COPY's row: its text, integer and boolean columns
+    name: (
+        [i for i, t in enumerate(types) if t == "text"],
+        [i for i, t in enumerate(types) if t == "int8"],
+        [i for i, t in enumerate(types) if t == "bool"],
+    )
+    for name, types in evidence_rows.COPY_TYPES.items()
+}
+
+
+@pytest.mark.parametrize("name", sorted(_SHAPES))
+def test_the_typed_dumpers_send_the_per_value_dumpers_bytes(name: str) -> None:
+    texts, ints, bools = _SHAPES[name]
+    rows = _odd_rows(len(evidence_rows.COPY_TYPES[name]), texts, ints, bools)
+    assert _typed_bytes(name, rows) == bytes(evidence_rows.copy_data(Transformer(), rows))
+
+
+@pytest.mark.parametrize("name", sorted(_SHAPES))
+@pytest.mark.parametrize("odd", [1, 1.5, True, b"x", ["a"], "t", 2**70])
+def test_a_value_of_another_type_is_sent_as_before(name: str, odd: Any) -> None:
+    """A value the column's typed dumper would refuse, or write other bytes for (a bool where
+    an integer goes; anything but a bool where a boolean goes), sends the per-value bytes
+    (the table's rows through psycopg's dumper of each value, as before the typed dumpers)."""
+    texts, ints, bools = _SHAPES[name]
+    width = len(evidence_rows.COPY_TYPES[name])
+    for column in texts + ints + bools:
+        rows = _odd_rows(width, texts, ints, bools)
+        rows[3] = (*rows[3][:column], odd, *rows[3][column + 1 :])
+        before = bytes(evidence_rows.copy_data(Transformer(), rows))
+        typed = _typed_bytes(name, rows)
+        connector = column in {i for i, _ in evidence_rows._CHECKED.get(name, ())}
+        if typed is not None and (connector or column in texts):
+            assert typed == before, (column, odd)
+        elif typed is not None:
+            # recording's own numbers (revisions, offsets, sizes): an int, or a bool that the
+            # typed dumper writes as 1 where the server refused 't' before.
+            assert typed == before or type(odd) is bool, (column, odd)

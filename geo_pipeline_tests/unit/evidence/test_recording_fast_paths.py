@@ -132,3 +132,22 @@ def test_content_digest_is_the_json_one(text_hex, citations_hex, flag):
     assert recording._content_digest_hex(text_hex, citations_hex, flag) == _digest_reference(
         text_hex, citations_hex, flag
     )
+
+
+@given(
+    st.sampled_from(["stored", "partial", "failed"]),
+    st.none() | st.text(max_size=5),
+    st.lists(st.text(max_size=5), max_size=3).map(tuple),
+    st.integers(0, 9),
+    st.sampled_from(["valid", "invalid"]),
+    st.booleans(),
+    st.lists(st.sampled_from(["answer_raw", "citations", "screenshot"]), max_size=3).map(tuple),
+)
+def test_an_outcome_made_fast_is_the_dataclass_s(
+    state, reason, warnings, rev, validity, new, kinds
+):
+    made = recording._outcome(state, reason, warnings, rev, validity, new, kinds)
+    assert made == recording.EvidenceOutcome(state, reason, warnings, rev, validity, new, kinds)
+    assert made.__dict__ == dataclasses.replace(made).__dict__
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        made.state = "stored"  # type: ignore[misc]
