@@ -314,8 +314,8 @@ def _citations_with_json(
     citation's JSON written from the values in hand (no second loop reading them back out of
     every citation's ``__dict__``); the same objects and the same bytes (test_recording_fast_paths),
     a value that is not a plain ``str``, ``int`` or None sends the JSON the generic way."""
-    out = []
-    rows = []
+    out: list[NormalisedCitation] = []
+    rows: list[str] = []
     plain = True
     parts = normalised_parts
     enc = _encode_json_str

@@ -140,15 +140,18 @@ _ODD = st.one_of(
 )  # fmt: skip
 
 
+_ODD_CITATIONS = st.builds(
+    Citation, url=_URLS, relation=st.one_of(st.sampled_from(["cited"]), _ODD),
+    id=_ODD, title=_ODD, span_start=_ODD, span_end=_ODD, cited_text=_ODD,
+)  # fmt: skip
+
+
 @settings(max_examples=400)
 @given(
     st.lists(
         st.one_of(
             _CITATIONS,
-            st.builds(
-                Citation, url=_URLS, relation=st.one_of(st.sampled_from(["cited"]), _ODD),
-                id=_ODD, title=_ODD, span_start=_ODD, span_end=_ODD, cited_text=_ODD,
-            ),  # fmt: skip
+            _ODD_CITATIONS,
         ),
         max_size=6,
     )
