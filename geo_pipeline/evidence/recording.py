@@ -54,7 +54,7 @@ from urllib.parse import urlsplit
 
 from geo_pipeline.connectors.base import Attachment, Citation, Evidence
 from geo_pipeline.domain.config_model import SCREENSHOT_POLICIES
-from geo_pipeline.domain.urls import normalise_url
+from geo_pipeline.domain.urls import normalised_parts
 from geo_pipeline.domain.validity import RULE_VERSION as VALIDITY_RULE_VERSION
 from geo_pipeline.domain.validity import Validity, classify
 from geo_pipeline.evidence.archive import (
@@ -208,30 +208,35 @@ def _dedupe(items: Iterable[str]) -> tuple[str, ...]:
 def normalise_citations(citations: Iterable[Citation]) -> tuple[NormalisedCitation, ...]:
     """Connector citations with raw and normalised URL and registrable domain (R18)."""
     out = []
+    parts = normalised_parts  # normalise_url's two values, no NormalisedUrl made (issue 33)
     for ordinal, c in enumerate(citations):
-        url = normalise_url(c.url, target=c.target_url)  # a redirect keeps its raw URL
-        # NormalisedCitation(...) with its fields filled in one step: a frozen dataclass's
+        raw = c.url
+        normalized, domain = parts(raw, c.target_url)  # a redirect keeps its raw URL
+        # NormalisedCitation(...) with its fields given in one step: a frozen dataclass's
         # __init__ sets each of its ten fields through object.__setattr__, a third of this
         # loop's time (issue 33); the object is the same (test_recording_fast_paths).
         made = _new(NormalisedCitation)
-        made.__dict__.update(
+        _set_fields(
+            made,
+            "__dict__",
             {
                 "ordinal": ordinal,
                 "relation": c.relation,
-                "raw_url": c.url,
-                "normalized_url": url.normalized,
-                "registrable_domain": url.registrable_domain,
+                "raw_url": raw,
+                "normalized_url": normalized,
+                "registrable_domain": domain,
                 "citation_key": c.id,
                 "title": c.title,
                 "span_start": c.span_start,
                 "span_end": c.span_end,
                 "cited_text": c.cited_text,
-            }
+            },
         )
         out.append(made)
     return tuple(out)
 
 
+_set_fields = object.__setattr__
 _new = object.__new__
 
 
@@ -300,6 +305,65 @@ def _citations_json_fast(citations: tuple[NormalisedCitation, ...]) -> bytes:
             f'"title":{enc(title) if type(title) is str else _jstr(title)}}}'
         )
     return ("[" + ",".join(out) + "]").encode()
+
+
+def _citations_with_json(
+    citations: Iterable[Citation],
+) -> tuple[tuple[NormalisedCitation, ...], bytes]:
+    """``normalise_citations`` and ``citations_json`` of its result in one pass (issue 33): each
+    citation's JSON written from the values in hand (no second loop reading them back out of
+    every citation's ``__dict__``); the same objects and the same bytes (test_recording_fast_paths),
+    a value that is not a plain ``str``, ``int`` or None sends the JSON the generic way."""
+    out: list[NormalisedCitation] = []
+    rows: list[str] = []
+    plain = True
+    parts = normalised_parts
+    enc = _encode_json_str
+    for ordinal, c in enumerate(citations):
+        raw, relation, key, title = c.url, c.relation, c.id, c.title
+        start, end, cited = c.span_start, c.span_end, c.cited_text
+        normalized, domain = parts(raw, c.target_url)  # a redirect keeps its raw URL
+        made = _new(NormalisedCitation)  # as normalise_citations
+        _set_fields(
+            made,
+            "__dict__",
+            {
+                "ordinal": ordinal,
+                "relation": relation,
+                "raw_url": raw,
+                "normalized_url": normalized,
+                "registrable_domain": domain,
+                "citation_key": key,
+                "title": title,
+                "span_start": start,
+                "span_end": end,
+                "cited_text": cited,
+            },
+        )
+        out.append(made)
+        if not plain:
+            continue
+        if type(raw) is not str or type(relation) is not str or type(normalized) is not str:
+            plain = False  # always strings in practice; else the generic way
+            continue
+        try:  # _citations_json_fast's row (its keys in sorted order), from the locals
+            rows.append(
+                f'{{"citation_key":{enc(key) if type(key) is str else _jstr(key)},'
+                f'"cited_text":{"null" if cited is None else _jstr(cited)},'
+                f'"normalized_url":{enc(normalized)},"ordinal":{ordinal},'
+                f'"raw_url":{enc(raw)},'
+                f'"registrable_domain":{enc(domain) if type(domain) is str else _jstr(domain)},'
+                f'"relation":{enc(relation)},'
+                f'"span_end":{"null" if end is None else _jint(end)},'
+                f'"span_start":{"null" if start is None else _jint(start)},'
+                f'"title":{enc(title) if type(title) is str else _jstr(title)}}}'
+            )
+        except _NotPlain:
+            plain = False
+    made_all = tuple(out)
+    if plain:
+        return made_all, ("[" + ",".join(rows) + "]").encode()
+    return made_all, citations_json(made_all)
 
 
 def content_digest(text: str | bytes, citations_bytes: bytes, provider_truncated: bool) -> str:
@@ -515,8 +579,7 @@ def _common(
         raise ValueError(
             f"screenshot policy {screenshot_policy!r} is not one of {SCREENSHOT_POLICIES}"
         )
-    citations = normalise_citations(evidence.citations)
-    cjson = citations_json(citations)
+    citations, cjson = _citations_with_json(evidence.citations)
     text_bytes = evidence.answer_text.encode("utf-8")
     html = render_answer(evidence.answer_text) if render_display else DERIVED
     validity = classify(evidence.answer_text, evidence.provider_truncated)

@@ -151,3 +151,53 @@ def test_an_outcome_made_fast_is_the_dataclass_s(
     assert made.__dict__ == dataclasses.replace(made).__dict__
     with pytest.raises(dataclasses.FrozenInstanceError):
         made.state = "stored"  # type: ignore[misc]
+
+
+_ODD = st.one_of(
+    st.none(), _TEXT, st.integers(-5, 5), st.booleans(), st.just(1.5), st.just(["a"]),
+    st.just(_Str("t\u2028")), st.just(_Num.ONE),
+)  # fmt: skip
+
+
+_ODD_CITATIONS = st.builds(
+    Citation, url=_URLS, relation=st.one_of(st.sampled_from(["cited"]), _ODD),
+    id=_ODD, title=_ODD, span_start=_ODD, span_end=_ODD, cited_text=_ODD,
+)  # fmt: skip
+
+
+@settings(max_examples=400)
+@given(
+    st.lists(
+        st.one_of(
+            _CITATIONS,
+            _ODD_CITATIONS,
+        ),
+        max_size=6,
+    )
+)
+def test_citations_with_their_json_in_one_pass_are_the_two_steps(citations):
+    """_common's one pass (issue 33) makes what normalise_citations then citations_json make:
+    equal objects with the same fields, the same bytes -- or the same error."""
+    try:
+        want_json: bytes | Exception = citations_json(normalise_citations(citations))
+    except (TypeError, ValueError) as exc:  # (e.g. a lone surrogate: UnicodeEncodeError)
+        want_json = exc
+    try:
+        made, cjson = recording._citations_with_json(citations)
+    except (TypeError, ValueError) as exc:
+        assert type(exc) is type(want_json)
+        return
+    want = normalise_citations(citations)
+    assert made == want
+    assert [c.__dict__ for c in made] == [c.__dict__ for c in want]
+    assert [list(c.__dict__) for c in made] == [list(c.__dict__) for c in want]
+    assert cjson == want_json
+
+
+def test_citations_with_their_json_on_simulator_answers():
+    from geo_pipeline_tests.unit.evidence.test_warc_stored_fields import simulator_evidence
+
+    for _, _, evidence, _ in simulator_evidence(200):
+        made, cjson = recording._citations_with_json(evidence.citations)
+        assert made == normalise_citations(evidence.citations)
+        assert cjson == _json_reference(made)

@@ -267,3 +267,64 @@ def test_remembered_queries_follow_the_rules_in_force(monkeypatch):
     assert urls._normalise(url, None).normalized == "https://example.com/a?ref=x&p=2"
     urls.configure("ref")
     assert urls._normalise(url, None) == first
+
+
+def _same_parts(url: str, target: str | None = None) -> None:
+    """normalised_parts (the citations' way in, issue 33) gives normalise_url's two values and,
+    for a URL without a target, the urlsplit reference's -- met for the first time and again."""
+    made = urls.normalise_url(url, target=target)
+    want = (made.normalized, made.registrable_domain)
+    if not target:
+        ref = reference(url)
+        assert want == (ref.normalized, ref.registrable_domain), url
+    assert urls.normalised_parts(url, target) == want, (url, target)
+    assert urls.normalised_parts(url, target) == want, (url, target)  # remembered
+
+
+def test_normalised_parts_agree_with_normalise_url_on_a_generated_corpus():
+    urls._PARTS.clear()
+    corpus = _corpus(20_000, seed=34)
+    for url in corpus:
+        _same_parts(url)
+    for url in _simulator_urls():
+        _same_parts(url)
+
+
+@settings(max_examples=500)
+@given(
+    st.text(
+        alphabet=st.sampled_from(list("hHtTpPsS:/?#&=%.@[]-_~+! 中aZ09\t\x00\u212a")), max_size=40
+    ),
+    st.sampled_from([None, "", "example.com", "https://a.org/x?utm_source=1", "标题", "com"]),
+)
+def test_normalised_parts_agree_with_normalise_url_on_any_text(text, target):
+    _same_parts(text, target)
+    _same_parts("https://" + text, target)
+    _same_parts("https://e.com/" + text, target)
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "https://e.com/a/./b", "https://e.com/a/../b/", "https://e.com/.a/..b/c.", "https://e.com/.",
+        "https://e.com/a/%2E%2E/b", "https://e.com/a/%2e/b", "https://e.com/a.b/c..d",
+        "https://e.com#!/x", "https://e.com?#/x", "https://e.com/?a=1#!", "https://e.com/#x/y",
+        "https://e.com/a?utm_source=x#/r", "HTTPS://E.COM./A?Q=1", "https://e.com?",
+    ],
+)  # fmt: skip
+def test_normalised_parts_agree_on_dot_segments_and_fragments(url):
+    urls._PARTS.clear()
+    _same_parts(url)
+
+
+def test_normalised_parts_follow_the_rules_in_force_and_stay_bounded(monkeypatch):
+    monkeypatch.setattr(urls, "_settings", urls.UrlSettings())
+    url = "https://example.com/a?ref=x&p=2"
+    urls.configure("ref")
+    assert urls.normalised_parts(url) == ("https://example.com/a?p=2", "example.com")
+    urls.configure("utm_*")
+    assert urls.normalised_parts(url) == ("https://example.com/a?ref=x&p=2", "example.com")
+    monkeypatch.setattr(urls, "URL_CACHE_SIZE", 10)
+    for i in range(50):
+        _same_parts(f"https://h{i}.example.org/?utm_source=1")
+    assert 0 < len(urls._PARTS) <= 10
