@@ -196,9 +196,9 @@ class LocalArchive:
         finally:
             os.close(fd)
 
-    def put(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
+    def put(self, key: str, data: bytes, *, mime_type: str, sha256: str | None = None) -> PutResult:
         del mime_type  # the database records it; a directory has nowhere to keep it
-        digest = sha256_hex(data)
+        digest = sha256 or sha256_hex(data)
         path = self._path(key)
         if path.exists():
             return self._same_or_conflict(key, path, digest, len(data))
@@ -233,9 +233,11 @@ class LocalArchive:
             self._slots = asyncio.Semaphore(self.max_in_flight)
         return self._slots
 
-    async def aput(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
+    async def aput(
+        self, key: str, data: bytes, *, mime_type: str, sha256: str | None = None
+    ) -> PutResult:
         async with self._slot():
-            return await asyncio.to_thread(self.put, key, data, mime_type=mime_type)
+            return await asyncio.to_thread(self.put, key, data, mime_type=mime_type, sha256=sha256)
 
     async def aget(self, key: str, *, sha256: str | None = None) -> bytes:
         async with self._slot():
@@ -513,11 +515,18 @@ def archive_from_s3_resource(resource: Any, bucket: str, prefix: str = "") -> S3
     return s3_archive_from_client(resource.get_client(), bucket, prefix)
 
 
-async def aput(archive: Archive, key: str, data: bytes, *, mime_type: str) -> PutResult:
-    """``archive.aput`` where the backend has one (on the event loop), else ``put`` in a thread."""
+async def aput(
+    archive: Archive, key: str, data: bytes, *, mime_type: str, sha256: str | None = None
+) -> PutResult:
+    """``archive.aput`` where the backend has one (on the event loop), else ``put`` in a thread.
+    ``sha256``: the hex digest of ``data`` when the caller has it already (a content-addressed
+    key names it): the backend records it instead of hashing the bytes again."""
     native = getattr(archive, "aput", None)
     if native is not None:
-        result: PutResult = await native(key, data, mime_type=mime_type)
+        if sha256 is None:
+            result: PutResult = await native(key, data, mime_type=mime_type)
+        else:
+            result = await native(key, data, mime_type=mime_type, sha256=sha256)
         return result
     return await asyncio.to_thread(archive.put, key, data, mime_type=mime_type)
 

@@ -109,11 +109,15 @@ class ObjectStoreArchive:
         return self._slots
 
     # ------------------------------------------------------------------ async (the worker)
-    async def aput(self, key: str, data: bytes, *, mime_type: str) -> PutResult:
+    async def aput(
+        self, key: str, data: bytes, *, mime_type: str, sha256: str | None = None
+    ) -> PutResult:
+        """``sha256``: the digest of ``data`` (hex) when the caller has it (the batch store's
+        content-addressed key names it): recorded as the object's, not computed again."""
         import obstore
         from obstore.exceptions import AlreadyExistsError, BaseError, PreconditionError
 
-        digest = sha256_hex(data)
+        digest = sha256 or sha256_hex(data)
         attributes = {"Content-Type": mime_type, SHA256_METADATA: digest}
         async with self._slot():
             try:

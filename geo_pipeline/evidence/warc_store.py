@@ -22,7 +22,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 from collections.abc import Sequence
-from typing import TypeVar
+from typing import NamedTuple, TypeVar
 
 from geo_pipeline.evidence.archive import (
     Archive,
@@ -40,7 +40,6 @@ from geo_pipeline.evidence.warc import (
     WarcCorrupt,
     digest_hex,
     parse_record,
-    record_key,
     split_record_key,
 )
 
@@ -75,21 +74,20 @@ def _placed(item: Item, object_key_: str, offset: int) -> Item:
     on (its records lie there back to back, in order, as ``plan_batch`` packed them)."""
     # Every record is indexed (geo.warc_records); the evidence kinds readers ask for get their
     # geo.evidence_objects row as well. The request (the exchange as sent) is indexed only.
-    # The frozen dataclasses are made without their __init__ (an object.__setattr__ a field)
-    # or a keyword dict: a batch makes ~7 an answer on the event loop (test_warc_store_fast
-    # checks they equal the dataclasses' own).
+    # ArchivedObject and the item are made without their frozen dataclass's __init__ (an
+    # object.__setattr__ a field) or a keyword dict, a Placement as the tuple it is: a batch
+    # makes ~9 objects an answer on the event loop (test_warc_store_fast checks they equal the
+    # dataclasses' own).
     placements = []
     objects = []
     for r in item.warc_pending:
         size = len(r.data)
-        p = _new(Placement)
-        _set(p, "__dict__", {"record": r, "object_key": object_key_, "offset": offset})
-        placements.append(p)
+        placements.append(_tuple(Placement, (r, object_key_, offset)))
         kind = r.kind
         if kind not in INDEX_ONLY_KINDS:
             o = _new(ArchivedObject)
             _set(o, "__dict__", {
-                "kind": kind, "key": record_key(object_key_, offset, size),
+                "kind": kind, "key": f"{object_key_}#{offset}-{size}",  # warc.record_key
                 "sha256": r.payload_sha256, "size_bytes": r.payload_size,
                 "mime_type": r.mime_type,
             })  # fmt: skip
@@ -106,14 +104,23 @@ def _placed(item: Item, object_key_: str, offset: int) -> Item:
 
 _new = object.__new__
 _set = object.__setattr__  # the frozen dataclasses' own __setattr__ refuses every name
+_tuple = tuple.__new__  # a named tuple made without its Python-level __new__
 
 
-def plan_batch(
-    items: Sequence[ArchivedEvidence | ArchivedScreenshot],
-) -> list[tuple[str, bytes, list[tuple[int, int]]]]:
-    """Per tenant and run: (object key, object bytes, (index, offset of its first record) of
-    each of its items). An item's records lie in its object back to back, in order. Pure;
-    ``astore_batch`` PUTs the objects."""
+class Planned(NamedTuple):
+    """One object of a batch: its key, its bytes and their sha256 (hex: the key names it, and
+    the store is told it rather than hashing the bytes again), and (index, offset of its first
+    record) of each of its items."""
+
+    key: str
+    data: bytes
+    sha256: str
+    starts: list[tuple[int, int]]
+
+
+def plan_batch(items: Sequence[ArchivedEvidence | ArchivedScreenshot]) -> list[Planned]:
+    """Per tenant and run, the object to PUT (``Planned``). An item's records lie in its object
+    back to back, in order. Pure; ``astore_batch`` PUTs the objects."""
     groups: dict[tuple[str, str], list[int]] = {}
     for i, item in enumerate(items):
         if item.warc_pending:
@@ -137,7 +144,9 @@ def plan_batch(
                 offset += len(data)
                 members.append(data)
         data = b"".join(members)
-        out.append((batch_object_key(tenant_id, run_id, data), data, starts))
+        digest = sha256_hex(data)
+        name = object_key(tenant_id, run_id, WARC_DIR, f"sha256-{digest}", OBJECT_NAME)
+        out.append(Planned(name, data, digest, starts))
     return out
 
 
@@ -152,10 +161,10 @@ async def astore_batch(
     failed: dict[int, ArchiveError] = {}
     plans = plan_batch(items)
     results = await asyncio.gather(
-        *(aput(archive, key, data, mime_type=WARC_MIME) for key, data, _ in plans),
+        *(aput(archive, p.key, p.data, mime_type=WARC_MIME, sha256=p.sha256) for p in plans),
         return_exceptions=True,
     )
-    for (key, _, starts), result in zip(plans, results, strict=True):
+    for (key, _, _, starts), result in zip(plans, results, strict=True):
         if isinstance(result, ArchiveError):
             failed.update((i, result) for i, _ in starts)
         elif isinstance(result, BaseException):
@@ -169,7 +178,7 @@ async def astore_batch(
 def store_batch(archive: Archive, items: Sequence[Item]) -> list[Item]:
     """Blocking form of ``astore_batch`` (the CLI, re-parses, tests)."""
     out = list(items)
-    for key, data, starts in plan_batch(items):
+    for key, data, _, starts in plan_batch(items):
         archive.put(key, data, mime_type=WARC_MIME)
         for i, offset in starts:
             out[i] = _placed(items[i], key, offset)

@@ -14,6 +14,7 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
+from typing import Any
 
 import psycopg
 import pytest
@@ -157,7 +158,7 @@ def test_store_unavailable_mid_run_samples_wait_and_complete(
     real_aput = archive.aput
     uploads = 0
 
-    async def aput_then_outage(key: str, data: bytes, *, mime_type: str) -> PutResult:
+    async def aput_then_outage(key: str, data: bytes, *, mime_type: str, **kw: Any) -> PutResult:
         # The store goes away as the second upload starts, with work still in flight: decided by
         # the uploads themselves, not by a poll of the database that a loaded machine can make
         # too late (every upload already done, nothing left to wait for).
@@ -169,7 +170,7 @@ def test_store_unavailable_mid_run_samples_wait_and_complete(
         if uploads == 2 and "down" not in outage:
             proxy.down()
             outage["down"] = time.monotonic()
-        return await real_aput(key, data, mime_type=mime_type)
+        return await real_aput(key, data, mime_type=mime_type, **kw)
 
     monkeypatch.setattr(archive, "aput", aput_then_outage)
 

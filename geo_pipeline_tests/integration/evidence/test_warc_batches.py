@@ -176,9 +176,9 @@ def test_worker_writes_one_object_per_batch_and_records_every_record(
     puts: list[int] = []
     real_aput = archive.aput
 
-    async def counting_aput(key: str, data: bytes, *, mime_type: str) -> Any:
+    async def counting_aput(key: str, data: bytes, *, mime_type: str, **kw: Any) -> Any:
         puts.append(len(data))
-        return await real_aput(key, data, mime_type=mime_type)
+        return await real_aput(key, data, mime_type=mime_type, **kw)
 
     monkeypatch.setattr(archive, "aput", counting_aput)
     ids = make_run(db_url, "r-warc", questions=40)

@@ -160,9 +160,9 @@ def test_a_read_of_late_screenshots_is_one_object_and_one_transaction(
     puts: list[str] = []
     real_aput = archive.aput
 
-    async def counting_aput(key: str, data: bytes, *, mime_type: str) -> Any:
+    async def counting_aput(key: str, data: bytes, *, mime_type: str, **kw: Any) -> Any:
         puts.append(key)
-        return await real_aput(key, data, mime_type=mime_type)
+        return await real_aput(key, data, mime_type=mime_type, **kw)
 
     monkeypatch.setattr(archive, "aput", counting_aput)
     cost: dict[int, tuple[int, int, int]] = {}

@@ -82,7 +82,9 @@ def _same(a: Item, b: Item) -> None:
     assert type(a) is type(b)
     assert a == b
     assert vars(a) == vars(b)  # every field
-    for x, y in zip((*a.warc_placed, *a.objects), (*b.warc_placed, *b.objects), strict=True):
+    for x, y in zip(a.warc_placed, b.warc_placed, strict=True):  # named tuples
+        assert type(x) is type(y) is Placement and x._asdict() == y._asdict()
+    for x, y in zip(a.objects, b.objects, strict=True):
         assert type(x) is type(y) and vars(x) == vars(y)
         assert set(vars(x)) == {f.name for f in fields(type(x))}
     for p, r in zip(a.warc_placed, b.warc_placed, strict=True):

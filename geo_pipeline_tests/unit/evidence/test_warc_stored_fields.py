@@ -209,13 +209,15 @@ def test_records_redact_the_exchange_credentials(i: int) -> None:
 
 
 def test_prepared_and_placed_evidence_is_the_dataclasses_with_every_field() -> None:
-    """``prepare_warc_evidence`` builds ``ArchivedEvidence``, and warc_store ``Placement`` and
-    ``ArchivedObject``, without their ``__init__`` (CPU, issue 33): a field added to one of
+    """``prepare_warc_evidence`` builds ``ArchivedEvidence``, and warc_store ``ArchivedObject``
+    (and ``Placement``, a named tuple, as a tuple), without their ``__init__`` (CPU, issue 33): a field added to one of
     them must be set there too."""
     items = [
         prepare_warc_evidence(*args, max_record_bytes=1 << 20) for args in simulator_evidence(8)
     ]
     for item in store_batch(_Puts(), items):  # type: ignore[arg-type]
-        for made in (item, *item.warc_placed, *item.objects):
+        for placed in item.warc_placed:  # a named tuple, made as the tuple it is
+            assert placed == warc.Placement(*placed) and type(placed) is warc.Placement
+        for made in (item, *item.objects):
             assert set(vars(made)) == {f.name for f in fields(type(made))}
             assert made == type(made)(**vars(made))
